@@ -1,0 +1,234 @@
+//! The `switchboard` command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use uuid::Uuid;
+
+use crate::config::{Config, FlagOverrides};
+use crate::domain::PrincipalKind;
+use crate::identity;
+
+#[derive(Parser)]
+#[command(name = "switchboard", version, about = "A JSON-RPC 2.0 WebSocket hub for AI agents and apps")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Clone, Default)]
+pub struct ConfigArgs {
+    /// TOML configuration file.
+    #[arg(long, env = "SWITCHBOARD_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    /// Address to listen on (server.listen).
+    #[arg(long, global = true)]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Data directory for the embedded database (server.data_dir).
+    #[arg(long, global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// Database URL: sqlite:PATH or postgres://... (storage.database_url).
+    #[arg(long, global = true)]
+    pub database_url: Option<String>,
+}
+
+impl ConfigArgs {
+    pub fn load(&self) -> anyhow::Result<Config> {
+        Config::load(
+            self.config.as_deref(),
+            &FlagOverrides {
+                listen: self.listen,
+                data_dir: self.data_dir.clone(),
+                database_url: self.database_url.clone(),
+            },
+        )
+    }
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the hub.
+    Serve(#[command(flatten)] ConfigArgs),
+    /// Apply database migrations and exit.
+    Migrate(#[command(flatten)] ConfigArgs),
+    /// Protocol schemas.
+    Schema {
+        #[command(subcommand)]
+        command: SchemaCommand,
+    },
+    /// Operator helpers for agents.
+    Agent {
+        #[command(subcommand)]
+        command: AgentCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Operator helpers for apps.
+    App {
+        #[command(subcommand)]
+        command: AppCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum SchemaCommand {
+    /// Write rpc/openrpc.json and schemas/*.schema.json.
+    Export {
+        /// Repository root to write into.
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum AgentCommand {
+    /// Register an agent and print its id and key (shown once).
+    Register {
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// Issue a new key and revoke the old ones. Sockets already open on this
+    /// hub keep running until they reconnect; use the REST rotation to close them at once.
+    RotateKey {
+        #[arg(long)]
+        id: Uuid,
+    },
+    /// Revoke every key of the agent.
+    RevokeKey {
+        #[arg(long)]
+        id: Uuid,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum AppCommand {
+    /// Register an app from a manifest file and print its id and key (shown once).
+    Register {
+        #[arg(long)]
+        manifest: PathBuf,
+    },
+    /// Issue a new key and revoke the old ones.
+    RotateKey {
+        #[arg(long)]
+        id: Uuid,
+    },
+    /// Revoke every key of the app.
+    RevokeKey {
+        #[arg(long)]
+        id: Uuid,
+    },
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => {
+            let config = args.load()?;
+            crate::telemetry::init_logging(&config.log);
+            crate::server::serve(config).await
+        }
+        Command::Migrate(args) => {
+            let mut config = args.load()?;
+            crate::telemetry::init_logging(&config.log);
+            config.storage.migrate_on_start = false;
+            let store = crate::store::open(&config).await?;
+            store.migrate().await?;
+            println!("migrations applied ({:?})", store.backend());
+            Ok(())
+        }
+        Command::Schema {
+            command: SchemaCommand::Export { out },
+        } => {
+            for path in crate::protocol::export::write(&out)? {
+                println!("wrote {path}");
+            }
+            Ok(())
+        }
+        Command::Agent { command, config } => {
+            let config = config.load()?;
+            let store = crate::store::open(&config).await?;
+            match command {
+                AgentCommand::Register { name, description } => {
+                    let r = identity::register_agent(
+                        store.as_ref(),
+                        &serde_json::Value::String(name),
+                        description.map(serde_json::Value::String).as_ref(),
+                    )
+                    .await
+                    .map_err(describe)?;
+                    println!("agent id:  {}", r.id);
+                    println!("agent key: {}", r.key.plaintext);
+                    println!("The key is shown only once; store it now.");
+                    Ok(())
+                }
+                AgentCommand::RotateKey { id } => rotate(store.as_ref(), id, PrincipalKind::Agent).await,
+                AgentCommand::RevokeKey { id } => revoke(store.as_ref(), id, PrincipalKind::Agent).await,
+            }
+        }
+        Command::App { command, config } => {
+            let cfg = config.load()?;
+            let store = crate::store::open(&cfg).await?;
+            match command {
+                AppCommand::Register { manifest } => {
+                    let text = std::fs::read_to_string(&manifest)
+                        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", manifest.display()))?;
+                    let doc: serde_json::Value = serde_json::from_str(&text)
+                        .map_err(|e| anyhow::anyhow!("{} is not valid JSON: {e}", manifest.display()))?;
+                    let (r, _) = identity::register_app(store.as_ref(), &doc, &cfg.manifest_bounds())
+                        .await
+                        .map_err(describe)?;
+                    println!("app id:  {}", r.id);
+                    println!("app key: {}", r.key.plaintext);
+                    println!("The key is shown only once; store it now.");
+                    Ok(())
+                }
+                AppCommand::RotateKey { id } => rotate(store.as_ref(), id, PrincipalKind::App).await,
+                AppCommand::RevokeKey { id } => revoke(store.as_ref(), id, PrincipalKind::App).await,
+            }
+        }
+    }
+}
+
+fn describe(e: identity::IdentityError) -> anyhow::Error {
+    match e {
+        identity::IdentityError::Invalid(problems) => {
+            let lines: Vec<String> = problems
+                .iter()
+                .map(|p| format!("  {}: {}", if p.pointer.is_empty() { "/" } else { &p.pointer }, p.message))
+                .collect();
+            anyhow::anyhow!("invalid input:\n{}", lines.join("\n"))
+        }
+        other => anyhow::anyhow!("{other}"),
+    }
+}
+
+async fn principal_of_kind(
+    store: &dyn crate::store::Store,
+    id: Uuid,
+    kind: PrincipalKind,
+) -> anyhow::Result<crate::domain::Principal> {
+    match identity::principal(store, id).await {
+        Ok(p) if p.kind == kind => Ok(p),
+        Ok(_) | Err(identity::IdentityError::NotFound) => anyhow::bail!("no {kind} with id {id}"),
+        Err(e) => Err(describe(e)),
+    }
+}
+
+async fn rotate(store: &dyn crate::store::Store, id: Uuid, kind: PrincipalKind) -> anyhow::Result<()> {
+    let p = principal_of_kind(store, id, kind).await?;
+    let (key, revoked) = identity::rotate(store, p).await.map_err(describe)?;
+    println!("{kind} id:  {id}");
+    println!("{kind} key: {}", key.plaintext);
+    println!("revoked {} old key(s). The key is shown only once; store it now.", revoked.len());
+    Ok(())
+}
+
+async fn revoke(store: &dyn crate::store::Store, id: Uuid, kind: PrincipalKind) -> anyhow::Result<()> {
+    let p = principal_of_kind(store, id, kind).await?;
+    let revoked = identity::revoke(store, p.id).await.map_err(describe)?;
+    println!("revoked {} key(s) of {kind} {id}", revoked.len());
+    Ok(())
+}

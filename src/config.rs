@@ -1,0 +1,363 @@
+//! Configuration: defaults, then a TOML file, then `SWITCHBOARD_*` environment
+//! variables (`__` separates sections: `SWITCHBOARD_GATEWAY__MAX_FRAME_BYTES`),
+//! then command-line flags. Every key is documented in docs/configuration.md.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+use crate::domain::manifest::ManifestBounds;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub storage: StorageConfig,
+    pub gateway: GatewayConfig,
+    pub registration: RegistrationConfig,
+    pub hooks: HooksConfig,
+    pub limits: LimitsConfig,
+    pub admin: AdminConfig,
+    pub log: LogConfig,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub shutdown_grace_ms: u64,
+    pub max_http_body_bytes: usize,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageConfig {
+    /// Empty: `sqlite://<data_dir>/switchboard.db`. `postgres://...` selects
+    /// PostgreSQL.
+    pub database_url: String,
+    pub max_connections: u32,
+    pub migrate_on_start: bool,
+    pub sqlite_busy_timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    pub auth_timeout_ms: u64,
+    pub heartbeat_interval_ms: u64,
+    pub heartbeat_timeout_ms: u64,
+    pub max_frame_bytes: usize,
+    pub transport_max_frame_bytes: usize,
+    pub max_in_flight_requests: u32,
+    pub outbound_queue_capacity: u32,
+    pub rate_limit_per_second: u32,
+    pub rate_limit_burst: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RegistrationMode {
+    /// Anyone who reaches the hub may register.
+    Open,
+    /// Registration requires `registration.secret` in `X-Registration-Secret`.
+    Secret,
+    /// Only the operator CLI registers.
+    Closed,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RegistrationConfig {
+    pub mode: RegistrationMode,
+    pub secret: String,
+    pub allow_open_beyond_loopback: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HooksConfig {
+    pub min_timeout_ms: u64,
+    pub max_timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub max_participants: u32,
+    pub max_manifest_conversations: usize,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Bearer token of the operator API. Empty disables it.
+    pub token: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    /// A tracing filter; `RUST_LOG` wins when set.
+    pub level: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:7420".parse().expect("valid default address"),
+            data_dir: PathBuf::from("switchboard-data"),
+            shutdown_grace_ms: 10_000,
+            max_http_body_bytes: 1024 * 1024,
+        }
+    }
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            database_url: String::new(),
+            max_connections: 16,
+            migrate_on_start: true,
+            sqlite_busy_timeout_ms: 5_000,
+        }
+    }
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            auth_timeout_ms: 10_000,
+            heartbeat_interval_ms: 20_000,
+            heartbeat_timeout_ms: 60_000,
+            max_frame_bytes: 1024 * 1024,
+            transport_max_frame_bytes: 4 * 1024 * 1024,
+            max_in_flight_requests: 64,
+            outbound_queue_capacity: 1024,
+            rate_limit_per_second: 100,
+            rate_limit_burst: 200,
+        }
+    }
+}
+
+impl Default for RegistrationConfig {
+    fn default() -> Self {
+        RegistrationConfig {
+            mode: RegistrationMode::Open,
+            secret: String::new(),
+            allow_open_beyond_loopback: false,
+        }
+    }
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        HooksConfig {
+            min_timeout_ms: 10,
+            max_timeout_ms: 60_000,
+        }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_participants: 1_000,
+            max_manifest_conversations: 32,
+        }
+    }
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            token: String::new(),
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            format: LogFormat::Text,
+            level: "info".into(),
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            server: ServerConfig::default(),
+            storage: StorageConfig::default(),
+            gateway: GatewayConfig::default(),
+            registration: RegistrationConfig::default(),
+            hooks: HooksConfig::default(),
+            limits: LimitsConfig::default(),
+            admin: AdminConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+/// Values given as command-line flags; they win over everything else.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FlagOverrides {
+    pub listen: Option<SocketAddr>,
+    pub data_dir: Option<PathBuf>,
+    pub database_url: Option<String>,
+}
+
+impl Config {
+    pub fn load(file: Option<&Path>, flags: &FlagOverrides) -> anyhow::Result<Config> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            if !file.exists() {
+                anyhow::bail!("configuration file {} does not exist", file.display());
+            }
+            figment = figment.merge(Toml::file(file));
+        }
+        figment = figment.merge(Env::prefixed("SWITCHBOARD_").split("__").ignore(&["config"]));
+        if let Some(listen) = flags.listen {
+            figment = figment.merge(Serialized::default("server.listen", listen));
+        }
+        if let Some(dir) = &flags.data_dir {
+            figment = figment.merge(Serialized::default("server.data_dir", dir));
+        }
+        if let Some(url) = &flags.database_url {
+            figment = figment.merge(Serialized::default("storage.database_url", url));
+        }
+        let config: Config = figment
+            .extract()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Refuses settings that cannot work, with the key named.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let g = &self.gateway;
+        let positive = [
+            ("gateway.auth_timeout_ms", g.auth_timeout_ms),
+            ("gateway.heartbeat_interval_ms", g.heartbeat_interval_ms),
+            ("gateway.heartbeat_timeout_ms", g.heartbeat_timeout_ms),
+            ("gateway.max_frame_bytes", g.max_frame_bytes as u64),
+            ("gateway.max_in_flight_requests", g.max_in_flight_requests as u64),
+            ("gateway.outbound_queue_capacity", g.outbound_queue_capacity as u64),
+            ("gateway.rate_limit_per_second", g.rate_limit_per_second as u64),
+            ("gateway.rate_limit_burst", g.rate_limit_burst as u64),
+            ("storage.max_connections", self.storage.max_connections as u64),
+            ("limits.max_participants", self.limits.max_participants as u64),
+            ("hooks.min_timeout_ms", self.hooks.min_timeout_ms),
+        ];
+        for (key, value) in positive {
+            if value == 0 {
+                anyhow::bail!("{key} must be greater than 0");
+            }
+        }
+        if g.transport_max_frame_bytes < g.max_frame_bytes {
+            anyhow::bail!("gateway.transport_max_frame_bytes must be at least gateway.max_frame_bytes");
+        }
+        if g.heartbeat_timeout_ms <= g.heartbeat_interval_ms {
+            anyhow::bail!("gateway.heartbeat_timeout_ms must be greater than gateway.heartbeat_interval_ms");
+        }
+        if self.hooks.max_timeout_ms < self.hooks.min_timeout_ms {
+            anyhow::bail!("hooks.max_timeout_ms must be at least hooks.min_timeout_ms");
+        }
+        if self.registration.mode == RegistrationMode::Secret && self.registration.secret.len() < 16 {
+            anyhow::bail!("registration.secret must be at least 16 characters when registration.mode = \"secret\"");
+        }
+        Ok(())
+    }
+
+    /// Open registration on a hub reachable beyond this machine needs the
+    /// operator's explicit consent.
+    pub fn check_exposure(&self) -> anyhow::Result<()> {
+        if self.registration.mode == RegistrationMode::Open
+            && !self.server.listen.ip().is_loopback()
+            && !self.registration.allow_open_beyond_loopback
+        {
+            anyhow::bail!(
+                "server.listen = {} is reachable beyond loopback and registration.mode = \"open\": \
+                 set registration.mode = \"secret\" (with registration.secret) or \"closed\", \
+                 or set registration.allow_open_beyond_loopback = true",
+                self.server.listen
+            );
+        }
+        Ok(())
+    }
+
+    pub fn database_url(&self) -> String {
+        if self.storage.database_url.is_empty() {
+            format!(
+                "sqlite://{}",
+                self.server.data_dir.join("switchboard.db").display()
+            )
+        } else {
+            self.storage.database_url.clone()
+        }
+    }
+
+    pub fn manifest_bounds(&self) -> ManifestBounds {
+        ManifestBounds {
+            min_hook_timeout_ms: self.hooks.min_timeout_ms,
+            max_hook_timeout_ms: self.hooks.max_timeout_ms,
+            max_participants: self.limits.max_participants,
+            max_conversations: self.limits.max_manifest_conversations,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_local() {
+        let c = Config::default();
+        c.validate().unwrap();
+        c.check_exposure().unwrap();
+        assert!(c.server.listen.ip().is_loopback());
+    }
+
+    #[test]
+    fn open_registration_beyond_loopback_is_refused() {
+        let mut c = Config::default();
+        c.server.listen = "0.0.0.0:7420".parse().unwrap();
+        assert!(c.check_exposure().is_err());
+        c.registration.allow_open_beyond_loopback = true;
+        c.check_exposure().unwrap();
+    }
+
+    #[test]
+    fn file_values_load_and_flags_win() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(
+            &file,
+            "[gateway]\nmax_frame_bytes = 2048\n[server]\nlisten = \"127.0.0.1:1\"\n",
+        )
+        .unwrap();
+        let flags = FlagOverrides {
+            listen: Some("127.0.0.1:2".parse().unwrap()),
+            ..Default::default()
+        };
+        let c = Config::load(Some(&file), &flags).unwrap();
+        assert_eq!(c.gateway.max_frame_bytes, 2048);
+        assert_eq!(c.server.listen.port(), 2);
+        std::fs::write(&file, "[gateway]\nmax_frame_bytez = 1\n").unwrap();
+        let err = Config::load(Some(&file), &FlagOverrides::default()).unwrap_err();
+        assert!(err.to_string().contains("max_frame_bytez"), "{err}");
+    }
+}

@@ -1,0 +1,366 @@
+//! The app manifest: what an app declares when it registers, above all an
+//! explicit policy for each of the three gates. There is no omission default;
+//! an app that wants the open posture says so.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::validate::{pointer_escape, FieldProblem, Problems};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Manifest {
+    /// Display name, 1 to 100 characters.
+    pub name: String,
+    /// What the app does, 1 to 2000 characters.
+    pub description: String,
+    pub limits: ManifestLimits,
+    /// Conversations created in every accepted task.
+    #[serde(default)]
+    pub conversations: Vec<ConversationTemplate>,
+    pub hooks: GatePolicies,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManifestLimits {
+    /// Most participants a task of this app may have.
+    pub max_participants: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConversationTemplate {
+    /// Unique within the manifest: lowercase letters, digits, `-` and `_`.
+    pub key: String,
+    pub name: String,
+    pub participant_filter: ParticipantFilter,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ParticipantFilter {
+    /// Every task participant joins.
+    All,
+    /// Nobody joins; the app adds participants.
+    None,
+}
+
+/// One policy per gate, all three required.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GatePolicies {
+    pub dispatch_authorize: DispatchPolicy,
+    pub message_authorize: MessagePolicy,
+    pub task_create: TaskCreatePolicy,
+}
+
+/// Recipient-side admission.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
+pub enum DispatchPolicy {
+    Grant,
+    Deny {
+        reason: String,
+    },
+    Hook {
+        #[serde(rename = "timeoutMs")]
+        timeout_ms: u64,
+    },
+}
+
+/// Send-side fan-out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
+pub enum MessagePolicy {
+    ForwardAllExceptSender,
+    Deny {
+        reason: String,
+    },
+    Hook {
+        #[serde(rename = "timeoutMs")]
+        timeout_ms: u64,
+    },
+}
+
+/// Task creation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
+pub enum TaskCreatePolicy {
+    Accept,
+    Reject {
+        reason: String,
+    },
+    Hook {
+        #[serde(rename = "timeoutMs")]
+        timeout_ms: u64,
+    },
+}
+
+/// Operator bounds a manifest must respect (configuration `hooks.*` and
+/// `limits.*`).
+#[derive(Clone, Copy, Debug)]
+pub struct ManifestBounds {
+    pub min_hook_timeout_ms: u64,
+    pub max_hook_timeout_ms: u64,
+    pub max_participants: u32,
+    pub max_conversations: usize,
+}
+
+const NAME_MAX: usize = 100;
+const DESCRIPTION_MAX: usize = 2000;
+const REASON_MAX: usize = 500;
+const KEY_MAX: usize = 64;
+
+/// Validates a manifest document and reports every problem with a JSON pointer
+/// relative to the manifest's root.
+pub fn validate(doc: &Value, bounds: &ManifestBounds) -> Result<Manifest, Vec<FieldProblem>> {
+    let mut p = Problems::default();
+    let Some(root) = p.object(
+        "",
+        Some(doc),
+        &["name", "description", "limits", "conversations", "hooks"],
+        true,
+    ) else {
+        return Err(p.into_vec());
+    };
+    p.string("/name", root.get("name"), 1, NAME_MAX);
+    p.string("/description", root.get("description"), 1, DESCRIPTION_MAX);
+
+    if let Some(limits) = p.object("/limits", root.get("limits"), &["maxParticipants"], true) {
+        p.integer(
+            "/limits/maxParticipants",
+            limits.get("maxParticipants"),
+            1,
+            bounds.max_participants as u64,
+        );
+    }
+
+    match root.get("conversations") {
+        None => {}
+        Some(Value::Array(items)) => {
+            if items.len() > bounds.max_conversations {
+                p.push(
+                    "/conversations",
+                    format!("must have at most {} entries", bounds.max_conversations),
+                );
+            }
+            let mut seen = std::collections::HashSet::new();
+            for (i, item) in items.iter().enumerate() {
+                let at = format!("/conversations/{i}");
+                let Some(c) = p.object(&at, Some(item), &["key", "name", "participantFilter"], true)
+                else {
+                    continue;
+                };
+                if let Some(key) = p.string(&format!("{at}/key"), c.get("key"), 1, KEY_MAX) {
+                    if !key
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+                    {
+                        p.push(
+                            format!("{at}/key"),
+                            "may contain only lowercase letters, digits, '-' and '_'",
+                        );
+                    } else if !seen.insert(key.to_string()) {
+                        p.push(format!("{at}/key"), format!("duplicate key {key:?}"));
+                    }
+                }
+                p.string(&format!("{at}/name"), c.get("name"), 1, NAME_MAX);
+                enum_member(
+                    &mut p,
+                    &format!("{at}/participantFilter"),
+                    c.get("participantFilter"),
+                    &["all", "none"],
+                );
+            }
+        }
+        Some(_) => p.push("/conversations", "must be an array"),
+    }
+
+    if let Some(hooks) = p.object(
+        "/hooks",
+        root.get("hooks"),
+        &["dispatch_authorize", "message_authorize", "task_create"],
+        true,
+    ) {
+        policy(&mut p, hooks, "dispatch_authorize", &["grant"], &["deny"], bounds);
+        policy(
+            &mut p,
+            hooks,
+            "message_authorize",
+            &["forwardAllExceptSender"],
+            &["deny"],
+            bounds,
+        );
+        policy(&mut p, hooks, "task_create", &["accept"], &["reject"], bounds);
+    }
+
+    if !p.is_empty() {
+        return Err(p.into_vec());
+    }
+    serde_json::from_value(doc.clone()).map_err(|e| {
+        // The checks above mirror the types; reaching this is a bug in them, but
+        // the caller still gets an answer rather than a panic.
+        vec![FieldProblem {
+            pointer: String::new(),
+            message: e.to_string(),
+        }]
+    })
+}
+
+fn enum_member(p: &mut Problems, at: &str, value: Option<&Value>, allowed: &[&str]) {
+    match value {
+        Some(Value::String(s)) if allowed.contains(&s.as_str()) => {}
+        None => p.push(at, "is required"),
+        Some(_) => p.push(at, format!("must be one of {}", quoted(allowed))),
+    }
+}
+
+fn quoted(items: &[&str]) -> String {
+    items
+        .iter()
+        .map(|s| format!("\"{s}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One gate's policy: a plain kind, a refusing kind with a reason, or `hook`.
+fn policy(
+    p: &mut Problems,
+    hooks: &serde_json::Map<String, Value>,
+    gate: &str,
+    plain: &[&str],
+    refusing: &[&str],
+    bounds: &ManifestBounds,
+) {
+    let at = format!("/hooks/{}", pointer_escape(gate));
+    let value = hooks.get(gate);
+    let Some(obj) = p.object(&at, value, &["kind", "reason", "timeoutMs"], true) else {
+        return;
+    };
+    let kinds: Vec<&str> = plain
+        .iter()
+        .chain(refusing)
+        .copied()
+        .chain(std::iter::once("hook"))
+        .collect();
+    let kind = match obj.get("kind") {
+        Some(Value::String(k)) if kinds.contains(&k.as_str()) => k.as_str(),
+        None => {
+            p.push(format!("{at}/kind"), "is required");
+            return;
+        }
+        Some(_) => {
+            p.push(format!("{at}/kind"), format!("must be one of {}", quoted(&kinds)));
+            return;
+        }
+    };
+    let allowed: &[&str] = if refusing.contains(&kind) {
+        &["kind", "reason"]
+    } else if kind == "hook" {
+        &["kind", "timeoutMs"]
+    } else {
+        &["kind"]
+    };
+    for member in obj.keys() {
+        if !allowed.contains(&member.as_str()) {
+            p.push(
+                format!("{at}/{}", pointer_escape(member)),
+                format!("is not allowed for kind \"{kind}\""),
+            );
+        }
+    }
+    if refusing.contains(&kind) {
+        p.string(&format!("{at}/reason"), obj.get("reason"), 1, REASON_MAX);
+    } else if kind == "hook" {
+        p.integer(
+            &format!("{at}/timeoutMs"),
+            obj.get("timeoutMs"),
+            bounds.min_hook_timeout_ms,
+            bounds.max_hook_timeout_ms,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const BOUNDS: ManifestBounds = ManifestBounds {
+        min_hook_timeout_ms: 10,
+        max_hook_timeout_ms: 60_000,
+        max_participants: 1000,
+        max_conversations: 32,
+    };
+
+    fn werewolf() -> Value {
+        json!({
+            "name": "Werewolf",
+            "description": "Agents play Werewolf in task-scoped conversations",
+            "limits": { "maxParticipants": 12 },
+            "conversations": [
+                { "key": "town-square", "name": "Town Square", "participantFilter": "all" },
+                { "key": "werewolf-chat", "name": "Werewolf Chat", "participantFilter": "none" }
+            ],
+            "hooks": {
+                "dispatch_authorize": { "kind": "hook", "timeoutMs": 5000 },
+                "message_authorize": { "kind": "hook", "timeoutMs": 5000 },
+                "task_create": { "kind": "accept" }
+            }
+        })
+    }
+
+    #[test]
+    fn the_seed_manifest_is_valid() {
+        let m = validate(&werewolf(), &BOUNDS).unwrap();
+        assert_eq!(m.limits.max_participants, 12);
+        assert_eq!(m.hooks.task_create, TaskCreatePolicy::Accept);
+        assert_eq!(m.hooks.message_authorize, MessagePolicy::Hook { timeout_ms: 5000 });
+        assert_eq!(m.conversations[1].participant_filter, ParticipantFilter::None);
+        // Round trip: what we store is what we read back.
+        let back: Manifest = serde_json::from_value(serde_json::to_value(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_a_pointer() {
+        let mut doc = werewolf();
+        doc["name"] = json!("");
+        doc["limits"]["maxParticipants"] = json!(0);
+        doc["conversations"][1]["key"] = json!("town-square");
+        doc["conversations"][0]["participantFilter"] = json!("some");
+        doc["hooks"]["message_authorize"] = json!({"kind": "hook", "timeoutMs": 999999});
+        doc["hooks"]["dispatch_authorize"] = json!({"kind": "deny"});
+        doc["hooks"].as_object_mut().unwrap().remove("task_create");
+        doc["extra"] = json!(1);
+        let problems = validate(&doc, &BOUNDS).unwrap_err();
+        let pointers: Vec<&str> = problems.iter().map(|p| p.pointer.as_str()).collect();
+        for expected in [
+            "/name",
+            "/limits/maxParticipants",
+            "/conversations/1/key",
+            "/conversations/0/participantFilter",
+            "/hooks/message_authorize/timeoutMs",
+            "/hooks/dispatch_authorize/reason",
+            "/hooks/task_create",
+            "/extra",
+        ] {
+            assert!(pointers.contains(&expected), "{expected} missing from {pointers:?}");
+        }
+    }
+
+    #[test]
+    fn policies_refuse_members_of_other_kinds() {
+        let mut doc = werewolf();
+        doc["hooks"]["task_create"] = json!({"kind": "accept", "timeoutMs": 5});
+        doc["hooks"]["message_authorize"] = json!({"kind": "grant"});
+        let problems = validate(&doc, &BOUNDS).unwrap_err();
+        let pointers: Vec<&str> = problems.iter().map(|p| p.pointer.as_str()).collect();
+        assert_eq!(
+            pointers,
+            vec!["/hooks/message_authorize/kind", "/hooks/task_create/timeoutMs"]
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! Domain rules: pure types and decisions with no I/O. Everything else in the
+//! crate depends on this module; it depends on nothing of the crate.
+
+pub mod keys;
+pub mod manifest;
+pub mod principal;
+pub mod validate;
+
+pub use principal::{Principal, PrincipalKind};
+
+/// Milliseconds since the Unix epoch: the one time representation in storage.
+pub type Millis = i64;
+
+pub fn now_millis() -> Millis {
+    chrono::Utc::now().timestamp_millis()
+}

@@ -1,0 +1,40 @@
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Who acts. One id space for every kind: an id names one principal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PrincipalKind {
+    Agent,
+    App,
+}
+
+impl PrincipalKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrincipalKind::Agent => "agent",
+            PrincipalKind::App => "app",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<PrincipalKind> {
+        match s {
+            "agent" => Some(PrincipalKind::Agent),
+            "app" => Some(PrincipalKind::App),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for PrincipalKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Principal {
+    pub id: Uuid,
+    pub kind: PrincipalKind,
+}

@@ -1,0 +1,91 @@
+//! Who is connected. Several sockets per principal are normal (an agent on
+//! two machines, an app with a standby); callbacks to an app go to its newest
+//! open socket, which is what a restarting app expects: the fresh process takes
+//! over while the old one drains.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use dashmap::DashMap;
+use uuid::Uuid;
+
+use crate::domain::{Principal, PrincipalKind};
+use crate::rpc::Peer;
+use crate::telemetry::names;
+
+#[derive(Clone)]
+pub struct Connection {
+    pub id: Uuid,
+    pub principal: Principal,
+    pub key_id: String,
+    pub peer: Peer,
+    order: u64,
+}
+
+#[derive(Default)]
+pub struct Registry {
+    by_principal: DashMap<Uuid, Vec<Connection>>,
+    next_order: AtomicU64,
+}
+
+impl Registry {
+    pub fn add(&self, id: Uuid, principal: Principal, key_id: String, peer: Peer) {
+        let order = self.next_order.fetch_add(1, Ordering::Relaxed);
+        self.by_principal.entry(principal.id).or_default().push(Connection {
+            id,
+            principal,
+            key_id,
+            peer,
+            order,
+        });
+        metrics::gauge!(names::CONNECTIONS, "kind" => principal.kind.as_str()).increment(1.0);
+    }
+
+    pub fn remove(&self, principal: Principal, id: Uuid) {
+        let mut removed = false;
+        if let Some(mut list) = self.by_principal.get_mut(&principal.id) {
+            let before = list.len();
+            list.retain(|c| c.id != id);
+            removed = list.len() != before;
+        }
+        self.by_principal.remove_if(&principal.id, |_, list| list.is_empty());
+        if removed {
+            metrics::gauge!(names::CONNECTIONS, "kind" => principal.kind.as_str()).decrement(1.0);
+        }
+    }
+
+    /// Every open socket of a principal.
+    pub fn connections(&self, principal_id: Uuid) -> Vec<Connection> {
+        self.by_principal
+            .get(&principal_id)
+            .map(|l| l.iter().filter(|c| !c.peer.is_closed()).cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The socket that receives an app's callbacks: its newest open one.
+    pub fn callback_target(&self, app_id: Uuid) -> Option<Connection> {
+        self.connections(app_id)
+            .into_iter()
+            .filter(|c| c.principal.kind == PrincipalKind::App)
+            .max_by_key(|c| c.order)
+    }
+
+    /// Closes every socket authenticated with one of these keys.
+    pub fn close_keys(&self, principal_id: Uuid, key_ids: &[String], code: u16, reason: &str) -> usize {
+        let mut closed = 0;
+        for c in self.connections(principal_id) {
+            if key_ids.contains(&c.key_id) {
+                c.peer.close(code, reason);
+                closed += 1;
+            }
+        }
+        closed
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_principal.iter().map(|e| e.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,95 @@
+//! The operator API, behind `admin.token`. Disabled (404) when no token is set.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap};
+use axum::Json;
+use rand::RngCore;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use uuid::Uuid;
+
+use super::error::ApiError;
+use crate::domain::PrincipalKind;
+use crate::hooks::{self, HookOutcome};
+use crate::hub::Hub;
+use crate::protocol::network::{AppPing, PingParams};
+
+fn check_admin(hub: &Hub, headers: &HeaderMap) -> Result<(), ApiError> {
+    let configured = &hub.config.admin.token;
+    if configured.is_empty() {
+        return Err(ApiError::not_found("no such route"));
+    }
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let equal: bool = Sha256::digest(presented.as_bytes())
+        .ct_eq(&Sha256::digest(configured.as_bytes()))
+        .into();
+    if presented.is_empty() || !equal {
+        return Err(ApiError::unauthorized("a valid operator token is required"));
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PingQuery {
+    timeout_ms: Option<u64>,
+}
+
+/// Sends `app/network/ping` to the app's callback socket and reports the
+/// outcome exactly as a gate hook would see it.
+pub async fn ping_app(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    Path(app_id): Path<String>,
+    query: Result<Query<PingQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    check_admin(&hub, &headers)?;
+    let Query(query) = query.map_err(|e| ApiError::invalid("invalid_query", e.body_text(), Vec::new()))?;
+    let hidden = || ApiError::not_found("no such app");
+    let app_id = Uuid::parse_str(&app_id).map_err(|_| hidden())?;
+    let principal = hub.store.principal(app_id).await.map_err(|e| {
+        tracing::error!(error = %e, "store failure");
+        ApiError::internal()
+    })?;
+    if principal.map(|p| p.kind) != Some(PrincipalKind::App) {
+        return Err(hidden());
+    }
+    let bounds = &hub.config.hooks;
+    let timeout_ms = query.timeout_ms.unwrap_or(5_000);
+    if !(bounds.min_timeout_ms..=bounds.max_timeout_ms).contains(&timeout_ms) {
+        return Err(ApiError::invalid(
+            "invalid_query",
+            format!("timeoutMs must be from {} to {}", bounds.min_timeout_ms, bounds.max_timeout_ms),
+            Vec::new(),
+        ));
+    }
+    let mut nonce = [0u8; 12];
+    rand::rngs::OsRng.fill_bytes(&mut nonce);
+    let nonce = hex::encode(nonce);
+    let started = Instant::now();
+    let outcome = hooks::call_app::<AppPing>(
+        &hub,
+        app_id,
+        &PingParams { nonce: nonce.clone() },
+        Duration::from_millis(timeout_ms),
+    )
+    .await;
+    let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+    let body = match outcome {
+        HookOutcome::Ok(r) if r.nonce == nonce => json!({ "outcome": "ok", "roundTripMs": elapsed }),
+        HookOutcome::Ok(_) => json!({ "outcome": "bad_result", "reason": "nonce does not match" }),
+        HookOutcome::RemoteError(e) => json!({ "outcome": "remote_error", "error": e }),
+        HookOutcome::BadResult(reason) => json!({ "outcome": "bad_result", "reason": reason }),
+        other => json!({ "outcome": other.label(), "elapsedMs": elapsed }),
+    };
+    Ok(Json(body))
+}

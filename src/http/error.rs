@@ -1,0 +1,82 @@
+//! REST error bodies: `{"error": {"code", "message", "details"?}}`, where
+//! `code` is a stable snake_case string and `details` lists JSON pointers.
+
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use crate::domain::validate::FieldProblem;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub details: Vec<FieldProblem>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            details: Vec::new(),
+        }
+    }
+
+    pub fn invalid(code: &'static str, message: impl Into<String>, details: Vec<FieldProblem>) -> Self {
+        ApiError {
+            details,
+            ..ApiError::new(StatusCode::BAD_REQUEST, code, message)
+        }
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+    }
+
+    pub fn internal() -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut error = json!({ "code": self.code, "message": self.message });
+        if !self.details.is_empty() {
+            error["details"] = serde_json::to_value(&self.details).expect("details serialize");
+        }
+        let mut response = (self.status, Json(json!({ "error": error }))).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, "Bearer".parse().expect("static header"));
+        }
+        response
+    }
+}
+
+impl From<crate::identity::IdentityError> for ApiError {
+    fn from(e: crate::identity::IdentityError) -> Self {
+        use crate::identity::IdentityError as E;
+        match e {
+            E::BadKey => ApiError::unauthorized("invalid or revoked key"),
+            E::Invalid(details) => ApiError::invalid("invalid_request", "the request has invalid fields", details),
+            E::NotFound => ApiError::not_found("not found"),
+            E::Store(err) => {
+                tracing::error!(error = %err, "store failure");
+                ApiError::internal()
+            }
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! REST routes and the WebSocket upgrade, on one port.
+
+mod admin;
+mod error;
+mod identity;
+mod ops;
+
+use std::sync::Arc;
+
+use axum::extract::{MatchedPath, Request, State, WebSocketUpgrade};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::hub::Hub;
+use crate::telemetry::names;
+
+pub use error::ApiError;
+
+pub fn router(hub: Arc<Hub>) -> Router {
+    let body_limit = hub.config.server.max_http_body_bytes;
+    Router::new()
+        .route("/ws", get(websocket))
+        .route("/api/v1/agents/register", post(identity::register_agent))
+        .route("/api/v1/apps/register", post(identity::register_app))
+        .route("/api/v1/keys/rotate", post(identity::rotate_key))
+        .route("/api/v1/keys/revoke", post(identity::revoke_key))
+        .route("/api/v1/apps/{app_id}/ping", post(admin::ping_app))
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
+        .fallback(|| async { ApiError::not_found("no such route") })
+        .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn(count_requests))
+        .with_state(hub)
+}
+
+async fn websocket(State(hub): State<Arc<Hub>>, ws: WebSocketUpgrade) -> Response {
+    if hub.shutdown.is_cancelled() {
+        return ApiError::unavailable("the hub is shutting down").into_response();
+    }
+    let limit = hub.config.gateway.transport_max_frame_bytes;
+    let tracker = hub.connections.clone();
+    ws.max_message_size(limit)
+        .max_frame_size(limit)
+        .on_upgrade(move |socket| tracker.track_future(crate::gateway::connection::run(hub, socket)))
+}
+
+async fn count_requests(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".to_string());
+    let response = next.run(request).await;
+    metrics::counter!(names::HTTP_REQUESTS, "route" => route, "status" => response.status().as_u16().to_string())
+        .increment(1);
+    response
+}

@@ -1,0 +1,35 @@
+//! Liveness, readiness and metrics for operators.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use crate::hub::Hub;
+
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Ready when the database answers and the hub is not shutting down.
+pub async fn readyz(State(hub): State<Arc<Hub>>) -> Response {
+    if hub.shutdown.is_cancelled() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+    }
+    match hub.store.ping().await {
+        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness check failed");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable\n").into_response()
+        }
+    }
+}
+
+pub async fn metrics(State(hub): State<Arc<Hub>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        hub.metrics.render(),
+    )
+        .into_response()
+}

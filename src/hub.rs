@@ -1,0 +1,57 @@
+//! The hub's shared state: what every connection, handler and route reaches.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::gateway::{Registry, RequestContext};
+use crate::protocol::router::Router;
+use crate::store::DynStore;
+
+pub struct Hub {
+    pub config: Config,
+    pub store: DynStore,
+    pub registry: Registry,
+    pub router: Router<RequestContext>,
+    /// Calls per principal, across all of its sockets.
+    pub limiter: DefaultKeyedRateLimiter<Uuid>,
+    /// Cancelled when the hub begins a graceful shutdown.
+    pub shutdown: CancellationToken,
+    /// Connection loops, so shutdown can wait for them.
+    pub connections: TaskTracker,
+    /// Request handlers and other background work of this hub.
+    pub tasks: TaskTracker,
+    pub metrics: PrometheusHandle,
+    pub sync_epoch: String,
+}
+
+impl Hub {
+    pub async fn new(config: Config, store: DynStore) -> anyhow::Result<Arc<Hub>> {
+        let router = crate::handlers::router();
+        router
+            .check_complete()
+            .map_err(|e| anyhow::anyhow!("protocol catalogue is incomplete: {e}"))?;
+        let g = &config.gateway;
+        let quota = Quota::per_second(NonZeroU32::new(g.rate_limit_per_second).expect("validated > 0"))
+            .allow_burst(NonZeroU32::new(g.rate_limit_burst).expect("validated > 0"));
+        let sync_epoch = store.sync_epoch().await?;
+        Ok(Arc::new(Hub {
+            limiter: RateLimiter::keyed(quota),
+            config,
+            store,
+            registry: Registry::default(),
+            router,
+            shutdown: CancellationToken::new(),
+            connections: TaskTracker::new(),
+            tasks: TaskTracker::new(),
+            metrics: crate::telemetry::metrics_handle(),
+            sync_epoch,
+        }))
+    }
+}

@@ -1,0 +1,167 @@
+//! Agent and app identity: registration, key checks, rotation and revocation.
+//! The HTTP routes, the gateway and the operator CLI all go through here, so
+//! the rules (validation, keys shown once, constant-time checks, one answer
+//! for every bad key) hold on every path.
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::domain::keys::{self, MintedKey};
+use crate::domain::manifest::{self, Manifest, ManifestBounds};
+use crate::domain::validate::{FieldProblem, Problems};
+use crate::domain::{now_millis, Principal, PrincipalKind};
+use crate::store::{NewKey, NewPrincipal, Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    /// Wrong, malformed, unknown or revoked key: one answer for all of them.
+    #[error("invalid or revoked key")]
+    BadKey,
+    #[error("invalid request")]
+    Invalid(Vec<FieldProblem>),
+    #[error("not found")]
+    NotFound,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A key check that passed.
+#[derive(Clone, Debug)]
+pub struct Authenticated {
+    pub principal: Principal,
+    pub key_id: String,
+}
+
+/// A new principal and its key, which is shown once.
+#[derive(Debug)]
+pub struct Registered {
+    pub id: Uuid,
+    pub key: MintedKey,
+}
+
+fn new_key(key: &MintedKey) -> NewKey {
+    NewKey {
+        key_id: key.key_id.clone(),
+        secret_hash: key.secret_hash,
+    }
+}
+
+pub async fn register_agent(
+    store: &dyn Store,
+    name: &Value,
+    description: Option<&Value>,
+) -> Result<Registered, IdentityError> {
+    let mut p = Problems::default();
+    let name = p.string("/name", Some(name), 1, 100).map(str::to_string);
+    let description = match description {
+        None => None,
+        Some(d) => p.string("/description", Some(d), 0, 2000).map(str::to_string),
+    };
+    let Some(name) = name.filter(|_| p.is_empty()) else {
+        return Err(IdentityError::Invalid(p.into_vec()));
+    };
+    let id = Uuid::new_v4();
+    let key = keys::mint(PrincipalKind::Agent);
+    store
+        .create_agent(
+            &NewPrincipal {
+                id,
+                kind: PrincipalKind::Agent,
+                name,
+                description,
+                created_at: now_millis(),
+            },
+            &new_key(&key),
+        )
+        .await?;
+    Ok(Registered { id, key })
+}
+
+/// Validates the manifest (every problem reported with a pointer relative to
+/// the manifest) and registers the app.
+pub async fn register_app(
+    store: &dyn Store,
+    manifest_doc: &Value,
+    bounds: &ManifestBounds,
+) -> Result<(Registered, Manifest), IdentityError> {
+    let manifest = manifest::validate(manifest_doc, bounds).map_err(IdentityError::Invalid)?;
+    let id = Uuid::new_v4();
+    let key = keys::mint(PrincipalKind::App);
+    store
+        .create_app(
+            &NewPrincipal {
+                id,
+                kind: PrincipalKind::App,
+                name: manifest.name.clone(),
+                description: Some(manifest.description.clone()),
+                created_at: now_millis(),
+            },
+            &manifest,
+            &new_key(&key),
+        )
+        .await?;
+    Ok((Registered { id, key }, manifest))
+}
+
+/// Checks a presented key. `expected` restricts the kind (an agent key cannot
+/// connect as an app); a mismatch is answered like any other bad key.
+pub async fn authenticate(
+    store: &dyn Store,
+    presented: &str,
+    expected: Option<PrincipalKind>,
+) -> Result<Authenticated, IdentityError> {
+    let Some(parsed) = keys::parse(presented) else {
+        // Same work as a real check, so a malformed key is not faster.
+        let _ = keys::hash_secret(presented);
+        return Err(IdentityError::BadKey);
+    };
+    let record = store.key(&parsed.key_id).await?;
+    let stored = record.as_ref().map(|r| r.secret_hash.as_slice());
+    let matches = keys::verify(&parsed, stored);
+    match record {
+        Some(r)
+            if matches
+                && r.revoked_at.is_none()
+                && r.kind == parsed.kind
+                && expected.is_none_or(|k| k == r.kind) =>
+        {
+            Ok(Authenticated {
+                principal: Principal {
+                    id: r.principal_id,
+                    kind: r.kind,
+                },
+                key_id: r.key_id,
+            })
+        }
+        _ => Err(IdentityError::BadKey),
+    }
+}
+
+/// Issues a new key for the principal and revokes every older one.
+pub async fn rotate(
+    store: &dyn Store,
+    principal: Principal,
+) -> Result<(MintedKey, Vec<String>), IdentityError> {
+    let key = keys::mint(principal.kind);
+    let revoked = store
+        .rotate_keys(principal.id, &new_key(&key), now_millis())
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound => IdentityError::NotFound,
+            other => other.into(),
+        })?;
+    Ok((key, revoked))
+}
+
+pub async fn revoke(store: &dyn Store, principal_id: Uuid) -> Result<Vec<String>, IdentityError> {
+    Ok(store.revoke_keys(principal_id, now_millis()).await?)
+}
+
+/// Looks a principal up for the operator CLI.
+pub async fn principal(store: &dyn Store, id: Uuid) -> Result<Principal, IdentityError> {
+    let record = store.principal(id).await?.ok_or(IdentityError::NotFound)?;
+    Ok(Principal {
+        id: record.id,
+        kind: record.kind,
+    })
+}

@@ -1,0 +1,186 @@
+//! The protocol catalogue: every method and notification switchboard speaks,
+//! declared once in Rust. The router dispatches from it, `schema export` writes
+//! `rpc/` and `schemas/` from it, and the SDK calls through it, so the three
+//! cannot disagree.
+
+pub mod export;
+pub mod network;
+pub mod params;
+pub mod router;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::{de::DeserializeOwned, Serialize};
+
+use crate::rpc::ErrorKind;
+
+/// The protocol version this hub speaks. A client may ask for a range.
+pub const PROTOCOL_VERSION_MIN: u32 = 1;
+pub const PROTOCOL_VERSION_MAX: u32 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// A peer calls the hub.
+    ToHub,
+    /// The hub calls (or notifies) a peer.
+    FromHub,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::ToHub => "peer-to-hub",
+            Direction::FromHub => "hub-to-peer",
+        }
+    }
+}
+
+/// Who may call a method (or, for hub-to-peer methods, who receives it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// Any socket, before authentication: only the connect methods.
+    Unauthenticated,
+    Agent,
+    App,
+}
+
+impl Caller {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Caller::Unauthenticated => "unauthenticated",
+            Caller::Agent => "agent",
+            Caller::App => "app",
+        }
+    }
+}
+
+/// A request/response method.
+pub trait Method {
+    const NAME: &'static str;
+    const DIRECTION: Direction;
+    const CALLER: Caller;
+    const SUMMARY: &'static str;
+    /// Application errors a caller can expect beyond the frame-level ones.
+    const ERRORS: &'static [ErrorKind];
+    type Params: Serialize + DeserializeOwned + JsonSchema + Send + 'static;
+    type Result: Serialize + DeserializeOwned + JsonSchema + Send + 'static;
+}
+
+/// A notification (no answer).
+pub trait Notification {
+    const NAME: &'static str;
+    const DIRECTION: Direction;
+    const AUDIENCE: Caller;
+    const SUMMARY: &'static str;
+    /// Ephemeral notifications are delivered live only and never stored.
+    const EPHEMERAL: bool;
+    type Params: Serialize + DeserializeOwned + JsonSchema + Send + 'static;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecKind {
+    Request,
+    Notification { ephemeral: bool },
+}
+
+/// The catalogue entry of one method or notification.
+#[derive(Clone, Copy)]
+pub struct MethodSpec {
+    pub name: &'static str,
+    pub kind: SpecKind,
+    pub direction: Direction,
+    pub caller: Caller,
+    pub summary: &'static str,
+    pub errors: &'static [ErrorKind],
+    pub params_schema: fn(&mut SchemaGenerator) -> Schema,
+    pub params_type: fn() -> String,
+    pub result_schema: Option<fn(&mut SchemaGenerator) -> Schema>,
+    pub result_type: Option<fn() -> String>,
+}
+
+impl std::fmt::Debug for MethodSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MethodSpec").field("name", &self.name).finish()
+    }
+}
+
+fn schema_of<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
+    g.subschema_for::<T>()
+}
+
+/// The params type's own schema (not a reference), so the export can list its
+/// members as OpenRPC by-name params.
+fn inline_schema_of<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
+    T::json_schema(g)
+}
+
+fn name_of<T: JsonSchema>() -> String {
+    T::schema_name().into_owned()
+}
+
+pub fn method_spec<M: Method>() -> MethodSpec {
+    MethodSpec {
+        name: M::NAME,
+        kind: SpecKind::Request,
+        direction: M::DIRECTION,
+        caller: M::CALLER,
+        summary: M::SUMMARY,
+        errors: M::ERRORS,
+        params_schema: inline_schema_of::<M::Params>,
+        params_type: name_of::<M::Params>,
+        result_schema: Some(schema_of::<M::Result>),
+        result_type: Some(name_of::<M::Result>),
+    }
+}
+
+pub fn notification_spec<N: Notification>() -> MethodSpec {
+    MethodSpec {
+        name: N::NAME,
+        kind: SpecKind::Notification {
+            ephemeral: N::EPHEMERAL,
+        },
+        direction: N::DIRECTION,
+        caller: N::AUDIENCE,
+        summary: N::SUMMARY,
+        errors: &[],
+        params_schema: inline_schema_of::<N::Params>,
+        params_type: name_of::<N::Params>,
+        result_schema: None,
+        result_type: None,
+    }
+}
+
+/// The whole protocol, in documentation order. Adding a method means adding
+/// its line here; the router refuses to start when a peer-to-hub method has no
+/// handler, and the drift test fails until `rpc/` is exported again.
+pub fn catalogue() -> Vec<MethodSpec> {
+    vec![
+        method_spec::<network::AgentConnect>(),
+        method_spec::<network::AppConnect>(),
+        method_spec::<network::AppPing>(),
+    ]
+}
+
+pub fn find(name: &str) -> Option<MethodSpec> {
+    catalogue().into_iter().find(|s| s.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_prefixed_by_their_principal() {
+        let specs = catalogue();
+        let mut names: Vec<&str> = specs.iter().map(|s| s.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), specs.len());
+        for s in specs {
+            assert!(
+                s.name.starts_with("agent/") || s.name.starts_with("app/"),
+                "{}",
+                s.name
+            );
+        }
+    }
+}

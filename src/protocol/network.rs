@@ -1,0 +1,144 @@
+//! Connecting a socket, and the hub's liveness probe of an app.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::{Caller, Direction, Method};
+use crate::rpc::ErrorKind;
+
+/// A protocol version range a client can speak; both ends inclusive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VersionRange {
+    pub min: u32,
+    pub max: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentConnectParams {
+    /// The key returned by `POST /api/v1/agents/register`.
+    pub agent_key: String,
+    /// Versions the client speaks; the hub picks the highest it shares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<VersionRange>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppConnectParams {
+    /// The key returned by `POST /api/v1/apps/register`.
+    pub app_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<VersionRange>,
+}
+
+/// The limits in force on this connection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionLimits {
+    /// Frames longer than this are answered with an InvalidRequest error.
+    pub max_frame_bytes: u64,
+    /// Frames longer than this close the socket (1009).
+    pub transport_max_frame_bytes: u64,
+    pub max_in_flight_requests: u32,
+    pub outbound_queue_capacity: u32,
+    pub rate_limit: RateLimit,
+    pub heartbeat: Heartbeat,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RateLimit {
+    /// Sustained calls per second per principal (all its sockets together).
+    pub per_second: u32,
+    pub burst: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Heartbeat {
+    /// The hub sends a WebSocket ping this often.
+    pub interval_ms: u64,
+    /// A socket silent for this long (no frame, no pong) is closed (4000).
+    pub timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentConnectResult {
+    pub agent_id: Uuid,
+    pub connection_id: Uuid,
+    pub protocol_version: u32,
+    pub limits: ConnectionLimits,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppConnectResult {
+    pub app_id: Uuid,
+    pub connection_id: Uuid,
+    pub protocol_version: u32,
+    pub limits: ConnectionLimits,
+}
+
+pub struct AgentConnect;
+impl Method for AgentConnect {
+    const NAME: &'static str = "agent/network/connect";
+    const DIRECTION: Direction = Direction::ToHub;
+    const CALLER: Caller = Caller::Unauthenticated;
+    const SUMMARY: &'static str =
+        "Authenticate this socket as an agent. Must be the first call, within gateway.auth_timeout_ms.";
+    const ERRORS: &'static [ErrorKind] = &[
+        ErrorKind::Unauthorized,
+        ErrorKind::Conflict,
+        ErrorKind::UnsupportedVersion,
+    ];
+    type Params = AgentConnectParams;
+    type Result = AgentConnectResult;
+}
+
+pub struct AppConnect;
+impl Method for AppConnect {
+    const NAME: &'static str = "app/network/connect";
+    const DIRECTION: Direction = Direction::ToHub;
+    const CALLER: Caller = Caller::Unauthenticated;
+    const SUMMARY: &'static str =
+        "Authenticate this socket as an app. The newest open app socket receives the app's callbacks.";
+    const ERRORS: &'static [ErrorKind] = &[
+        ErrorKind::Unauthorized,
+        ErrorKind::Conflict,
+        ErrorKind::UnsupportedVersion,
+    ];
+    type Params = AppConnectParams;
+    type Result = AppConnectResult;
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PingParams {
+    /// Echo this value back.
+    pub nonce: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PingResult {
+    pub nonce: String,
+}
+
+/// The hub's probe of an app's callback path, used by operators
+/// (`POST /api/v1/apps/{appId}/ping`) to see whether an app answers callbacks
+/// and how fast, through exactly the machinery every gate hook uses.
+pub struct AppPing;
+impl Method for AppPing {
+    const NAME: &'static str = "app/network/ping";
+    const DIRECTION: Direction = Direction::FromHub;
+    const CALLER: Caller = Caller::App;
+    const SUMMARY: &'static str =
+        "The hub checks that the app answers callbacks; the app echoes the nonce.";
+    const ERRORS: &'static [ErrorKind] = &[];
+    type Params = PingParams;
+    type Result = PingResult;
+}

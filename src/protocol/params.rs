@@ -1,0 +1,109 @@
+//! Decoding params so that an error names the field at fault:
+//! `Invalid params: conversationId is required`.
+
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use crate::rpc::RpcError;
+
+pub fn decode<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
+    let value = match params {
+        None => Value::Object(Default::default()),
+        Some(v @ Value::Object(_)) => v,
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "params must be an object (by-name params)",
+            )
+            .with_data(json!({ "field": "params" })))
+        }
+    };
+    serde_path_to_error::deserialize::<_, T>(value).map_err(describe)
+}
+
+fn describe(err: serde_path_to_error::Error<serde_json::Error>) -> RpcError {
+    let path = err.path().to_string();
+    let parent = if path == "." { String::new() } else { path };
+    let inner = err.inner().to_string();
+    let join = |field: &str| {
+        if parent.is_empty() {
+            field.to_string()
+        } else {
+            format!("{parent}.{field}")
+        }
+    };
+    let (field, detail) = if let Some(field) = backticked(&inner, "missing field `") {
+        let f = join(field);
+        (f.clone(), format!("{f} is required"))
+    } else if let Some(field) = backticked(&inner, "unknown field `") {
+        let f = join(field);
+        (f.clone(), format!("{f} is not a known member"))
+    } else if parent.is_empty() {
+        ("params".to_string(), strip_position(&inner))
+    } else {
+        (parent.clone(), format!("{parent}: {}", strip_position(&inner)))
+    };
+    RpcError::invalid_params(detail).with_data(json!({ "field": field }))
+}
+
+fn backticked<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = message.strip_prefix(prefix)?;
+    rest.split('`').next()
+}
+
+/// serde_json appends " at line 1 column 7" to some messages; on a decoded
+/// value that position means nothing to the caller.
+fn strip_position(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Deserialize, Debug)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct P {
+        conversation_id: String,
+        inner: Option<Inner>,
+    }
+    #[derive(Deserialize, Debug)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        count: u32,
+    }
+
+    fn msg(v: Value) -> String {
+        decode::<P>(Some(v)).unwrap_err().message
+    }
+
+    #[test]
+    fn messages_name_the_field() {
+        assert_eq!(
+            msg(json!({})),
+            "Invalid params: conversationId is required"
+        );
+        assert_eq!(
+            msg(json!({"conversationId": "c", "extra": 1})),
+            "Invalid params: extra is not a known member"
+        );
+        assert_eq!(
+            msg(json!({"conversationId": 5})),
+            "Invalid params: conversationId: invalid type: integer `5`, expected a string"
+        );
+        assert_eq!(
+            msg(json!({"conversationId": "c", "inner": {}})),
+            "Invalid params: inner.count is required"
+        );
+        assert_eq!(
+            decode::<P>(Some(json!([1]))).unwrap_err().message,
+            "Invalid params: params must be an object (by-name params)"
+        );
+        assert_eq!(decode::<P>(None).unwrap_err().message, "Invalid params: conversationId is required");
+    }
+}

@@ -1,0 +1,294 @@
+//! Parsing and writing JSON-RPC 2.0 frames.
+//!
+//! Frames are plain JSON-RPC 2.0 objects: request, response or notification,
+//! told apart by their members alone (no `type` or `direction` field). The
+//! parser is strict on purpose: a frame with members JSON-RPC does not define is
+//! refused, so nobody grows a private dialect on top of the protocol.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::error::{ErrorKind, RpcError};
+
+/// A request id as the peer sent it. Strings and numbers are both allowed and
+/// echoed byte for byte (numbers keep their exact JSON form).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Id {
+    Number(serde_json::Number),
+    Str(String),
+}
+
+impl std::fmt::Display for Id {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Id::Number(n) => write!(f, "{n}"),
+            Id::Str(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// One inbound frame, classified.
+#[derive(Debug)]
+pub enum Incoming {
+    Request {
+        id: Id,
+        method: String,
+        params: Option<Value>,
+    },
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
+    /// An answer to a call this side made.
+    Response {
+        id: Id,
+        outcome: Result<Value, RpcError>,
+    },
+    /// A response frame whose shape is wrong. When its id names a pending call,
+    /// that call ends as a bad result; otherwise the frame is only counted.
+    MalformedResponse { id: Option<Id>, reason: String },
+    /// Not a valid frame: answer with `error` (and `id` when it could be read).
+    Invalid { id: Option<Id>, error: RpcError },
+}
+
+const REQUEST_MEMBERS: [&str; 4] = ["jsonrpc", "id", "method", "params"];
+const RESPONSE_MEMBERS: [&str; 4] = ["jsonrpc", "id", "result", "error"];
+
+pub fn parse(text: &str) -> Incoming {
+    let value: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            return Incoming::Invalid {
+                id: None,
+                error: RpcError::new(ErrorKind::ParseError, format!("Parse error: {e}")),
+            }
+        }
+    };
+    let mut obj = match value {
+        Value::Object(obj) => obj,
+        Value::Array(_) => {
+            return Incoming::Invalid {
+                id: None,
+                error: RpcError::invalid_request(
+                    "batch requests are not supported; send one JSON-RPC object per frame",
+                ),
+            }
+        }
+        _ => {
+            return Incoming::Invalid {
+                id: None,
+                error: RpcError::invalid_request("a frame must be a JSON object"),
+            }
+        }
+    };
+
+    let is_response =
+        !obj.contains_key("method") && (obj.contains_key("result") || obj.contains_key("error"));
+    if is_response {
+        return parse_response(obj);
+    }
+
+    let id = match obj.remove("id") {
+        None => None,
+        Some(Value::String(s)) => Some(Id::Str(s)),
+        Some(Value::Number(n)) => Some(Id::Number(n)),
+        Some(_) => {
+            return Incoming::Invalid {
+                id: None,
+                error: RpcError::invalid_request("id must be a string or a number"),
+            }
+        }
+    };
+    let invalid = |id: Option<Id>, msg: String| Incoming::Invalid {
+        id,
+        error: RpcError::invalid_request(msg),
+    };
+    if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+        return invalid(id, "jsonrpc must be \"2.0\"".into());
+    }
+    if let Some(unknown) = obj
+        .keys()
+        .find(|k| !REQUEST_MEMBERS.contains(&k.as_str()))
+    {
+        return invalid(id, format!("unknown member `{unknown}` in request frame"));
+    }
+    let method = match obj.remove("method") {
+        Some(Value::String(m)) if !m.is_empty() => m,
+        Some(_) => return invalid(id, "method must be a non-empty string".into()),
+        None => return invalid(id, "method is required".into()),
+    };
+    let params = obj.remove("params");
+    match id {
+        Some(id) => Incoming::Request { id, method, params },
+        None => Incoming::Notification { method, params },
+    }
+}
+
+fn parse_response(mut obj: Map<String, Value>) -> Incoming {
+    let id = match obj.remove("id") {
+        Some(Value::String(s)) => Some(Id::Str(s)),
+        Some(Value::Number(n)) => Some(Id::Number(n)),
+        _ => None,
+    };
+    let malformed = |id: Option<Id>, reason: &str| Incoming::MalformedResponse {
+        id,
+        reason: reason.to_string(),
+    };
+    if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+        return malformed(id, "jsonrpc must be \"2.0\"");
+    }
+    if obj.keys().any(|k| !RESPONSE_MEMBERS.contains(&k.as_str())) {
+        return malformed(id, "unknown member in response frame");
+    }
+    let Some(id) = id else {
+        return malformed(None, "response without a string or number id");
+    };
+    match (obj.remove("result"), obj.remove("error")) {
+        (Some(result), None) => Incoming::Response {
+            id,
+            outcome: Ok(result),
+        },
+        (None, Some(error)) => match serde_json::from_value::<RpcError>(error) {
+            Ok(err) => Incoming::Response {
+                id,
+                outcome: Err(err),
+            },
+            Err(_) => malformed(Some(id), "error member is not a JSON-RPC error object"),
+        },
+        _ => malformed(Some(id), "a response carries exactly one of result and error"),
+    }
+}
+
+#[derive(Serialize)]
+struct RequestOut<'a, P: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a Id,
+    method: &'a str,
+    params: &'a P,
+}
+
+#[derive(Serialize)]
+struct NotificationOut<'a, P: Serialize> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    params: &'a P,
+}
+
+#[derive(Serialize)]
+struct ResultOut<'a, R: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a Id,
+    result: &'a R,
+}
+
+#[derive(Serialize)]
+struct ErrorOut<'a> {
+    jsonrpc: &'static str,
+    id: Option<&'a Id>,
+    error: &'a RpcError,
+}
+
+pub fn request<P: Serialize>(id: &Id, method: &str, params: &P) -> String {
+    serde_json::to_string(&RequestOut {
+        jsonrpc: "2.0",
+        id,
+        method,
+        params,
+    })
+    .expect("request params serialize")
+}
+
+pub fn notification<P: Serialize>(method: &str, params: &P) -> String {
+    serde_json::to_string(&NotificationOut {
+        jsonrpc: "2.0",
+        method,
+        params,
+    })
+    .expect("notification params serialize")
+}
+
+pub fn result<R: Serialize>(id: &Id, result: &R) -> String {
+    serde_json::to_string(&ResultOut {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+    .expect("result serializes")
+}
+
+/// An error response. `id` is `null` on the wire when the request's id could
+/// not be read, as JSON-RPC requires.
+pub fn error(id: Option<&Id>, error: &RpcError) -> String {
+    serde_json::to_string(&ErrorOut {
+        jsonrpc: "2.0",
+        id,
+        error,
+    })
+    .expect("error serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid_code(text: &str) -> i32 {
+        match parse(text) {
+            Incoming::Invalid { error, .. } => error.code,
+            other => panic!("expected invalid, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn classifies_frames() {
+        assert!(matches!(
+            parse(r#"{"jsonrpc":"2.0","id":7,"method":"a/b","params":{}}"#),
+            Incoming::Request { .. }
+        ));
+        assert!(matches!(
+            parse(r#"{"jsonrpc":"2.0","method":"a/b"}"#),
+            Incoming::Notification { .. }
+        ));
+        assert!(matches!(
+            parse(r#"{"jsonrpc":"2.0","id":"hub-1","result":{}}"#),
+            Incoming::Response { outcome: Ok(_), .. }
+        ));
+        assert!(matches!(
+            parse(r#"{"jsonrpc":"2.0","id":"hub-1","error":{"code":1,"message":"x"}}"#),
+            Incoming::Response { outcome: Err(_), .. }
+        ));
+        assert!(matches!(
+            parse(r#"{"jsonrpc":"2.0","id":"hub-1","result":{},"error":{"code":1,"message":"x"}}"#),
+            Incoming::MalformedResponse { .. }
+        ));
+    }
+
+    #[test]
+    fn refuses_bad_frames_with_the_right_code() {
+        assert_eq!(invalid_code("{nope"), -32700);
+        assert_eq!(invalid_code("[]"), -32600);
+        assert_eq!(invalid_code(r#"[{"jsonrpc":"2.0","id":1,"method":"x"}]"#), -32600);
+        assert_eq!(invalid_code("42"), -32600);
+        assert_eq!(invalid_code(r#"{"id":1,"method":"x"}"#), -32600);
+        assert_eq!(invalid_code(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#), -32600);
+        assert_eq!(invalid_code(r#"{"jsonrpc":"2.0","id":1,"method":"x","type":"req"}"#), -32600);
+        assert_eq!(invalid_code(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#), -32600);
+        assert_eq!(invalid_code(r#"{"jsonrpc":"2.0","id":1,"method":3}"#), -32600);
+    }
+
+    #[test]
+    fn ids_echo_exactly() {
+        let Incoming::Request { id, .. } = parse(r#"{"jsonrpc":"2.0","id":-1.50,"method":"x"}"#)
+        else {
+            panic!()
+        };
+        let out = result(&id, &serde_json::json!({}));
+        assert!(out.contains(r#""id":-1.5"#), "{out}");
+        let Incoming::Request { id, .. } = parse(r#"{"jsonrpc":"2.0","id":"abc","method":"x"}"#)
+        else {
+            panic!()
+        };
+        assert!(error(Some(&id), &RpcError::internal()).contains(r#""id":"abc""#));
+        assert!(error(None, &RpcError::internal()).contains(r#""id":null"#));
+    }
+}
