@@ -10,7 +10,11 @@ use crate::domain::PrincipalKind;
 use crate::identity;
 
 #[derive(Parser)]
-#[command(name = "switchboard", version, about = "A JSON-RPC 2.0 WebSocket hub for AI agents and apps")]
+#[command(
+    name = "switchboard",
+    version,
+    about = "A JSON-RPC 2.0 WebSocket hub for AI agents and apps"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -152,20 +156,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let store = crate::store::open(&config).await?;
             match command {
                 AgentCommand::Register { name, description } => {
-                    let r = identity::register_agent(
-                        store.as_ref(),
-                        &serde_json::Value::String(name),
-                        description.map(serde_json::Value::String).as_ref(),
-                    )
-                    .await
-                    .map_err(describe)?;
+                    let mut doc = serde_json::json!({ "name": name });
+                    if let Some(d) = description {
+                        doc["description"] = serde_json::Value::String(d);
+                    }
+                    let r = identity::register_agent(store.as_ref(), &doc)
+                        .await
+                        .map_err(describe)?;
                     println!("agent id:  {}", r.id);
                     println!("agent key: {}", r.key.plaintext);
                     println!("The key is shown only once; store it now.");
                     Ok(())
                 }
-                AgentCommand::RotateKey { id } => rotate(store.as_ref(), id, PrincipalKind::Agent).await,
-                AgentCommand::RevokeKey { id } => revoke(store.as_ref(), id, PrincipalKind::Agent).await,
+                AgentCommand::RotateKey { id } => {
+                    rotate(store.as_ref(), id, PrincipalKind::Agent).await
+                }
+                AgentCommand::RevokeKey { id } => {
+                    revoke(store.as_ref(), id, PrincipalKind::Agent).await
+                }
             }
         }
         Command::App { command, config } => {
@@ -175,18 +183,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AppCommand::Register { manifest } => {
                     let text = std::fs::read_to_string(&manifest)
                         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", manifest.display()))?;
-                    let doc: serde_json::Value = serde_json::from_str(&text)
-                        .map_err(|e| anyhow::anyhow!("{} is not valid JSON: {e}", manifest.display()))?;
-                    let (r, _) = identity::register_app(store.as_ref(), &doc, &cfg.manifest_bounds())
-                        .await
-                        .map_err(describe)?;
+                    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                        anyhow::anyhow!("{} is not valid JSON: {e}", manifest.display())
+                    })?;
+                    let (r, _) =
+                        identity::register_app(store.as_ref(), &doc, &cfg.manifest_bounds())
+                            .await
+                            .map_err(describe)?;
                     println!("app id:  {}", r.id);
                     println!("app key: {}", r.key.plaintext);
                     println!("The key is shown only once; store it now.");
                     Ok(())
                 }
-                AppCommand::RotateKey { id } => rotate(store.as_ref(), id, PrincipalKind::App).await,
-                AppCommand::RevokeKey { id } => revoke(store.as_ref(), id, PrincipalKind::App).await,
+                AppCommand::RotateKey { id } => {
+                    rotate(store.as_ref(), id, PrincipalKind::App).await
+                }
+                AppCommand::RevokeKey { id } => {
+                    revoke(store.as_ref(), id, PrincipalKind::App).await
+                }
             }
         }
     }
@@ -197,7 +211,17 @@ fn describe(e: identity::IdentityError) -> anyhow::Error {
         identity::IdentityError::Invalid(problems) => {
             let lines: Vec<String> = problems
                 .iter()
-                .map(|p| format!("  {}: {}", if p.pointer.is_empty() { "/" } else { &p.pointer }, p.message))
+                .map(|p| {
+                    format!(
+                        "  {}: {}",
+                        if p.pointer.is_empty() {
+                            "/"
+                        } else {
+                            &p.pointer
+                        },
+                        p.message
+                    )
+                })
                 .collect();
             anyhow::anyhow!("invalid input:\n{}", lines.join("\n"))
         }
@@ -217,16 +241,27 @@ async fn principal_of_kind(
     }
 }
 
-async fn rotate(store: &dyn crate::store::Store, id: Uuid, kind: PrincipalKind) -> anyhow::Result<()> {
+async fn rotate(
+    store: &dyn crate::store::Store,
+    id: Uuid,
+    kind: PrincipalKind,
+) -> anyhow::Result<()> {
     let p = principal_of_kind(store, id, kind).await?;
     let (key, revoked) = identity::rotate(store, p).await.map_err(describe)?;
     println!("{kind} id:  {id}");
     println!("{kind} key: {}", key.plaintext);
-    println!("revoked {} old key(s). The key is shown only once; store it now.", revoked.len());
+    println!(
+        "revoked {} old key(s). The key is shown only once; store it now.",
+        revoked.len()
+    );
     Ok(())
 }
 
-async fn revoke(store: &dyn crate::store::Store, id: Uuid, kind: PrincipalKind) -> anyhow::Result<()> {
+async fn revoke(
+    store: &dyn crate::store::Store,
+    id: Uuid,
+    kind: PrincipalKind,
+) -> anyhow::Result<()> {
     let p = principal_of_kind(store, id, kind).await?;
     let revoked = identity::revoke(store, p.id).await.map_err(describe)?;
     println!("revoked {} key(s) of {kind} {id}", revoked.len());

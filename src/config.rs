@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::manifest::ManifestBounds;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub server: ServerConfig,
@@ -91,7 +91,7 @@ pub struct LimitsConfig {
     pub max_manifest_conversations: usize,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AdminConfig {
     /// Bearer token of the operator API. Empty disables it.
@@ -179,34 +179,11 @@ impl Default for LimitsConfig {
     }
 }
 
-impl Default for AdminConfig {
-    fn default() -> Self {
-        AdminConfig {
-            token: String::new(),
-        }
-    }
-}
-
 impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
             format: LogFormat::Text,
             level: "info".into(),
-        }
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            server: ServerConfig::default(),
-            storage: StorageConfig::default(),
-            gateway: GatewayConfig::default(),
-            registration: RegistrationConfig::default(),
-            hooks: HooksConfig::default(),
-            limits: LimitsConfig::default(),
-            admin: AdminConfig::default(),
-            log: LogConfig::default(),
         }
     }
 }
@@ -228,7 +205,11 @@ impl Config {
             }
             figment = figment.merge(Toml::file(file));
         }
-        figment = figment.merge(Env::prefixed("SWITCHBOARD_").split("__").ignore(&["config"]));
+        figment = figment.merge(
+            Env::prefixed("SWITCHBOARD_")
+                .split("__")
+                .ignore(&["config"]),
+        );
         if let Some(listen) = flags.listen {
             figment = figment.merge(Serialized::default("server.listen", listen));
         }
@@ -253,12 +234,27 @@ impl Config {
             ("gateway.heartbeat_interval_ms", g.heartbeat_interval_ms),
             ("gateway.heartbeat_timeout_ms", g.heartbeat_timeout_ms),
             ("gateway.max_frame_bytes", g.max_frame_bytes as u64),
-            ("gateway.max_in_flight_requests", g.max_in_flight_requests as u64),
-            ("gateway.outbound_queue_capacity", g.outbound_queue_capacity as u64),
-            ("gateway.rate_limit_per_second", g.rate_limit_per_second as u64),
+            (
+                "gateway.max_in_flight_requests",
+                g.max_in_flight_requests as u64,
+            ),
+            (
+                "gateway.outbound_queue_capacity",
+                g.outbound_queue_capacity as u64,
+            ),
+            (
+                "gateway.rate_limit_per_second",
+                g.rate_limit_per_second as u64,
+            ),
             ("gateway.rate_limit_burst", g.rate_limit_burst as u64),
-            ("storage.max_connections", self.storage.max_connections as u64),
-            ("limits.max_participants", self.limits.max_participants as u64),
+            (
+                "storage.max_connections",
+                self.storage.max_connections as u64,
+            ),
+            (
+                "limits.max_participants",
+                self.limits.max_participants as u64,
+            ),
             ("hooks.min_timeout_ms", self.hooks.min_timeout_ms),
         ];
         for (key, value) in positive {
@@ -267,15 +263,20 @@ impl Config {
             }
         }
         if g.transport_max_frame_bytes < g.max_frame_bytes {
-            anyhow::bail!("gateway.transport_max_frame_bytes must be at least gateway.max_frame_bytes");
+            anyhow::bail!(
+                "gateway.transport_max_frame_bytes must be at least gateway.max_frame_bytes"
+            );
         }
         if g.heartbeat_timeout_ms <= g.heartbeat_interval_ms {
-            anyhow::bail!("gateway.heartbeat_timeout_ms must be greater than gateway.heartbeat_interval_ms");
+            anyhow::bail!(
+                "gateway.heartbeat_timeout_ms must be greater than gateway.heartbeat_interval_ms"
+            );
         }
         if self.hooks.max_timeout_ms < self.hooks.min_timeout_ms {
             anyhow::bail!("hooks.max_timeout_ms must be at least hooks.min_timeout_ms");
         }
-        if self.registration.mode == RegistrationMode::Secret && self.registration.secret.len() < 16 {
+        if self.registration.mode == RegistrationMode::Secret && self.registration.secret.len() < 16
+        {
             anyhow::bail!("registration.secret must be at least 16 characters when registration.mode = \"secret\"");
         }
         Ok(())

@@ -38,8 +38,9 @@ impl Hub {
             .check_complete()
             .map_err(|e| anyhow::anyhow!("protocol catalogue is incomplete: {e}"))?;
         let g = &config.gateway;
-        let quota = Quota::per_second(NonZeroU32::new(g.rate_limit_per_second).expect("validated > 0"))
-            .allow_burst(NonZeroU32::new(g.rate_limit_burst).expect("validated > 0"));
+        let quota =
+            Quota::per_second(NonZeroU32::new(g.rate_limit_per_second).expect("validated > 0"))
+                .allow_burst(NonZeroU32::new(g.rate_limit_burst).expect("validated > 0"));
         let sync_epoch = store.sync_epoch().await?;
         Ok(Arc::new(Hub {
             limiter: RateLimiter::keyed(quota),

@@ -6,9 +6,10 @@
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::domain::agent::{self, AgentRegistration};
 use crate::domain::keys::{self, MintedKey};
 use crate::domain::manifest::{self, Manifest, ManifestBounds};
-use crate::domain::validate::{FieldProblem, Problems};
+use crate::domain::validate::FieldProblem;
 use crate::domain::{now_millis, Principal, PrincipalKind};
 use crate::store::{NewKey, NewPrincipal, Store, StoreError};
 
@@ -46,20 +47,9 @@ fn new_key(key: &MintedKey) -> NewKey {
     }
 }
 
-pub async fn register_agent(
-    store: &dyn Store,
-    name: &Value,
-    description: Option<&Value>,
-) -> Result<Registered, IdentityError> {
-    let mut p = Problems::default();
-    let name = p.string("/name", Some(name), 1, 100).map(str::to_string);
-    let description = match description {
-        None => None,
-        Some(d) => p.string("/description", Some(d), 0, 2000).map(str::to_string),
-    };
-    let Some(name) = name.filter(|_| p.is_empty()) else {
-        return Err(IdentityError::Invalid(p.into_vec()));
-    };
+pub async fn register_agent(store: &dyn Store, doc: &Value) -> Result<Registered, IdentityError> {
+    let AgentRegistration { name, description } =
+        agent::validate_registration(doc).map_err(IdentityError::Invalid)?;
     let id = Uuid::new_v4();
     let key = keys::mint(PrincipalKind::Agent);
     store

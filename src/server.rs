@@ -51,10 +51,16 @@ impl Server {
         // Connections drain within the grace period; the margin covers the
         // close handshake.
         let margin = Duration::from_secs(5);
-        if tokio::time::timeout(grace + margin, self.hub.connections.wait()).await.is_err() {
+        if tokio::time::timeout(grace + margin, self.hub.connections.wait())
+            .await
+            .is_err()
+        {
             warn!("connections still open after the grace period");
         }
-        if tokio::time::timeout(margin, self.hub.tasks.wait()).await.is_err() {
+        if tokio::time::timeout(margin, self.hub.tasks.wait())
+            .await
+            .is_err()
+        {
             warn!("background tasks still running after the grace period");
         }
         match tokio::time::timeout(margin, self.task).await {

@@ -23,8 +23,8 @@ pub mod names {
 }
 
 pub fn init_logging(config: &LogConfig) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(config.level.clone()));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(config.level.clone()));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -64,10 +64,22 @@ fn describe() {
     describe_gauge!(names::CONNECTIONS, "Open WebSocket connections by kind");
     describe_counter!(names::RPC_CALLS, "Peer-to-hub calls by method and outcome");
     describe_histogram!(names::RPC_DURATION, "Peer-to-hub call latency by method");
-    describe_counter!(names::SERVER_CALLS, "Hub-to-peer calls by method and outcome");
-    describe_histogram!(names::SERVER_CALL_DURATION, "Hub-to-peer call latency by method");
-    describe_counter!(names::UNMATCHED_RESPONSES, "Responses that matched no pending hub call (late or unknown id)");
+    describe_counter!(
+        names::SERVER_CALLS,
+        "Hub-to-peer calls by method and outcome"
+    );
+    describe_histogram!(
+        names::SERVER_CALL_DURATION,
+        "Hub-to-peer call latency by method"
+    );
+    describe_counter!(
+        names::UNMATCHED_RESPONSES,
+        "Responses that matched no pending hub call (late or unknown id)"
+    );
     describe_counter!(names::FRAMES_REJECTED, "Inbound frames refused, by reason");
-    describe_counter!(names::DISCONNECTS, "Connections closed by the hub, by reason");
+    describe_counter!(
+        names::DISCONNECTS,
+        "Connections closed by the hub, by reason"
+    );
     describe_counter!(names::HTTP_REQUESTS, "REST requests by route and status");
 }

@@ -38,14 +38,24 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub async fn open(url: &str, handlers: HashMap<String, Handler>) -> Result<Connection, ClientError> {
+    pub async fn open(
+        url: &str,
+        handlers: HashMap<String, Handler>,
+    ) -> Result<Connection, ClientError> {
         let (ws, _) = tokio_tungstenite::connect_async(url)
             .await
             .map_err(|e| ClientError::Transport(e.to_string()))?;
         let (peer, queue) = Peer::new("sdk-", 4096);
         let (notify_tx, notify_rx) = mpsc::unbounded_channel();
         let (closed_tx, closed_rx) = watch::channel(None);
-        tokio::spawn(run(ws, queue, peer.clone(), Arc::new(handlers), notify_tx, closed_tx));
+        tokio::spawn(run(
+            ws,
+            queue,
+            peer.clone(),
+            Arc::new(handlers),
+            notify_tx,
+            closed_tx,
+        ));
         Ok(Connection {
             peer,
             notifications: Mutex::new(Some(notify_rx)),
@@ -60,11 +70,15 @@ impl Connection {
 
     /// The stream of notifications; can be taken once.
     pub fn notifications(&self) -> Option<mpsc::UnboundedReceiver<Notification>> {
-        self.notifications.lock().expect("notifications lock").take()
+        self.notifications
+            .lock()
+            .expect("notifications lock")
+            .take()
     }
 
     pub async fn call<M: Method>(&self, params: M::Params) -> Result<M::Result, ClientError> {
-        let params = serde_json::to_value(params).map_err(|e| ClientError::Transport(e.to_string()))?;
+        let params =
+            serde_json::to_value(params).map_err(|e| ClientError::Transport(e.to_string()))?;
         let value = self.call_value(M::NAME, params).await?;
         serde_json::from_value(value).map_err(|e| ClientError::BadResult(e.to_string()))
     }
@@ -88,24 +102,30 @@ impl Connection {
                 return info;
             }
             if rx.changed().await.is_err() {
-                return rx.borrow().clone().unwrap_or(CloseInfo { code: None, reason: String::new() });
+                return rx.borrow().clone().unwrap_or(CloseInfo {
+                    code: None,
+                    reason: String::new(),
+                });
             }
         }
     }
 
     /// Closes the socket normally.
     pub fn close(&self) {
-        self.peer.close(crate::rpc::close_code::NORMAL, "client closing");
+        self.peer
+            .close(crate::rpc::close_code::NORMAL, "client closing");
     }
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        self.peer.close(crate::rpc::close_code::NORMAL, "client closing");
+        self.peer
+            .close(crate::rpc::close_code::NORMAL, "client closing");
     }
 }
 
-type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 async fn run(
     ws: Ws,
@@ -116,7 +136,10 @@ async fn run(
     closed: watch::Sender<Option<CloseInfo>>,
 ) {
     let (mut sink, mut stream) = ws.split();
-    let mut close_info = CloseInfo { code: None, reason: String::new() };
+    let mut close_info = CloseInfo {
+        code: None,
+        reason: String::new(),
+    };
     loop {
         tokio::select! {
             biased;
@@ -185,7 +208,10 @@ fn on_text(
         }
         Incoming::Request { id, method, params } => {
             let Some(handler) = handlers.get(&method).cloned() else {
-                let err = RpcError::new(ErrorKind::MethodNotFound, format!("Method not found: {method}"));
+                let err = RpcError::new(
+                    ErrorKind::MethodNotFound,
+                    format!("Method not found: {method}"),
+                );
                 let _ = peer.send(frame::error(Some(&id), &err));
                 return;
             };

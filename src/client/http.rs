@@ -41,7 +41,11 @@ impl HttpClient {
         self
     }
 
-    async fn post<T: serde::de::DeserializeOwned>(&self, path: &str, body: &Value) -> Result<T, ClientError> {
+    async fn post<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<T, ClientError> {
         let mut request = self.http.post(format!("{}{path}", self.base)).json(body);
         if let Some(secret) = &self.registration_secret {
             request = request.header("x-registration-secret", secret);
@@ -64,7 +68,11 @@ impl HttpClient {
         serde_json::from_value(body).map_err(|e| ClientError::BadResult(e.to_string()))
     }
 
-    pub async fn register_agent(&self, name: &str, description: Option<&str>) -> Result<AgentCredentials, ClientError> {
+    pub async fn register_agent(
+        &self,
+        name: &str,
+        description: Option<&str>,
+    ) -> Result<AgentCredentials, ClientError> {
         let mut body = json!({ "name": name });
         if let Some(d) = description {
             body["description"] = json!(d);
@@ -73,6 +81,7 @@ impl HttpClient {
     }
 
     pub async fn register_app(&self, manifest: &Value) -> Result<AppCredentials, ClientError> {
-        self.post("/api/v1/apps/register", &json!({ "manifest": manifest })).await
+        self.post("/api/v1/apps/register", &json!({ "manifest": manifest }))
+            .await
     }
 }

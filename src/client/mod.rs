@@ -55,15 +55,21 @@ impl ClientError {
 /// Default deadline of a call made through the SDK.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub(crate) type Handler = Arc<dyn Fn(Value) -> BoxFuture<'static, Result<Value, RpcError>> + Send + Sync>;
+pub(crate) type Handler =
+    Arc<dyn Fn(Value) -> BoxFuture<'static, Result<Value, RpcError>> + Send + Sync>;
 
 /// Derives `ws://host:port/ws` from `http://host:port` (and wss from https).
 pub fn websocket_url(base: &str) -> Result<String, ClientError> {
-    let mut url = url::Url::parse(base).map_err(|e| ClientError::Transport(format!("bad hub URL: {e}")))?;
+    let mut url =
+        url::Url::parse(base).map_err(|e| ClientError::Transport(format!("bad hub URL: {e}")))?;
     let scheme = match url.scheme() {
         "http" | "ws" => "ws",
         "https" | "wss" => "wss",
-        other => return Err(ClientError::Transport(format!("unsupported scheme {other}"))),
+        other => {
+            return Err(ClientError::Transport(format!(
+                "unsupported scheme {other}"
+            )))
+        }
     };
     url.set_scheme(scheme)
         .map_err(|_| ClientError::Transport("cannot derive the WebSocket URL".into()))?;
@@ -79,8 +85,14 @@ pub struct AgentClient {
 
 impl AgentClient {
     /// `POST /api/v1/agents/register`.
-    pub async fn register(base: &str, name: &str, description: Option<&str>) -> Result<AgentCredentials, ClientError> {
-        HttpClient::new(base).register_agent(name, description).await
+    pub async fn register(
+        base: &str,
+        name: &str,
+        description: Option<&str>,
+    ) -> Result<AgentCredentials, ClientError> {
+        HttpClient::new(base)
+            .register_agent(name, description)
+            .await
     }
 
     /// Opens a socket and authenticates with `agent/network/connect`.
@@ -92,7 +104,10 @@ impl AgentClient {
                 protocol: None,
             })
             .await?;
-        Ok(AgentClient { connection, session })
+        Ok(AgentClient {
+            connection,
+            session,
+        })
     }
 
     pub fn agent_id(&self) -> Uuid {
@@ -170,6 +185,9 @@ impl AppClientBuilder {
                 protocol: None,
             })
             .await?;
-        Ok(AppClient { connection, session })
+        Ok(AppClient {
+            connection,
+            session,
+        })
     }
 }

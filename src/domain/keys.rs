@@ -86,7 +86,10 @@ pub fn parse(presented: &str) -> Option<PresentedKey> {
     }
     let (key_id, secret) = rest.split_at(KEY_ID_HEX);
     let secret = secret.strip_prefix('_')?;
-    if !key_id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
+    if !key_id
+        .bytes()
+        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    {
         return None;
     }
     if URL_SAFE_NO_PAD.decode(secret).map(|b| b.len()) != Ok(32) {

@@ -149,15 +149,15 @@ pub fn validate(doc: &Value, bounds: &ManifestBounds) -> Result<Manifest, Vec<Fi
             let mut seen = std::collections::HashSet::new();
             for (i, item) in items.iter().enumerate() {
                 let at = format!("/conversations/{i}");
-                let Some(c) = p.object(&at, Some(item), &["key", "name", "participantFilter"], true)
+                let Some(c) =
+                    p.object(&at, Some(item), &["key", "name", "participantFilter"], true)
                 else {
                     continue;
                 };
                 if let Some(key) = p.string(&format!("{at}/key"), c.get("key"), 1, KEY_MAX) {
-                    if !key
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-                    {
+                    if !key.bytes().all(|b| {
+                        b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_'
+                    }) {
                         p.push(
                             format!("{at}/key"),
                             "may contain only lowercase letters, digits, '-' and '_'",
@@ -184,7 +184,14 @@ pub fn validate(doc: &Value, bounds: &ManifestBounds) -> Result<Manifest, Vec<Fi
         &["dispatch_authorize", "message_authorize", "task_create"],
         true,
     ) {
-        policy(&mut p, hooks, "dispatch_authorize", &["grant"], &["deny"], bounds);
+        policy(
+            &mut p,
+            hooks,
+            "dispatch_authorize",
+            &["grant"],
+            &["deny"],
+            bounds,
+        );
         policy(
             &mut p,
             hooks,
@@ -193,7 +200,14 @@ pub fn validate(doc: &Value, bounds: &ManifestBounds) -> Result<Manifest, Vec<Fi
             &["deny"],
             bounds,
         );
-        policy(&mut p, hooks, "task_create", &["accept"], &["reject"], bounds);
+        policy(
+            &mut p,
+            hooks,
+            "task_create",
+            &["accept"],
+            &["reject"],
+            bounds,
+        );
     }
 
     if !p.is_empty() {
@@ -252,7 +266,10 @@ fn policy(
             return;
         }
         Some(_) => {
-            p.push(format!("{at}/kind"), format!("must be one of {}", quoted(&kinds)));
+            p.push(
+                format!("{at}/kind"),
+                format!("must be one of {}", quoted(&kinds)),
+            );
             return;
         }
     };
@@ -317,8 +334,14 @@ mod tests {
         let m = validate(&werewolf(), &BOUNDS).unwrap();
         assert_eq!(m.limits.max_participants, 12);
         assert_eq!(m.hooks.task_create, TaskCreatePolicy::Accept);
-        assert_eq!(m.hooks.message_authorize, MessagePolicy::Hook { timeout_ms: 5000 });
-        assert_eq!(m.conversations[1].participant_filter, ParticipantFilter::None);
+        assert_eq!(
+            m.hooks.message_authorize,
+            MessagePolicy::Hook { timeout_ms: 5000 }
+        );
+        assert_eq!(
+            m.conversations[1].participant_filter,
+            ParticipantFilter::None
+        );
         // Round trip: what we store is what we read back.
         let back: Manifest = serde_json::from_value(serde_json::to_value(&m).unwrap()).unwrap();
         assert_eq!(back, m);
@@ -347,7 +370,10 @@ mod tests {
             "/hooks/task_create",
             "/extra",
         ] {
-            assert!(pointers.contains(&expected), "{expected} missing from {pointers:?}");
+            assert!(
+                pointers.contains(&expected),
+                "{expected} missing from {pointers:?}"
+            );
         }
     }
 
@@ -360,7 +386,10 @@ mod tests {
         let pointers: Vec<&str> = problems.iter().map(|p| p.pointer.as_str()).collect();
         assert_eq!(
             pointers,
-            vec!["/hooks/message_authorize/kind", "/hooks/task_create/timeoutMs"]
+            vec![
+                "/hooks/message_authorize/kind",
+                "/hooks/task_create/timeoutMs"
+            ]
         );
     }
 }

@@ -1,6 +1,7 @@
 //! Domain rules: pure types and decisions with no I/O. Everything else in the
 //! crate depends on this module; it depends on nothing of the crate.
 
+pub mod agent;
 pub mod keys;
 pub mod manifest;
 pub mod principal;

@@ -54,10 +54,7 @@ impl Problems {
             Some(Value::Object(map)) => {
                 for key in map.keys() {
                     if !known.contains(&key.as_str()) {
-                        self.push(
-                            format!("{at}/{}", pointer_escape(key)),
-                            "unknown member",
-                        );
+                        self.push(format!("{at}/{}", pointer_escape(key)), "unknown member");
                     }
                 }
                 Some(map)

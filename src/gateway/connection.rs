@@ -102,7 +102,10 @@ pub async fn run(hub: Arc<Hub>, socket: WebSocket) {
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
 
     metrics::gauge!(names::CONNECTIONS, "kind" => "unauthenticated").decrement(1.0);
-    let reason = peer.close_requested().map(|c| c.code).unwrap_or(close_code::NORMAL);
+    let reason = peer
+        .close_requested()
+        .map(|c| c.code)
+        .unwrap_or(close_code::NORMAL);
     if let Some(session) = conn.session.get() {
         hub.registry.remove(session.principal, conn.id);
         info!(
@@ -152,7 +155,20 @@ impl Reader {
                     break;
                 }
                 msg = stream.next() => {
-                    let Some(Ok(msg)) = msg else { break };
+                    let msg = match msg {
+                        Some(Ok(msg)) => msg,
+                        Some(Err(e)) => {
+                            if is_capacity_error(e) {
+                                metrics::counter!(names::FRAMES_REJECTED, "reason" => "transport_too_large").increment(1);
+                                peer.close(
+                                    close_code::MESSAGE_TOO_BIG,
+                                    "frame exceeds gateway.transport_max_frame_bytes",
+                                );
+                            }
+                            break;
+                        }
+                        None => break,
+                    };
                     self.last_seen_ms
                         .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
                     match msg {
@@ -210,9 +226,11 @@ impl Reader {
                 }
             }
             Incoming::MalformedResponse { id, reason } => {
-                let completed = id
-                    .as_ref()
-                    .is_some_and(|id| self.conn.peer.complete(id, CallOutcome::BadResult(reason.clone())));
+                let completed = id.as_ref().is_some_and(|id| {
+                    self.conn
+                        .peer
+                        .complete(id, CallOutcome::BadResult(reason.clone()))
+                });
                 if !completed {
                     metrics::counter!(names::UNMATCHED_RESPONSES).increment(1);
                     warn!(connection = %self.conn.id, %reason, "malformed response matches no pending call");
@@ -245,14 +263,25 @@ impl Reader {
                 .increment(1);
             self.send(frame::error(
                 Some(&id),
-                &RpcError::new(ErrorKind::MethodNotFound, format!("Method not found: {}", bounded(&method)))
-                    .with_data(json!({ "method": bounded(&method) })),
+                &RpcError::new(
+                    ErrorKind::MethodNotFound,
+                    format!("Method not found: {}", bounded(&method)),
+                )
+                .with_data(json!({ "method": bounded(&method) })),
             ));
             return;
         };
         let name = route.spec.name;
         if self.draining {
-            self.finish(&id, name, Instant::now(), Err(RpcError::new(ErrorKind::ShuttingDown, "the hub is shutting down; reconnect shortly")));
+            self.finish(
+                &id,
+                name,
+                Instant::now(),
+                Err(RpcError::new(
+                    ErrorKind::ShuttingDown,
+                    "the hub is shutting down; reconnect shortly",
+                )),
+            );
             return;
         }
         let ctx = RequestContext {
@@ -286,15 +315,26 @@ impl Reader {
                     _ => crate::domain::PrincipalKind::App,
                 };
                 if session.principal.kind != expected {
-                    self.finish(&id, name, started, Err(RpcError::forbidden(format!(
-                        "{name} may be called only by an {}", caller.as_str()
-                    ))));
+                    self.finish(
+                        &id,
+                        name,
+                        started,
+                        Err(RpcError::forbidden(format!(
+                            "{name} may be called only by an {}",
+                            caller.as_str()
+                        ))),
+                    );
                     return;
                 }
                 if let Err(not_until) = hub.limiter.check_key(&session.principal.id) {
-                    let wait = not_until.wait_time_from(governor::clock::Clock::now(&governor::clock::DefaultClock::default()));
-                    let err = RpcError::new(ErrorKind::RateLimited, "rate limit exceeded (gateway.rate_limit_per_second)")
-                        .with_data(json!({ "retryAfterMs": wait.as_millis() as u64 }));
+                    let wait = not_until.wait_time_from(governor::clock::Clock::now(
+                        &governor::clock::DefaultClock::default(),
+                    ));
+                    let err = RpcError::new(
+                        ErrorKind::RateLimited,
+                        "rate limit exceeded (gateway.rate_limit_per_second)",
+                    )
+                    .with_data(json!({ "retryAfterMs": wait.as_millis() as u64 }));
                     self.finish(&id, name, started, Err(err));
                     return;
                 }
@@ -323,7 +363,13 @@ impl Reader {
         }
     }
 
-    fn finish(&self, id: &Id, name: &'static str, started: Instant, result: Result<Value, RpcError>) {
+    fn finish(
+        &self,
+        id: &Id,
+        name: &'static str,
+        started: Instant,
+        result: Result<Value, RpcError>,
+    ) {
         record(name, started, &result);
         match result {
             Ok(v) => self.send(frame::result(id, &v)),
@@ -338,7 +384,18 @@ fn record(name: &'static str, started: Instant, result: &Result<Value, RpcError>
         Err(e) => e.kind().map_or("error", ErrorKind::tag),
     };
     metrics::counter!(names::RPC_CALLS, "method" => name, "outcome" => outcome).increment(1);
-    metrics::histogram!(names::RPC_DURATION, "method" => name).record(started.elapsed().as_secs_f64());
+    metrics::histogram!(names::RPC_DURATION, "method" => name)
+        .record(started.elapsed().as_secs_f64());
+}
+
+/// A frame beyond the transport limit: the socket cannot be read further,
+/// but the close frame can still say why.
+fn is_capacity_error(e: axum::Error) -> bool {
+    use tokio_tungstenite::tungstenite::Error;
+    matches!(
+        e.into_inner().downcast_ref::<Error>(),
+        Some(Error::Capacity(_))
+    )
 }
 
 /// Peer-supplied strings in logs are cut short; they are never trusted to be

@@ -30,13 +30,16 @@ pub struct Registry {
 impl Registry {
     pub fn add(&self, id: Uuid, principal: Principal, key_id: String, peer: Peer) {
         let order = self.next_order.fetch_add(1, Ordering::Relaxed);
-        self.by_principal.entry(principal.id).or_default().push(Connection {
-            id,
-            principal,
-            key_id,
-            peer,
-            order,
-        });
+        self.by_principal
+            .entry(principal.id)
+            .or_default()
+            .push(Connection {
+                id,
+                principal,
+                key_id,
+                peer,
+                order,
+            });
         metrics::gauge!(names::CONNECTIONS, "kind" => principal.kind.as_str()).increment(1.0);
     }
 
@@ -47,7 +50,8 @@ impl Registry {
             list.retain(|c| c.id != id);
             removed = list.len() != before;
         }
-        self.by_principal.remove_if(&principal.id, |_, list| list.is_empty());
+        self.by_principal
+            .remove_if(&principal.id, |_, list| list.is_empty());
         if removed {
             metrics::gauge!(names::CONNECTIONS, "kind" => principal.kind.as_str()).decrement(1.0);
         }
@@ -70,7 +74,13 @@ impl Registry {
     }
 
     /// Closes every socket authenticated with one of these keys.
-    pub fn close_keys(&self, principal_id: Uuid, key_ids: &[String], code: u16, reason: &str) -> usize {
+    pub fn close_keys(
+        &self,
+        principal_id: Uuid,
+        key_ids: &[String],
+        code: u16,
+        reason: &str,
+    ) -> usize {
         let mut closed = 0;
         for c in self.connections(principal_id) {
             if key_ids.contains(&c.key_id) {

@@ -11,4 +11,6 @@ pub fn router() -> Router<RequestContext> {
     Router::new()
         .register::<n::AgentConnect, _, _>(network::agent_connect)
         .register::<n::AppConnect, _, _>(network::app_connect)
+        .register::<n::AgentIdentityGet, _, _>(network::agent_identity)
+        .register::<n::AppIdentityGet, _, _>(network::app_identity)
 }

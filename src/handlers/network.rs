@@ -5,8 +5,8 @@ use crate::domain::PrincipalKind;
 use crate::gateway::RequestContext;
 use crate::identity::{self, Authenticated, IdentityError};
 use crate::protocol::network::{
-    AgentConnectParams, AgentConnectResult, AppConnectParams, AppConnectResult, ConnectionLimits,
-    Heartbeat, RateLimit, VersionRange,
+    AgentConnectParams, AgentConnectResult, AgentIdentity, AppConnectParams, AppConnectResult,
+    AppIdentity, ConnectionLimits, Heartbeat, NoParams, RateLimit, VersionRange,
 };
 use crate::protocol::{PROTOCOL_VERSION_MAX, PROTOCOL_VERSION_MIN};
 use crate::rpc::{ErrorKind, RpcError};
@@ -17,8 +17,10 @@ pub fn negotiate(requested: Option<VersionRange>) -> Result<u32, RpcError> {
         return Ok(PROTOCOL_VERSION_MAX);
     };
     if range.min > range.max {
-        return Err(RpcError::invalid_params("protocol.min must not exceed protocol.max")
-            .with_data(json!({ "field": "protocol.min" })));
+        return Err(
+            RpcError::invalid_params("protocol.min must not exceed protocol.max")
+                .with_data(json!({ "field": "protocol.min" })),
+        );
     }
     let high = range.max.min(PROTOCOL_VERSION_MAX);
     let low = range.min.max(PROTOCOL_VERSION_MIN);
@@ -54,7 +56,11 @@ fn limits(ctx: &RequestContext) -> ConnectionLimits {
 }
 
 /// Checks the key and binds the socket to its principal.
-async fn connect(ctx: &RequestContext, key: &str, kind: PrincipalKind) -> Result<Authenticated, RpcError> {
+async fn connect(
+    ctx: &RequestContext,
+    key: &str,
+    kind: PrincipalKind,
+) -> Result<Authenticated, RpcError> {
     let auth = match identity::authenticate(ctx.hub.store.as_ref(), key, Some(kind)).await {
         Ok(auth) => auth,
         Err(IdentityError::BadKey) => {
@@ -68,9 +74,12 @@ async fn connect(ctx: &RequestContext, key: &str, kind: PrincipalKind) -> Result
     if ctx.conn.session.set(auth.clone()).is_err() {
         return Err(RpcError::conflict("this socket is already connected"));
     }
-    ctx.hub
-        .registry
-        .add(ctx.conn.id, auth.principal, auth.key_id.clone(), ctx.conn.peer.clone());
+    ctx.hub.registry.add(
+        ctx.conn.id,
+        auth.principal,
+        auth.key_id.clone(),
+        ctx.conn.peer.clone(),
+    );
     info!(
         connection = %ctx.conn.id,
         principal = %auth.principal.id,
@@ -81,7 +90,10 @@ async fn connect(ctx: &RequestContext, key: &str, kind: PrincipalKind) -> Result
     Ok(auth)
 }
 
-pub async fn agent_connect(ctx: RequestContext, p: AgentConnectParams) -> Result<AgentConnectResult, RpcError> {
+pub async fn agent_connect(
+    ctx: RequestContext,
+    p: AgentConnectParams,
+) -> Result<AgentConnectResult, RpcError> {
     let version = negotiate(p.protocol)?;
     let auth = connect(&ctx, &p.agent_key, PrincipalKind::Agent).await?;
     Ok(AgentConnectResult {
@@ -92,7 +104,10 @@ pub async fn agent_connect(ctx: RequestContext, p: AgentConnectParams) -> Result
     })
 }
 
-pub async fn app_connect(ctx: RequestContext, p: AppConnectParams) -> Result<AppConnectResult, RpcError> {
+pub async fn app_connect(
+    ctx: RequestContext,
+    p: AppConnectParams,
+) -> Result<AppConnectResult, RpcError> {
     let version = negotiate(p.protocol)?;
     let auth = connect(&ctx, &p.app_key, PrincipalKind::App).await?;
     Ok(AppConnectResult {
@@ -100,6 +115,52 @@ pub async fn app_connect(ctx: RequestContext, p: AppConnectParams) -> Result<App
         connection_id: ctx.conn.id,
         protocol_version: version,
         limits: limits(&ctx),
+    })
+}
+
+fn rfc3339(millis: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(millis)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn store_failure(e: crate::store::StoreError) -> RpcError {
+    tracing::error!(error = %e, "store failure");
+    RpcError::internal()
+}
+
+pub async fn agent_identity(ctx: RequestContext, _: NoParams) -> Result<AgentIdentity, RpcError> {
+    let me = ctx.principal();
+    let record = ctx
+        .hub
+        .store
+        .principal(me.id)
+        .await
+        .map_err(store_failure)?
+        .ok_or_else(|| RpcError::not_found("agent not found"))?;
+    Ok(AgentIdentity {
+        agent_id: record.id,
+        name: record.name,
+        description: record.description,
+        created_at: rfc3339(record.created_at),
+    })
+}
+
+pub async fn app_identity(ctx: RequestContext, _: NoParams) -> Result<AppIdentity, RpcError> {
+    let me = ctx.principal();
+    let record = ctx
+        .hub
+        .store
+        .app(me.id)
+        .await
+        .map_err(store_failure)?
+        .ok_or_else(|| RpcError::not_found("app not found"))?;
+    Ok(AppIdentity {
+        app_id: record.principal.id,
+        name: record.principal.name,
+        description: record.manifest.description.clone(),
+        manifest: record.manifest,
+        created_at: rfc3339(record.principal.created_at),
     })
 }
 

@@ -53,7 +53,8 @@ pub async fn ping_app(
     query: Result<Query<PingQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     check_admin(&hub, &headers)?;
-    let Query(query) = query.map_err(|e| ApiError::invalid("invalid_query", e.body_text(), Vec::new()))?;
+    let Query(query) =
+        query.map_err(|e| ApiError::invalid("invalid_query", e.body_text(), Vec::new()))?;
     let hidden = || ApiError::not_found("no such app");
     let app_id = Uuid::parse_str(&app_id).map_err(|_| hidden())?;
     let principal = hub.store.principal(app_id).await.map_err(|e| {
@@ -68,7 +69,10 @@ pub async fn ping_app(
     if !(bounds.min_timeout_ms..=bounds.max_timeout_ms).contains(&timeout_ms) {
         return Err(ApiError::invalid(
             "invalid_query",
-            format!("timeoutMs must be from {} to {}", bounds.min_timeout_ms, bounds.max_timeout_ms),
+            format!(
+                "timeoutMs must be from {} to {}",
+                bounds.min_timeout_ms, bounds.max_timeout_ms
+            ),
             Vec::new(),
         ));
     }
@@ -79,13 +83,17 @@ pub async fn ping_app(
     let outcome = hooks::call_app::<AppPing>(
         &hub,
         app_id,
-        &PingParams { nonce: nonce.clone() },
+        &PingParams {
+            nonce: nonce.clone(),
+        },
         Duration::from_millis(timeout_ms),
     )
     .await;
     let elapsed = started.elapsed().as_secs_f64() * 1000.0;
     let body = match outcome {
-        HookOutcome::Ok(r) if r.nonce == nonce => json!({ "outcome": "ok", "roundTripMs": elapsed }),
+        HookOutcome::Ok(r) if r.nonce == nonce => {
+            json!({ "outcome": "ok", "roundTripMs": elapsed })
+        }
         HookOutcome::Ok(_) => json!({ "outcome": "bad_result", "reason": "nonce does not match" }),
         HookOutcome::RemoteError(e) => json!({ "outcome": "remote_error", "error": e }),
         HookOutcome::BadResult(reason) => json!({ "outcome": "bad_result", "reason": reason }),

@@ -26,7 +26,11 @@ impl ApiError {
         }
     }
 
-    pub fn invalid(code: &'static str, message: impl Into<String>, details: Vec<FieldProblem>) -> Self {
+    pub fn invalid(
+        code: &'static str,
+        message: impl Into<String>,
+        details: Vec<FieldProblem>,
+    ) -> Self {
         ApiError {
             details,
             ..ApiError::new(StatusCode::BAD_REQUEST, code, message)
@@ -46,7 +50,11 @@ impl ApiError {
     }
 
     pub fn internal() -> Self {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error",
+        )
     }
 }
 
@@ -58,9 +66,10 @@ impl IntoResponse for ApiError {
         }
         let mut response = (self.status, Json(json!({ "error": error }))).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, "Bearer".parse().expect("static header"));
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                "Bearer".parse().expect("static header"),
+            );
         }
         response
     }
@@ -71,7 +80,9 @@ impl From<crate::identity::IdentityError> for ApiError {
         use crate::identity::IdentityError as E;
         match e {
             E::BadKey => ApiError::unauthorized("invalid or revoked key"),
-            E::Invalid(details) => ApiError::invalid("invalid_request", "the request has invalid fields", details),
+            E::Invalid(details) => {
+                ApiError::invalid("invalid_request", "the request has invalid fields", details)
+            }
             E::NotFound => ApiError::not_found("not found"),
             E::Store(err) => {
                 tracing::error!(error = %err, "store failure");

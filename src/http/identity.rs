@@ -21,16 +21,31 @@ use crate::rpc::close_code;
 
 pub const REGISTRATION_SECRET_HEADER: &str = "x-registration-secret";
 
+pub fn json_value(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::invalid(
+            "invalid_json",
+            format!("the body is not valid JSON: {e}"),
+            Vec::new(),
+        )
+    })
+}
+
 /// Parses a JSON object body and refuses members outside `known`.
-pub fn json_object(body: &Bytes, known: &[&str]) -> Result<serde_json::Map<String, Value>, ApiError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::invalid("invalid_json", format!("the body is not valid JSON: {e}"), Vec::new())
-    })?;
+pub fn json_object(
+    body: &Bytes,
+    known: &[&str],
+) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let value = json_value(body)?;
     let mut p = Problems::default();
     let obj = p.object("", Some(&value), known, true).cloned();
     match obj {
         Some(obj) if p.is_empty() => Ok(obj),
-        _ => Err(ApiError::invalid("invalid_request", "the request has invalid fields", p.into_vec())),
+        _ => Err(ApiError::invalid(
+            "invalid_request",
+            "the request has invalid fields",
+            p.into_vec(),
+        )),
     }
 }
 
@@ -81,16 +96,8 @@ pub async fn register_agent(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     check_registration(&hub, &headers)?;
-    let body = json_object(&body, &["name", "description"])?;
-    let name = body.get("name").cloned().unwrap_or(Value::Null);
-    let registered = match identity::register_agent(hub.store.as_ref(), &name, body.get("description")).await {
-        Err(IdentityError::Invalid(mut details)) if name.is_null() => {
-            details.retain(|d| d.pointer != "/name");
-            details.insert(0, FieldProblem { pointer: "/name".into(), message: "is required".into() });
-            return Err(ApiError::invalid("invalid_request", "the request has invalid fields", details));
-        }
-        other => other?,
-    };
+    let doc = json_value(&body)?;
+    let registered = identity::register_agent(hub.store.as_ref(), &doc).await?;
     info!(agent = %registered.id, key_id = %registered.key.key_id, "agent registered");
     Ok(created_with_key(json!({
         "agentId": registered.id,
@@ -109,20 +116,35 @@ pub async fn register_app(
         return Err(ApiError::invalid(
             "invalid_manifest",
             "the manifest is invalid",
-            vec![FieldProblem { pointer: "/manifest".into(), message: "is required".into() }],
+            vec![FieldProblem {
+                pointer: "/manifest".into(),
+                message: "is required".into(),
+            }],
         ));
     };
-    let (registered, manifest) =
-        match identity::register_app(hub.store.as_ref(), doc, &hub.config.manifest_bounds()).await {
-            Err(IdentityError::Invalid(details)) => {
-                let details = details
-                    .into_iter()
-                    .map(|d| FieldProblem { pointer: format!("/manifest{}", d.pointer), message: d.message })
-                    .collect();
-                return Err(ApiError::invalid("invalid_manifest", "the manifest is invalid", details));
-            }
-            other => other?,
-        };
+    let (registered, manifest) = match identity::register_app(
+        hub.store.as_ref(),
+        doc,
+        &hub.config.manifest_bounds(),
+    )
+    .await
+    {
+        Err(IdentityError::Invalid(details)) => {
+            let details = details
+                .into_iter()
+                .map(|d| FieldProblem {
+                    pointer: format!("/manifest{}", d.pointer),
+                    message: d.message,
+                })
+                .collect();
+            return Err(ApiError::invalid(
+                "invalid_manifest",
+                "the manifest is invalid",
+                details,
+            ));
+        }
+        other => other?,
+    };
     info!(app = %registered.id, key_id = %registered.key.key_id, name = %manifest.name, "app registered");
     Ok(created_with_key(json!({
         "appId": registered.id,
@@ -136,17 +158,26 @@ pub async fn bearer(hub: &Hub, headers: &HeaderMap) -> Result<Authenticated, Api
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(|| ApiError::unauthorized("an Authorization: Bearer <key> header is required"))?;
+        .ok_or_else(|| {
+            ApiError::unauthorized("an Authorization: Bearer <key> header is required")
+        })?;
     Ok(identity::authenticate(hub.store.as_ref(), token.trim(), None).await?)
 }
 
 /// Issues a new key for the caller and revokes the presented one (and any
 /// other active key); sockets on revoked keys are closed with 4003.
-pub async fn rotate_key(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Result<Response, ApiError> {
+pub async fn rotate_key(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let auth = bearer(&hub, &headers).await?;
     let (key, revoked) = identity::rotate(hub.store.as_ref(), auth.principal).await?;
-    hub.registry
-        .close_keys(auth.principal.id, &revoked, close_code::KEY_REVOKED, "key revoked");
+    hub.registry.close_keys(
+        auth.principal.id,
+        &revoked,
+        close_code::KEY_REVOKED,
+        "key revoked",
+    );
     info!(principal = %auth.principal.id, new_key_id = %key.key_id, revoked = revoked.len(), "key rotated");
     let field = match auth.principal.kind {
         crate::domain::PrincipalKind::Agent => "agentKey",
@@ -165,11 +196,18 @@ pub async fn rotate_key(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Resu
 
 /// Revokes the caller's keys; its sockets are closed with 4003. Getting a new
 /// key afterwards takes the operator (`switchboard agent rotate-key`).
-pub async fn revoke_key(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Result<StatusCode, ApiError> {
+pub async fn revoke_key(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+) -> Result<StatusCode, ApiError> {
     let auth = bearer(&hub, &headers).await?;
     let revoked = identity::revoke(hub.store.as_ref(), auth.principal.id).await?;
-    hub.registry
-        .close_keys(auth.principal.id, &revoked, close_code::KEY_REVOKED, "key revoked");
+    hub.registry.close_keys(
+        auth.principal.id,
+        &revoked,
+        close_code::KEY_REVOKED,
+        "key revoked",
+    );
     info!(principal = %auth.principal.id, revoked = revoked.len(), "keys revoked");
     Ok(StatusCode::NO_CONTENT)
 }

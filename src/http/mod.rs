@@ -44,7 +44,9 @@ async fn websocket(State(hub): State<Arc<Hub>>, ws: WebSocketUpgrade) -> Respons
     let tracker = hub.connections.clone();
     ws.max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| tracker.track_future(crate::gateway::connection::run(hub, socket)))
+        .on_upgrade(move |socket| {
+            tracker.track_future(crate::gateway::connection::run(hub, socket))
+        })
 }
 
 async fn count_requests(request: Request, next: Next) -> Response {

@@ -22,16 +22,25 @@ pub fn render() -> BTreeMap<String, String> {
         files.insert(format!("schemas/{name}.schema.json"), pretty(&value));
     };
     schema("manifest", root_schema::<Manifest>("App manifest"));
-    schema("error-object", root_schema::<RpcError>("JSON-RPC error object"));
+    schema(
+        "error-object",
+        root_schema::<RpcError>("JSON-RPC error object"),
+    );
     for spec in catalogue() {
         let stem = spec.name.replace('/', ".");
         let mut g = generator("#/$defs/");
         let params = (spec.params_schema)(&mut g).to_value();
-        schema(&format!("{stem}.params"), with_defs(params, &mut g, spec.name));
+        schema(
+            &format!("{stem}.params"),
+            with_defs(params, &mut g, spec.name),
+        );
         if let Some(result) = spec.result_schema {
             let mut g = generator("#/$defs/");
             let result = result(&mut g).to_value();
-            schema(&format!("{stem}.result"), with_defs(result, &mut g, spec.name));
+            schema(
+                &format!("{stem}.result"),
+                with_defs(result, &mut g, spec.name),
+            );
         }
     }
     files
@@ -99,7 +108,10 @@ fn with_defs(schema: Value, g: &mut SchemaGenerator, title: &str) -> Value {
 
 fn openrpc() -> Value {
     let mut g = generator("#/components/schemas/");
-    let methods: Vec<Value> = catalogue().iter().map(|s| method_entry(s, &mut g)).collect();
+    let methods: Vec<Value> = catalogue()
+        .iter()
+        .map(|s| method_entry(s, &mut g))
+        .collect();
     let defs = g.take_definitions(true);
     let errors: Map<String, Value> = ErrorKind::ALL
         .iter()

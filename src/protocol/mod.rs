@@ -99,7 +99,9 @@ pub struct MethodSpec {
 
 impl std::fmt::Debug for MethodSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MethodSpec").field("name", &self.name).finish()
+        f.debug_struct("MethodSpec")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
@@ -156,6 +158,8 @@ pub fn catalogue() -> Vec<MethodSpec> {
     vec![
         method_spec::<network::AgentConnect>(),
         method_spec::<network::AppConnect>(),
+        method_spec::<network::AgentIdentityGet>(),
+        method_spec::<network::AppIdentityGet>(),
         method_spec::<network::AppPing>(),
     ]
 }

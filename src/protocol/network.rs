@@ -142,3 +142,62 @@ impl Method for AppPing {
     type Params = PingParams;
     type Result = PingResult;
 }
+
+/// Params of methods that take none. Members are still refused.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentIdentity {
+    pub agent_id: Uuid,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppIdentity {
+    pub app_id: Uuid,
+    pub name: String,
+    pub description: String,
+    /// The manifest as the hub stored it.
+    pub manifest: crate::domain::manifest::Manifest,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+pub struct AgentIdentityGet;
+impl Method for AgentIdentityGet {
+    const NAME: &'static str = "agent/identity/get";
+    const DIRECTION: Direction = Direction::ToHub;
+    const CALLER: Caller = Caller::Agent;
+    const SUMMARY: &'static str = "The calling agent's own registration record.";
+    const ERRORS: &'static [ErrorKind] = &[
+        ErrorKind::Unauthorized,
+        ErrorKind::Forbidden,
+        ErrorKind::RateLimited,
+    ];
+    type Params = NoParams;
+    type Result = AgentIdentity;
+}
+
+pub struct AppIdentityGet;
+impl Method for AppIdentityGet {
+    const NAME: &'static str = "app/identity/get";
+    const DIRECTION: Direction = Direction::ToHub;
+    const CALLER: Caller = Caller::App;
+    const SUMMARY: &'static str =
+        "The calling app's own registration record, with the manifest the hub enforces.";
+    const ERRORS: &'static [ErrorKind] = &[
+        ErrorKind::Unauthorized,
+        ErrorKind::Forbidden,
+        ErrorKind::RateLimited,
+    ];
+    type Params = NoParams;
+    type Result = AppIdentity;
+}

@@ -11,10 +11,10 @@ pub fn decode<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError>
         None => Value::Object(Default::default()),
         Some(v @ Value::Object(_)) => v,
         Some(_) => {
-            return Err(RpcError::invalid_params(
-                "params must be an object (by-name params)",
+            return Err(
+                RpcError::invalid_params("params must be an object (by-name params)")
+                    .with_data(json!({ "field": "params" })),
             )
-            .with_data(json!({ "field": "params" })))
         }
     };
     serde_path_to_error::deserialize::<_, T>(value).map_err(describe)
@@ -35,12 +35,20 @@ fn describe(err: serde_path_to_error::Error<serde_json::Error>) -> RpcError {
         let f = join(field);
         (f.clone(), format!("{f} is required"))
     } else if let Some(field) = backticked(&inner, "unknown field `") {
-        let f = join(field);
+        // For an unknown field the path already ends with the field itself.
+        let f = if parent.is_empty() {
+            field.to_string()
+        } else {
+            parent.clone()
+        };
         (f.clone(), format!("{f} is not a known member"))
     } else if parent.is_empty() {
         ("params".to_string(), strip_position(&inner))
     } else {
-        (parent.clone(), format!("{parent}: {}", strip_position(&inner)))
+        (
+            parent.clone(),
+            format!("{parent}: {}", strip_position(&inner)),
+        )
     };
     RpcError::invalid_params(detail).with_data(json!({ "field": field }))
 }
@@ -84,10 +92,7 @@ mod tests {
 
     #[test]
     fn messages_name_the_field() {
-        assert_eq!(
-            msg(json!({})),
-            "Invalid params: conversationId is required"
-        );
+        assert_eq!(msg(json!({})), "Invalid params: conversationId is required");
         assert_eq!(
             msg(json!({"conversationId": "c", "extra": 1})),
             "Invalid params: extra is not a known member"
@@ -104,6 +109,9 @@ mod tests {
             decode::<P>(Some(json!([1]))).unwrap_err().message,
             "Invalid params: params must be an object (by-name params)"
         );
-        assert_eq!(decode::<P>(None).unwrap_err().message, "Invalid params: conversationId is required");
+        assert_eq!(
+            decode::<P>(None).unwrap_err().message,
+            "Invalid params: conversationId is required"
+        );
     }
 }

@@ -12,7 +12,8 @@ use serde_json::Value;
 use super::{catalogue, params, Direction, Method, MethodSpec, SpecKind};
 use crate::rpc::RpcError;
 
-type Handler<C> = Arc<dyn Fn(C, Option<Value>) -> BoxFuture<'static, Result<Value, RpcError>> + Send + Sync>;
+type Handler<C> =
+    Arc<dyn Fn(C, Option<Value>) -> BoxFuture<'static, Result<Value, RpcError>> + Send + Sync>;
 
 pub struct Route<C> {
     pub spec: MethodSpec,
@@ -20,7 +21,11 @@ pub struct Route<C> {
 }
 
 impl<C> Route<C> {
-    pub fn call(&self, ctx: C, params: Option<Value>) -> BoxFuture<'static, Result<Value, RpcError>> {
+    pub fn call(
+        &self,
+        ctx: C,
+        params: Option<Value>,
+    ) -> BoxFuture<'static, Result<Value, RpcError>> {
         (self.handler)(ctx, params)
     }
 }
@@ -51,7 +56,12 @@ impl<C: Send + 'static> Router<C> {
     {
         let spec = super::find(M::NAME)
             .unwrap_or_else(|| panic!("{} is not in the protocol catalogue", M::NAME));
-        assert_eq!(spec.direction, Direction::ToHub, "{} is not peer-to-hub", M::NAME);
+        assert_eq!(
+            spec.direction,
+            Direction::ToHub,
+            "{} is not peer-to-hub",
+            M::NAME
+        );
         let handler = Arc::new(handler);
         let erased: Handler<C> = Arc::new(move |ctx: C, raw: Option<Value>| {
             let handler = handler.clone();

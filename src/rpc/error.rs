@@ -126,8 +126,9 @@ pub struct RpcError {
     pub message: String,
     #[serde(rename = "_tag", default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
+    /// Boxed: errors travel in every `Result`, and most carry no data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
+    pub data: Option<Box<Value>>,
 }
 
 impl RpcError {
@@ -141,7 +142,7 @@ impl RpcError {
     }
 
     pub fn with_data(mut self, data: Value) -> Self {
-        self.data = Some(data);
+        self.data = Some(Box::new(data));
         self
     }
 
@@ -154,11 +155,17 @@ impl RpcError {
     }
 
     pub fn invalid_params(detail: impl std::fmt::Display) -> Self {
-        RpcError::new(ErrorKind::InvalidParams, format!("Invalid params: {detail}"))
+        RpcError::new(
+            ErrorKind::InvalidParams,
+            format!("Invalid params: {detail}"),
+        )
     }
 
     pub fn invalid_request(detail: impl std::fmt::Display) -> Self {
-        RpcError::new(ErrorKind::InvalidRequest, format!("Invalid request: {detail}"))
+        RpcError::new(
+            ErrorKind::InvalidRequest,
+            format!("Invalid request: {detail}"),
+        )
     }
 
     pub fn internal() -> Self {

@@ -107,10 +107,7 @@ pub fn parse(text: &str) -> Incoming {
     if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
         return invalid(id, "jsonrpc must be \"2.0\"".into());
     }
-    if let Some(unknown) = obj
-        .keys()
-        .find(|k| !REQUEST_MEMBERS.contains(&k.as_str()))
-    {
+    if let Some(unknown) = obj.keys().find(|k| !REQUEST_MEMBERS.contains(&k.as_str())) {
         return invalid(id, format!("unknown member `{unknown}` in request frame"));
     }
     let method = match obj.remove("method") {
@@ -156,7 +153,10 @@ fn parse_response(mut obj: Map<String, Value>) -> Incoming {
             },
             Err(_) => malformed(Some(id), "error member is not a JSON-RPC error object"),
         },
-        _ => malformed(Some(id), "a response carries exactly one of result and error"),
+        _ => malformed(
+            Some(id),
+            "a response carries exactly one of result and error",
+        ),
     }
 }
 
@@ -255,7 +255,10 @@ mod tests {
         ));
         assert!(matches!(
             parse(r#"{"jsonrpc":"2.0","id":"hub-1","error":{"code":1,"message":"x"}}"#),
-            Incoming::Response { outcome: Err(_), .. }
+            Incoming::Response {
+                outcome: Err(_),
+                ..
+            }
         ));
         assert!(matches!(
             parse(r#"{"jsonrpc":"2.0","id":"hub-1","result":{},"error":{"code":1,"message":"x"}}"#),
@@ -267,13 +270,28 @@ mod tests {
     fn refuses_bad_frames_with_the_right_code() {
         assert_eq!(invalid_code("{nope"), -32700);
         assert_eq!(invalid_code("[]"), -32600);
-        assert_eq!(invalid_code(r#"[{"jsonrpc":"2.0","id":1,"method":"x"}]"#), -32600);
+        assert_eq!(
+            invalid_code(r#"[{"jsonrpc":"2.0","id":1,"method":"x"}]"#),
+            -32600
+        );
         assert_eq!(invalid_code("42"), -32600);
         assert_eq!(invalid_code(r#"{"id":1,"method":"x"}"#), -32600);
-        assert_eq!(invalid_code(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#), -32600);
-        assert_eq!(invalid_code(r#"{"jsonrpc":"2.0","id":1,"method":"x","type":"req"}"#), -32600);
-        assert_eq!(invalid_code(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#), -32600);
-        assert_eq!(invalid_code(r#"{"jsonrpc":"2.0","id":1,"method":3}"#), -32600);
+        assert_eq!(
+            invalid_code(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#),
+            -32600
+        );
+        assert_eq!(
+            invalid_code(r#"{"jsonrpc":"2.0","id":1,"method":"x","type":"req"}"#),
+            -32600
+        );
+        assert_eq!(
+            invalid_code(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#),
+            -32600
+        );
+        assert_eq!(
+            invalid_code(r#"{"jsonrpc":"2.0","id":1,"method":3}"#),
+            -32600
+        );
     }
 
     #[test]

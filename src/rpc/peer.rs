@@ -270,14 +270,13 @@ mod tests {
     #[tokio::test]
     async fn timeout_and_cancellation_remove_the_entry() {
         let (peer, _rx) = Peer::new("hub-", 8);
-        let out = peer
-            .call("x", &json!({}), Duration::from_millis(10))
-            .await;
+        let out = peer.call("x", &json!({}), Duration::from_millis(10)).await;
         assert_eq!(out, CallOutcome::Timeout);
         assert_eq!(peer.pending_calls(), 0);
 
         let p = peer.clone();
-        let task = tokio::spawn(async move { p.call("x", &json!({}), Duration::from_secs(60)).await });
+        let task =
+            tokio::spawn(async move { p.call("x", &json!({}), Duration::from_secs(60)).await });
         while peer.pending_calls() == 0 {
             tokio::task::yield_now().await;
         }
@@ -290,7 +289,8 @@ mod tests {
     async fn shutdown_fails_pending_calls_at_once() {
         let (peer, _rx) = Peer::new("hub-", 8);
         let p = peer.clone();
-        let task = tokio::spawn(async move { p.call("x", &json!({}), Duration::from_secs(600)).await });
+        let task =
+            tokio::spawn(async move { p.call("x", &json!({}), Duration::from_secs(600)).await });
         while peer.pending_calls() == 0 {
             tokio::task::yield_now().await;
         }

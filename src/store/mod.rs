@@ -101,7 +101,12 @@ pub trait Store: Send + Sync + 'static {
     async fn create_agent(&self, agent: &NewPrincipal, key: &NewKey) -> StoreResult<()>;
 
     /// Stores an app, its manifest and its first key in one transaction.
-    async fn create_app(&self, app: &NewPrincipal, manifest: &Manifest, key: &NewKey) -> StoreResult<()>;
+    async fn create_app(
+        &self,
+        app: &NewPrincipal,
+        manifest: &Manifest,
+        key: &NewKey,
+    ) -> StoreResult<()>;
 
     async fn principal(&self, id: Uuid) -> StoreResult<Option<PrincipalRecord>>;
 
@@ -111,7 +116,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Revokes every active key of the principal and stores `new` in one
     /// transaction. Returns the revoked key ids.
-    async fn rotate_keys(&self, principal_id: Uuid, new: &NewKey, now: Millis) -> StoreResult<Vec<String>>;
+    async fn rotate_keys(
+        &self,
+        principal_id: Uuid,
+        new: &NewKey,
+        now: Millis,
+    ) -> StoreResult<Vec<String>>;
 
     /// Revokes every active key of the principal. Returns the revoked key ids.
     async fn revoke_keys(&self, principal_id: Uuid, now: Millis) -> StoreResult<Vec<String>>;

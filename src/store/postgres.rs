@@ -131,8 +131,14 @@ impl Store for PgStore {
         Ok(())
     }
 
-    async fn create_app(&self, app: &NewPrincipal, manifest: &Manifest, key: &NewKey) -> StoreResult<()> {
-        let manifest = serde_json::to_string(manifest).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    async fn create_app(
+        &self,
+        app: &NewPrincipal,
+        manifest: &Manifest,
+        key: &NewKey,
+    ) -> StoreResult<()> {
+        let manifest =
+            serde_json::to_string(manifest).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let mut tx = self.pool.begin().await?;
         insert_principal(&mut tx, app, key).await?;
         sqlx::query("INSERT INTO apps (app_id, manifest, updated_at) VALUES ($1, $2::jsonb, $3)")
@@ -166,7 +172,8 @@ impl Store for PgStore {
         let manifest: String = row.try_get("manifest")?;
         Ok(Some(AppRecord {
             principal: principal_row(&row)?,
-            manifest: serde_json::from_str(&manifest).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            manifest: serde_json::from_str(&manifest)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
         }))
     }
 
@@ -189,7 +196,12 @@ impl Store for PgStore {
         }))
     }
 
-    async fn rotate_keys(&self, principal_id: Uuid, new: &NewKey, now: Millis) -> StoreResult<Vec<String>> {
+    async fn rotate_keys(
+        &self,
+        principal_id: Uuid,
+        new: &NewKey,
+        now: Millis,
+    ) -> StoreResult<Vec<String>> {
         let mut tx = self.pool.begin().await?;
         // Lock the principal row so two rotations cannot both leave a key active.
         let exists = sqlx::query("SELECT 1 FROM principals WHERE id = $1 FOR UPDATE")

@@ -34,9 +34,8 @@ impl SqliteStore {
             .busy_timeout(Duration::from_millis(busy_timeout_ms));
         if let Some(parent) = Path::new(options.get_filename()).parent() {
             if !parent.as_os_str().is_empty() {
-                std::fs::create_dir_all(parent).map_err(|e| {
-                    StoreError::Database(sqlx::Error::Io(e))
-                })?;
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
             }
         }
         let pool = SqlitePoolOptions::new()
@@ -70,14 +69,16 @@ async fn insert_principal(
     p: &NewPrincipal,
     key: &NewKey,
 ) -> StoreResult<()> {
-    sqlx::query("INSERT INTO principals (id, kind, name, description, created_at) VALUES (?, ?, ?, ?, ?)")
-        .bind(p.id.to_string())
-        .bind(p.kind.as_str())
-        .bind(&p.name)
-        .bind(&p.description)
-        .bind(p.created_at)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query(
+        "INSERT INTO principals (id, kind, name, description, created_at) VALUES (?, ?, ?, ?, ?)",
+    )
+    .bind(p.id.to_string())
+    .bind(p.kind.as_str())
+    .bind(&p.name)
+    .bind(&p.description)
+    .bind(p.created_at)
+    .execute(&mut **tx)
+    .await?;
     insert_key(tx, p.id, key, p.created_at).await
 }
 
@@ -153,8 +154,14 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn create_app(&self, app: &NewPrincipal, manifest: &Manifest, key: &NewKey) -> StoreResult<()> {
-        let manifest = serde_json::to_string(manifest).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    async fn create_app(
+        &self,
+        app: &NewPrincipal,
+        manifest: &Manifest,
+        key: &NewKey,
+    ) -> StoreResult<()> {
+        let manifest =
+            serde_json::to_string(manifest).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let mut tx = self.pool.begin().await?;
         insert_principal(&mut tx, app, key).await?;
         sqlx::query("INSERT INTO apps (app_id, manifest, updated_at) VALUES (?, ?, ?)")
@@ -188,7 +195,8 @@ impl Store for SqliteStore {
         let manifest: String = row.try_get("manifest")?;
         Ok(Some(AppRecord {
             principal: principal_row(&row)?,
-            manifest: serde_json::from_str(&manifest).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            manifest: serde_json::from_str(&manifest)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
         }))
     }
 
@@ -211,7 +219,12 @@ impl Store for SqliteStore {
         }))
     }
 
-    async fn rotate_keys(&self, principal_id: Uuid, new: &NewKey, now: Millis) -> StoreResult<Vec<String>> {
+    async fn rotate_keys(
+        &self,
+        principal_id: Uuid,
+        new: &NewKey,
+        now: Millis,
+    ) -> StoreResult<Vec<String>> {
         let mut tx = self.pool.begin().await?;
         // Write first: the UPDATE takes SQLite's write lock, so a concurrent
         // rotation waits (busy timeout) instead of failing to upgrade a read.

@@ -1,0 +1,207 @@
+//! Frame-level behaviour of the gateway against exact bytes.
+
+use serde_json::json;
+
+use crate::support::hub::Options;
+use crate::support::{RawEvent, RawSocket, TestHub};
+
+fn error_of(frame: &serde_json::Value) -> (i64, String, String) {
+    let e = &frame["error"];
+    (
+        e["code"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("no error in {frame}")),
+        e["_tag"].as_str().unwrap().to_string(),
+        e["message"].as_str().unwrap().to_string(),
+    )
+}
+
+#[tokio::test]
+async fn malformed_frames_get_the_right_error_and_the_socket_survives() {
+    let hub = TestHub::start().await;
+    let (_, key) = hub.register_agent("frames").await;
+    let mut s = RawSocket::connect(&hub.ws_url()).await;
+
+    s.send_text("{not json").await;
+    let f = s.recv().await;
+    assert_eq!(error_of(&f).0, -32700);
+    assert_eq!(error_of(&f).1, "ParseError");
+    assert!(f["id"].is_null());
+
+    s.send_text("42").await;
+    assert_eq!(error_of(&s.recv().await).0, -32600);
+
+    s.send_text(r#"{"id": 1, "method": "agent/identity/get"}"#)
+        .await;
+    let f = s.recv().await;
+    assert_eq!(error_of(&f).0, -32600);
+    assert_eq!(f["id"], json!(1), "the id is echoed when it could be read");
+    assert!(error_of(&f).2.contains("jsonrpc"));
+
+    s.send_text(r#"[{"jsonrpc":"2.0","id":1,"method":"agent/identity/get"}]"#)
+        .await;
+    let (code, tag, message) = error_of(&s.recv().await);
+    assert_eq!((code, tag.as_str()), (-32600, "InvalidRequestError"));
+    assert!(message.contains("batch"), "{message}");
+
+    s.send_text(r#"{"jsonrpc":"2.0","id":"t","type":"request","method":"agent/identity/get"}"#)
+        .await;
+    let f = s.recv().await;
+    assert_eq!(error_of(&f).0, -32600);
+    assert!(error_of(&f).2.contains("type"));
+
+    let f = s.call(json!(7), "agent/does/not-exist", json!({})).await;
+    assert_eq!(error_of(&f).0, -32601);
+    assert_eq!(f["id"], json!(7));
+
+    let f = s
+        .call(json!("p1"), "agent/network/connect", json!({}))
+        .await;
+    let (code, tag, message) = error_of(&f);
+    assert_eq!((code, tag.as_str()), (-32602, "InvalidParamsError"));
+    assert_eq!(message, "Invalid params: agentKey is required");
+
+    let f = s
+        .call(
+            json!("p2"),
+            "agent/network/connect",
+            json!({"agentKey": key, "extra": true}),
+        )
+        .await;
+    assert_eq!(
+        error_of(&f).2,
+        "Invalid params: extra is not a known member"
+    );
+
+    let f = s
+        .call(json!("p3"), "agent/network/connect", json!([key]))
+        .await;
+    assert_eq!(error_of(&f).0, -32602);
+
+    // After all of that the socket still works.
+    let f = s
+        .call(json!(-3), "agent/network/connect", json!({"agentKey": key}))
+        .await;
+    assert!(f["result"]["agentId"].is_string(), "{f}");
+    assert_eq!(f["id"], json!(-3));
+}
+
+#[tokio::test]
+async fn oversized_frames_are_refused_and_huge_ones_close_the_socket() {
+    let hub = TestHub::start_with(
+        Options::default()
+            .env("SWITCHBOARD_GATEWAY__MAX_FRAME_BYTES", 1024)
+            .env("SWITCHBOARD_GATEWAY__TRANSPORT_MAX_FRAME_BYTES", 8192),
+    )
+    .await;
+    let (_, key) = hub.register_agent("big").await;
+    let mut s = RawSocket::connect_agent(&hub.ws_url(), &key).await;
+
+    let padding = "x".repeat(2000);
+    s.send_json(
+        &json!({"jsonrpc":"2.0","id":1,"method":"agent/identity/get","params":{"pad": padding}}),
+    )
+    .await;
+    let f = s.recv().await;
+    let (code, _, message) = error_of(&f);
+    assert_eq!(code, -32600);
+    assert!(message.contains("gateway.max_frame_bytes"), "{message}");
+    let f = s.call(json!(2), "agent/identity/get", json!({})).await;
+    assert_eq!(
+        f["result"]["name"],
+        json!("big"),
+        "the socket survives an oversized frame"
+    );
+
+    s.send_text("y".repeat(20_000)).await;
+    assert_eq!(s.closed().await.map(|c| c.0), Some(1009));
+}
+
+#[tokio::test]
+async fn methods_before_connect_are_unauthorized_and_roles_are_enforced() {
+    let hub = TestHub::start().await;
+    let (_, agent_key) = hub.register_agent("roles").await;
+    let mut s = RawSocket::connect(&hub.ws_url()).await;
+    let f = s.call(json!(1), "agent/identity/get", json!({})).await;
+    let (code, tag, _) = error_of(&f);
+    assert_eq!((code, tag.as_str()), (-32001, "UnauthorizedError"));
+
+    let f = s
+        .call(
+            json!(2),
+            "agent/network/connect",
+            json!({"agentKey": agent_key}),
+        )
+        .await;
+    assert!(f["result"].is_object());
+    let f = s.call(json!(3), "app/identity/get", json!({})).await;
+    assert_eq!(error_of(&f).1, "ForbiddenError");
+    let f = s
+        .call(
+            json!(4),
+            "agent/network/connect",
+            json!({"agentKey": agent_key}),
+        )
+        .await;
+    assert_eq!(error_of(&f).1, "ConflictError");
+    let f = s
+        .call(json!(5), "agent/identity/get", json!({"unexpected": 1}))
+        .await;
+    assert_eq!(
+        error_of(&f).2,
+        "Invalid params: unexpected is not a known member"
+    );
+    let f = s.call(json!(6), "agent/identity/get", json!({})).await;
+    assert_eq!(f["result"]["name"], json!("roles"));
+}
+
+#[tokio::test]
+async fn connect_negotiates_the_protocol_version_and_reports_limits() {
+    let hub = TestHub::start().await;
+    let (agent_id, key) = hub.register_agent("versions").await;
+    let mut s = RawSocket::connect(&hub.ws_url()).await;
+    let f = s
+        .call(
+            json!(1),
+            "agent/network/connect",
+            json!({"agentKey": key, "protocol": {"min": 2, "max": 5}}),
+        )
+        .await;
+    let (_, tag, _) = error_of(&f);
+    assert_eq!(tag, "UnsupportedVersionError");
+    assert_eq!(f["error"]["data"]["supported"], json!({"min": 1, "max": 1}));
+
+    let f = s
+        .call(
+            json!(2),
+            "agent/network/connect",
+            json!({"agentKey": key, "protocol": {"min": 1, "max": 3}}),
+        )
+        .await;
+    let r = &f["result"];
+    assert_eq!(r["agentId"], json!(agent_id));
+    assert_eq!(r["protocolVersion"], json!(1));
+    assert_eq!(r["limits"]["maxFrameBytes"], json!(1024 * 1024));
+    assert!(r["limits"]["rateLimit"]["perSecond"].as_u64().unwrap() > 0);
+    assert!(r["limits"]["heartbeat"]["intervalMs"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn notifications_from_clients_get_no_answer() {
+    let hub = TestHub::start().await;
+    let (_, key) = hub.register_agent("quiet").await;
+    let mut s = RawSocket::connect_agent(&hub.ws_url(), &key).await;
+    s.send_json(&json!({"jsonrpc":"2.0","method":"agent/identity/get"}))
+        .await;
+    // The next frame is the answer to the next request, not to the notification.
+    let f = s
+        .call(json!("after"), "agent/identity/get", json!({}))
+        .await;
+    assert_eq!(f["id"], json!("after"));
+    s.send_text(r#"{"jsonrpc":"2.0","id":"x","method":"agent/identity/get"}"#)
+        .await;
+    match s.next_event().await {
+        RawEvent::Text(f) => assert_eq!(f["id"], json!("x")),
+        other => panic!("{other:?}"),
+    }
+}

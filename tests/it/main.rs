@@ -1,0 +1,12 @@
+//! The integration test binary: real `switchboard serve` processes on
+//! 127.0.0.1 port 0, real WebSocket clients, real SQLite files and a
+//! throwaway PostgreSQL server.
+
+mod support;
+
+mod frames;
+mod identity;
+mod operations;
+mod schema_drift;
+mod server_calls;
+mod store_contract;

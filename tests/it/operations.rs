@@ -1,0 +1,160 @@
+//! Connection hygiene, limits, shutdown and the operator endpoints.
+
+use std::time::Duration;
+
+use serde_json::json;
+use switchboard::client::AgentClient;
+
+use crate::support::hub::Options;
+use crate::support::{werewolf_manifest, RawSocket, TestHub};
+
+#[tokio::test]
+async fn a_socket_that_never_authenticates_is_closed_at_the_deadline() {
+    let hub =
+        TestHub::start_with(Options::default().env("SWITCHBOARD_GATEWAY__AUTH_TIMEOUT_MS", 300))
+            .await;
+    let mut s = RawSocket::connect(&hub.ws_url()).await;
+    let (code, reason) = s.closed().await.expect("a close frame");
+    assert_eq!(code, 4001);
+    assert_eq!(reason, "authentication timeout");
+}
+
+#[tokio::test]
+async fn a_silent_peer_is_closed_by_the_heartbeat() {
+    let hub = TestHub::start_with(
+        Options::default()
+            .env("SWITCHBOARD_GATEWAY__HEARTBEAT_INTERVAL_MS", 100)
+            .env("SWITCHBOARD_GATEWAY__HEARTBEAT_TIMEOUT_MS", 400),
+    )
+    .await;
+    let (_, key) = hub.register_agent("sleepy").await;
+    let mut s = RawSocket::connect_agent(&hub.ws_url(), &key).await;
+    // Not reading means not answering pings. Wait for the hub to count the
+    // disconnect, then read: the socket was closed with 4000.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while hub
+        .metric("switchboard_disconnects_total", "heartbeat_timeout")
+        .await
+        < 1.0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "heartbeat never fired"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The hub's close frame (4000) may be lost: the client's queued pongs hit
+    // the closed socket first. Either way the socket is over.
+    let closed = s.closed().await;
+    assert!(matches!(closed, None | Some((4000, _))), "{closed:?}");
+
+    // A peer that reads (and so answers pings) stays connected past the timeout.
+    let client = AgentClient::connect(&hub.base, &key).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    client
+        .call::<switchboard::protocol::network::AgentIdentityGet>(Default::default())
+        .await
+        .expect("still connected");
+}
+
+#[tokio::test]
+async fn calls_beyond_the_rate_limit_are_refused_with_a_retry_hint() {
+    let hub = TestHub::start_with(
+        Options::default()
+            .env("SWITCHBOARD_GATEWAY__RATE_LIMIT_PER_SECOND", 1)
+            .env("SWITCHBOARD_GATEWAY__RATE_LIMIT_BURST", 3),
+    )
+    .await;
+    let (_, key) = hub.register_agent("chatty").await;
+    let mut s = RawSocket::connect_agent(&hub.ws_url(), &key).await;
+    let mut limited = 0;
+    let mut ok = 0;
+    for i in 0..10 {
+        let f = s.call(json!(i), "agent/identity/get", json!({})).await;
+        if f["error"]["_tag"] == json!("RateLimitedError") {
+            assert!(f["error"]["data"]["retryAfterMs"].as_u64().is_some());
+            limited += 1;
+        } else {
+            assert!(f["result"].is_object(), "{f}");
+            ok += 1;
+        }
+    }
+    // 3 burst plus at most a few refills while the loop ran.
+    assert!(ok >= 3 && limited >= 1, "ok={ok} limited={limited}");
+}
+
+#[tokio::test]
+async fn sigterm_drains_and_closes_sockets_with_going_away() {
+    let mut hub = TestHub::start().await;
+    let (_, key) = hub.register_agent("leaver").await;
+    let client = AgentClient::connect(&hub.base, &key).await.unwrap();
+    hub.signal(libc::SIGTERM);
+    let closed = tokio::time::timeout(Duration::from_secs(30), client.connection.closed())
+        .await
+        .expect("closed within the grace period");
+    assert_eq!(closed.code, Some(1001), "{closed:?}");
+    let status = hub.wait_exit(Duration::from_secs(30)).await;
+    assert!(status.success(), "{status:?}\n{}", hub.log());
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics_answer() {
+    let hub = TestHub::start().await;
+    let (_, key) = hub.register_agent("metered").await;
+    let (_, app_key) = hub.register_app(&werewolf_manifest()).await;
+    let _agent = AgentClient::connect(&hub.base, &key).await.unwrap();
+    for path in ["/healthz", "/readyz"] {
+        let r = hub
+            .http
+            .get(format!("{}{path}", hub.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{path}");
+    }
+    let _ = hub.metric("", "").await;
+    assert_eq!(
+        hub.metric("switchboard_connections", "kind=\"agent\"")
+            .await,
+        1.0
+    );
+    assert!(
+        hub.metric("switchboard_rpc_calls_total", "agent/network/connect")
+            .await
+            >= 1.0
+    );
+    assert!(
+        hub.metric(
+            "switchboard_rpc_call_duration_seconds_count",
+            "agent/network/connect"
+        )
+        .await
+            >= 1.0
+    );
+    let text = hub
+        .http
+        .get(format!("{}/metrics", hub.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!text.contains(&key) && !text.contains(&app_key));
+    let r = hub
+        .http
+        .get(format!("{}/nope", hub.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    let log = hub.log();
+    assert!(
+        log.contains("agent registered"),
+        "operators can read what happened"
+    );
+    assert!(
+        !log.contains(&key) && !log.contains(&app_key),
+        "keys never reach the log"
+    );
+}
