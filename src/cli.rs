@@ -160,7 +160,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     if let Some(d) = description {
                         doc["description"] = serde_json::Value::String(d);
                     }
-                    let r = identity::register_agent(store.as_ref(), &doc)
+                    let r = identity::register_agent(store.as_ref(), &doc, None)
                         .await
                         .map_err(describe)?;
                     println!("agent id:  {}", r.id);
@@ -187,7 +187,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                         anyhow::anyhow!("{} is not valid JSON: {e}", manifest.display())
                     })?;
                     let (r, _) =
-                        identity::register_app(store.as_ref(), &doc, &cfg.manifest_bounds())
+                        identity::register_app(store.as_ref(), &doc, &cfg.manifest_bounds(), None)
                             .await
                             .map_err(describe)?;
                     println!("app id:  {}", r.id);

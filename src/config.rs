@@ -22,6 +22,62 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub admin: AdminConfig,
     pub log: LogConfig,
+    pub events: EventsConfig,
+    pub messages: MessagesConfig,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EventsConfig {
+    /// Events older than this are pruned.
+    pub retention_hours: u64,
+    /// Each audience keeps at most this many of its newest events.
+    pub retention_max_per_audience: u64,
+    pub prune_interval_ms: u64,
+    /// Events read per query while replaying onto a socket.
+    pub replay_batch: u32,
+    /// Default and largest `limit` of `GET /api/v1/events`.
+    pub page_default: u32,
+    pub page_max: u32,
+    /// Largest `wait` (seconds) of a long-poll.
+    pub max_wait_seconds: u64,
+}
+
+impl Default for EventsConfig {
+    fn default() -> Self {
+        EventsConfig {
+            retention_hours: 168,
+            retention_max_per_audience: 1_000_000,
+            prune_interval_ms: 60_000,
+            replay_batch: 500,
+            page_default: 100,
+            page_max: 1000,
+            max_wait_seconds: 30,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MessagesConfig {
+    pub max_parts: usize,
+    /// Largest total size of a message's parts (text bytes plus data JSON).
+    pub max_bytes: usize,
+    /// Most participants of a group conversation, the creator included.
+    pub max_group_participants: usize,
+    /// Largest `limit` of history and list pages.
+    pub page_max: u32,
+}
+
+impl Default for MessagesConfig {
+    fn default() -> Self {
+        MessagesConfig {
+            max_parts: 16,
+            max_bytes: 64 * 1024,
+            max_group_participants: 256,
+            page_max: 200,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -42,6 +98,16 @@ pub struct StorageConfig {
     pub max_connections: u32,
     pub migrate_on_start: bool,
     pub sqlite_busy_timeout_ms: u64,
+    /// `full` (default): a commit survives power loss. `normal`: in WAL mode a
+    /// commit survives a crash of the hub process but not of the machine.
+    pub sqlite_synchronous: SqliteSynchronous,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SqliteSynchronous {
+    Full,
+    Normal,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -131,6 +197,7 @@ impl Default for StorageConfig {
             max_connections: 16,
             migrate_on_start: true,
             sqlite_busy_timeout_ms: 5_000,
+            sqlite_synchronous: SqliteSynchronous::Full,
         }
     }
 }
@@ -256,11 +323,33 @@ impl Config {
                 self.limits.max_participants as u64,
             ),
             ("hooks.min_timeout_ms", self.hooks.min_timeout_ms),
+            ("events.retention_hours", self.events.retention_hours),
+            (
+                "events.retention_max_per_audience",
+                self.events.retention_max_per_audience,
+            ),
+            ("events.prune_interval_ms", self.events.prune_interval_ms),
+            ("events.replay_batch", self.events.replay_batch as u64),
+            ("events.page_default", self.events.page_default as u64),
+            ("events.page_max", self.events.page_max as u64),
+            ("messages.max_parts", self.messages.max_parts as u64),
+            ("messages.max_bytes", self.messages.max_bytes as u64),
+            (
+                "messages.max_group_participants",
+                self.messages.max_group_participants as u64,
+            ),
+            ("messages.page_max", self.messages.page_max as u64),
         ];
         for (key, value) in positive {
             if value == 0 {
                 anyhow::bail!("{key} must be greater than 0");
             }
+        }
+        if self.events.page_default > self.events.page_max {
+            anyhow::bail!("events.page_default must not exceed events.page_max");
+        }
+        if self.messages.max_group_participants < 2 {
+            anyhow::bail!("messages.max_group_participants must be at least 2");
         }
         if g.transport_max_frame_bytes < g.max_frame_bytes {
             anyhow::bail!(

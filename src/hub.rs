@@ -10,6 +10,7 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use crate::config::Config;
+use crate::events::EventBus;
 use crate::gateway::{Registry, RequestContext};
 use crate::protocol::router::Router;
 use crate::store::DynStore;
@@ -29,6 +30,7 @@ pub struct Hub {
     pub tasks: TaskTracker,
     pub metrics: PrometheusHandle,
     pub sync_epoch: String,
+    pub events: Arc<EventBus>,
 }
 
 impl Hub {
@@ -42,6 +44,8 @@ impl Hub {
             Quota::per_second(NonZeroU32::new(g.rate_limit_per_second).expect("validated > 0"))
                 .allow_burst(NonZeroU32::new(g.rate_limit_burst).expect("validated > 0"));
         let sync_epoch = store.sync_epoch().await?;
+        let store_for_events = store.clone();
+        let replay_batch = config.events.replay_batch;
         Ok(Arc::new(Hub {
             limiter: RateLimiter::keyed(quota),
             config,
@@ -53,6 +57,7 @@ impl Hub {
             tasks: TaskTracker::new(),
             metrics: crate::telemetry::metrics_handle(),
             sync_epoch,
+            events: Arc::new(EventBus::new(store_for_events, replay_batch)),
         }))
     }
 }

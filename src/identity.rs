@@ -11,7 +11,7 @@ use crate::domain::keys::{self, MintedKey};
 use crate::domain::manifest::{self, Manifest, ManifestBounds};
 use crate::domain::validate::FieldProblem;
 use crate::domain::{now_millis, Principal, PrincipalKind};
-use crate::store::{NewKey, NewPrincipal, Store, StoreError};
+use crate::store::{IdempotencyRecord, NewKey, NewPrincipal, Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
@@ -22,9 +22,23 @@ pub enum IdentityError {
     Invalid(Vec<FieldProblem>),
     #[error("not found")]
     NotFound,
+    /// The idempotency key was used by an earlier request; replay its result.
+    #[error("idempotency key already used")]
+    IdempotencyTaken,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
+
+/// Maps store errors, keeping an idempotency collision distinct.
+fn from_store(e: StoreError) -> IdentityError {
+    match e {
+        StoreError::IdempotencyTaken => IdentityError::IdempotencyTaken,
+        other => IdentityError::Store(other),
+    }
+}
+
+/// Builds the replayable record of a create from the new principal's id.
+pub type IdempotencyFor<'a> = &'a (dyn Fn(Uuid) -> IdempotencyRecord + Send + Sync);
 
 /// A key check that passed.
 #[derive(Clone, Debug)]
@@ -47,7 +61,11 @@ fn new_key(key: &MintedKey) -> NewKey {
     }
 }
 
-pub async fn register_agent(store: &dyn Store, doc: &Value) -> Result<Registered, IdentityError> {
+pub async fn register_agent(
+    store: &dyn Store,
+    doc: &Value,
+    idem: Option<IdempotencyFor<'_>>,
+) -> Result<Registered, IdentityError> {
     let AgentRegistration { name, description } =
         agent::validate_registration(doc).map_err(IdentityError::Invalid)?;
     let id = Uuid::new_v4();
@@ -62,8 +80,10 @@ pub async fn register_agent(store: &dyn Store, doc: &Value) -> Result<Registered
                 created_at: now_millis(),
             },
             &new_key(&key),
+            idem.map(|f| f(id)).as_ref(),
         )
-        .await?;
+        .await
+        .map_err(from_store)?;
     Ok(Registered { id, key })
 }
 
@@ -73,6 +93,7 @@ pub async fn register_app(
     store: &dyn Store,
     manifest_doc: &Value,
     bounds: &ManifestBounds,
+    idem: Option<IdempotencyFor<'_>>,
 ) -> Result<(Registered, Manifest), IdentityError> {
     let manifest = manifest::validate(manifest_doc, bounds).map_err(IdentityError::Invalid)?;
     let id = Uuid::new_v4();
@@ -88,8 +109,10 @@ pub async fn register_app(
             },
             &manifest,
             &new_key(&key),
+            idem.map(|f| f(id)).as_ref(),
         )
-        .await?;
+        .await
+        .map_err(from_store)?;
     Ok((Registered { id, key }, manifest))
 }
 

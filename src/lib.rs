@@ -12,6 +12,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod domain;
+pub mod events;
 pub mod gateway;
 pub mod handlers;
 pub mod hooks;

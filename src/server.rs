@@ -31,6 +31,7 @@ impl Server {
         let addr = listener.local_addr()?;
         let hub = Hub::new(config, store).await?;
         let app = crate::http::router(hub.clone());
+        hub.tasks.spawn(crate::events::retention::run(hub.clone()));
         let shutdown = hub.shutdown.clone();
         let task = tokio::spawn(async move {
             axum::serve(listener, app)

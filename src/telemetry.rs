@@ -20,6 +20,9 @@ pub mod names {
     pub const FRAMES_REJECTED: &str = "switchboard_frames_rejected_total";
     pub const DISCONNECTS: &str = "switchboard_disconnects_total";
     pub const HTTP_REQUESTS: &str = "switchboard_http_requests_total";
+    pub const EVENTS_DELIVERED: &str = "switchboard_events_delivered_total";
+    pub const EPHEMERAL_DROPPED: &str = "switchboard_ephemeral_events_dropped_total";
+    pub const EVENTS_WRITTEN: &str = "switchboard_events_written_total";
 }
 
 pub fn init_logging(config: &LogConfig) {
@@ -82,4 +85,13 @@ fn describe() {
         "Connections closed by the hub, by reason"
     );
     describe_counter!(names::HTTP_REQUESTS, "REST requests by route and status");
+    describe_counter!(
+        names::EVENTS_DELIVERED,
+        "Events sent on sockets, by path (live or replay)"
+    );
+    describe_counter!(
+        names::EPHEMERAL_DROPPED,
+        "Ephemeral events dropped for sockets with a nearly full queue"
+    );
+    describe_counter!(names::EVENTS_WRITTEN, "Events written to the log");
 }

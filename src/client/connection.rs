@@ -157,6 +157,7 @@ async fn run(
                 if sink.send(Message::Text(text.into())).await.is_err() {
                     break;
                 }
+                peer.frames_drained();
             }
             msg = stream.next() => {
                 match msg {

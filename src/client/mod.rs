@@ -16,6 +16,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::protocol::events::Resume;
 use crate::protocol::network::{
     AgentConnect, AgentConnectParams, AgentConnectResult, AppConnect, AppConnectParams,
     AppConnectResult,
@@ -95,13 +96,24 @@ impl AgentClient {
             .await
     }
 
-    /// Opens a socket and authenticates with `agent/network/connect`.
+    /// Opens a socket and authenticates with `agent/network/connect`;
+    /// delivery starts after the last acknowledged event.
     pub async fn connect(base: &str, agent_key: &str) -> Result<AgentClient, ClientError> {
+        Self::connect_resuming(base, agent_key, None).await
+    }
+
+    /// Connects and replays every event after `resume.after`.
+    pub async fn connect_resuming(
+        base: &str,
+        agent_key: &str,
+        resume: Option<Resume>,
+    ) -> Result<AgentClient, ClientError> {
         let connection = Connection::open(&websocket_url(base)?, Default::default()).await?;
         let session = connection
             .call::<AgentConnect>(AgentConnectParams {
                 agent_key: agent_key.to_string(),
                 protocol: None,
+                resume,
             })
             .await?;
         Ok(AgentClient {
@@ -129,6 +141,7 @@ pub struct AppClient {
 pub struct AppClientBuilder {
     base: String,
     app_key: String,
+    resume: Option<Resume>,
     handlers: std::collections::HashMap<String, Handler>,
 }
 
@@ -142,6 +155,7 @@ impl AppClient {
         AppClientBuilder {
             base: base.to_string(),
             app_key: app_key.to_string(),
+            resume: None,
             handlers: Default::default(),
         }
     }
@@ -177,12 +191,19 @@ impl AppClientBuilder {
         self
     }
 
+    /// Replays every event after `resume.after` once connected.
+    pub fn resume(mut self, resume: Resume) -> Self {
+        self.resume = Some(resume);
+        self
+    }
+
     pub async fn connect(self) -> Result<AppClient, ClientError> {
         let connection = Connection::open(&websocket_url(&self.base)?, self.handlers).await?;
         let session = connection
             .call::<AppConnect>(AppConnectParams {
                 app_key: self.app_key,
                 protocol: None,
+                resume: self.resume,
             })
             .await?;
         Ok(AppClient {

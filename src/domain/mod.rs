@@ -2,8 +2,11 @@
 //! crate depends on this module; it depends on nothing of the crate.
 
 pub mod agent;
+pub mod conversation;
+pub mod event;
 pub mod keys;
 pub mod manifest;
+pub mod message;
 pub mod principal;
 pub mod validate;
 

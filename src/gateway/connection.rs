@@ -33,6 +33,8 @@ pub struct ConnectionInfo {
     pub peer: Peer,
     /// Set once by a successful connect call.
     pub session: OnceLock<Authenticated>,
+    /// Where event delivery starts, set by the connect call.
+    pub event_start: OnceLock<u64>,
 }
 
 /// The context every method handler receives.
@@ -70,6 +72,7 @@ pub async fn run(hub: Arc<Hub>, socket: WebSocket) {
         id: Uuid::new_v4(),
         peer: peer.clone(),
         session: OnceLock::new(),
+        event_start: OnceLock::new(),
     });
     let (sink, stream) = socket.split();
     let started = Instant::now();
@@ -108,6 +111,7 @@ pub async fn run(hub: Arc<Hub>, socket: WebSocket) {
         .unwrap_or(close_code::NORMAL);
     if let Some(session) = conn.session.get() {
         hub.registry.remove(session.principal, conn.id);
+        hub.events.detach(session.principal.id, conn.id);
         info!(
             connection = %conn.id,
             principal = %session.principal.id,
@@ -301,7 +305,12 @@ impl Reader {
                 }
                 // Inline, so requests pipelined behind the connect see its session.
                 let result = route.call(ctx, params).await;
+                let connected = result.is_ok();
                 self.finish(&id, name, started, result);
+                if connected {
+                    // After the answer is queued, so events follow it.
+                    self.start_events();
+                }
             }
             caller @ (Caller::Agent | Caller::App) => {
                 let Some(session) = self.conn.session.get() else {
@@ -363,6 +372,20 @@ impl Reader {
         }
     }
 
+    fn start_events(&self) {
+        let (Some(session), Some(start)) = (self.conn.session.get(), self.conn.event_start.get())
+        else {
+            return;
+        };
+        self.hub.events.attach(
+            &self.hub.tasks,
+            self.conn.id,
+            session.principal.id,
+            self.conn.peer.clone(),
+            *start,
+        );
+    }
+
     fn finish(
         &self,
         id: &Id,
@@ -421,10 +444,23 @@ async fn write_loop(
             _ = peer.closing() => break,
             frame = queue.recv() => {
                 let Some(text) = frame else { break };
-                if sink.send(Message::Text(text.into())).await.is_err() {
+                // Feed what is queued, then flush once: one syscall for a burst.
+                let mut ok = sink.feed(Message::Text(text.into())).await.is_ok();
+                let mut fed = 1;
+                while ok && fed < 64 {
+                    match queue.try_recv() {
+                        Ok(more) => {
+                            ok = sink.feed(Message::Text(more.into())).await.is_ok();
+                            fed += 1;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                if !ok || sink.flush().await.is_err() {
                     peer.shutdown();
                     return;
                 }
+                peer.frames_drained();
             }
             _ = ticker.tick() => {
                 let silent = started.elapsed().saturating_sub(Duration::from_millis(last_seen_ms.load(Ordering::Relaxed)));

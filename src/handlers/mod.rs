@@ -2,10 +2,13 @@
 //! They translate between protocol types and the identity, store and domain
 //! layers; the gateway has already checked the caller's kind.
 
+pub mod conversations;
+pub mod events;
 pub mod network;
 
 use crate::gateway::RequestContext;
-use crate::protocol::{network as n, router::Router};
+use crate::protocol::{conversations as c, events as e, network as n, router::Router};
+use crate::rpc::RpcError;
 
 pub fn router() -> Router<RequestContext> {
     Router::new()
@@ -13,4 +16,18 @@ pub fn router() -> Router<RequestContext> {
         .register::<n::AppConnect, _, _>(network::app_connect)
         .register::<n::AgentIdentityGet, _, _>(network::agent_identity)
         .register::<n::AppIdentityGet, _, _>(network::app_identity)
+        .register::<e::AgentEventAck, _, _>(events::ack)
+        .register::<e::AppEventAck, _, _>(events::ack)
+        .register::<c::AgentConversationCreate, _, _>(conversations::create)
+        .register::<c::AgentConversationList, _, _>(conversations::list)
+        .register::<c::AgentConversationGet, _, _>(conversations::get)
+        .register::<c::AgentMessageSend, _, _>(conversations::send)
+        .register::<c::AgentMessageList, _, _>(conversations::history)
+        .register::<c::AgentTypingSend, _, _>(conversations::typing)
+}
+
+/// A store failure is the hub's fault: logged here, answered as Internal.
+pub fn store_failure(e: crate::store::StoreError) -> RpcError {
+    tracing::error!(error = %e, "store failure");
+    RpcError::internal()
 }

@@ -1,9 +1,11 @@
 use serde_json::json;
 use tracing::info;
 
+use super::store_failure;
 use crate::domain::PrincipalKind;
 use crate::gateway::RequestContext;
 use crate::identity::{self, Authenticated, IdentityError};
+use crate::protocol::events::{EventStreamInfo, Resume, ResyncInfo};
 use crate::protocol::network::{
     AgentConnectParams, AgentConnectResult, AgentIdentity, AppConnectParams, AppConnectResult,
     AppIdentity, ConnectionLimits, Heartbeat, NoParams, RateLimit, VersionRange,
@@ -55,12 +57,14 @@ fn limits(ctx: &RequestContext) -> ConnectionLimits {
     }
 }
 
-/// Checks the key and binds the socket to its principal.
+/// Checks the key, finds where event delivery starts, and only then binds the
+/// socket to its principal, so a refused connect leaves nothing behind.
 async fn connect(
     ctx: &RequestContext,
     key: &str,
     kind: PrincipalKind,
-) -> Result<Authenticated, RpcError> {
+    resume: Option<Resume>,
+) -> Result<(Authenticated, EventStreamInfo), RpcError> {
     let auth = match identity::authenticate(ctx.hub.store.as_ref(), key, Some(kind)).await {
         Ok(auth) => auth,
         Err(IdentityError::BadKey) => {
@@ -71,9 +75,49 @@ async fn connect(
             return Err(RpcError::internal());
         }
     };
+    let pos = ctx
+        .hub
+        .store
+        .stream_position(auth.principal.id)
+        .await
+        .map_err(store_failure)?;
+    let epoch = &ctx.hub.sync_epoch;
+    let resync = |message: String| {
+        RpcError::new(ErrorKind::ResyncRequired, message).with_data(
+            serde_json::to_value(ResyncInfo {
+                sync_epoch: epoch.clone(),
+                oldest_seq: pos.oldest_seq,
+                latest_seq: pos.last_seq,
+                acked_seq: pos.acked_seq,
+            })
+            .expect("resync info serializes"),
+        )
+    };
+    let start = match &resume {
+        Some(r) if &r.sync_epoch != epoch => {
+            return Err(resync(
+                "the event log's syncEpoch changed; fetch current state and resume from data.oldestSeq - 1 with the new syncEpoch".into(),
+            ))
+        }
+        Some(r) if !pos.can_serve_after(r.after) => {
+            return Err(resync(format!(
+                "the log cannot serve events after seq {}: it holds seq {} to {}",
+                r.after, pos.oldest_seq, pos.last_seq
+            )))
+        }
+        Some(r) => r.after,
+        None if !pos.can_serve_after(pos.acked_seq) => {
+            return Err(resync(format!(
+                "events after the last acknowledged seq {} were pruned; resume explicitly from data.oldestSeq - 1",
+                pos.acked_seq
+            )))
+        }
+        None => pos.acked_seq,
+    };
     if ctx.conn.session.set(auth.clone()).is_err() {
         return Err(RpcError::conflict("this socket is already connected"));
     }
+    let _ = ctx.conn.event_start.set(start);
     ctx.hub.registry.add(
         ctx.conn.id,
         auth.principal,
@@ -85,9 +129,16 @@ async fn connect(
         principal = %auth.principal.id,
         kind = %auth.principal.kind,
         key_id = %auth.key_id,
+        start_after = start,
         "connected"
     );
-    Ok(auth)
+    let info = EventStreamInfo {
+        sync_epoch: epoch.clone(),
+        start_after: start,
+        latest_seq: pos.last_seq,
+        acked_seq: pos.acked_seq,
+    };
+    Ok((auth, info))
 }
 
 pub async fn agent_connect(
@@ -95,12 +146,13 @@ pub async fn agent_connect(
     p: AgentConnectParams,
 ) -> Result<AgentConnectResult, RpcError> {
     let version = negotiate(p.protocol)?;
-    let auth = connect(&ctx, &p.agent_key, PrincipalKind::Agent).await?;
+    let (auth, events) = connect(&ctx, &p.agent_key, PrincipalKind::Agent, p.resume).await?;
     Ok(AgentConnectResult {
         agent_id: auth.principal.id,
         connection_id: ctx.conn.id,
         protocol_version: version,
         limits: limits(&ctx),
+        events,
     })
 }
 
@@ -109,12 +161,13 @@ pub async fn app_connect(
     p: AppConnectParams,
 ) -> Result<AppConnectResult, RpcError> {
     let version = negotiate(p.protocol)?;
-    let auth = connect(&ctx, &p.app_key, PrincipalKind::App).await?;
+    let (auth, events) = connect(&ctx, &p.app_key, PrincipalKind::App, p.resume).await?;
     Ok(AppConnectResult {
         app_id: auth.principal.id,
         connection_id: ctx.conn.id,
         protocol_version: version,
         limits: limits(&ctx),
+        events,
     })
 }
 
@@ -122,11 +175,6 @@ fn rfc3339(millis: i64) -> String {
     chrono::DateTime::from_timestamp_millis(millis)
         .unwrap_or_default()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-fn store_failure(e: crate::store::StoreError) -> RpcError {
-    tracing::error!(error = %e, "store failure");
-    RpcError::internal()
 }
 
 pub async fn agent_identity(ctx: RequestContext, _: NoParams) -> Result<AgentIdentity, RpcError> {

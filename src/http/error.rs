@@ -14,6 +14,8 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub details: Vec<FieldProblem>,
+    /// More members of the error object, merged in.
+    pub extra: Option<Box<serde_json::Value>>,
 }
 
 impl ApiError {
@@ -23,6 +25,7 @@ impl ApiError {
             code,
             message: message.into(),
             details: Vec::new(),
+            extra: None,
         }
     }
 
@@ -64,6 +67,11 @@ impl IntoResponse for ApiError {
         if !self.details.is_empty() {
             error["details"] = serde_json::to_value(&self.details).expect("details serialize");
         }
+        if let Some(serde_json::Value::Object(extra)) = self.extra.map(|b| *b) {
+            for (k, v) in extra {
+                error[k] = v;
+            }
+        }
         let mut response = (self.status, Json(json!({ "error": error }))).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
@@ -84,6 +92,11 @@ impl From<crate::identity::IdentityError> for ApiError {
                 ApiError::invalid("invalid_request", "the request has invalid fields", details)
             }
             E::NotFound => ApiError::not_found("not found"),
+            E::IdempotencyTaken => ApiError::new(
+                axum::http::StatusCode::CONFLICT,
+                "idempotency_conflict",
+                "the Idempotency-Key was used by another request",
+            ),
             E::Store(err) => {
                 tracing::error!(error = %err, "store failure");
                 ApiError::internal()

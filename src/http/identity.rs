@@ -18,6 +18,7 @@ use crate::domain::validate::{FieldProblem, Problems};
 use crate::hub::Hub;
 use crate::identity::{self, Authenticated, IdentityError};
 use crate::rpc::close_code;
+use crate::store::{IdempotencyRecord, IdempotentResponse};
 
 pub const REGISTRATION_SECRET_HEADER: &str = "x-registration-secret";
 
@@ -90,14 +91,119 @@ fn created_with_key(body: Value) -> Response {
     response
 }
 
+const IDEMPOTENCY_HEADER: &str = "idempotency-key";
+
+/// The `Idempotency-Key` of a create, with the hash of the body it came with.
+struct Idempotency {
+    scope: &'static str,
+    key: String,
+    request_hash: String,
+}
+
+impl Idempotency {
+    fn from_request(
+        scope: &'static str,
+        headers: &HeaderMap,
+        body: &Bytes,
+    ) -> Result<Option<Idempotency>, ApiError> {
+        let Some(value) = headers.get(IDEMPOTENCY_HEADER) else {
+            return Ok(None);
+        };
+        let key = value
+            .to_str()
+            .ok()
+            .filter(|k| !k.is_empty() && k.len() <= 255 && k.bytes().all(|b| b.is_ascii_graphic()))
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "invalid_idempotency_key",
+                    "Idempotency-Key must be 1 to 255 printable ASCII characters",
+                    Vec::new(),
+                )
+            })?;
+        Ok(Some(Idempotency {
+            scope,
+            key: key.to_string(),
+            request_hash: hex::encode(Sha256::digest(body)),
+        }))
+    }
+
+    /// The replay body stores ids only: keys are shown once, so a replay
+    /// withholds the key (`keyWithheld: true`).
+    fn record(
+        &self,
+        id_field: &'static str,
+    ) -> impl Fn(uuid::Uuid) -> IdempotencyRecord + Send + Sync + '_ {
+        move |id| IdempotencyRecord {
+            scope: self.scope.to_string(),
+            key: self.key.clone(),
+            result: IdempotentResponse {
+                request_hash: self.request_hash.clone(),
+                status: 201,
+                response: json!({ id_field: id, "keyWithheld": true }).to_string(),
+            },
+        }
+    }
+
+    /// Answers a retry from the stored result, or refuses a reused key.
+    async fn replay(&self, hub: &Hub) -> Result<Option<Response>, ApiError> {
+        let stored = hub
+            .store
+            .idempotent_response(self.scope, &self.key)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "store failure");
+                ApiError::internal()
+            })?;
+        let Some(stored) = stored else {
+            return Ok(None);
+        };
+        if stored.request_hash != self.request_hash {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "idempotency_conflict",
+                "this Idempotency-Key was used with a different request body",
+            ));
+        }
+        let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+        let body: Value = serde_json::from_str(&stored.response).unwrap_or(Value::Null);
+        let mut response = (status, Json(body)).into_response();
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+        Ok(Some(response))
+    }
+}
+
 pub async fn register_agent(
     State(hub): State<Arc<Hub>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     check_registration(&hub, &headers)?;
+    let idem = Idempotency::from_request("register:agent", &headers, &body)?;
+    if let Some(idem) = &idem {
+        if let Some(replayed) = idem.replay(&hub).await? {
+            return Ok(replayed);
+        }
+    }
     let doc = json_value(&body)?;
-    let registered = identity::register_agent(hub.store.as_ref(), &doc).await?;
+    let record = idem.as_ref().map(|i| i.record("agentId"));
+    let registered = match identity::register_agent(
+        hub.store.as_ref(),
+        &doc,
+        record.as_ref().map(|f| f as identity::IdempotencyFor<'_>),
+    )
+    .await
+    {
+        Err(IdentityError::IdempotencyTaken) => {
+            // A concurrent request with the same key won; answer as its retry.
+            if let Some(replayed) = idem.as_ref().expect("key present").replay(&hub).await? {
+                return Ok(replayed);
+            }
+            return Err(IdentityError::IdempotencyTaken.into());
+        }
+        other => other?,
+    };
     info!(agent = %registered.id, key_id = %registered.key.key_id, "agent registered");
     Ok(created_with_key(json!({
         "agentId": registered.id,
@@ -111,6 +217,12 @@ pub async fn register_app(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     check_registration(&hub, &headers)?;
+    let idem = Idempotency::from_request("register:app", &headers, &body)?;
+    if let Some(idem) = &idem {
+        if let Some(replayed) = idem.replay(&hub).await? {
+            return Ok(replayed);
+        }
+    }
     let body = json_object(&body, &["manifest"])?;
     let Some(doc) = body.get("manifest") else {
         return Err(ApiError::invalid(
@@ -122,13 +234,15 @@ pub async fn register_app(
             }],
         ));
     };
-    let (registered, manifest) = match identity::register_app(
+    let record = idem.as_ref().map(|i| i.record("appId"));
+    let result = identity::register_app(
         hub.store.as_ref(),
         doc,
         &hub.config.manifest_bounds(),
+        record.as_ref().map(|f| f as identity::IdempotencyFor<'_>),
     )
-    .await
-    {
+    .await;
+    let (registered, manifest) = match result {
         Err(IdentityError::Invalid(details)) => {
             let details = details
                 .into_iter()
@@ -142,6 +256,12 @@ pub async fn register_app(
                 "the manifest is invalid",
                 details,
             ));
+        }
+        Err(IdentityError::IdempotencyTaken) => {
+            if let Some(replayed) = idem.as_ref().expect("key present").replay(&hub).await? {
+                return Ok(replayed);
+            }
+            return Err(IdentityError::IdempotencyTaken.into());
         }
         other => other?,
     };

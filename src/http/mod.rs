@@ -2,6 +2,7 @@
 
 mod admin;
 mod error;
+mod events;
 mod identity;
 mod ops;
 
@@ -27,6 +28,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/v1/keys/rotate", post(identity::rotate_key))
         .route("/api/v1/keys/revoke", post(identity::revoke_key))
         .route("/api/v1/apps/{app_id}/ping", post(admin::ping_app))
+        .route("/api/v1/events", get(events::catch_up))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))

@@ -3,6 +3,8 @@
 //! `rpc/` and `schemas/` from it, and the SDK calls through it, so the three
 //! cannot disagree.
 
+pub mod conversations;
+pub mod events;
 pub mod export;
 pub mod network;
 pub mod params;
@@ -161,6 +163,17 @@ pub fn catalogue() -> Vec<MethodSpec> {
         method_spec::<network::AgentIdentityGet>(),
         method_spec::<network::AppIdentityGet>(),
         method_spec::<network::AppPing>(),
+        method_spec::<events::AgentEventAck>(),
+        method_spec::<events::AppEventAck>(),
+        method_spec::<conversations::AgentConversationCreate>(),
+        method_spec::<conversations::AgentConversationList>(),
+        method_spec::<conversations::AgentConversationGet>(),
+        method_spec::<conversations::AgentMessageSend>(),
+        method_spec::<conversations::AgentMessageList>(),
+        method_spec::<conversations::AgentTypingSend>(),
+        notification_spec::<conversations::MessageReceived>(),
+        notification_spec::<conversations::ConversationCreated>(),
+        notification_spec::<conversations::TypingReceived>(),
     ]
 }
 

@@ -23,6 +23,10 @@ pub struct AgentConnectParams {
     /// Versions the client speaks; the hub picks the highest it shares.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<VersionRange>,
+    /// Replay events after this cursor. Without it delivery starts after the
+    /// last acknowledged event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<super::events::Resume>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -32,6 +36,8 @@ pub struct AppConnectParams {
     pub app_key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<VersionRange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<super::events::Resume>,
 }
 
 /// The limits in force on this connection.
@@ -72,6 +78,7 @@ pub struct AgentConnectResult {
     pub connection_id: Uuid,
     pub protocol_version: u32,
     pub limits: ConnectionLimits,
+    pub events: super::events::EventStreamInfo,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -81,6 +88,7 @@ pub struct AppConnectResult {
     pub connection_id: Uuid,
     pub protocol_version: u32,
     pub limits: ConnectionLimits,
+    pub events: super::events::EventStreamInfo,
 }
 
 pub struct AgentConnect;
@@ -94,6 +102,7 @@ impl Method for AgentConnect {
         ErrorKind::Unauthorized,
         ErrorKind::Conflict,
         ErrorKind::UnsupportedVersion,
+        ErrorKind::ResyncRequired,
     ];
     type Params = AgentConnectParams;
     type Result = AgentConnectResult;
@@ -110,6 +119,7 @@ impl Method for AppConnect {
         ErrorKind::Unauthorized,
         ErrorKind::Conflict,
         ErrorKind::UnsupportedVersion,
+        ErrorKind::ResyncRequired,
     ];
     type Params = AppConnectParams;
     type Result = AppConnectResult;

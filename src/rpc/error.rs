@@ -29,10 +29,11 @@ pub enum ErrorKind {
     Unavailable,
     UnsupportedVersion,
     ShuttingDown,
+    ResyncRequired,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 14] = [
+    pub const ALL: [ErrorKind; 15] = [
         ErrorKind::ParseError,
         ErrorKind::InvalidRequest,
         ErrorKind::MethodNotFound,
@@ -47,6 +48,7 @@ impl ErrorKind {
         ErrorKind::Unavailable,
         ErrorKind::UnsupportedVersion,
         ErrorKind::ShuttingDown,
+        ErrorKind::ResyncRequired,
     ];
 
     pub fn code(self) -> i32 {
@@ -65,6 +67,7 @@ impl ErrorKind {
             ErrorKind::Unavailable => -32010,
             ErrorKind::UnsupportedVersion => -32011,
             ErrorKind::ShuttingDown => -32012,
+            ErrorKind::ResyncRequired => -32013,
         }
     }
 
@@ -85,6 +88,7 @@ impl ErrorKind {
             ErrorKind::Unavailable => "UnavailableError",
             ErrorKind::UnsupportedVersion => "UnsupportedVersionError",
             ErrorKind::ShuttingDown => "ShuttingDownError",
+            ErrorKind::ResyncRequired => "ResyncRequiredError",
         }
     }
 
@@ -115,6 +119,9 @@ impl ErrorKind {
             ErrorKind::Unavailable => "a peer the request needs is not connected",
             ErrorKind::UnsupportedVersion => "no protocol version in the requested range is supported",
             ErrorKind::ShuttingDown => "the hub is shutting down and accepts no new requests",
+            ErrorKind::ResyncRequired => {
+                "the event log cannot serve this cursor (sync epoch changed or retention passed it); data says where the log stands"
+            }
         }
     }
 }

@@ -63,6 +63,7 @@ pub mod close_code {
     pub const AUTH_TIMEOUT: u16 = 4001;
     pub const KEY_REVOKED: u16 = 4003;
     pub const SLOW_CONSUMER: u16 = 4008;
+    pub const RESYNC_REQUIRED: u16 = 4010;
 }
 
 /// A request to end the connection, read by the connection's loop.
@@ -76,6 +77,9 @@ type PendingMap = HashMap<u64, oneshot::Sender<CallOutcome>>;
 
 struct Inner {
     queue: mpsc::Sender<String>,
+    capacity: usize,
+    /// Woken by the connection loop each time it takes frames off the queue.
+    drained: tokio::sync::Notify,
     /// `None` once the connection ended: nothing may register after that.
     pending: Mutex<Option<PendingMap>>,
     next_id: AtomicU64,
@@ -112,6 +116,8 @@ impl Peer {
         let peer = Peer {
             inner: Arc::new(Inner {
                 queue: tx,
+                capacity: queue_capacity.max(1),
+                drained: tokio::sync::Notify::new(),
                 pending: Mutex::new(Some(HashMap::new())),
                 next_id: AtomicU64::new(1),
                 id_prefix,
@@ -205,6 +211,42 @@ impl Peer {
                 Err(SendError::SlowConsumer)
             }
         }
+    }
+
+    /// Queues a frame of a bulk stream (an event replay), waiting while the
+    /// queue is more than three quarters full. The last quarter stays free
+    /// for answers and live frames, so a replay never trips the slow-consumer
+    /// policy; a slow reader just slows the replay down.
+    pub async fn send_bulk(&self, text: String) -> Result<(), SendError> {
+        let reserve = (self.inner.capacity / 4).max(1);
+        loop {
+            if self.inner.close.is_cancelled() {
+                return Err(SendError::Closed);
+            }
+            let drained = self.inner.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if self.inner.queue.capacity() > reserve {
+                return self.send(text);
+            }
+            tokio::select! {
+                _ = drained => {}
+                _ = self.inner.close.cancelled() => return Err(SendError::Closed),
+            }
+        }
+    }
+
+    /// Queues a frame that may be lost (an ephemeral event): dropped, not
+    /// queued, when the queue is more than three quarters full. Returns
+    /// whether it was queued.
+    pub fn send_droppable(&self, text: String) -> bool {
+        let reserve = (self.inner.capacity / 4).max(1);
+        self.inner.queue.capacity() > reserve && self.send(text).is_ok()
+    }
+
+    /// Called by the connection loop after it took frames off the queue.
+    pub fn frames_drained(&self) {
+        self.inner.drained.notify_waiters();
     }
 
     pub fn notify<P: serde::Serialize>(&self, method: &str, params: &P) -> Result<(), SendError> {

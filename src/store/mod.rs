@@ -13,7 +13,10 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use crate::config::Config;
+use crate::domain::conversation::{Conversation, ConversationKind};
+use crate::domain::event::{NewEvent, StoredEvent, StreamPosition};
 use crate::domain::manifest::Manifest;
+use crate::domain::message::{Message, Origin, Part};
 use crate::domain::{Millis, PrincipalKind};
 
 pub use postgres::PgStore;
@@ -25,6 +28,8 @@ pub enum StoreError {
     NotFound,
     #[error("conflict: {0}")]
     Conflict(String),
+    #[error("the idempotency key was used already")]
+    IdempotencyTaken,
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
     #[error("database error: {0}")]
@@ -83,6 +88,103 @@ pub struct NewPrincipal {
     pub created_at: Millis,
 }
 
+#[derive(Clone, Debug)]
+pub struct NewConversation {
+    pub id: Uuid,
+    pub kind: ConversationKind,
+    pub name: Option<String>,
+    pub task_id: Option<Uuid>,
+    /// Set for direct conversations: at most one per pair.
+    pub direct_key: Option<String>,
+    pub created_by: Uuid,
+    pub participants: Vec<Uuid>,
+    pub created_at: Millis,
+}
+
+#[derive(Clone, Debug)]
+pub enum CreatedConversation {
+    Created(Conversation, Vec<StoredEvent>),
+    /// A direct conversation for this pair already existed.
+    Existing(Conversation),
+}
+
+/// What happens to a message's fan-out when it is stored.
+#[derive(Clone, Debug)]
+pub enum Fanout {
+    /// Decided already: deliver `event_type` to these recipients in the same
+    /// transaction.
+    Forward {
+        recipients: Vec<Uuid>,
+        event_type: &'static str,
+    },
+    /// A policy decides later; the message waits as `pending`.
+    Pending,
+}
+
+#[derive(Clone, Debug)]
+pub struct NewMessage {
+    pub id: Uuid,
+    pub conversation_id: Uuid,
+    pub sender_id: Uuid,
+    pub origin: Origin,
+    pub parts: Vec<Part>,
+    pub reply_to: Option<Uuid>,
+    pub client_msg_id: Option<String>,
+    pub request_hash: Option<String>,
+    pub created_at: Millis,
+    pub fanout: Fanout,
+}
+
+/// The stored fan-out decision of a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Pending,
+    Forwarded { recipients: u32 },
+    Blocked { reason: String },
+}
+
+#[derive(Clone, Debug)]
+pub enum InsertedMessage {
+    Inserted {
+        message: Message,
+        verdict: Verdict,
+        events: Vec<StoredEvent>,
+    },
+    /// The sender already stored a message with this `clientMsgId`.
+    Duplicate {
+        message: Message,
+        verdict: Verdict,
+        request_hash: Option<String>,
+    },
+}
+
+/// A page of a conversation's history as one viewer may see it.
+#[derive(Clone, Copy, Debug)]
+pub struct MessagePage {
+    pub viewer: Uuid,
+    /// Messages with a greater seq, oldest first.
+    pub after: Option<u64>,
+    /// Messages with a smaller seq, newest first before reversal.
+    pub before: Option<u64>,
+    pub limit: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct IdempotentResponse {
+    pub request_hash: String,
+    pub status: u16,
+    pub response: String,
+}
+
+/// The replayable result of a create, written in the create's transaction so
+/// a retry can never create twice.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IdempotencyRecord {
+    pub scope: String,
+    pub key: String,
+    pub result: IdempotentResponse,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     fn backend(&self) -> Backend;
@@ -97,15 +199,23 @@ pub trait Store: Send + Sync + 'static {
     /// the database is replaced, which is what invalidates event cursors.
     async fn sync_epoch(&self) -> StoreResult<String>;
 
-    /// Stores an agent and its first key in one transaction.
-    async fn create_agent(&self, agent: &NewPrincipal, key: &NewKey) -> StoreResult<()>;
+    /// Stores an agent and its first key (and the idempotency record, if
+    /// any) in one transaction. `IdempotencyTaken` when the record exists.
+    async fn create_agent(
+        &self,
+        agent: &NewPrincipal,
+        key: &NewKey,
+        idem: Option<&IdempotencyRecord>,
+    ) -> StoreResult<()>;
 
-    /// Stores an app, its manifest and its first key in one transaction.
+    /// Stores an app, its manifest and its first key (and the idempotency
+    /// record, if any) in one transaction.
     async fn create_app(
         &self,
         app: &NewPrincipal,
         manifest: &Manifest,
         key: &NewKey,
+        idem: Option<&IdempotencyRecord>,
     ) -> StoreResult<()>;
 
     async fn principal(&self, id: Uuid) -> StoreResult<Option<PrincipalRecord>>;
@@ -125,6 +235,59 @@ pub trait Store: Send + Sync + 'static {
 
     /// Revokes every active key of the principal. Returns the revoked key ids.
     async fn revoke_keys(&self, principal_id: Uuid, now: Millis) -> StoreResult<Vec<String>>;
+
+    /// Events of `audience` with seq greater than `after`, oldest first.
+    async fn events_after(
+        &self,
+        audience: Uuid,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<StoredEvent>>;
+
+    async fn stream_position(&self, audience: Uuid) -> StoreResult<StreamPosition>;
+
+    /// Raises the audience's acknowledged seq to `seq` (never lowers it).
+    /// `Conflict` when `seq` is beyond the last event written.
+    async fn ack_events(&self, audience: Uuid, seq: u64) -> StoreResult<u64>;
+
+    /// Deletes events older than `older_than`, and for each audience all but
+    /// its newest `keep_per_audience`. Returns how many were deleted.
+    async fn prune_events(&self, older_than: Millis, keep_per_audience: u64) -> StoreResult<u64>;
+
+    /// Stores a conversation, its participants and `events` in one transaction.
+    async fn create_conversation(
+        &self,
+        c: &NewConversation,
+        events: &[NewEvent],
+    ) -> StoreResult<CreatedConversation>;
+
+    async fn conversation(&self, id: Uuid) -> StoreResult<Option<Conversation>>;
+
+    /// Conversations `principal` takes part in, ordered by id (UUIDv7, so by
+    /// creation), after the given id.
+    async fn conversations_of(
+        &self,
+        principal: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Conversation>>;
+
+    /// Stores a message with the next seq of its conversation and, for a
+    /// decided fan-out, its recipients and their events, in one transaction.
+    async fn insert_message(&self, m: &NewMessage) -> StoreResult<InsertedMessage>;
+
+    async fn message(&self, id: Uuid) -> StoreResult<Option<(Message, Verdict)>>;
+
+    /// The messages of a conversation that `page.viewer` sent or received,
+    /// oldest first.
+    async fn messages(&self, conversation_id: Uuid, page: MessagePage)
+        -> StoreResult<Vec<Message>>;
+
+    async fn idempotent_response(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> StoreResult<Option<IdempotentResponse>>;
 }
 
 pub type DynStore = Arc<dyn Store>;
@@ -141,6 +304,7 @@ pub async fn open(config: &Config) -> anyhow::Result<DynStore> {
                 &url,
                 config.storage.max_connections,
                 config.storage.sqlite_busy_timeout_ms,
+                config.storage.sqlite_synchronous,
             )
             .await?,
         )

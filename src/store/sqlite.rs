@@ -12,10 +12,14 @@ use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
 use super::{
-    AppRecord, Backend, KeyRecord, NewKey, NewPrincipal, PrincipalRecord, Store, StoreError,
-    StoreResult,
+    AppRecord, Backend, CreatedConversation, Fanout, IdempotencyRecord, IdempotentResponse,
+    InsertedMessage, KeyRecord, MessagePage, NewConversation, NewKey, NewMessage, NewPrincipal,
+    PrincipalRecord, Store, StoreError, StoreResult, Verdict,
 };
+use crate::domain::conversation::{Conversation, ConversationKind};
+use crate::domain::event::{rfc3339, NewEvent, StoredEvent, StreamPosition};
 use crate::domain::manifest::Manifest;
+use crate::domain::message::{Message, Origin};
 use crate::domain::{Millis, PrincipalKind};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -25,11 +29,20 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    pub async fn open(url: &str, max_connections: u32, busy_timeout_ms: u64) -> StoreResult<Self> {
+    pub async fn open(
+        url: &str,
+        max_connections: u32,
+        busy_timeout_ms: u64,
+        synchronous: crate::config::SqliteSynchronous,
+    ) -> StoreResult<Self> {
+        let synchronous = match synchronous {
+            crate::config::SqliteSynchronous::Full => SqliteSynchronous::Full,
+            crate::config::SqliteSynchronous::Normal => SqliteSynchronous::Normal,
+        };
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
+            .synchronous(synchronous)
             .foreign_keys(true)
             .busy_timeout(Duration::from_millis(busy_timeout_ms));
         if let Some(parent) = Path::new(options.get_filename()).parent() {
@@ -119,6 +132,263 @@ async fn revoke_active(
     rows.iter().map(|r| Ok(r.try_get("key_id")?)).collect()
 }
 
+async fn insert_idempotency(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    idem: Option<&IdempotencyRecord>,
+    now: Millis,
+) -> StoreResult<()> {
+    let Some(r) = idem else { return Ok(()) };
+    sqlx::query(
+        "INSERT INTO idempotency_keys (scope, key, request_hash, status, response, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+    )
+    .bind(&r.scope)
+    .bind(&r.key)
+    .bind(&r.result.request_hash)
+    .bind(r.result.status as i64)
+    .bind(&r.result.response)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| if is_unique_violation(&e) { StoreError::IdempotencyTaken } else { e.into() })?;
+    Ok(())
+}
+
+fn json_err(e: serde_json::Error) -> StoreError {
+    StoreError::Corrupt(e.to_string())
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+/// Appends events to their audiences' logs inside the caller's transaction.
+/// The upsert on `event_streams` hands out the next seq; SQLite's single
+/// writer makes commit order equal seq order.
+async fn append_events(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    events: &[NewEvent],
+    now: Millis,
+) -> StoreResult<Vec<StoredEvent>> {
+    let mut stored = Vec::with_capacity(events.len());
+    for e in events {
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO event_streams (audience, last_seq) VALUES (?, 1) \
+             ON CONFLICT (audience) DO UPDATE SET last_seq = event_streams.last_seq + 1 \
+             RETURNING last_seq",
+        )
+        .bind(e.audience.to_string())
+        .fetch_one(&mut **tx)
+        .await?;
+        sqlx::query("INSERT INTO events (audience, seq, id, type, occurred_at, payload) VALUES (?, ?, ?, ?, ?, ?)")
+            .bind(e.audience.to_string())
+            .bind(seq)
+            .bind(e.id.to_string())
+            .bind(e.event_type)
+            .bind(now)
+            .bind(serde_json::to_string(&e.payload).map_err(json_err)?)
+            .execute(&mut **tx)
+            .await?;
+        stored.push(StoredEvent {
+            id: e.id,
+            audience: e.audience,
+            seq: seq as u64,
+            event_type: e.event_type.to_string(),
+            occurred_at: now,
+            payload: e.payload.clone(),
+        });
+    }
+    Ok(stored)
+}
+
+fn event_row(row: &sqlx::sqlite::SqliteRow) -> StoreResult<StoredEvent> {
+    let payload: String = row.try_get("payload")?;
+    Ok(StoredEvent {
+        id: uuid(row.try_get("id")?)?,
+        audience: uuid(row.try_get("audience")?)?,
+        seq: row.try_get::<i64, _>("seq")? as u64,
+        event_type: row.try_get("type")?,
+        occurred_at: row.try_get("occurred_at")?,
+        payload: serde_json::from_str(&payload).map_err(json_err)?,
+    })
+}
+
+const MESSAGE_COLUMNS: &str =
+    "m.id, m.conversation_id, m.seq, m.sender_id, m.origin, m.parts, m.reply_to, \
+     m.request_hash, m.verdict, m.verdict_reason, m.created_at, \
+     (SELECT COUNT(*) FROM message_recipients r WHERE r.message_id = m.id) AS recipients";
+
+fn message_row(row: &sqlx::sqlite::SqliteRow) -> StoreResult<(Message, Verdict, Option<String>)> {
+    let parts: String = row.try_get("parts")?;
+    let origin: String = row.try_get("origin")?;
+    let reply_to: Option<String> = row.try_get("reply_to")?;
+    let message = Message {
+        id: uuid(row.try_get("id")?)?,
+        conversation_id: uuid(row.try_get("conversation_id")?)?,
+        seq: row.try_get::<i64, _>("seq")? as u64,
+        sender_id: uuid(row.try_get("sender_id")?)?,
+        origin: Origin::parse(&origin)
+            .ok_or_else(|| StoreError::Corrupt(format!("bad origin {origin:?}")))?,
+        parts: serde_json::from_str(&parts).map_err(json_err)?,
+        reply_to: reply_to.as_deref().map(uuid).transpose()?,
+        created_at: rfc3339(row.try_get("created_at")?),
+    };
+    let verdict = verdict_of(
+        row.try_get("verdict")?,
+        row.try_get("verdict_reason")?,
+        row.try_get::<i64, _>("recipients")?,
+    )?;
+    Ok((message, verdict, row.try_get("request_hash")?))
+}
+
+pub(super) fn verdict_of(
+    verdict: String,
+    reason: Option<String>,
+    recipients: i64,
+) -> StoreResult<Verdict> {
+    match verdict.as_str() {
+        "pending" => Ok(Verdict::Pending),
+        "forwarded" => Ok(Verdict::Forwarded {
+            recipients: recipients as u32,
+        }),
+        "blocked" => Ok(Verdict::Blocked {
+            reason: reason.unwrap_or_default(),
+        }),
+        other => Err(StoreError::Corrupt(format!("bad verdict {other:?}"))),
+    }
+}
+
+async fn load_conversation(
+    conn: &mut sqlx::SqliteConnection,
+    row: &sqlx::sqlite::SqliteRow,
+) -> StoreResult<Conversation> {
+    let id: String = row.try_get("id")?;
+    let kind: String = row.try_get("kind")?;
+    let task_id: Option<String> = row.try_get("task_id")?;
+    let participants: Vec<String> = sqlx::query_scalar(
+        "SELECT principal_id FROM conversation_participants WHERE conversation_id = ? ORDER BY joined_at, principal_id",
+    )
+    .bind(&id)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Conversation {
+        id: uuid(&id)?,
+        kind: ConversationKind::parse(&kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("bad kind {kind:?}")))?,
+        name: row.try_get("name")?,
+        task_id: task_id.as_deref().map(uuid).transpose()?,
+        created_by: uuid(row.try_get("created_by")?)?,
+        participants: participants
+            .iter()
+            .map(|p| uuid(p))
+            .collect::<StoreResult<_>>()?,
+        last_message_seq: row.try_get::<i64, _>("last_message_seq")? as u64,
+        created_at: rfc3339(row.try_get("created_at")?),
+    })
+}
+
+const CONVERSATION_COLUMNS: &str =
+    "c.id, c.kind, c.name, c.task_id, c.created_by, c.created_at, c.last_message_seq";
+
+impl SqliteStore {
+    async fn find_by_client_id(
+        &self,
+        sender: Uuid,
+        client_msg_id: &str,
+    ) -> StoreResult<Option<InsertedMessage>> {
+        let row = sqlx::query(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.sender_id = ? AND m.client_msg_id = ?"
+        ))
+        .bind(sender.to_string())
+        .bind(client_msg_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            let (message, verdict, request_hash) = message_row(&r)?;
+            Ok(InsertedMessage::Duplicate {
+                message,
+                verdict,
+                request_hash,
+            })
+        })
+        .transpose()
+    }
+
+    async fn try_insert_message(&self, m: &NewMessage) -> StoreResult<InsertedMessage> {
+        let mut tx = self.pool.begin().await?;
+        let seq: Option<i64> = sqlx::query_scalar(
+            "UPDATE conversations SET last_message_seq = last_message_seq + 1 WHERE id = ? RETURNING last_message_seq",
+        )
+        .bind(m.conversation_id.to_string())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let seq = seq.ok_or(StoreError::NotFound)?;
+        let (verdict_col, verdict) = match &m.fanout {
+            Fanout::Forward { recipients, .. } => (
+                "forwarded",
+                Verdict::Forwarded {
+                    recipients: recipients.len() as u32,
+                },
+            ),
+            Fanout::Pending => ("pending", Verdict::Pending),
+        };
+        sqlx::query(
+            "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
+             request_hash, verdict, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(m.id.to_string())
+        .bind(m.conversation_id.to_string())
+        .bind(seq)
+        .bind(m.sender_id.to_string())
+        .bind(m.origin.as_str())
+        .bind(serde_json::to_string(&m.parts).map_err(json_err)?)
+        .bind(m.reply_to.map(|r| r.to_string()))
+        .bind(&m.client_msg_id)
+        .bind(&m.request_hash)
+        .bind(verdict_col)
+        .bind(m.created_at)
+        .execute(&mut *tx)
+        .await?;
+        let message = Message {
+            id: m.id,
+            conversation_id: m.conversation_id,
+            seq: seq as u64,
+            sender_id: m.sender_id,
+            origin: m.origin,
+            parts: m.parts.clone(),
+            reply_to: m.reply_to,
+            created_at: rfc3339(m.created_at),
+        };
+        let mut events = Vec::new();
+        if let Fanout::Forward {
+            recipients,
+            event_type,
+        } = &m.fanout
+        {
+            for r in recipients {
+                sqlx::query(
+                    "INSERT INTO message_recipients (message_id, recipient_id) VALUES (?, ?)",
+                )
+                .bind(m.id.to_string())
+                .bind(r.to_string())
+                .execute(&mut *tx)
+                .await?;
+            }
+            let payload = serde_json::json!({ "message": message });
+            let new: Vec<NewEvent> = recipients
+                .iter()
+                .map(|r| NewEvent::new(*r, event_type, payload.clone()))
+                .collect();
+            events = append_events(&mut tx, &new, m.created_at).await?;
+        }
+        tx.commit().await?;
+        Ok(InsertedMessage::Inserted {
+            message,
+            verdict,
+            events,
+        })
+    }
+}
+
 #[async_trait]
 impl Store for SqliteStore {
     fn backend(&self) -> Backend {
@@ -147,8 +417,14 @@ impl Store for SqliteStore {
         Ok(row.try_get("value")?)
     }
 
-    async fn create_agent(&self, agent: &NewPrincipal, key: &NewKey) -> StoreResult<()> {
+    async fn create_agent(
+        &self,
+        agent: &NewPrincipal,
+        key: &NewKey,
+        idem: Option<&IdempotencyRecord>,
+    ) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
+        insert_idempotency(&mut tx, idem, agent.created_at).await?;
         insert_principal(&mut tx, agent, key).await?;
         tx.commit().await?;
         Ok(())
@@ -159,10 +435,12 @@ impl Store for SqliteStore {
         app: &NewPrincipal,
         manifest: &Manifest,
         key: &NewKey,
+        idem: Option<&IdempotencyRecord>,
     ) -> StoreResult<()> {
         let manifest =
             serde_json::to_string(manifest).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let mut tx = self.pool.begin().await?;
+        insert_idempotency(&mut tx, idem, app.created_at).await?;
         insert_principal(&mut tx, app, key).await?;
         sqlx::query("INSERT INTO apps (app_id, manifest, updated_at) VALUES (?, ?, ?)")
             .bind(app.id.to_string())
@@ -246,5 +524,255 @@ impl Store for SqliteStore {
         let revoked = revoke_active(&mut tx, principal_id, now).await?;
         tx.commit().await?;
         Ok(revoked)
+    }
+    async fn events_after(
+        &self,
+        audience: Uuid,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        let rows = sqlx::query(
+            "SELECT audience, seq, id, type, occurred_at, payload FROM events \
+             WHERE audience = ? AND seq > ? ORDER BY seq LIMIT ?",
+        )
+        .bind(audience.to_string())
+        .bind(after as i64)
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(event_row).collect()
+    }
+
+    async fn stream_position(&self, audience: Uuid) -> StoreResult<StreamPosition> {
+        let row = sqlx::query(
+            "SELECT s.last_seq, s.acked_seq, (SELECT MIN(seq) FROM events e WHERE e.audience = s.audience) AS oldest \
+             FROM event_streams s WHERE s.audience = ?",
+        )
+        .bind(audience.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(match row {
+            None => StreamPosition {
+                last_seq: 0,
+                acked_seq: 0,
+                oldest_seq: 1,
+            },
+            Some(r) => {
+                let last = r.try_get::<i64, _>("last_seq")? as u64;
+                let oldest: Option<i64> = r.try_get("oldest")?;
+                StreamPosition {
+                    last_seq: last,
+                    acked_seq: r.try_get::<i64, _>("acked_seq")? as u64,
+                    oldest_seq: oldest.map_or(last + 1, |o| o as u64),
+                }
+            }
+        })
+    }
+
+    async fn ack_events(&self, audience: Uuid, seq: u64) -> StoreResult<u64> {
+        let mut tx = self.pool.begin().await?;
+        let acked: Option<i64> = sqlx::query_scalar(
+            "UPDATE event_streams SET acked_seq = MAX(acked_seq, ?) WHERE audience = ? AND last_seq >= ? RETURNING acked_seq",
+        )
+        .bind(seq as i64)
+        .bind(audience.to_string())
+        .bind(seq as i64)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        match acked {
+            Some(a) => Ok(a as u64),
+            None if seq == 0 => Ok(0),
+            None => Err(StoreError::Conflict("seq is beyond the last event".into())),
+        }
+    }
+
+    async fn prune_events(&self, older_than: Millis, keep_per_audience: u64) -> StoreResult<u64> {
+        let by_age = sqlx::query("DELETE FROM events WHERE occurred_at < ?")
+            .bind(older_than)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        let by_count = sqlx::query(
+            "DELETE FROM events WHERE seq <= \
+             (SELECT s.last_seq FROM event_streams s WHERE s.audience = events.audience) - ?",
+        )
+        .bind(keep_per_audience.min(i64::MAX as u64) as i64)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(by_age + by_count)
+    }
+
+    async fn create_conversation(
+        &self,
+        c: &NewConversation,
+        events: &[NewEvent],
+    ) -> StoreResult<CreatedConversation> {
+        if let Some(key) = &c.direct_key {
+            let existing: Option<String> =
+                sqlx::query_scalar("SELECT id FROM conversations WHERE direct_key = ?")
+                    .bind(key)
+                    .fetch_optional(&self.pool)
+                    .await?;
+            if let Some(id) = existing {
+                let found = self
+                    .conversation(uuid(&id)?)
+                    .await?
+                    .ok_or(StoreError::NotFound)?;
+                return Ok(CreatedConversation::Existing(found));
+            }
+        }
+        let mut tx = self.pool.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO conversations (id, kind, name, task_id, direct_key, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(c.id.to_string())
+        .bind(c.kind.as_str())
+        .bind(&c.name)
+        .bind(c.task_id.map(|t| t.to_string()))
+        .bind(&c.direct_key)
+        .bind(c.created_by.to_string())
+        .bind(c.created_at)
+        .execute(&mut *tx)
+        .await;
+        if let Err(e) = inserted {
+            if is_unique_violation(&e) && c.direct_key.is_some() {
+                drop(tx);
+                return Box::pin(self.create_conversation(c, events)).await;
+            }
+            return Err(e.into());
+        }
+        for p in &c.participants {
+            sqlx::query("INSERT INTO conversation_participants (conversation_id, principal_id, joined_at) VALUES (?, ?, ?)")
+                .bind(c.id.to_string())
+                .bind(p.to_string())
+                .bind(c.created_at)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let stored = append_events(&mut tx, events, c.created_at).await?;
+        tx.commit().await?;
+        let conversation = self.conversation(c.id).await?.ok_or(StoreError::NotFound)?;
+        Ok(CreatedConversation::Created(conversation, stored))
+    }
+
+    async fn conversation(&self, id: Uuid) -> StoreResult<Option<Conversation>> {
+        let mut conn = self.pool.acquire().await?;
+        let row = sqlx::query(&format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.id = ?"
+        ))
+        .bind(id.to_string())
+        .fetch_optional(&mut *conn)
+        .await?;
+        match row {
+            Some(r) => Ok(Some(load_conversation(&mut conn, &r).await?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn conversations_of(
+        &self,
+        principal: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Conversation>> {
+        let mut conn = self.pool.acquire().await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM conversations c \
+             JOIN conversation_participants p ON p.conversation_id = c.id \
+             WHERE p.principal_id = ? AND c.id > ? ORDER BY c.id LIMIT ?"
+        ))
+        .bind(principal.to_string())
+        .bind(after.map(|a| a.to_string()).unwrap_or_default())
+        .bind(limit as i64)
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            out.push(load_conversation(&mut conn, r).await?);
+        }
+        Ok(out)
+    }
+
+    async fn insert_message(&self, m: &NewMessage) -> StoreResult<InsertedMessage> {
+        if let Some(client_id) = &m.client_msg_id {
+            if let Some(dup) = self.find_by_client_id(m.sender_id, client_id).await? {
+                return Ok(dup);
+            }
+        }
+        match self.try_insert_message(m).await {
+            Err(StoreError::Database(e))
+                if is_unique_violation(&e) && m.client_msg_id.is_some() =>
+            {
+                let client_id = m.client_msg_id.as_deref().unwrap_or_default();
+                self.find_by_client_id(m.sender_id, client_id)
+                    .await?
+                    .ok_or(StoreError::Database(e))
+            }
+            other => other,
+        }
+    }
+
+    async fn message(&self, id: Uuid) -> StoreResult<Option<(Message, Verdict)>> {
+        let row = sqlx::query(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?"
+        ))
+        .bind(id.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| message_row(&r).map(|(m, v, _)| (m, v)))
+            .transpose()
+    }
+
+    async fn messages(
+        &self,
+        conversation_id: Uuid,
+        page: MessagePage,
+    ) -> StoreResult<Vec<Message>> {
+        let visible = "m.conversation_id = ? AND (m.sender_id = ? OR EXISTS \
+             (SELECT 1 FROM message_recipients r WHERE r.message_id = m.id AND r.recipient_id = ?))";
+        let (cond, order, cursor) = match (page.after, page.before) {
+            (_, Some(before)) => ("m.seq < ?", "DESC", before as i64),
+            (after, None) => ("m.seq > ?", "ASC", after.unwrap_or(0) as i64),
+        };
+        let rows = sqlx::query(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE {visible} AND {cond} ORDER BY m.seq {order} LIMIT ?"
+        ))
+        .bind(conversation_id.to_string())
+        .bind(page.viewer.to_string())
+        .bind(page.viewer.to_string())
+        .bind(cursor)
+        .bind(page.limit as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out: Vec<Message> = rows
+            .iter()
+            .map(|r| message_row(r).map(|(m, _, _)| m))
+            .collect::<StoreResult<_>>()?;
+        if order == "DESC" {
+            out.reverse();
+        }
+        Ok(out)
+    }
+
+    async fn idempotent_response(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> StoreResult<Option<IdempotentResponse>> {
+        let row = sqlx::query("SELECT request_hash, status, response FROM idempotency_keys WHERE scope = ? AND key = ?")
+            .bind(scope)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            Ok(IdempotentResponse {
+                request_hash: r.try_get("request_hash")?,
+                status: r.try_get::<i64, _>("status")? as u16,
+                response: r.try_get("response")?,
+            })
+        })
+        .transpose()
     }
 }

@@ -4,6 +4,8 @@
 
 mod support;
 
+mod conversations;
+mod events;
 mod frames;
 mod identity;
 mod operations;

@@ -67,7 +67,7 @@ async fn agents_round_trip(store: DynStore) {
     let mut p = principal(PrincipalKind::Agent, "alice");
     p.description = Some("üñíçødé ✓".into());
     let (minted, key) = new_key(PrincipalKind::Agent);
-    store.create_agent(&p, &key).await.unwrap();
+    store.create_agent(&p, &key, None).await.unwrap();
     let got = store.principal(p.id).await.unwrap().unwrap();
     assert_eq!(got.name, "alice");
     assert_eq!(got.kind, PrincipalKind::Agent);
@@ -99,7 +99,7 @@ async fn apps_keep_their_manifest(store: DynStore) {
     let m = manifest::validate(&werewolf_manifest(), &bounds).unwrap();
     let p = principal(PrincipalKind::App, "Werewolf");
     let (_, key) = new_key(PrincipalKind::App);
-    store.create_app(&p, &m, &key).await.unwrap();
+    store.create_app(&p, &m, &key, None).await.unwrap();
     let app = store.app(p.id).await.unwrap().unwrap();
     assert_eq!(app.manifest, m);
     assert_eq!(app.principal.kind, PrincipalKind::App);
@@ -112,7 +112,7 @@ async fn apps_keep_their_manifest(store: DynStore) {
 async fn rotation_revokes_and_replaces(store: DynStore) {
     let p = principal(PrincipalKind::Agent, "rotor");
     let (_, first) = new_key(PrincipalKind::Agent);
-    store.create_agent(&p, &first).await.unwrap();
+    store.create_agent(&p, &first, None).await.unwrap();
     let (_, second) = new_key(PrincipalKind::Agent);
     let revoked = store.rotate_keys(p.id, &second, 42).await.unwrap();
     assert_eq!(revoked, vec![first.key_id.clone()]);
@@ -143,7 +143,7 @@ async fn rotation_revokes_and_replaces(store: DynStore) {
 async fn revocation_and_unknown_principals(store: DynStore) {
     let p = principal(PrincipalKind::Agent, "gone");
     let (_, key) = new_key(PrincipalKind::Agent);
-    store.create_agent(&p, &key).await.unwrap();
+    store.create_agent(&p, &key, None).await.unwrap();
     assert_eq!(
         store.revoke_keys(p.id, 7).await.unwrap(),
         vec![key.key_id.clone()]
@@ -167,11 +167,11 @@ async fn revocation_and_unknown_principals(store: DynStore) {
 async fn duplicate_key_ids_conflict(store: DynStore) {
     let (_, key) = new_key(PrincipalKind::Agent);
     store
-        .create_agent(&principal(PrincipalKind::Agent, "a"), &key)
+        .create_agent(&principal(PrincipalKind::Agent, "a"), &key, None)
         .await
         .unwrap();
     let second = principal(PrincipalKind::Agent, "b");
-    let err = store.create_agent(&second, &key).await.unwrap_err();
+    let err = store.create_agent(&second, &key, None).await.unwrap_err();
     assert!(matches!(err, StoreError::Conflict(_)), "{err}");
     assert!(
         store.principal(second.id).await.unwrap().is_none(),

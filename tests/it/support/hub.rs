@@ -22,6 +22,8 @@ pub struct TestHub {
 pub struct Options {
     pub env: Vec<(String, String)>,
     pub database_url: Option<String>,
+    /// Reuse this directory (and so its SQLite file) instead of a new one.
+    pub dir: Option<std::path::PathBuf>,
 }
 
 impl Options {
@@ -38,13 +40,17 @@ impl TestHub {
 
     pub async fn start_with(options: Options) -> TestHub {
         let dir = tempfile::tempdir().expect("tempdir");
+        let data_dir = options
+            .dir
+            .clone()
+            .unwrap_or_else(|| dir.path().join("data"));
         let log = std::fs::File::create(dir.path().join("hub.log")).expect("log file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard"));
         cmd.arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--data-dir")
-            .arg(dir.path().join("data"))
+            .arg(&data_dir)
             .env("SWITCHBOARD_ADMIN__TOKEN", ADMIN_TOKEN)
             .env("RUST_LOG", "switchboard=debug,info")
             .stdin(Stdio::null())
@@ -86,6 +92,13 @@ impl TestHub {
             dir,
             http: reqwest::Client::new(),
         }
+    }
+
+    /// Test-friendly limits: a high rate limit so bulk sends are not refused.
+    pub fn fast_options() -> Options {
+        Options::default()
+            .env("SWITCHBOARD_GATEWAY__RATE_LIMIT_PER_SECOND", 1_000_000)
+            .env("SWITCHBOARD_GATEWAY__RATE_LIMIT_BURST", 1_000_000)
     }
 
     pub fn ws_url(&self) -> String {

@@ -1,3 +1,4 @@
+pub mod agents;
 pub mod hub;
 pub mod pg;
 pub mod raw;

@@ -1,0 +1,154 @@
+//! The event envelope: one shape for every way an event leaves the hub
+//! (gateway notification, REST catch-up, later webhooks).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::Millis;
+
+/// A stored event as every consumer sees it. No member is ever `null`:
+/// absent members are omitted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventEnvelope {
+    /// Stable id (UUIDv7): deduplicate on it.
+    pub id: Uuid,
+    /// Position in the audience's own log, gap-free from 1. Absent on
+    /// ephemeral events, which are never stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// The notification method, for example `agent/message/received`.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// RFC 3339 with milliseconds, UTC.
+    pub occurred_at: String,
+    /// The principal this copy is addressed to.
+    pub audience: Uuid,
+    /// True on ephemeral events (live only, never replayed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ephemeral: bool,
+    pub payload: Value,
+}
+
+/// An event to store, before the log gives it a sequence number.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewEvent {
+    pub id: Uuid,
+    pub audience: Uuid,
+    pub event_type: &'static str,
+    pub payload: Value,
+}
+
+impl NewEvent {
+    pub fn new(audience: Uuid, event_type: &'static str, payload: Value) -> NewEvent {
+        NewEvent {
+            id: Uuid::now_v7(),
+            audience,
+            event_type,
+            payload,
+        }
+    }
+}
+
+/// An event as the log holds it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredEvent {
+    pub id: Uuid,
+    pub audience: Uuid,
+    pub seq: u64,
+    pub event_type: String,
+    pub occurred_at: Millis,
+    pub payload: Value,
+}
+
+pub fn rfc3339(millis: Millis) -> String {
+    chrono::DateTime::from_timestamp_millis(millis)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+impl StoredEvent {
+    pub fn envelope(&self) -> EventEnvelope {
+        EventEnvelope {
+            id: self.id,
+            seq: Some(self.seq),
+            event_type: self.event_type.clone(),
+            occurred_at: rfc3339(self.occurred_at),
+            audience: self.audience,
+            ephemeral: false,
+            payload: self.payload.clone(),
+        }
+    }
+}
+
+/// True when `value` holds a JSON `null` anywhere. Payloads never do.
+pub fn contains_null(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(a) => a.iter().any(contains_null),
+        Value::Object(o) => o.values().any(contains_null),
+        _ => false,
+    }
+}
+
+/// Where a reader of the log stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamPosition {
+    /// Highest seq written for the audience (0: none yet).
+    pub last_seq: u64,
+    /// Highest seq the audience acknowledged.
+    pub acked_seq: u64,
+    /// Lowest seq still stored; `last_seq + 1` when retention removed all.
+    pub oldest_seq: u64,
+}
+
+impl StreamPosition {
+    /// Whether the log can serve everything after `after`.
+    pub fn can_serve_after(&self, after: u64) -> bool {
+        after + 1 >= self.oldest_seq && after <= self.last_seq
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn envelopes_omit_absent_members() {
+        let e = StoredEvent {
+            id: Uuid::now_v7(),
+            audience: Uuid::new_v4(),
+            seq: 3,
+            event_type: "agent/message/received".into(),
+            occurred_at: 0,
+            payload: json!({"a": 1}),
+        };
+        let v = serde_json::to_value(e.envelope()).unwrap();
+        assert!(!contains_null(&v));
+        assert!(v.get("ephemeral").is_none());
+        assert_eq!(v["occurredAt"], json!("1970-01-01T00:00:00.000Z"));
+        assert_eq!(v["type"], json!("agent/message/received"));
+    }
+
+    #[test]
+    fn positions_know_what_they_can_serve() {
+        let p = StreamPosition {
+            last_seq: 10,
+            acked_seq: 0,
+            oldest_seq: 5,
+        };
+        assert!(p.can_serve_after(4));
+        assert!(p.can_serve_after(10));
+        assert!(!p.can_serve_after(3));
+        assert!(!p.can_serve_after(11));
+        let empty = StreamPosition {
+            last_seq: 0,
+            acked_seq: 0,
+            oldest_seq: 1,
+        };
+        assert!(empty.can_serve_after(0));
+    }
+}

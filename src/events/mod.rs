@@ -1,0 +1,218 @@
+//! Live delivery of the durable event log.
+//!
+//! The database is the source of truth; this module only moves committed
+//! events to sockets. Each authenticated socket has a [`Subscription`] with a
+//! cursor (`delivered`). It is either *replaying* (a pump task reads the log
+//! after the cursor and sends with backpressure) or *live* (writers hand it
+//! each event right after their commit, and it sends the event only if it is
+//! exactly the next one). A live subscription that sees a gap (writers
+//! publish concurrently, so event 6 may be offered before event 5) falls back
+//! to replaying, which reads the gap from the log. Because the cursor moves
+//! only forward and only by one, a socket gets every event once, in order.
+//! See docs/adr/0007-event-log.md.
+
+pub mod retention;
+
+use std::sync::{Arc, Mutex};
+
+use dashmap::DashMap;
+use serde_json::Value;
+use tokio::sync::Notify;
+use tracing::{debug, warn};
+use uuid::Uuid;
+
+use crate::domain::event::{rfc3339, EventEnvelope, StoredEvent};
+use crate::domain::now_millis;
+use crate::rpc::frame;
+use crate::rpc::{close_code, Peer};
+use crate::store::DynStore;
+use crate::telemetry::names;
+
+struct Cursor {
+    /// Highest seq sent on this socket.
+    delivered: u64,
+    /// Highest seq any writer offered; tells the pump whether to read again.
+    latest_known: u64,
+    live: bool,
+}
+
+pub struct Subscription {
+    connection: Uuid,
+    audience: Uuid,
+    peer: Peer,
+    cursor: Mutex<Cursor>,
+    wake: Notify,
+}
+
+impl Subscription {
+    fn offer(&self, event: &StoredEvent) {
+        let mut c = self.cursor.lock().expect("cursor lock");
+        c.latest_known = c.latest_known.max(event.seq);
+        if !c.live || event.seq <= c.delivered {
+            return;
+        }
+        if event.seq == c.delivered + 1 {
+            if self.peer.send(notification(event)).is_ok() {
+                c.delivered = event.seq;
+                metrics::counter!(names::EVENTS_DELIVERED, "path" => "live").increment(1);
+            }
+        } else {
+            c.live = false;
+            self.wake.notify_one();
+        }
+    }
+}
+
+fn notification(event: &StoredEvent) -> String {
+    frame::notification(&event.event_type, &event.envelope())
+}
+
+pub struct EventBus {
+    store: DynStore,
+    replay_batch: u32,
+    subscriptions: DashMap<Uuid, Vec<Arc<Subscription>>>,
+    waiters: DashMap<Uuid, Arc<Notify>>,
+}
+
+impl EventBus {
+    pub fn new(store: DynStore, replay_batch: u32) -> EventBus {
+        EventBus {
+            store,
+            replay_batch,
+            subscriptions: DashMap::new(),
+            waiters: DashMap::new(),
+        }
+    }
+
+    /// Hands committed events to the sockets and long-polls of their
+    /// audiences. Call it after the commit, never inside a transaction.
+    pub fn publish(&self, events: &[StoredEvent]) {
+        for event in events {
+            if let Some(subs) = self.subscriptions.get(&event.audience) {
+                for s in subs.iter() {
+                    s.offer(event);
+                }
+            }
+            if let Some(w) = self.waiters.get(&event.audience) {
+                w.notify_waiters();
+            }
+        }
+    }
+
+    /// Sends an ephemeral event to the audience's open sockets. It is never
+    /// stored, has no seq, and is dropped for a socket whose queue is nearly
+    /// full.
+    pub fn publish_ephemeral(&self, audience: Uuid, event_type: &'static str, payload: Value) {
+        let Some(subs) = self.subscriptions.get(&audience) else {
+            return;
+        };
+        let envelope = EventEnvelope {
+            id: Uuid::now_v7(),
+            seq: None,
+            event_type: event_type.to_string(),
+            occurred_at: rfc3339(now_millis()),
+            audience,
+            ephemeral: true,
+            payload,
+        };
+        let text = frame::notification(event_type, &envelope);
+        for s in subs.iter() {
+            if !s.peer.send_droppable(text.clone()) {
+                metrics::counter!(names::EPHEMERAL_DROPPED).increment(1);
+            }
+        }
+    }
+
+    /// Starts delivery on a socket from just after `after`: registers the
+    /// subscription first (so no offer is missed), then replays.
+    pub fn attach(
+        &self,
+        tasks: &tokio_util::task::TaskTracker,
+        connection: Uuid,
+        audience: Uuid,
+        peer: Peer,
+        after: u64,
+    ) {
+        let sub = Arc::new(Subscription {
+            connection,
+            audience,
+            peer,
+            cursor: Mutex::new(Cursor {
+                delivered: after,
+                latest_known: after,
+                live: false,
+            }),
+            wake: Notify::new(),
+        });
+        self.subscriptions
+            .entry(audience)
+            .or_default()
+            .push(sub.clone());
+        tasks.spawn(pump(self.store.clone(), sub, self.replay_batch));
+    }
+
+    pub fn detach(&self, audience: Uuid, connection: Uuid) {
+        if let Some(mut list) = self.subscriptions.get_mut(&audience) {
+            list.retain(|s| s.connection != connection);
+        }
+        self.subscriptions.remove_if(&audience, |_, l| l.is_empty());
+    }
+
+    /// A notifier woken whenever an event for `audience` is published, for
+    /// REST long-polls.
+    pub fn waiter(&self, audience: Uuid) -> Arc<Notify> {
+        self.waiters.entry(audience).or_default().clone()
+    }
+
+    /// Drops notifiers nobody waits on.
+    pub fn sweep_waiters(&self) {
+        self.waiters.retain(|_, n| Arc::strong_count(n) > 1);
+    }
+}
+
+/// Replays the log onto one socket until it catches up, then goes live; goes
+/// back to replaying whenever a live offer finds a gap.
+async fn pump(store: DynStore, sub: Arc<Subscription>, batch: u32) {
+    loop {
+        // Replay until caught up.
+        loop {
+            let after = sub.cursor.lock().expect("cursor lock").delivered;
+            let events = match store.events_after(sub.audience, after, batch).await {
+                Ok(e) => e,
+                Err(e) => {
+                    warn!(audience = %sub.audience, error = %e, "event replay failed; closing the socket so the client resumes");
+                    sub.peer
+                        .close(close_code::INTERNAL, "event replay failed; resume");
+                    return;
+                }
+            };
+            if let Some(first) = events.first() {
+                if first.seq != after + 1 {
+                    // Retention removed events this socket had not seen.
+                    sub.peer.close(
+                        close_code::RESYNC_REQUIRED,
+                        "resync required: events were pruned",
+                    );
+                    return;
+                }
+            }
+            for event in &events {
+                if sub.peer.send_bulk(notification(event)).await.is_err() {
+                    return;
+                }
+                sub.cursor.lock().expect("cursor lock").delivered = event.seq;
+                metrics::counter!(names::EVENTS_DELIVERED, "path" => "replay").increment(1);
+            }
+            let mut c = sub.cursor.lock().expect("cursor lock");
+            if events.len() < batch as usize && c.latest_known <= c.delivered {
+                c.live = true;
+                debug!(audience = %sub.audience, at = c.delivered, "subscription live");
+                break;
+            }
+        }
+        tokio::select! {
+            _ = sub.wake.notified() => {}
+            _ = sub.peer.closing() => return,
+        }
+    }
+}

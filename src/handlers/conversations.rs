@@ -1,0 +1,390 @@
+//! Conversations and messages between agents (outside apps: no gates, every
+//! participant but the sender receives).
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::store_failure;
+use crate::domain::conversation::{direct_key, Conversation, ConversationKind};
+use crate::domain::event::{rfc3339, NewEvent};
+use crate::domain::message::{self, Origin, PartLimits};
+use crate::domain::{now_millis, PrincipalKind};
+use crate::gateway::RequestContext;
+use crate::protocol::conversations::*;
+use crate::protocol::Notification;
+use crate::rpc::RpcError;
+use crate::store::{
+    CreatedConversation, Fanout, InsertedMessage, MessagePage, NewConversation, NewMessage, Verdict,
+};
+
+/// The conversation if the caller takes part in it. Anything else (missing,
+/// or someone else's) is the same NotFound.
+pub async fn visible_conversation(
+    ctx: &RequestContext,
+    id: Uuid,
+) -> Result<Conversation, RpcError> {
+    let me = ctx.principal().id;
+    match ctx
+        .hub
+        .store
+        .conversation(id)
+        .await
+        .map_err(store_failure)?
+    {
+        Some(c) if c.participants.contains(&me) => Ok(c),
+        _ => Err(RpcError::not_found("conversation not found")
+            .with_data(json!({ "conversationId": id }))),
+    }
+}
+
+fn invalid(field: &str, detail: impl std::fmt::Display) -> RpcError {
+    RpcError::invalid_params(format!("{field}: {detail}")).with_data(json!({ "field": field }))
+}
+
+pub async fn create(
+    ctx: RequestContext,
+    p: ConversationCreateParams,
+) -> Result<ConversationCreateResult, RpcError> {
+    let me = ctx.principal().id;
+    let limits = &ctx.hub.config.messages;
+    let mut seen = HashSet::new();
+    for id in &p.participants {
+        if *id == me {
+            return Err(invalid(
+                "participants",
+                "lists the other agents; the caller is added",
+            ));
+        }
+        if !seen.insert(*id) {
+            return Err(invalid("participants", format!("names agent {id} twice")));
+        }
+    }
+    let kind = match p.kind {
+        NewConversationKind::Direct => {
+            if p.participants.len() != 1 {
+                return Err(invalid(
+                    "participants",
+                    "a direct conversation has exactly one other agent",
+                ));
+            }
+            if p.name.is_some() {
+                return Err(invalid("name", "only group conversations have a name"));
+            }
+            ConversationKind::Direct
+        }
+        NewConversationKind::Group => {
+            if p.participants.is_empty() || p.participants.len() + 1 > limits.max_group_participants
+            {
+                return Err(invalid(
+                    "participants",
+                    format!(
+                        "a group has 1 to {} other agents (messages.max_group_participants)",
+                        limits.max_group_participants - 1
+                    ),
+                ));
+            }
+            if let Some(name) = &p.name {
+                if name.is_empty()
+                    || name.chars().count() > 100
+                    || name.chars().any(char::is_control)
+                {
+                    return Err(invalid(
+                        "name",
+                        "must be 1 to 100 characters without control characters",
+                    ));
+                }
+            }
+            ConversationKind::Group
+        }
+    };
+    for id in &p.participants {
+        let record = ctx.hub.store.principal(*id).await.map_err(store_failure)?;
+        if record.map(|r| r.kind) != Some(PrincipalKind::Agent) {
+            return Err(RpcError::not_found(format!("agent {id} not found"))
+                .with_data(json!({ "agentId": id })));
+        }
+    }
+    let mut participants = vec![me];
+    participants.extend(p.participants.iter().copied());
+    let now = now_millis();
+    let id = Uuid::now_v7();
+    let conversation = Conversation {
+        id,
+        kind,
+        name: p.name.clone(),
+        task_id: None,
+        created_by: me,
+        participants: participants.clone(),
+        last_message_seq: 0,
+        created_at: rfc3339(now),
+    };
+    let payload = serde_json::to_value(ConversationCreatedPayload { conversation })
+        .map_err(|_| RpcError::internal())?;
+    let events: Vec<NewEvent> = p
+        .participants
+        .iter()
+        .map(|a| NewEvent::new(*a, ConversationCreated::NAME, payload.clone()))
+        .collect();
+    let new = NewConversation {
+        id,
+        kind,
+        name: p.name,
+        task_id: None,
+        direct_key: (kind == ConversationKind::Direct).then(|| direct_key(me, p.participants[0])),
+        created_by: me,
+        participants,
+        created_at: now,
+    };
+    match ctx
+        .hub
+        .store
+        .create_conversation(&new, &events)
+        .await
+        .map_err(store_failure)?
+    {
+        CreatedConversation::Created(conversation, stored) => {
+            ctx.hub.events.publish(&stored);
+            Ok(ConversationCreateResult {
+                conversation,
+                created: true,
+            })
+        }
+        CreatedConversation::Existing(conversation) => Ok(ConversationCreateResult {
+            conversation,
+            created: false,
+        }),
+    }
+}
+
+fn page_limit(ctx: &RequestContext, limit: Option<u32>) -> Result<u32, RpcError> {
+    let max = ctx.hub.config.messages.page_max;
+    match limit {
+        None => Ok(max.min(50)),
+        Some(l) if (1..=max).contains(&l) => Ok(l),
+        Some(_) => Err(invalid(
+            "limit",
+            format!("must be from 1 to {max} (messages.page_max)"),
+        )),
+    }
+}
+
+pub async fn list(
+    ctx: RequestContext,
+    p: ConversationListParams,
+) -> Result<ConversationListResult, RpcError> {
+    let limit = page_limit(&ctx, p.limit)?;
+    let mut conversations = ctx
+        .hub
+        .store
+        .conversations_of(ctx.principal().id, p.after, limit + 1)
+        .await
+        .map_err(store_failure)?;
+    let more = conversations.len() > limit as usize;
+    conversations.truncate(limit as usize);
+    let next_after = if more {
+        conversations.last().map(|c| c.id)
+    } else {
+        None
+    };
+    Ok(ConversationListResult {
+        conversations,
+        next_after,
+    })
+}
+
+pub async fn get(
+    ctx: RequestContext,
+    p: ConversationGetParams,
+) -> Result<ConversationGetResult, RpcError> {
+    Ok(ConversationGetResult {
+        conversation: visible_conversation(&ctx, p.conversation_id).await?,
+    })
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HashedSend<'a> {
+    conversation_id: Uuid,
+    parts: &'a [message::Part],
+    reply_to: Option<Uuid>,
+}
+
+fn delivery(verdict: &Verdict) -> Delivery {
+    match verdict {
+        Verdict::Pending => Delivery {
+            state: DeliveryState::Pending,
+            recipients: None,
+            reason: None,
+        },
+        Verdict::Forwarded { recipients } => Delivery {
+            state: DeliveryState::Forwarded,
+            recipients: Some(*recipients),
+            reason: None,
+        },
+        Verdict::Blocked { reason } => Delivery {
+            state: DeliveryState::Blocked,
+            recipients: None,
+            reason: Some(reason.clone()),
+        },
+    }
+}
+
+pub async fn send(
+    ctx: RequestContext,
+    p: MessageSendParams,
+) -> Result<MessageSendResult, RpcError> {
+    let me = ctx.principal().id;
+    let cfg = &ctx.hub.config.messages;
+    message::validate_parts(
+        &p.parts,
+        &PartLimits {
+            max_parts: cfg.max_parts,
+            max_bytes: cfg.max_bytes,
+        },
+    )
+    .map_err(|e| RpcError::invalid_params(e).with_data(json!({ "field": "parts" })))?;
+    if let Some(id) = &p.client_msg_id {
+        if id.is_empty() || id.len() > 128 || id.chars().any(char::is_control) {
+            return Err(invalid(
+                "clientMsgId",
+                "must be 1 to 128 characters without control characters",
+            ));
+        }
+    }
+    let conversation = visible_conversation(&ctx, p.conversation_id).await?;
+    if let Some(reply) = p.reply_to {
+        let target = ctx.hub.store.message(reply).await.map_err(store_failure)?;
+        if target.map(|(m, _)| m.conversation_id) != Some(conversation.id) {
+            return Err(invalid("replyTo", "names no message of this conversation"));
+        }
+    }
+    let fanout = match conversation.kind {
+        ConversationKind::Direct | ConversationKind::Group => Fanout::Forward {
+            recipients: conversation
+                .participants
+                .iter()
+                .copied()
+                .filter(|a| *a != me)
+                .collect(),
+            event_type: MessageReceived::NAME,
+        },
+        ConversationKind::Task => {
+            // Task conversations are created only by their app, which this
+            // hub version does not support yet; none can exist.
+            tracing::error!(conversation = %conversation.id, "message to a task conversation without a gate runner");
+            return Err(RpcError::internal());
+        }
+    };
+    let request_hash = hex::encode(Sha256::digest(
+        serde_json::to_vec(&HashedSend {
+            conversation_id: conversation.id,
+            parts: &p.parts,
+            reply_to: p.reply_to,
+        })
+        .map_err(|_| RpcError::internal())?,
+    ));
+    let new = NewMessage {
+        id: Uuid::now_v7(),
+        conversation_id: conversation.id,
+        sender_id: me,
+        origin: Origin::Agent,
+        parts: p.parts,
+        reply_to: p.reply_to,
+        client_msg_id: p.client_msg_id.clone(),
+        request_hash: Some(request_hash.clone()),
+        created_at: now_millis(),
+        fanout,
+    };
+    match ctx
+        .hub
+        .store
+        .insert_message(&new)
+        .await
+        .map_err(store_failure)?
+    {
+        InsertedMessage::Inserted {
+            message,
+            verdict,
+            events,
+        } => {
+            metrics::counter!(crate::telemetry::names::EVENTS_WRITTEN)
+                .increment(events.len() as u64);
+            ctx.hub.events.publish(&events);
+            Ok(MessageSendResult {
+                message,
+                delivery: delivery(&verdict),
+                duplicate: false,
+            })
+        }
+        InsertedMessage::Duplicate {
+            message,
+            verdict,
+            request_hash: stored,
+        } => {
+            if stored.as_deref() != Some(request_hash.as_str()) {
+                return Err(RpcError::conflict(format!(
+                    "clientMsgId {:?} was already used for a different message",
+                    p.client_msg_id.unwrap_or_default()
+                ))
+                .with_data(json!({ "field": "clientMsgId", "messageId": message.id })));
+            }
+            Ok(MessageSendResult {
+                message,
+                delivery: delivery(&verdict),
+                duplicate: true,
+            })
+        }
+    }
+}
+
+pub async fn history(
+    ctx: RequestContext,
+    p: MessageListParams,
+) -> Result<MessageListResult, RpcError> {
+    if p.after.is_some() && p.before.is_some() {
+        return Err(invalid("before", "give after or before, not both"));
+    }
+    let limit = page_limit(&ctx, p.limit)?;
+    let conversation = visible_conversation(&ctx, p.conversation_id).await?;
+    let page = MessagePage {
+        viewer: ctx.principal().id,
+        after: p.after,
+        before: p.before,
+        limit: limit + 1,
+    };
+    let mut messages = ctx
+        .hub
+        .store
+        .messages(conversation.id, page)
+        .await
+        .map_err(store_failure)?;
+    let has_more = messages.len() > limit as usize;
+    if has_more {
+        if p.before.is_some() {
+            messages.remove(0);
+        } else {
+            messages.truncate(limit as usize);
+        }
+    }
+    Ok(MessageListResult { messages, has_more })
+}
+
+pub async fn typing(ctx: RequestContext, p: TypingSendParams) -> Result<Empty, RpcError> {
+    let me = ctx.principal().id;
+    let conversation = visible_conversation(&ctx, p.conversation_id).await?;
+    let payload = serde_json::to_value(TypingPayload {
+        conversation_id: conversation.id,
+        agent_id: me,
+    })
+    .map_err(|_| RpcError::internal())?;
+    for other in conversation.participants.iter().filter(|a| **a != me) {
+        ctx.hub
+            .events
+            .publish_ephemeral(*other, TypingReceived::NAME, payload.clone());
+    }
+    Ok(Empty {})
+}

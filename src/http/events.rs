@@ -1,0 +1,150 @@
+//! `GET /api/v1/events`: catch-up over REST, with an optional long-poll.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+use super::identity::bearer;
+use crate::hub::Hub;
+
+fn bad(code: &'static str, message: String) -> ApiError {
+    ApiError::invalid(code, message, Vec::new())
+}
+
+fn number(query: &HashMap<String, String>, name: &str) -> Result<Option<u64>, ApiError> {
+    match query.get(name) {
+        None => Ok(None),
+        Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
+            bad(
+                if name == "after" {
+                    "invalid_cursor"
+                } else {
+                    "invalid_query"
+                },
+                format!("{name} must be a non-negative integer"),
+            )
+        }),
+    }
+}
+
+fn store_failure(e: crate::store::StoreError) -> ApiError {
+    tracing::error!(error = %e, "store failure");
+    ApiError::internal()
+}
+
+/// A page of the caller's events after `after` (default: the last
+/// acknowledged seq), oldest first, in the same envelope as the gateway.
+pub async fn catch_up(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let auth = bearer(&hub, &headers).await?;
+    let audience = auth.principal.id;
+    if let Some(unknown) = query
+        .keys()
+        .find(|k| !["after", "limit", "wait", "syncEpoch"].contains(&k.as_str()))
+    {
+        return Err(bad(
+            "invalid_query",
+            format!("unknown query parameter {unknown:?}"),
+        ));
+    }
+    let cfg = &hub.config.events;
+    let limit = number(&query, "limit")?.unwrap_or(cfg.page_default as u64);
+    if limit == 0 || limit > cfg.page_max as u64 {
+        return Err(bad(
+            "invalid_limit",
+            format!("limit must be from 1 to {} (events.page_max)", cfg.page_max),
+        ));
+    }
+    let wait = number(&query, "wait")?.unwrap_or(0);
+    if wait > cfg.max_wait_seconds {
+        return Err(bad(
+            "invalid_query",
+            format!(
+                "wait must be at most {} seconds (events.max_wait_seconds)",
+                cfg.max_wait_seconds
+            ),
+        ));
+    }
+    let pos = hub
+        .store
+        .stream_position(audience)
+        .await
+        .map_err(store_failure)?;
+    let resync = |message: String| {
+        let mut e = ApiError::new(StatusCode::GONE, "resync_required", message);
+        e.extra = Some(Box::new(json!({
+            "syncEpoch": hub.sync_epoch,
+            "oldestSeq": pos.oldest_seq,
+            "latestSeq": pos.last_seq,
+            "ackedSeq": pos.acked_seq,
+        })));
+        e
+    };
+    if let Some(epoch) = query.get("syncEpoch") {
+        if epoch != &hub.sync_epoch {
+            return Err(resync("the event log's syncEpoch changed; fetch current state and read from oldestSeq - 1".into()));
+        }
+    }
+    let after = number(&query, "after")?.unwrap_or(pos.acked_seq);
+    if after > pos.last_seq {
+        return Err(bad(
+            "invalid_cursor",
+            format!(
+                "after ({after}) is beyond the latest seq ({})",
+                pos.last_seq
+            ),
+        ));
+    }
+    if !pos.can_serve_after(after) {
+        return Err(resync(format!(
+            "events after seq {after} were pruned; the log holds seq {} to {}",
+            pos.oldest_seq, pos.last_seq
+        )));
+    }
+
+    let notify = hub.events.waiter(audience);
+    let notified = notify.notified();
+    tokio::pin!(notified);
+    notified.as_mut().enable();
+    let mut events = hub
+        .store
+        .events_after(audience, after, limit as u32)
+        .await
+        .map_err(store_failure)?;
+    if events.is_empty() && wait > 0 {
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
+            _ = hub.shutdown.cancelled() => {}
+        }
+        events = hub
+            .store
+            .events_after(audience, after, limit as u32)
+            .await
+            .map_err(store_failure)?;
+    }
+    let next_after = events.last().map_or(after, |e| e.seq);
+    let latest = hub
+        .store
+        .stream_position(audience)
+        .await
+        .map_err(store_failure)?
+        .last_seq;
+    let envelopes: Vec<_> = events.iter().map(|e| e.envelope()).collect();
+    Ok(Json(json!({
+        "events": envelopes,
+        "nextAfter": next_after,
+        "latestSeq": latest,
+        "hasMore": next_after < latest,
+        "syncEpoch": hub.sync_epoch,
+    })))
+}

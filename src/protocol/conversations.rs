@@ -1,0 +1,277 @@
+//! Conversations and messages between agents.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::events::Envelope;
+use super::{Caller, Direction, Method, Notification};
+use crate::domain::conversation::Conversation;
+use crate::domain::message::{Message, Part};
+use crate::rpc::ErrorKind;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NewConversationKind {
+    Direct,
+    Group,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConversationCreateParams {
+    pub kind: NewConversationKind,
+    /// The other agents; the caller is added. Direct: exactly one.
+    pub participants: Vec<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationCreateResult {
+    pub conversation: Conversation,
+    /// False when a direct conversation for the pair already existed.
+    pub created: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConversationListParams {
+    /// Page after this conversation id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationListResult {
+    pub conversations: Vec<Conversation>,
+    /// Pass as `after` for the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<Uuid>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConversationGetParams {
+    pub conversation_id: Uuid,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationGetResult {
+    pub conversation: Conversation,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MessageSendParams {
+    pub conversation_id: Uuid,
+    pub parts: Vec<Part>,
+    /// Idempotency key, unique per sender: a retry returns the original
+    /// result; reuse with a different message is a ConflictError.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_msg_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<Uuid>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryState {
+    /// Recipients received `agent/message/received`.
+    Forwarded,
+    /// A policy blocked fan-out; `reason` says why.
+    Blocked,
+    /// The policy has not decided yet; the sender learns the outcome by event.
+    Pending,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    pub state: DeliveryState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipients: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageSendResult {
+    pub message: Message,
+    pub delivery: Delivery,
+    /// True when this answers a retry of an earlier send (same clientMsgId).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MessageListParams {
+    pub conversation_id: Uuid,
+    /// Messages after this seq, oldest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+    /// Messages before this seq (the newest ones first when paging back);
+    /// the page itself is always oldest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageListResult {
+    pub messages: Vec<Message>,
+    /// Whether more messages lie beyond this page in the paging direction.
+    pub has_more: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TypingSendParams {
+    pub conversation_id: Uuid,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Empty {}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageReceivedPayload {
+    pub message: Message,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationCreatedPayload {
+    pub conversation: Conversation,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TypingPayload {
+    pub conversation_id: Uuid,
+    pub agent_id: Uuid,
+}
+
+const READ_ERRORS: &[ErrorKind] = &[
+    ErrorKind::InvalidParams,
+    ErrorKind::NotFound,
+    ErrorKind::RateLimited,
+];
+
+pub struct AgentConversationCreate;
+impl Method for AgentConversationCreate {
+    const NAME: &'static str = "agent/conversation/create";
+    const DIRECTION: Direction = Direction::ToHub;
+    const CALLER: Caller = Caller::Agent;
+    const SUMMARY: &'static str =
+        "Open a direct (one other agent; reused if it exists) or group conversation outside any app.";
+    const ERRORS: &'static [ErrorKind] = &[
+        ErrorKind::InvalidParams,
+        ErrorKind::NotFound,
+        ErrorKind::RateLimited,
+    ];
+    type Params = ConversationCreateParams;
+    type Result = ConversationCreateResult;
+}
+
+pub struct AgentConversationList;
+impl Method for AgentConversationList {
+    const NAME: &'static str = "agent/conversation/list";
+    const DIRECTION: Direction = Direction::ToHub;
+    const CALLER: Caller = Caller::Agent;
+    const SUMMARY: &'static str = "The caller's conversations, oldest first, paged by id.";
+    const ERRORS: &'static [ErrorKind] = READ_ERRORS;
+    type Params = ConversationListParams;
+    type Result = ConversationListResult;
+}
+
+pub struct AgentConversationGet;
+impl Method for AgentConversationGet {
+    const NAME: &'static str = "agent/conversation/get";
+    const DIRECTION: Direction = Direction::ToHub;
+    const CALLER: Caller = Caller::Agent;
+    const SUMMARY: &'static str = "One conversation the caller takes part in.";
+    const ERRORS: &'static [ErrorKind] = READ_ERRORS;
+    type Params = ConversationGetParams;
+    type Result = ConversationGetResult;
+}
+
+pub struct AgentMessageSend;
+impl Method for AgentMessageSend {
+    const NAME: &'static str = "agent/message/send";
+    const DIRECTION: Direction = Direction::ToHub;
+    const CALLER: Caller = Caller::Agent;
+    const SUMMARY: &'static str =
+        "Send a message; it is stored first, then its conversation's policy decides who receives it.";
+    const ERRORS: &'static [ErrorKind] = &[
+        ErrorKind::InvalidParams,
+        ErrorKind::NotFound,
+        ErrorKind::Conflict,
+        ErrorKind::RateLimited,
+    ];
+    type Params = MessageSendParams;
+    type Result = MessageSendResult;
+}
+
+pub struct AgentMessageList;
+impl Method for AgentMessageList {
+    const NAME: &'static str = "agent/message/list";
+    const DIRECTION: Direction = Direction::ToHub;
+    const CALLER: Caller = Caller::Agent;
+    const SUMMARY: &'static str =
+        "History of a conversation as the caller sees it (sent or received), paged by seq in either direction.";
+    const ERRORS: &'static [ErrorKind] = READ_ERRORS;
+    type Params = MessageListParams;
+    type Result = MessageListResult;
+}
+
+pub struct AgentTypingSend;
+impl Method for AgentTypingSend {
+    const NAME: &'static str = "agent/typing/send";
+    const DIRECTION: Direction = Direction::ToHub;
+    const CALLER: Caller = Caller::Agent;
+    const SUMMARY: &'static str =
+        "Tell the other participants the caller is composing (ephemeral: never stored or replayed).";
+    const ERRORS: &'static [ErrorKind] = READ_ERRORS;
+    type Params = TypingSendParams;
+    type Result = Empty;
+}
+
+pub struct MessageReceived;
+impl Notification for MessageReceived {
+    const NAME: &'static str = "agent/message/received";
+    const DIRECTION: Direction = Direction::FromHub;
+    const AUDIENCE: Caller = Caller::Agent;
+    const SUMMARY: &'static str = "A message was delivered to the audience.";
+    const EPHEMERAL: bool = false;
+    type Params = Envelope<MessageReceivedPayload>;
+}
+
+pub struct ConversationCreated;
+impl Notification for ConversationCreated {
+    const NAME: &'static str = "agent/conversation/created";
+    const DIRECTION: Direction = Direction::FromHub;
+    const AUDIENCE: Caller = Caller::Agent;
+    const SUMMARY: &'static str = "Another agent opened a conversation that includes the audience.";
+    const EPHEMERAL: bool = false;
+    type Params = Envelope<ConversationCreatedPayload>;
+}
+
+pub struct TypingReceived;
+impl Notification for TypingReceived {
+    const NAME: &'static str = "agent/typing/received";
+    const DIRECTION: Direction = Direction::FromHub;
+    const AUDIENCE: Caller = Caller::Agent;
+    const SUMMARY: &'static str = "A participant is composing a message (ephemeral).";
+    const EPHEMERAL: bool = true;
+    type Params = Envelope<TypingPayload>;
+}

@@ -1,0 +1,305 @@
+//! Direct and group conversations between agents, and message history.
+
+use serde_json::json;
+use switchboard::client::AgentClient;
+use switchboard::domain::message::Part;
+use switchboard::protocol::conversations::*;
+use uuid::Uuid;
+
+use crate::support::agents::{agent, direct, expect_sequence, send, text};
+use crate::support::TestHub;
+
+fn tag(err: &switchboard::client::ClientError) -> String {
+    err.rpc()
+        .and_then(|e| e.tag.clone())
+        .unwrap_or_else(|| format!("{err}"))
+}
+
+#[tokio::test]
+async fn direct_conversations_are_unique_per_pair_and_deliver_to_the_other_agent() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let a = agent(&hub, "a").await;
+    let b = agent(&hub, "b").await;
+    let ca = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let cb = AgentClient::connect(&hub.base, &b.key).await.unwrap();
+    let mut rx = cb.connection.notifications().unwrap();
+    let id = direct(&ca, b.id).await;
+    let created = expect_sequence(&mut rx, 0, 1).await;
+    assert_eq!(created[0]["type"], json!("agent/conversation/created"));
+    assert_eq!(created[0]["payload"]["conversation"]["id"], json!(id));
+    // Either side asking again gets the same conversation.
+    let again = cb
+        .call::<AgentConversationCreate>(ConversationCreateParams {
+            kind: NewConversationKind::Direct,
+            participants: vec![a.id],
+            name: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(again.conversation.id, id);
+    assert!(!again.created);
+
+    let sent = send(&ca, id, "hello").await;
+    assert_eq!(sent.delivery.state, DeliveryState::Forwarded);
+    assert_eq!(sent.delivery.recipients, Some(1));
+    assert_eq!(sent.message.seq, 1);
+    let got = expect_sequence(&mut rx, 1, 1).await;
+    assert_eq!(
+        got[0]["payload"]["message"]["parts"],
+        json!([{"type": "text", "text": "hello"}])
+    );
+    assert_eq!(got[0]["payload"]["message"]["senderId"], json!(a.id));
+    assert_eq!(got[0]["audience"], json!(b.id));
+}
+
+#[tokio::test]
+async fn groups_fan_out_to_everyone_but_the_sender() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let a = agent(&hub, "a").await;
+    let mut others = Vec::new();
+    for i in 0..4 {
+        others.push(agent(&hub, &format!("g{i}")).await);
+    }
+    let ca = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let group = ca
+        .call::<AgentConversationCreate>(ConversationCreateParams {
+            kind: NewConversationKind::Group,
+            participants: others.iter().map(|o| o.id).collect(),
+            name: Some("pack".into()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(group.conversation.participants.len(), 5);
+    let sent = send(&ca, group.conversation.id, "howl").await;
+    assert_eq!(sent.delivery.recipients, Some(4));
+    for o in &others {
+        let c = AgentClient::connect(&hub.base, &o.key).await.unwrap();
+        let mut rx = c.connection.notifications().unwrap();
+        let events = expect_sequence(&mut rx, 0, 2).await;
+        assert_eq!(
+            events[1]["payload"]["message"]["parts"][0]["text"],
+            json!("howl")
+        );
+    }
+    // The sender's own log holds nothing: it is not a recipient.
+    let (status, body) = {
+        let r = hub
+            .http
+            .get(format!("{}/api/v1/events", hub.base))
+            .bearer_auth(&a.key)
+            .send()
+            .await
+            .unwrap();
+        (
+            r.status().as_u16(),
+            r.json::<serde_json::Value>().await.unwrap(),
+        )
+    };
+    assert_eq!(status, 200);
+    assert_eq!(body["events"], json!([]));
+}
+
+#[tokio::test]
+async fn bad_conversation_requests_are_refused_clearly() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let a = agent(&hub, "a").await;
+    let b = agent(&hub, "b").await;
+    let c = agent(&hub, "c").await;
+    let ca = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let create = |kind, participants: Vec<Uuid>, name: Option<&str>| ConversationCreateParams {
+        kind,
+        participants,
+        name: name.map(str::to_string),
+    };
+    for (params, expected) in [
+        (
+            create(NewConversationKind::Direct, vec![], None),
+            "InvalidParamsError",
+        ),
+        (
+            create(NewConversationKind::Direct, vec![b.id, c.id], None),
+            "InvalidParamsError",
+        ),
+        (
+            create(NewConversationKind::Direct, vec![a.id], None),
+            "InvalidParamsError",
+        ),
+        (
+            create(NewConversationKind::Group, vec![b.id, b.id], None),
+            "InvalidParamsError",
+        ),
+        (
+            create(NewConversationKind::Direct, vec![b.id], Some("named")),
+            "InvalidParamsError",
+        ),
+        (
+            create(NewConversationKind::Group, vec![Uuid::new_v4()], None),
+            "NotFoundError",
+        ),
+    ] {
+        let err = ca
+            .call::<AgentConversationCreate>(params)
+            .await
+            .unwrap_err();
+        assert_eq!(tag(&err), expected);
+    }
+
+    // b and c talk; a is outside: their conversation answers like a missing one.
+    let cb = AgentClient::connect(&hub.base, &b.key).await.unwrap();
+    let private = direct(&cb, c.id).await;
+    let missing = Uuid::now_v7();
+    for id in [private, missing] {
+        let err = ca
+            .call::<AgentConversationGet>(ConversationGetParams {
+                conversation_id: id,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.rpc().unwrap().message, "conversation not found");
+        let err = ca
+            .call::<AgentMessageSend>(MessageSendParams {
+                conversation_id: id,
+                parts: text("let me in"),
+                client_msg_id: None,
+                reply_to: None,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.rpc().unwrap().message, "conversation not found");
+    }
+
+    let mine = direct(&ca, b.id).await;
+    for (parts, fragment) in [
+        (vec![], "parts must not be empty"),
+        (
+            vec![Part::Text {
+                text: String::new(),
+            }],
+            "parts[0].text",
+        ),
+        (
+            vec![Part::Data {
+                data: json!({"a": null}),
+                mime_type: None,
+            }],
+            "parts[0].data",
+        ),
+        (
+            vec![Part::Text {
+                text: "x".repeat(70_000),
+            }],
+            "messages.max_bytes",
+        ),
+    ] {
+        let err = ca
+            .call::<AgentMessageSend>(MessageSendParams {
+                conversation_id: mine,
+                parts,
+                client_msg_id: None,
+                reply_to: None,
+            })
+            .await
+            .unwrap_err();
+        let e = err.rpc().unwrap();
+        assert_eq!(e.tag.as_deref(), Some("InvalidParamsError"));
+        assert!(
+            e.message.contains(fragment),
+            "{} lacks {fragment}",
+            e.message
+        );
+    }
+    let err = ca
+        .call::<AgentMessageSend>(MessageSendParams {
+            conversation_id: mine,
+            parts: text("reply"),
+            client_msg_id: None,
+            reply_to: Some(Uuid::now_v7()),
+        })
+        .await
+        .unwrap_err();
+    assert!(err.rpc().unwrap().message.contains("replyTo"));
+}
+
+#[tokio::test]
+async fn history_pages_in_both_directions() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let a = agent(&hub, "a").await;
+    let b = agent(&hub, "b").await;
+    let ca = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let cb = AgentClient::connect(&hub.base, &b.key).await.unwrap();
+    let id = direct(&ca, b.id).await;
+    let first = send(&ca, id, "m1").await;
+    for i in 2..=25 {
+        send(&ca, id, &format!("m{i}")).await;
+    }
+    let reply = cb
+        .call::<AgentMessageSend>(MessageSendParams {
+            conversation_id: id,
+            parts: text("re: m1"),
+            client_msg_id: None,
+            reply_to: Some(first.message.id),
+        })
+        .await
+        .unwrap();
+    assert_eq!(reply.message.reply_to, Some(first.message.id));
+
+    let list = |after, before, limit| MessageListParams {
+        conversation_id: id,
+        after,
+        before,
+        limit,
+    };
+    let page = cb
+        .call::<AgentMessageList>(list(None, None, Some(10)))
+        .await
+        .unwrap();
+    assert_eq!(
+        page.messages.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        (1..=10).collect::<Vec<_>>()
+    );
+    assert!(page.has_more);
+    let page = cb
+        .call::<AgentMessageList>(list(Some(20), None, Some(10)))
+        .await
+        .unwrap();
+    assert_eq!(
+        page.messages.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        (21..=26).collect::<Vec<_>>()
+    );
+    assert!(!page.has_more);
+    let page = cb
+        .call::<AgentMessageList>(list(None, Some(26), Some(10)))
+        .await
+        .unwrap();
+    assert_eq!(
+        page.messages.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        (16..=25).collect::<Vec<_>>()
+    );
+    assert!(page.has_more);
+    let page = cb
+        .call::<AgentMessageList>(list(None, Some(4), Some(10)))
+        .await
+        .unwrap();
+    assert_eq!(
+        page.messages.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    assert!(!page.has_more);
+    let err = cb
+        .call::<AgentMessageList>(list(Some(1), Some(4), None))
+        .await
+        .unwrap_err();
+    assert_eq!(tag(&err), "InvalidParamsError");
+    let err = cb
+        .call::<AgentMessageList>(list(None, None, Some(0)))
+        .await
+        .unwrap_err();
+    assert_eq!(tag(&err), "InvalidParamsError");
+
+    let listed = ca
+        .call::<AgentConversationList>(ConversationListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(listed.conversations.len(), 1);
+    assert_eq!(listed.conversations[0].last_message_seq, 26);
+}

@@ -1,0 +1,565 @@
+//! The durable event log: replay, live delivery, resume, REST catch-up,
+//! retention, crash safety and idempotency, against real hubs.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use switchboard::client::AgentClient;
+use switchboard::protocol::conversations::{
+    AgentMessageSend, AgentTypingSend, MessageSendParams, TypingSendParams,
+};
+use switchboard::protocol::events::{AckParams, AgentEventAck, Resume};
+use uuid::Uuid;
+
+use crate::support::agents::{
+    agent, direct, expect_sequence, next_of, send, send_many, text, Agent,
+};
+use crate::support::hub::Options;
+use crate::support::{pg, TestHub};
+
+async fn rest_events(hub: &TestHub, key: &str, query: &str) -> (u16, Value) {
+    let r = hub
+        .http
+        .get(format!("{}/api/v1/events?{query}", hub.base))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+/// Reads every event through REST pages of `page`.
+async fn rest_all(hub: &TestHub, key: &str, page: u32) -> Vec<Value> {
+    let mut after = 0;
+    let mut out = Vec::new();
+    loop {
+        let (status, body) = rest_events(hub, key, &format!("after={after}&limit={page}")).await;
+        assert_eq!(status, 200, "{body}");
+        let events = body["events"].as_array().unwrap().clone();
+        if events.is_empty() {
+            return out;
+        }
+        after = body["nextAfter"].as_u64().unwrap();
+        out.extend(events);
+    }
+}
+
+async fn pair(hub: &TestHub) -> (Agent, Agent, AgentClient, Uuid) {
+    let a = agent(hub, "sender").await;
+    let b = agent(hub, "receiver").await;
+    let client = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let conversation = direct(&client, b.id).await;
+    (a, b, client, conversation)
+}
+
+#[tokio::test]
+async fn ten_thousand_events_while_disconnected_arrive_by_resume_and_by_rest() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let (_, b, sender, conversation) = pair(&hub).await;
+    let n = 10_000u64;
+    send_many(&sender, conversation, 0, n as usize, 32).await;
+
+    let epoch = {
+        let probe = AgentClient::connect_resuming(&hub.base, &b.key, None)
+            .await
+            .unwrap();
+        probe.session.events.sync_epoch.clone()
+    };
+    let started = Instant::now();
+    let receiver = AgentClient::connect_resuming(
+        &hub.base,
+        &b.key,
+        Some(Resume {
+            after: 0,
+            sync_epoch: epoch,
+        }),
+    )
+    .await
+    .unwrap();
+    let mut rx = receiver.connection.notifications().unwrap();
+    // The first event is the conversation being opened, then every message.
+    let events = expect_sequence(&mut rx, 0, n + 1).await;
+    eprintln!("resume of {} events took {:?}", n + 1, started.elapsed());
+    assert_eq!(events[0]["type"], json!("agent/conversation/created"));
+    let bodies: HashSet<String> = events[1..]
+        .iter()
+        .map(|e| {
+            e["payload"]["message"]["parts"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(bodies.len(), n as usize, "every message once");
+    let message_seqs: Vec<u64> = events[1..]
+        .iter()
+        .map(|e| e["payload"]["message"]["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        message_seqs.windows(2).all(|w| w[0] < w[1]),
+        "messages in conversation order"
+    );
+
+    let via_rest = rest_all(&hub, &b.key, 1000).await;
+    assert_eq!(via_rest.len(), events.len());
+    for (a, b) in via_rest.iter().zip(&events) {
+        assert_eq!(a, b, "REST catch-up carries the same envelopes");
+    }
+}
+
+#[tokio::test]
+async fn dropping_the_socket_at_random_points_loses_and_doubles_nothing() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let (_, b, sender, conversation) = pair(&hub).await;
+    let total = 600u64 + 1; // messages plus the conversation event
+    let sending = tokio::spawn(async move {
+        send_many(&sender, conversation, 0, 600, 4).await;
+        sender
+    });
+    let mut received: Vec<Value> = Vec::new();
+    let mut seed: u64 = 0x5eed;
+    let mut epoch: Option<String> = None;
+    while (received.len() as u64) < total {
+        let after = received.last().map_or(0, |e| e["seq"].as_u64().unwrap());
+        let resume = epoch.clone().map(|sync_epoch| Resume { after, sync_epoch });
+        let client = AgentClient::connect_resuming(&hub.base, &b.key, resume)
+            .await
+            .unwrap();
+        epoch = Some(client.session.events.sync_epoch.clone());
+        assert_eq!(client.session.events.start_after, after);
+        let mut rx = client.connection.notifications().unwrap();
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let take = 1 + (seed >> 33) % 120;
+        let want = take.min(total - received.len() as u64);
+        received.extend(expect_sequence(&mut rx, after, want).await);
+        drop(client); // at a random point of the stream
+    }
+    sending.await.unwrap();
+    let seqs: Vec<u64> = received
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=total).collect::<Vec<_>>());
+    let ids: HashSet<&str> = received.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), total as usize);
+}
+
+#[tokio::test]
+async fn live_delivery_reaches_every_socket_of_the_audience() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let (_, b, sender, conversation) = pair(&hub).await;
+    let first = AgentClient::connect(&hub.base, &b.key).await.unwrap();
+    let second = AgentClient::connect(&hub.base, &b.key).await.unwrap();
+    let mut rx1 = first.connection.notifications().unwrap();
+    let mut rx2 = second.connection.notifications().unwrap();
+    // Both start after the acked seq (0): the conversation event comes first.
+    expect_sequence(&mut rx1, 0, 1).await;
+    expect_sequence(&mut rx2, 0, 1).await;
+    send_many(&sender, conversation, 0, 50, 8).await;
+    expect_sequence(&mut rx1, 1, 50).await;
+    expect_sequence(&mut rx2, 1, 50).await;
+}
+
+#[tokio::test]
+async fn acknowledged_events_are_not_delivered_again() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let (_, b, sender, conversation) = pair(&hub).await;
+    send_many(&sender, conversation, 0, 9, 1).await;
+    let client = AgentClient::connect(&hub.base, &b.key).await.unwrap();
+    let mut rx = client.connection.notifications().unwrap();
+    expect_sequence(&mut rx, 0, 10).await;
+    let acked = client
+        .call::<AgentEventAck>(AckParams { seq: 7 })
+        .await
+        .unwrap();
+    assert_eq!(acked.acked_seq, 7);
+    let lower = client
+        .call::<AgentEventAck>(AckParams { seq: 3 })
+        .await
+        .unwrap();
+    assert_eq!(lower.acked_seq, 7, "an ack never moves back");
+    let err = client
+        .call::<AgentEventAck>(AckParams { seq: 99 })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.rpc().unwrap().tag.as_deref(),
+        Some("InvalidParamsError")
+    );
+    drop(client);
+    let again = AgentClient::connect(&hub.base, &b.key).await.unwrap();
+    assert_eq!(again.session.events.start_after, 7);
+    assert_eq!(again.session.events.acked_seq, 7);
+    let mut rx = again.connection.notifications().unwrap();
+    expect_sequence(&mut rx, 7, 3).await;
+}
+
+#[tokio::test]
+async fn stale_cursors_and_foreign_epochs_get_an_explicit_resync() {
+    let hub = TestHub::start_with(
+        TestHub::fast_options()
+            .env("SWITCHBOARD_EVENTS__RETENTION_MAX_PER_AUDIENCE", 5)
+            .env("SWITCHBOARD_EVENTS__PRUNE_INTERVAL_MS", 50),
+    )
+    .await;
+    let (_, b, sender, conversation) = pair(&hub).await;
+    send_many(&sender, conversation, 0, 20, 1).await;
+    // Wait for the pruner: the REST cursor 0 turns into a resync answer.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let gone = loop {
+        let (status, body) = rest_events(&hub, &b.key, "after=0").await;
+        if status == 410 {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "events were never pruned");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(gone["error"]["code"], json!("resync_required"));
+    assert_eq!(gone["error"]["oldestSeq"], json!(17));
+    assert_eq!(gone["error"]["latestSeq"], json!(21));
+    let epoch = gone["error"]["syncEpoch"].as_str().unwrap().to_string();
+
+    let err = AgentClient::connect_resuming(
+        &hub.base,
+        &b.key,
+        Some(Resume {
+            after: 0,
+            sync_epoch: epoch.clone(),
+        }),
+    )
+    .await
+    .err()
+    .unwrap();
+    let e = err.rpc().unwrap();
+    assert_eq!(e.tag.as_deref(), Some("ResyncRequiredError"));
+    assert_eq!(e.data.as_ref().unwrap()["oldestSeq"], json!(17));
+    // Without resume the acked cursor (0) is stale too: explicit, not a gap.
+    let err = AgentClient::connect(&hub.base, &b.key).await.err().unwrap();
+    assert_eq!(
+        err.rpc().unwrap().tag.as_deref(),
+        Some("ResyncRequiredError")
+    );
+
+    let err = AgentClient::connect_resuming(
+        &hub.base,
+        &b.key,
+        Some(Resume {
+            after: 16,
+            sync_epoch: "another-epoch".into(),
+        }),
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(
+        err.rpc().unwrap().tag.as_deref(),
+        Some("ResyncRequiredError")
+    );
+    let (status, _) = rest_events(&hub, &b.key, "after=16&syncEpoch=another-epoch").await;
+    assert_eq!(status, 410);
+
+    // Accepting the gap explicitly works.
+    let client = AgentClient::connect_resuming(
+        &hub.base,
+        &b.key,
+        Some(Resume {
+            after: 16,
+            sync_epoch: epoch,
+        }),
+    )
+    .await
+    .unwrap();
+    let mut rx = client.connection.notifications().unwrap();
+    expect_sequence(&mut rx, 16, 5).await;
+}
+
+#[tokio::test]
+async fn rest_catch_up_validates_input_and_long_polls() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let (_, b, sender, conversation) = pair(&hub).await;
+    for (query, code) in [
+        ("after=-1", "invalid_cursor"),
+        ("after=abc", "invalid_cursor"),
+        ("after=99", "invalid_cursor"),
+        ("limit=0", "invalid_limit"),
+        ("limit=100000", "invalid_limit"),
+        ("wait=999", "invalid_query"),
+        ("colour=red", "invalid_query"),
+    ] {
+        let (status, body) = rest_events(&hub, &b.key, query).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str().unwrap()),
+            (400, code),
+            "{query}"
+        );
+    }
+    let r = hub
+        .http
+        .get(format!("{}/api/v1/events", hub.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let r = hub
+        .http
+        .get(format!("{}/api/v1/events", hub.base))
+        .bearer_auth("sbk_agent_nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+
+    // Catch up to the end, then long-poll: it returns once a message arrives.
+    let (_, body) = rest_events(&hub, &b.key, "after=0").await;
+    let after = body["nextAfter"].as_u64().unwrap();
+    assert_eq!(after, 1);
+    let base = hub.base.clone();
+    let key = b.key.clone();
+    let http = hub.http.clone();
+    let started = Instant::now();
+    let poll = tokio::spawn(async move {
+        http.get(format!("{base}/api/v1/events?after={after}&wait=30"))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    });
+    // The poll is registered once the request reached the hub; sending after
+    // it or before it both end with the event in the answer.
+    send(&sender, conversation, "wake up").await;
+    let body = poll.await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "returned before the wait ran out"
+    );
+    assert_eq!(
+        body["events"][0]["payload"]["message"]["parts"][0]["text"],
+        json!("wake up")
+    );
+    assert_eq!(body["nextAfter"], json!(2));
+}
+
+#[tokio::test]
+async fn ephemeral_events_are_live_only() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let (_, b, sender, conversation) = pair(&hub).await;
+    let receiver = AgentClient::connect(&hub.base, &b.key).await.unwrap();
+    let mut rx = receiver.connection.notifications().unwrap();
+    expect_sequence(&mut rx, 0, 1).await;
+    sender
+        .call::<AgentTypingSend>(TypingSendParams {
+            conversation_id: conversation,
+        })
+        .await
+        .unwrap();
+    let typing = next_of(&mut rx, "agent/typing/received").await;
+    assert_eq!(typing["ephemeral"], json!(true));
+    assert!(typing.get("seq").is_none());
+    assert_eq!(typing["payload"]["conversationId"], json!(conversation));
+    send(&sender, conversation, "after typing").await;
+    let e = next_of(&mut rx, "agent/message/received").await;
+    assert_eq!(e["seq"], json!(2), "the typing event took no seq");
+
+    let all = rest_all(&hub, &b.key, 100).await;
+    assert!(all
+        .iter()
+        .all(|e| e["type"] != json!("agent/typing/received")));
+    assert_eq!(all.len(), 2);
+}
+
+#[tokio::test]
+async fn a_retried_send_with_the_same_client_id_writes_once() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let (_, b, sender, conversation) = pair(&hub).await;
+    let params = MessageSendParams {
+        conversation_id: conversation,
+        parts: text("exactly once"),
+        client_msg_id: Some("c-1".into()),
+        reply_to: None,
+    };
+    let first = sender
+        .call::<AgentMessageSend>(params.clone())
+        .await
+        .unwrap();
+    let retry = sender
+        .call::<AgentMessageSend>(params.clone())
+        .await
+        .unwrap();
+    assert!(!first.duplicate);
+    assert!(retry.duplicate);
+    assert_eq!(first.message, retry.message);
+    let mut changed = params.clone();
+    changed.parts = text("something else");
+    let err = sender.call::<AgentMessageSend>(changed).await.unwrap_err();
+    assert_eq!(err.rpc().unwrap().tag.as_deref(), Some("ConflictError"));
+    let events = rest_all(&hub, &b.key, 100).await;
+    assert_eq!(events.len(), 2, "the conversation event and one message");
+}
+
+#[tokio::test]
+async fn a_retried_registration_with_the_same_idempotency_key_writes_once() {
+    let hub = TestHub::start().await;
+    let post = |key: &'static str, body: Value| {
+        let http = hub.http.clone();
+        let url = format!("{}/api/v1/agents/register", hub.base);
+        async move {
+            let r = http
+                .post(url)
+                .header("Idempotency-Key", key)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let replayed = r.headers().get("idempotent-replayed").is_some();
+            (
+                r.status().as_u16(),
+                replayed,
+                r.json::<Value>().await.unwrap(),
+            )
+        }
+    };
+    let (s1, replayed1, first) = post("reg-1", json!({"name": "once"})).await;
+    assert_eq!((s1, replayed1), (201, false));
+    let (s2, replayed2, second) = post("reg-1", json!({"name": "once"})).await;
+    assert_eq!((s2, replayed2), (201, true));
+    assert_eq!(second["agentId"], first["agentId"]);
+    assert!(second.get("agentKey").is_none(), "keys are shown once");
+    assert_eq!(second["keyWithheld"], json!(true));
+    let (s3, _, third) = post("reg-1", json!({"name": "twice"})).await;
+    assert_eq!(s3, 409);
+    assert_eq!(third["error"]["code"], json!("idempotency_conflict"));
+    // Concurrent retries still create one agent.
+    let results =
+        futures_util::future::join_all((0..8).map(|_| post("reg-2", json!({"name": "racer"}))))
+            .await;
+    let ids: HashSet<String> = results
+        .iter()
+        .map(|(_, _, b)| b["agentId"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 1);
+    assert_eq!(
+        results
+            .iter()
+            .filter(|(s, _, b)| *s == 201 && b.get("agentKey").is_some())
+            .count(),
+        1
+    );
+}
+
+/// Sends until the hub dies; returns the ids of the sends it acknowledged.
+async fn send_until_killed(
+    hub: &TestHub,
+    a: &Agent,
+    conversation: Uuid,
+) -> (
+    tokio::task::JoinHandle<Vec<Uuid>>,
+    tokio::sync::oneshot::Receiver<()>,
+) {
+    let client = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let (enough_tx, enough_rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let mut acked = Vec::new();
+        let mut enough = Some(enough_tx);
+        for i in 0.. {
+            match client
+                .call::<AgentMessageSend>(MessageSendParams {
+                    conversation_id: conversation,
+                    parts: text(&format!("crash-{i}")),
+                    client_msg_id: None,
+                    reply_to: None,
+                })
+                .await
+            {
+                Ok(r) => acked.push(r.message.id),
+                Err(_) => break,
+            }
+            if acked.len() == 100 {
+                if let Some(tx) = enough.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        acked
+    });
+    (task, enough_rx)
+}
+
+async fn crash_and_restart(signal: i32, options: impl Fn() -> Options) {
+    let dir = tempfile::tempdir().unwrap();
+    let with_dir = || {
+        let mut o = options();
+        o.dir = Some(dir.path().to_path_buf());
+        o
+    };
+    let mut hub = TestHub::start_with(with_dir()).await;
+    let (a, b, sender, conversation) = pair(&hub).await;
+    drop(sender);
+    let (task, enough) = send_until_killed(&hub, &a, conversation).await;
+    enough.await.unwrap();
+    hub.signal(signal);
+    let acked = task.await.unwrap();
+    hub.wait_exit(Duration::from_secs(60)).await;
+    assert!(acked.len() >= 100);
+
+    let hub = TestHub::start_with(with_dir()).await;
+    let events = rest_all(&hub, &b.key, 1000).await;
+    let delivered: HashSet<Uuid> = events
+        .iter()
+        .filter(|e| e["type"] == json!("agent/message/received"))
+        .map(|e| {
+            e["payload"]["message"]["id"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    for id in &acked {
+        assert!(
+            delivered.contains(id),
+            "acknowledged message {id} is missing after the restart"
+        );
+    }
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as u64).collect::<Vec<_>>(),
+        "the log has no gaps"
+    );
+}
+
+#[tokio::test]
+async fn nothing_acknowledged_is_lost_when_sqlite_hub_is_killed() {
+    crash_and_restart(libc::SIGKILL, TestHub::fast_options).await;
+}
+
+#[tokio::test]
+async fn nothing_acknowledged_is_lost_when_sqlite_hub_is_terminated() {
+    crash_and_restart(libc::SIGTERM, TestHub::fast_options).await;
+}
+
+#[tokio::test]
+async fn nothing_acknowledged_is_lost_when_postgres_hub_is_killed() {
+    let url = pg::fresh_database().await;
+    crash_and_restart(libc::SIGKILL, move || Options {
+        database_url: Some(url.clone()),
+        ..TestHub::fast_options()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn nothing_acknowledged_is_lost_when_postgres_hub_is_terminated() {
+    let url = pg::fresh_database().await;
+    crash_and_restart(libc::SIGTERM, move || Options {
+        database_url: Some(url.clone()),
+        ..TestHub::fast_options()
+    })
+    .await;
+}
