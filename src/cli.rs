@@ -247,7 +247,7 @@ async fn rotate(
     kind: PrincipalKind,
 ) -> anyhow::Result<()> {
     let p = principal_of_kind(store, id, kind).await?;
-    let (key, revoked) = identity::rotate(store, p).await.map_err(describe)?;
+    let (key, revoked) = identity::rotate(store, p, None).await.map_err(describe)?;
     println!("{kind} id:  {id}");
     println!("{kind} key: {}", key.plaintext);
     println!(

@@ -150,17 +150,21 @@ pub async fn authenticate(
     }
 }
 
-/// Issues a new key for the principal and revokes every older one.
+/// Issues a new key for the principal and revokes every older one. With
+/// `presented`, only while that key is still active (a key revoked in the
+/// meantime answers `BadKey`).
 pub async fn rotate(
     store: &dyn Store,
     principal: Principal,
+    presented: Option<&str>,
 ) -> Result<(MintedKey, Vec<String>), IdentityError> {
     let key = keys::mint(principal.kind);
     let revoked = store
-        .rotate_keys(principal.id, &new_key(&key), now_millis())
+        .rotate_keys(principal.id, &new_key(&key), now_millis(), presented)
         .await
         .map_err(|e| match e {
             StoreError::NotFound => IdentityError::NotFound,
+            StoreError::Conflict(_) if presented.is_some() => IdentityError::BadKey,
             other => other.into(),
         })?;
     Ok((key, revoked))

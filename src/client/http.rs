@@ -55,10 +55,11 @@ impl HttpClient {
             .await
             .map_err(|e| ClientError::Transport(e.to_string()))?;
         let status = response.status();
-        let body: Value = response
-            .json()
+        let text = response
+            .text()
             .await
             .map_err(|e| ClientError::Transport(e.to_string()))?;
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         if !status.is_success() {
             return Err(ClientError::Http {
                 status: status.as_u16(),

@@ -19,11 +19,21 @@ const KEY_ID_HEX: usize = 16;
 const SECRET_B64: usize = 43;
 
 /// A key as presented by a client, split into its parts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct PresentedKey {
     pub kind: PrincipalKind,
     pub key_id: String,
     secret: String,
+}
+
+impl std::fmt::Debug for PresentedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PresentedKey")
+            .field("kind", &self.kind)
+            .field("key_id", &self.key_id)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
 }
 
 impl PresentedKey {

@@ -4,10 +4,13 @@
 pub mod agent;
 pub mod conversation;
 pub mod event;
+pub mod gate;
 pub mod keys;
+pub mod lease;
 pub mod manifest;
 pub mod message;
 pub mod principal;
+pub mod task;
 pub mod validate;
 
 pub use principal::{Principal, PrincipalKind};

@@ -63,6 +63,9 @@ struct Reader {
     started: Instant,
     last_seen_ms: Arc<AtomicU64>,
     draining: bool,
+    /// Whether a connect call succeeded (the socket left the
+    /// unauthenticated gauge).
+    authenticated: bool,
 }
 
 pub async fn run(hub: Arc<Hub>, socket: WebSocket) {
@@ -97,14 +100,25 @@ pub async fn run(hub: Arc<Hub>, socket: WebSocket) {
         started,
         last_seen_ms,
         draining: false,
+        authenticated: false,
     };
     reader.read_loop(stream).await;
 
     // Every pending hub call fails now, not at its timeout.
     peer.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+    let mut writer = writer;
+    if tokio::time::timeout(Duration::from_secs(5), &mut writer)
+        .await
+        .is_err()
+    {
+        // A peer that stopped reading can hold a write forever; dropping the
+        // task drops the socket.
+        writer.abort();
+    }
 
-    metrics::gauge!(names::CONNECTIONS, "kind" => "unauthenticated").decrement(1.0);
+    if !reader.authenticated {
+        metrics::gauge!(names::CONNECTIONS, "kind" => "unauthenticated").decrement(1.0);
+    }
     let reason = peer
         .close_requested()
         .map(|c| c.code)
@@ -136,18 +150,14 @@ impl Reader {
         let peer = self.conn.peer.clone();
         let hub = self.hub.clone();
 
+        let mut drain_tick = tokio::time::interval(Duration::from_millis(20));
         loop {
-            let idle = self.in_flight.clone();
             tokio::select! {
                 biased;
                 _ = peer.closing() => break,
                 _ = hub.shutdown.cancelled(), if !self.draining => {
                     self.draining = true;
                     drain_deadline.as_mut().reset(tokio::time::Instant::now() + grace);
-                }
-                _ = idle.acquire_many(max_in_flight), if self.draining => {
-                    peer.close(close_code::GOING_AWAY, "hub shutting down");
-                    break;
                 }
                 _ = &mut drain_deadline, if self.draining => {
                     peer.close(close_code::GOING_AWAY, "hub shutting down");
@@ -157,6 +167,15 @@ impl Reader {
                     metrics::counter!(names::DISCONNECTS, "reason" => "auth_timeout").increment(1);
                     peer.close(close_code::AUTH_TIMEOUT, "authentication timeout");
                     break;
+                }
+                _ = drain_tick.tick(), if self.draining => {
+                    // Close once the socket's own requests are answered and
+                    // the hub's calls to it (app hooks) are answered too.
+                    let idle = self.in_flight.available_permits() == max_in_flight as usize;
+                    if idle && peer.pending_calls() == 0 {
+                        peer.close(close_code::GOING_AWAY, "hub shutting down");
+                        break;
+                    }
                 }
                 msg = stream.next() => {
                     let msg = match msg {
@@ -308,6 +327,8 @@ impl Reader {
                 let connected = result.is_ok();
                 self.finish(&id, name, started, result);
                 if connected {
+                    self.authenticated = true;
+                    metrics::gauge!(names::CONNECTIONS, "kind" => "unauthenticated").decrement(1.0);
                     // After the answer is queued, so events follow it.
                     self.start_events();
                 }
@@ -360,13 +381,16 @@ impl Reader {
                 let future = route.call(ctx, params);
                 hub.tasks.spawn(async move {
                     let result = future.await;
-                    drop(permit);
                     record(name, started, &result);
                     let text = match &result {
                         Ok(v) => frame::result(&id, v),
                         Err(e) => frame::error(Some(&id), e),
                     };
+                    // Queue the answer before giving the slot back: a draining
+                    // socket closes once every slot is free, and the answer
+                    // must be in the queue by then.
                     let _ = peer.send(text);
+                    drop(permit);
                 });
             }
         }
@@ -445,18 +469,18 @@ async fn write_loop(
             frame = queue.recv() => {
                 let Some(text) = frame else { break };
                 // Feed what is queued, then flush once: one syscall for a burst.
-                let mut ok = sink.feed(Message::Text(text.into())).await.is_ok();
+                let mut ok = within(heartbeat_timeout, sink.feed(Message::Text(text.into()))).await;
                 let mut fed = 1;
                 while ok && fed < 64 {
                     match queue.try_recv() {
                         Ok(more) => {
-                            ok = sink.feed(Message::Text(more.into())).await.is_ok();
+                            ok = within(heartbeat_timeout, sink.feed(Message::Text(more.into()))).await;
                             fed += 1;
                         }
                         Err(_) => break,
                     }
                 }
-                if !ok || sink.flush().await.is_err() {
+                if !ok || !within(heartbeat_timeout, sink.flush()).await {
                     peer.shutdown();
                     return;
                 }
@@ -469,7 +493,7 @@ async fn write_loop(
                     peer.close(close_code::HEARTBEAT_TIMEOUT, "heartbeat timeout");
                     break;
                 }
-                if sink.send(Message::Ping(Vec::new().into())).await.is_err() {
+                if !within(heartbeat_timeout, sink.send(Message::Ping(Vec::new().into()))).await {
                     peer.shutdown();
                     return;
                 }
@@ -484,7 +508,7 @@ async fn write_loop(
     // still go out; a slow or dead peer gets only the close frame.
     if close.code != close_code::SLOW_CONSUMER && close.code != close_code::HEARTBEAT_TIMEOUT {
         while let Ok(text) = queue.try_recv() {
-            if sink.send(Message::Text(text.into())).await.is_err() {
+            if !within(heartbeat_timeout, sink.send(Message::Text(text.into()))).await {
                 return;
             }
         }
@@ -492,11 +516,20 @@ async fn write_loop(
     if close.code == close_code::SLOW_CONSUMER {
         metrics::counter!(names::DISCONNECTS, "reason" => "slow_consumer").increment(1);
     }
-    let _ = sink
-        .send(Message::Close(Some(CloseFrame {
-            code: close.code,
-            reason: Utf8Bytes::from(close.reason),
-        })))
-        .await;
-    let _ = sink.close().await;
+    let close_frame = Message::Close(Some(CloseFrame {
+        code: close.code,
+        reason: Utf8Bytes::from(close.reason),
+    }));
+    if within(heartbeat_timeout, sink.send(close_frame)).await {
+        let _ = within(heartbeat_timeout, sink.close()).await;
+    }
+}
+
+/// A socket write that must finish within `limit`: a peer that stopped
+/// reading must not hold the writer (and its socket) forever.
+async fn within<E>(
+    limit: Duration,
+    write: impl std::future::Future<Output = Result<(), E>>,
+) -> bool {
+    matches!(tokio::time::timeout(limit, write).await, Ok(Ok(())))
 }

@@ -124,6 +124,20 @@ async fn connect(
         auth.key_id.clone(),
         ctx.conn.peer.clone(),
     );
+    // A revocation that committed between the key check and the registration
+    // above closed nobody: look again now that this socket is findable.
+    let still_active = ctx
+        .hub
+        .store
+        .key(&auth.key_id)
+        .await
+        .map_err(store_failure)?;
+    if still_active.is_none_or(|k| k.revoked_at.is_some()) {
+        ctx.conn
+            .peer
+            .close(crate::rpc::close_code::KEY_REVOKED, "key revoked");
+        return Err(RpcError::unauthorized("invalid or revoked key"));
+    }
     info!(
         connection = %ctx.conn.id,
         principal = %auth.principal.id,

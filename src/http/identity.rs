@@ -291,7 +291,8 @@ pub async fn rotate_key(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let auth = bearer(&hub, &headers).await?;
-    let (key, revoked) = identity::rotate(hub.store.as_ref(), auth.principal).await?;
+    let (key, revoked) =
+        identity::rotate(hub.store.as_ref(), auth.principal, Some(&auth.key_id)).await?;
     hub.registry.close_keys(
         auth.principal.id,
         &revoked,

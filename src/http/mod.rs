@@ -60,5 +60,42 @@ async fn count_requests(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     metrics::counter!(names::HTTP_REQUESTS, "route" => route, "status" => response.status().as_u16().to_string())
         .increment(1);
-    response
+    json_errors(response).await
+}
+
+/// Errors produced outside our handlers (axum's rejections: 405, 413, 415,
+/// ...) come as plain text; give them the documented JSON error body.
+async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let code = match status.as_u16() {
+        405 => "method_not_allowed",
+        413 => "payload_too_large",
+        415 => "unsupported_media_type",
+        s if s >= 500 => "internal",
+        _ => "invalid_request",
+    };
+    let message = String::from_utf8_lossy(&text).trim().to_string();
+    let mut rebuilt = (
+        status,
+        axum::Json(serde_json::json!({ "error": { "code": code, "message": message } })),
+    )
+        .into_response();
+    for (name, value) in parts.headers.iter() {
+        if name != axum::http::header::CONTENT_TYPE && name != axum::http::header::CONTENT_LENGTH {
+            rebuilt.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    rebuilt
 }

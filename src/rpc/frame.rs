@@ -10,8 +10,9 @@ use serde_json::{Map, Value};
 
 use super::error::{ErrorKind, RpcError};
 
-/// A request id as the peer sent it. Strings and numbers are both allowed and
-/// echoed byte for byte (numbers keep their exact JSON form).
+/// A request id as the peer sent it: a string, or an integer that fits in 64
+/// bits (fractions and exponents are refused, since they could not be echoed
+/// exactly). Echoed as received.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Id {
@@ -92,11 +93,13 @@ pub fn parse(text: &str) -> Incoming {
     let id = match obj.remove("id") {
         None => None,
         Some(Value::String(s)) => Some(Id::Str(s)),
-        Some(Value::Number(n)) => Some(Id::Number(n)),
+        // Only integers survive a JSON round trip unchanged (1e2 would come
+        // back as 100.0), so only integers can be echoed as received.
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Id::Number(n)),
         Some(_) => {
             return Incoming::Invalid {
                 id: None,
-                error: RpcError::invalid_request("id must be a string or a number"),
+                error: RpcError::invalid_request("id must be a string or an integer"),
             }
         }
     };
@@ -296,12 +299,25 @@ mod tests {
 
     #[test]
     fn ids_echo_exactly() {
-        let Incoming::Request { id, .. } = parse(r#"{"jsonrpc":"2.0","id":-1.50,"method":"x"}"#)
+        let Incoming::Request { id, .. } = parse(r#"{"jsonrpc":"2.0","id":-15,"method":"x"}"#)
         else {
             panic!()
         };
         let out = result(&id, &serde_json::json!({}));
-        assert!(out.contains(r#""id":-1.5"#), "{out}");
+        assert!(out.contains(r#""id":-15"#), "{out}");
+        let Incoming::Request { id, .. } =
+            parse(r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"x"}"#)
+        else {
+            panic!()
+        };
+        assert!(result(&id, &1).contains("18446744073709551615"));
+        for bad in ["1.5", "1e2", "-0.0", "12345678901234567890123"] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{bad},"method":"x"}}"#);
+            assert!(
+                matches!(parse(&text), Incoming::Invalid { id: None, .. }),
+                "{bad}"
+            );
+        }
         let Incoming::Request { id, .. } = parse(r#"{"jsonrpc":"2.0","id":"abc","method":"x"}"#)
         else {
             panic!()

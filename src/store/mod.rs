@@ -225,12 +225,15 @@ pub trait Store: Send + Sync + 'static {
     async fn key(&self, key_id: &str) -> StoreResult<Option<KeyRecord>>;
 
     /// Revokes every active key of the principal and stores `new` in one
-    /// transaction. Returns the revoked key ids.
+    /// transaction. Returns the revoked key ids. With `presented`, the
+    /// rotation happens only if that key is still active at that moment
+    /// (`Conflict` otherwise), so a key revoked meanwhile cannot mint a new one.
     async fn rotate_keys(
         &self,
         principal_id: Uuid,
         new: &NewKey,
         now: Millis,
+        presented: Option<&str>,
     ) -> StoreResult<Vec<String>>;
 
     /// Revokes every active key of the principal. Returns the revoked key ids.

@@ -453,6 +453,7 @@ impl Store for PgStore {
         principal_id: Uuid,
         new: &NewKey,
         now: Millis,
+        presented: Option<&str>,
     ) -> StoreResult<Vec<String>> {
         let mut tx = self.pool.begin().await?;
         // Lock the principal row so two rotations cannot both leave a key active.
@@ -464,6 +465,13 @@ impl Store for PgStore {
             return Err(StoreError::NotFound);
         }
         let revoked = revoke_active(&mut tx, principal_id, now).await?;
+        if let Some(k) = presented {
+            if !revoked.iter().any(|r| r == k) {
+                return Err(StoreError::Conflict(
+                    "the presented key is no longer active".into(),
+                ));
+            }
+        }
         insert_key(&mut tx, principal_id, new, now).await?;
         tx.commit().await?;
         Ok(revoked)
@@ -471,6 +479,12 @@ impl Store for PgStore {
 
     async fn revoke_keys(&self, principal_id: Uuid, now: Millis) -> StoreResult<Vec<String>> {
         let mut tx = self.pool.begin().await?;
+        // The same lock rotation takes: a revoke never misses a key that a
+        // concurrent rotation is inserting.
+        sqlx::query("SELECT 1 FROM principals WHERE id = $1 FOR UPDATE")
+            .bind(principal_id)
+            .fetch_optional(&mut *tx)
+            .await?;
         let revoked = revoke_active(&mut tx, principal_id, now).await?;
         tx.commit().await?;
         Ok(revoked)

@@ -502,6 +502,7 @@ impl Store for SqliteStore {
         principal_id: Uuid,
         new: &NewKey,
         now: Millis,
+        presented: Option<&str>,
     ) -> StoreResult<Vec<String>> {
         let mut tx = self.pool.begin().await?;
         // Write first: the UPDATE takes SQLite's write lock, so a concurrent
@@ -513,6 +514,13 @@ impl Store for SqliteStore {
             .await?;
         if exists.is_none() {
             return Err(StoreError::NotFound);
+        }
+        if let Some(k) = presented {
+            if !revoked.iter().any(|r| r == k) {
+                return Err(StoreError::Conflict(
+                    "the presented key is no longer active".into(),
+                ));
+            }
         }
         insert_key(&mut tx, principal_id, new, now).await?;
         tx.commit().await?;

@@ -158,3 +158,57 @@ async fn health_readiness_and_metrics_answer() {
         "keys never reach the log"
     );
 }
+
+#[tokio::test]
+async fn rest_errors_outside_handlers_are_json_too() {
+    let hub = TestHub::start_with(
+        Options::default().env("SWITCHBOARD_SERVER__MAX_HTTP_BODY_BYTES", 1024),
+    )
+    .await;
+    let r = hub
+        .http
+        .post(format!("{}/api/v1/agents/register", hub.base))
+        .body(format!("{{\"name\": \"{}\"}}", "x".repeat(4096)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], json!("payload_too_large"));
+    let r = hub
+        .http
+        .get(format!("{}/api/v1/agents/register", hub.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 405);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], json!("method_not_allowed"));
+}
+
+#[tokio::test]
+async fn shutdown_waits_for_the_hubs_own_calls_to_an_app() {
+    let mut hub = TestHub::start().await;
+    let (app_id, key) = hub.register_app(&crate::support::werewolf_manifest()).await;
+    let mut app = RawSocket::connect_app(&hub.ws_url(), &key).await;
+    let base = hub.base.clone();
+    let http = hub.http.clone();
+    let ping = tokio::spawn(async move {
+        http.post(format!("{base}/api/v1/apps/{app_id}/ping?timeoutMs=20000"))
+            .bearer_auth(crate::support::hub::ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json::<serde_json::Value>()
+            .await
+            .unwrap()
+    });
+    let request = app.recv().await;
+    hub.signal(libc::SIGTERM);
+    // The hub is draining; the app answers its call and then sees 1001.
+    app.send_json(&json!({"jsonrpc":"2.0","id": request["id"],"result":{"nonce": request["params"]["nonce"]}}))
+        .await;
+    assert_eq!(ping.await.unwrap()["outcome"], json!("ok"));
+    assert_eq!(app.closed().await.map(|c| c.0), Some(1001));
+    assert!(hub.wait_exit(Duration::from_secs(30)).await.success());
+}

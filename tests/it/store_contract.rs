@@ -114,7 +114,10 @@ async fn rotation_revokes_and_replaces(store: DynStore) {
     let (_, first) = new_key(PrincipalKind::Agent);
     store.create_agent(&p, &first, None).await.unwrap();
     let (_, second) = new_key(PrincipalKind::Agent);
-    let revoked = store.rotate_keys(p.id, &second, 42).await.unwrap();
+    let revoked = store
+        .rotate_keys(p.id, &second, 42, Some(&first.key_id))
+        .await
+        .unwrap();
     assert_eq!(revoked, vec![first.key_id.clone()]);
     assert_eq!(
         store.key(&first.key_id).await.unwrap().unwrap().revoked_at,
@@ -128,7 +131,7 @@ async fn rotation_revokes_and_replaces(store: DynStore) {
         .revoked_at
         .is_none());
     let (_, third) = new_key(PrincipalKind::Agent);
-    let revoked = store.rotate_keys(p.id, &third, 43).await.unwrap();
+    let revoked = store.rotate_keys(p.id, &third, 43, None).await.unwrap();
     assert_eq!(
         revoked,
         vec![second.key_id.clone()],
@@ -155,7 +158,7 @@ async fn revocation_and_unknown_principals(store: DynStore) {
     );
     let (_, other) = new_key(PrincipalKind::Agent);
     assert!(matches!(
-        store.rotate_keys(Uuid::new_v4(), &other, 9).await,
+        store.rotate_keys(Uuid::new_v4(), &other, 9, None).await,
         Err(StoreError::NotFound)
     ));
     assert!(
