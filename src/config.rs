@@ -24,6 +24,54 @@ pub struct Config {
     pub log: LogConfig,
     pub events: EventsConfig,
     pub messages: MessagesConfig,
+    pub leases: LeasesConfig,
+    pub jobs: JobsConfig,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LeasesConfig {
+    /// Lease length when a policy grants without naming one.
+    pub default_timeout_ms: u64,
+    /// Longest lease an app may grant.
+    pub max_timeout_ms: u64,
+    /// A held lease not resolved by the app within this is denied.
+    pub max_hold_ms: u64,
+}
+
+impl Default for LeasesConfig {
+    fn default() -> Self {
+        LeasesConfig {
+            default_timeout_ms: 30_000,
+            max_timeout_ms: 600_000,
+            max_hold_ms: 300_000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JobsConfig {
+    /// How often the runner looks for due jobs (lease expiry precision).
+    pub poll_interval_ms: u64,
+    /// How long a claimed job stays locked; longer than any hook timeout.
+    pub lock_ms: u64,
+    /// Jobs claimed per poll.
+    pub batch: u32,
+    /// Extra time a job written for inline execution waits before the
+    /// runner may take it (recovery after a crash).
+    pub inline_grace_ms: u64,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        JobsConfig {
+            poll_interval_ms: 100,
+            lock_ms: 120_000,
+            batch: 64,
+            inline_grace_ms: 5_000,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -339,6 +387,12 @@ impl Config {
                 self.messages.max_group_participants as u64,
             ),
             ("messages.page_max", self.messages.page_max as u64),
+            ("leases.default_timeout_ms", self.leases.default_timeout_ms),
+            ("leases.max_timeout_ms", self.leases.max_timeout_ms),
+            ("leases.max_hold_ms", self.leases.max_hold_ms),
+            ("jobs.poll_interval_ms", self.jobs.poll_interval_ms),
+            ("jobs.lock_ms", self.jobs.lock_ms),
+            ("jobs.batch", self.jobs.batch as u64),
         ];
         for (key, value) in positive {
             if value == 0 {
@@ -347,6 +401,12 @@ impl Config {
         }
         if self.events.page_default > self.events.page_max {
             anyhow::bail!("events.page_default must not exceed events.page_max");
+        }
+        if self.leases.default_timeout_ms > self.leases.max_timeout_ms {
+            anyhow::bail!("leases.default_timeout_ms must not exceed leases.max_timeout_ms");
+        }
+        if self.jobs.lock_ms <= self.hooks.max_timeout_ms {
+            anyhow::bail!("jobs.lock_ms must exceed hooks.max_timeout_ms, or a slow hook's job would run twice");
         }
         if self.messages.max_group_participants < 2 {
             anyhow::bail!("messages.max_group_participants must be at least 2");

@@ -32,6 +32,7 @@ impl Server {
         let hub = Hub::new(config, store).await?;
         let app = crate::http::router(hub.clone());
         hub.tasks.spawn(crate::events::retention::run(hub.clone()));
+        hub.tasks.spawn(crate::jobs::run(hub.clone()));
         let shutdown = hub.shutdown.clone();
         let task = tokio::spawn(async move {
             axum::serve(listener, app)

@@ -23,6 +23,9 @@ pub mod names {
     pub const EVENTS_DELIVERED: &str = "switchboard_events_delivered_total";
     pub const EPHEMERAL_DROPPED: &str = "switchboard_ephemeral_events_dropped_total";
     pub const EVENTS_WRITTEN: &str = "switchboard_events_written_total";
+    pub const JOBS: &str = "switchboard_jobs_total";
+    pub const GATE_VERDICTS: &str = "switchboard_gate_verdicts_total";
+    pub const RECIPIENTS_DROPPED: &str = "switchboard_forward_recipients_dropped_total";
 }
 
 pub fn init_logging(config: &LogConfig) {
@@ -94,4 +97,7 @@ fn describe() {
         "Ephemeral events dropped for sockets with a nearly full queue"
     );
     describe_counter!(names::EVENTS_WRITTEN, "Events written to the log");
+    describe_counter!(names::JOBS, "Jobs run by kind and outcome");
+    describe_counter!(names::GATE_VERDICTS, "Gate verdicts by gate and verdict");
+    describe_counter!(names::RECIPIENTS_DROPPED, "Forward recipients dropped because they were not participants");
 }

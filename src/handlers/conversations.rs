@@ -17,8 +17,10 @@ use crate::gateway::RequestContext;
 use crate::protocol::conversations::*;
 use crate::protocol::Notification;
 use crate::rpc::RpcError;
+use crate::domain::task::TaskState;
+use crate::gates;
 use crate::store::{
-    CreatedConversation, Fanout, InsertedMessage, MessagePage, NewConversation, NewMessage, Verdict,
+    CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage, NewConversation, NewJob, NewMessage,
 };
 
 /// The conversation if the caller takes part in it. Anything else (missing,
@@ -213,132 +215,124 @@ struct HashedSend<'a> {
     reply_to: Option<Uuid>,
 }
 
-fn delivery(verdict: &Verdict) -> Delivery {
-    match verdict {
-        Verdict::Pending => Delivery {
-            state: DeliveryState::Pending,
-            recipients: None,
-            reason: None,
-        },
-        Verdict::Forwarded { recipients } => Delivery {
-            state: DeliveryState::Forwarded,
-            recipients: Some(*recipients),
-            reason: None,
-        },
-        Verdict::Blocked { reason } => Delivery {
-            state: DeliveryState::Blocked,
-            recipients: None,
-            reason: Some(reason.clone()),
-        },
-    }
+/// What a sender asks for, agent or app.
+pub struct Outgoing {
+    pub sender: Uuid,
+    pub origin: Origin,
+    pub parts: Vec<message::Part>,
+    pub client_msg_id: Option<String>,
+    pub reply_to: Option<Uuid>,
 }
 
-pub async fn send(
-    ctx: RequestContext,
-    p: MessageSendParams,
-) -> Result<MessageSendResult, RpcError> {
-    let me = ctx.principal().id;
-    let cfg = &ctx.hub.config.messages;
-    message::validate_parts(
-        &p.parts,
-        &PartLimits {
-            max_parts: cfg.max_parts,
-            max_bytes: cfg.max_bytes,
-        },
-    )
-    .map_err(|e| RpcError::invalid_params(e).with_data(json!({ "field": "parts" })))?;
-    if let Some(id) = &p.client_msg_id {
+/// Stores a message in a conversation the sender may write to and decides
+/// its fan-out: in the same transaction outside apps and for app senders;
+/// through the task's `message_authorize` gate (a job run at once) for agents
+/// inside tasks. The answer carries the verdict when it is ready.
+pub async fn store_message(ctx: &RequestContext, conversation: &Conversation, out: Outgoing) -> Result<MessageSendResult, RpcError> {
+    let hub = &ctx.hub;
+    let cfg = &hub.config.messages;
+    message::validate_parts(&out.parts, &PartLimits { max_parts: cfg.max_parts, max_bytes: cfg.max_bytes })
+        .map_err(|e| RpcError::invalid_params(e).with_data(json!({ "field": "parts" })))?;
+    if let Some(id) = &out.client_msg_id {
         if id.is_empty() || id.len() > 128 || id.chars().any(char::is_control) {
-            return Err(invalid(
-                "clientMsgId",
-                "must be 1 to 128 characters without control characters",
-            ));
+            return Err(invalid("clientMsgId", "must be 1 to 128 characters without control characters"));
         }
     }
-    let conversation = visible_conversation(&ctx, p.conversation_id).await?;
-    if let Some(reply) = p.reply_to {
-        let target = ctx.hub.store.message(reply).await.map_err(store_failure)?;
+    if let Some(reply) = out.reply_to {
+        let target = hub.store.message(reply).await.map_err(store_failure)?;
         if target.map(|(m, _)| m.conversation_id) != Some(conversation.id) {
             return Err(invalid("replyTo", "names no message of this conversation"));
         }
     }
-    let fanout = match conversation.kind {
-        ConversationKind::Direct | ConversationKind::Group => Fanout::Forward {
-            recipients: conversation
-                .participants
-                .iter()
-                .copied()
-                .filter(|a| *a != me)
-                .collect(),
+    let id = Uuid::now_v7();
+    let mut hook_timeout = None;
+    let fanout = match (conversation.kind, out.origin) {
+        (ConversationKind::Direct | ConversationKind::Group, _) | (ConversationKind::Task, Origin::App) => Fanout::Forward {
+            recipients: conversation.participants.iter().copied().filter(|a| *a != out.sender).collect(),
             event_type: MessageReceived::NAME,
         },
-        ConversationKind::Task => {
-            // Task conversations are created only by their app, which this
-            // hub version does not support yet; none can exist.
-            tracing::error!(conversation = %conversation.id, "message to a task conversation without a gate runner");
-            return Err(RpcError::internal());
+        (ConversationKind::Task, Origin::Agent) => {
+            let task_id = conversation.task_id.ok_or_else(RpcError::internal)?;
+            let task = hub.store.task(task_id).await.map_err(store_failure)?.ok_or_else(RpcError::internal)?.task;
+            if task.state != TaskState::Active {
+                return Err(RpcError::conflict(format!("the task is {}", task.state.as_str()))
+                    .with_data(json!({ "taskId": task.id, "state": task.state })));
+            }
+            let app = hub.store.app(task.app_id).await.map_err(store_failure)?.ok_or_else(RpcError::internal)?;
+            hook_timeout = Some(match app.manifest.hooks.message_authorize {
+                crate::domain::manifest::MessagePolicy::Hook { timeout_ms } => timeout_ms,
+                _ => 0,
+            });
+            Fanout::Pending
         }
     };
+    let job = hook_timeout.map(|t| NewJob {
+        id: Uuid::now_v7(),
+        kind: JobKind::MessageAuthorize,
+        subject: id,
+        run_at: gates::inline_run_at(hub, t),
+    });
     let request_hash = hex::encode(Sha256::digest(
-        serde_json::to_vec(&HashedSend {
-            conversation_id: conversation.id,
-            parts: &p.parts,
-            reply_to: p.reply_to,
-        })
-        .map_err(|_| RpcError::internal())?,
+        serde_json::to_vec(&HashedSend { conversation_id: conversation.id, parts: &out.parts, reply_to: out.reply_to })
+            .map_err(|_| RpcError::internal())?,
     ));
     let new = NewMessage {
-        id: Uuid::now_v7(),
+        id,
         conversation_id: conversation.id,
-        sender_id: me,
-        origin: Origin::Agent,
-        parts: p.parts,
-        reply_to: p.reply_to,
-        client_msg_id: p.client_msg_id.clone(),
+        sender_id: out.sender,
+        origin: out.origin,
+        parts: out.parts,
+        reply_to: out.reply_to,
+        client_msg_id: out.client_msg_id.clone(),
         request_hash: Some(request_hash.clone()),
         created_at: now_millis(),
         fanout,
+        job: job.clone(),
     };
-    match ctx
-        .hub
-        .store
-        .insert_message(&new)
-        .await
-        .map_err(store_failure)?
-    {
-        InsertedMessage::Inserted {
-            message,
-            verdict,
-            events,
-        } => {
-            metrics::counter!(crate::telemetry::names::EVENTS_WRITTEN)
-                .increment(events.len() as u64);
-            ctx.hub.events.publish(&events);
-            Ok(MessageSendResult {
-                message,
-                delivery: delivery(&verdict),
-                duplicate: false,
-            })
+    match hub.store.insert_message(&new).await.map_err(store_failure)? {
+        InsertedMessage::Inserted { message, verdict, events } => {
+            metrics::counter!(crate::telemetry::names::EVENTS_WRITTEN).increment(events.len() as u64);
+            hub.events.publish(&events);
+            let mut delivery = gates::message::delivery_of(&verdict, 0);
+            if let Some(job) = job {
+                // Run the gate now; if someone else holds the job, the sender
+                // learns the verdict from agent/message/delivery.
+                if gates::claim(hub, job.id).await.map_err(store_failure)?.is_some() {
+                    match gates::message::decide(hub, id, job.id).await {
+                        Ok(Some(d)) => delivery = d,
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(message = %id, error = %e, "message gate failed; the job runner retries it");
+                            let _ = hub.store.retry_job(job.id, now_millis()).await;
+                        }
+                    }
+                }
+            }
+            Ok(MessageSendResult { message, delivery, duplicate: false })
         }
-        InsertedMessage::Duplicate {
-            message,
-            verdict,
-            request_hash: stored,
-        } => {
+        InsertedMessage::Duplicate { message, verdict, request_hash: stored } => {
             if stored.as_deref() != Some(request_hash.as_str()) {
                 return Err(RpcError::conflict(format!(
                     "clientMsgId {:?} was already used for a different message",
-                    p.client_msg_id.unwrap_or_default()
+                    out.client_msg_id.unwrap_or_default()
                 ))
                 .with_data(json!({ "field": "clientMsgId", "messageId": message.id })));
             }
-            Ok(MessageSendResult {
-                message,
-                delivery: delivery(&verdict),
-                duplicate: true,
-            })
+            Ok(MessageSendResult { message, delivery: gates::message::delivery_of(&verdict, 0), duplicate: true })
         }
     }
+}
+
+pub async fn send(ctx: RequestContext, p: MessageSendParams) -> Result<MessageSendResult, RpcError> {
+    let conversation = visible_conversation(&ctx, p.conversation_id).await?;
+    let out = Outgoing {
+        sender: ctx.principal().id,
+        origin: Origin::Agent,
+        parts: p.parts,
+        client_msg_id: p.client_msg_id,
+        reply_to: p.reply_to,
+    };
+    store_message(&ctx, &conversation, out).await
 }
 
 pub async fn history(

@@ -5,9 +5,10 @@
 pub mod conversations;
 pub mod events;
 pub mod network;
+pub mod tasks;
 
 use crate::gateway::RequestContext;
-use crate::protocol::{conversations as c, events as e, network as n, router::Router};
+use crate::protocol::{conversations as c, events as e, network as n, router::Router, tasks as t};
 use crate::rpc::RpcError;
 
 pub fn router() -> Router<RequestContext> {
@@ -24,6 +25,16 @@ pub fn router() -> Router<RequestContext> {
         .register::<c::AgentMessageSend, _, _>(conversations::send)
         .register::<c::AgentMessageList, _, _>(conversations::history)
         .register::<c::AgentTypingSend, _, _>(conversations::typing)
+        .register::<t::AgentTaskRequest, _, _>(tasks::request)
+        .register::<t::AgentTaskGet, _, _>(tasks::get)
+        .register::<t::AgentTaskList, _, _>(tasks::list)
+        .register::<t::AppTaskClose, _, _>(tasks::close)
+        .register::<t::AppConversationCreate, _, _>(tasks::app_conversation_create)
+        .register::<t::AppConversationAdd, _, _>(tasks::app_conversation_add)
+        .register::<t::AppMessageSend, _, _>(tasks::app_message_send)
+        .register::<t::AgentDispatchRequest, _, _>(tasks::dispatch_request)
+        .register::<t::AgentDispatchComplete, _, _>(tasks::dispatch_complete)
+        .register::<t::AppDispatchResolve, _, _>(tasks::dispatch_resolve)
 }
 
 /// A store failure is the hub's fault: logged here, answered as Internal.

@@ -98,6 +98,9 @@ pub struct Delivery {
     pub recipients: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Recipients the app named that are not participants: never delivered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

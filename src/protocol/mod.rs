@@ -9,6 +9,7 @@ pub mod export;
 pub mod network;
 pub mod params;
 pub mod router;
+pub mod tasks;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{de::DeserializeOwned, Serialize};
@@ -171,9 +172,30 @@ pub fn catalogue() -> Vec<MethodSpec> {
         method_spec::<conversations::AgentMessageSend>(),
         method_spec::<conversations::AgentMessageList>(),
         method_spec::<conversations::AgentTypingSend>(),
+        method_spec::<tasks::AgentTaskRequest>(),
+        method_spec::<tasks::AgentTaskGet>(),
+        method_spec::<tasks::AgentTaskList>(),
+        method_spec::<tasks::AppTaskClose>(),
+        method_spec::<tasks::AppConversationCreate>(),
+        method_spec::<tasks::AppConversationAdd>(),
+        method_spec::<tasks::AppMessageSend>(),
+        method_spec::<tasks::AgentDispatchRequest>(),
+        method_spec::<tasks::AgentDispatchComplete>(),
+        method_spec::<tasks::AppDispatchResolve>(),
+        method_spec::<tasks::AppTaskCreate>(),
+        method_spec::<tasks::AppMessageAuthorize>(),
+        method_spec::<tasks::AppDispatchAuthorize>(),
         notification_spec::<conversations::MessageReceived>(),
         notification_spec::<conversations::ConversationCreated>(),
         notification_spec::<conversations::TypingReceived>(),
+        notification_spec::<tasks::TaskInvited>(),
+        notification_spec::<tasks::TaskFailed>(),
+        notification_spec::<tasks::TaskClosed>(),
+        notification_spec::<tasks::ConversationJoined>(),
+        notification_spec::<tasks::MessageDelivery>(),
+        notification_spec::<tasks::DispatchReleased>(),
+        notification_spec::<tasks::DispatchHeld>(),
+        notification_spec::<tasks::DispatchExpired>(),
     ]
 }
 

@@ -16,7 +16,9 @@ use crate::config::Config;
 use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::event::{NewEvent, StoredEvent, StreamPosition};
 use crate::domain::manifest::Manifest;
+use crate::domain::lease::{Lease, LeaseState};
 use crate::domain::message::{Message, Origin, Part};
+use crate::domain::task::{Task, TaskFailure, TaskParticipant, TaskState};
 use crate::domain::{Millis, PrincipalKind};
 
 pub use postgres::PgStore;
@@ -133,6 +135,138 @@ pub struct NewMessage {
     pub request_hash: Option<String>,
     pub created_at: Millis,
     pub fanout: Fanout,
+    /// With `Fanout::Pending`: the job that will decide it.
+    pub job: Option<NewJob>,
+}
+
+/// Kinds of work that follow a commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobKind {
+    /// Run the `task_create` gate of a waiting task.
+    TaskCreate,
+    /// Run the `message_authorize` gate of a pending message.
+    MessageAuthorize,
+    /// Run the `dispatch_authorize` gate of a pending lease.
+    DispatchAuthorize,
+    /// Expire a granted lease at its deadline.
+    LeaseExpire,
+    /// Deny a held lease at `leases.max_hold_ms`.
+    HoldExpire,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::TaskCreate => "task_create",
+            JobKind::MessageAuthorize => "message_authorize",
+            JobKind::DispatchAuthorize => "dispatch_authorize",
+            JobKind::LeaseExpire => "lease_expire",
+            JobKind::HoldExpire => "hold_expire",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JobKind> {
+        [
+            JobKind::TaskCreate,
+            JobKind::MessageAuthorize,
+            JobKind::DispatchAuthorize,
+            JobKind::LeaseExpire,
+            JobKind::HoldExpire,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewJob {
+    pub id: Uuid,
+    pub kind: JobKind,
+    /// The task, message or lease the job works on.
+    pub subject: Uuid,
+    pub run_at: Millis,
+}
+
+impl NewJob {
+    pub fn new(kind: JobKind, subject: Uuid, run_at: Millis) -> NewJob {
+        NewJob {
+            id: Uuid::now_v7(),
+            kind,
+            subject,
+            run_at,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    pub id: Uuid,
+    pub kind: JobKind,
+    pub subject: Uuid,
+    pub attempts: u32,
+}
+
+/// Everything a state change brings along, applied in its transaction.
+#[derive(Clone, Debug, Default)]
+pub struct Effects {
+    pub events: Vec<NewEvent>,
+    /// The job this change completes; deleted.
+    pub finish_job: Option<Uuid>,
+    /// Jobs this change makes necessary.
+    pub schedule: Vec<NewJob>,
+    /// Conversations this change opens (an accepted task's).
+    pub conversations: Vec<NewConversation>,
+}
+
+#[derive(Clone, Debug)]
+pub struct NewTask {
+    pub id: Uuid,
+    pub app_id: Uuid,
+    pub initiator_id: Uuid,
+    pub participants: Vec<TaskParticipant>,
+    /// JSON of the requested initial conversation.
+    pub initial_conversation: Option<String>,
+    pub created_at: Millis,
+}
+
+#[derive(Clone, Debug)]
+pub struct TaskRecord {
+    pub task: Task,
+    pub initial_conversation: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct NewLease {
+    pub id: Uuid,
+    pub message_id: Uuid,
+    pub conversation_id: Uuid,
+    pub recipient_id: Uuid,
+    pub created_at: Millis,
+}
+
+#[derive(Clone, Debug)]
+pub enum CreatedLease {
+    Created(Lease),
+    /// A live lease for this recipient and message already existed.
+    Existing(Lease),
+}
+
+/// A lease state change, applied only if the lease is in one of `from`.
+#[derive(Clone, Debug)]
+pub struct LeaseChange {
+    pub lease_id: Uuid,
+    pub from: Vec<LeaseState>,
+    pub to: LeaseState,
+    pub reason: Option<String>,
+    pub expires_at: Option<Millis>,
+    pub now: Millis,
+}
+
+/// A message verdict, applied only while the message is pending.
+#[derive(Clone, Debug)]
+pub enum MessageOutcome {
+    Forward { recipients: Vec<Uuid> },
+    Block { reason: String },
 }
 
 /// The stored fan-out decision of a message.
@@ -291,6 +425,70 @@ pub trait Store: Send + Sync + 'static {
         scope: &str,
         key: &str,
     ) -> StoreResult<Option<IdempotentResponse>>;
+
+    /// Stores a waiting task, its participants and the job that decides it.
+    async fn create_task(&self, t: &NewTask, job: &NewJob) -> StoreResult<()>;
+
+    async fn task(&self, id: Uuid) -> StoreResult<Option<TaskRecord>>;
+
+    /// Tasks `agent` takes part in, by id, after the given id.
+    async fn tasks_of(&self, agent: Uuid, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<Task>>;
+
+    /// Moves a task from `from` to `to` with its effects, in one transaction.
+    /// `None` (and only the job finished) when the task was not in `from`.
+    async fn transition_task(
+        &self,
+        id: Uuid,
+        from: TaskState,
+        to: TaskState,
+        failure: Option<&TaskFailure>,
+        effects: &Effects,
+        now: Millis,
+    ) -> StoreResult<Option<Vec<StoredEvent>>>;
+
+    /// Adds participants to a conversation with the events announcing it.
+    async fn add_participants(
+        &self,
+        conversation_id: Uuid,
+        agents: &[Uuid],
+        events: &[NewEvent],
+        now: Millis,
+    ) -> StoreResult<Vec<StoredEvent>>;
+
+    /// Records a pending message's verdict, its recipients and `effects`.
+    /// `None` (and only the job finished) when it was decided already.
+    async fn decide_message(
+        &self,
+        message_id: Uuid,
+        outcome: &MessageOutcome,
+        effects: &Effects,
+        now: Millis,
+    ) -> StoreResult<Option<Vec<StoredEvent>>>;
+
+    async fn is_recipient(&self, message_id: Uuid, agent: Uuid) -> StoreResult<bool>;
+
+    /// Creates a pending lease and its gate job, unless a live lease for the
+    /// recipient and message exists.
+    async fn create_lease(&self, lease: &NewLease, job: &NewJob) -> StoreResult<CreatedLease>;
+
+    async fn lease(&self, id: Uuid) -> StoreResult<Option<Lease>>;
+
+    /// Applies a lease change with its effects. `None` (and only the job
+    /// finished) when the lease was not in one of `change.from`.
+    async fn transition_lease(
+        &self,
+        change: &LeaseChange,
+        effects: &Effects,
+    ) -> StoreResult<Option<(Lease, Vec<StoredEvent>)>>;
+
+    /// Locks one job for the caller until `lock_until`, if it is free.
+    async fn claim_job(&self, id: Uuid, now: Millis, lock_until: Millis) -> StoreResult<Option<Job>>;
+
+    /// Locks up to `limit` due, free jobs.
+    async fn claim_due_jobs(&self, now: Millis, lock_until: Millis, limit: u32) -> StoreResult<Vec<Job>>;
+
+    /// Unlocks a job to run again at `run_at` (after a transient failure).
+    async fn retry_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()>;
 }
 
 pub type DynStore = Arc<dyn Store>;

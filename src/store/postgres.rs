@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::sqlite::verdict_of;
 use super::{
+    CreatedLease, Effects, Job, JobKind, LeaseChange, MessageOutcome, NewJob, NewLease, NewTask, TaskRecord,
     AppRecord, Backend, CreatedConversation, Fanout, IdempotencyRecord, IdempotentResponse,
     InsertedMessage, KeyRecord, MessagePage, NewConversation, NewKey, NewMessage, NewPrincipal,
     PrincipalRecord, Store, StoreError, StoreResult, Verdict,
@@ -15,7 +16,9 @@ use super::{
 use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::event::{rfc3339, NewEvent, StoredEvent, StreamPosition};
 use crate::domain::manifest::Manifest;
+use crate::domain::lease::{Lease, LeaseState};
 use crate::domain::message::{Message, Origin};
+use crate::domain::task::{Task, TaskFailure, TaskParticipant, TaskRole, TaskState};
 use crate::domain::{Millis, PrincipalKind};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -120,6 +123,138 @@ async fn insert_idempotency(
     .await
     .map_err(|e| if is_unique_violation(&e) { StoreError::IdempotencyTaken } else { e.into() })?;
     Ok(())
+}
+
+async fn insert_job(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>, job: &NewJob, now: Millis) -> StoreResult<()> {
+    sqlx::query("INSERT INTO jobs (id, kind, subject, run_at, created_at) VALUES ($1, $2, $3, $4, $5)")
+        .bind(job.id)
+        .bind(job.kind.as_str())
+        .bind(job.subject)
+        .bind(job.run_at)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn insert_conversation(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    c: &NewConversation,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO conversations (id, kind, name, task_id, direct_key, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(c.id)
+    .bind(c.kind.as_str())
+    .bind(&c.name)
+    .bind(c.task_id)
+    .bind(&c.direct_key)
+    .bind(c.created_by)
+    .bind(c.created_at)
+    .execute(&mut **tx)
+    .await?;
+    for p in &c.participants {
+        sqlx::query("INSERT INTO conversation_participants (conversation_id, principal_id, joined_at) VALUES ($1, $2, $3)")
+            .bind(c.id)
+            .bind(p.to_string())
+            .bind(c.created_at)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Applies the effects of a state change inside its transaction.
+async fn apply_effects(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    effects: &Effects,
+    now: Millis,
+) -> StoreResult<Vec<StoredEvent>> {
+    finish_job(tx, effects.finish_job).await?;
+    for job in &effects.schedule {
+        insert_job(tx, job, now).await?;
+    }
+    for c in &effects.conversations {
+        insert_conversation(tx, c).await?;
+    }
+    append_events(tx, &effects.events, now).await
+}
+
+async fn finish_job(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>, job: Option<Uuid>) -> StoreResult<()> {
+    if let Some(id) = job {
+        sqlx::query("DELETE FROM jobs WHERE id = $1")
+            .bind(id.to_string())
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+async fn load_task(conn: &mut sqlx::PgConnection, row: &PgRow) -> StoreResult<TaskRecord> {
+    let id: Uuid = row.try_get("id")?;
+    let state: String = row.try_get("state")?;
+    let rows = sqlx::query("SELECT agent_id, role FROM task_participants WHERE task_id = $1 ORDER BY role, agent_id")
+        .bind(id)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut participants = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let role: String = r.try_get("role")?;
+        participants.push(TaskParticipant {
+            agent_id: r.try_get("agent_id")?,
+            role: TaskRole::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("bad role {role:?}")))?,
+        });
+    }
+    let code: Option<String> = row.try_get("failure_code")?;
+    let reason: Option<String> = row.try_get("failure_reason")?;
+    Ok(TaskRecord {
+        task: Task {
+            id,
+            app_id: row.try_get("app_id")?,
+            initiator_id: row.try_get("initiator_id")?,
+            state: TaskState::parse(&state).ok_or_else(|| StoreError::Corrupt(format!("bad state {state:?}")))?,
+            participants,
+            failure: code.map(|code| TaskFailure { code, reason }),
+            created_at: rfc3339(row.try_get("created_at")?),
+            updated_at: rfc3339(row.try_get("updated_at")?),
+        },
+        initial_conversation: row.try_get("initial_conversation")?,
+    })
+}
+
+const TASK_COLUMNS: &str =
+    "t.id, t.app_id, t.initiator_id, t.state, t.failure_code, t.failure_reason, t.initial_conversation, t.created_at, t.updated_at";
+
+fn lease_row(row: &PgRow) -> StoreResult<Lease> {
+    let state: String = row.try_get("state")?;
+    let expires: Option<i64> = row.try_get("expires_at")?;
+    Ok(Lease {
+        lease_id: row.try_get("id")?,
+        message_id: row.try_get("message_id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        recipient_id: row.try_get("recipient_id")?,
+        state: LeaseState::parse(&state).ok_or_else(|| StoreError::Corrupt(format!("bad lease state {state:?}")))?,
+        reason: row.try_get("reason")?,
+        expires_at: expires.map(rfc3339),
+        created_at: rfc3339(row.try_get("created_at")?),
+    })
+}
+
+const LEASE_COLUMNS: &str = "id, message_id, conversation_id, recipient_id, state, reason, expires_at, created_at";
+
+fn job_row(row: &PgRow) -> StoreResult<Job> {
+    let kind: String = row.try_get("kind")?;
+    Ok(Job {
+        id: row.try_get("id")?,
+        kind: JobKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("bad job kind {kind:?}")))?,
+        subject: row.try_get("subject")?,
+        attempts: row.try_get::<i64, _>("attempts")? as u32,
+    })
+}
+
+/// `$first, $first+1, ...`: `n` numbered placeholders.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }
 
 fn json_err(e: serde_json::Error) -> StoreError {
@@ -309,6 +444,9 @@ impl PgStore {
             reply_to: m.reply_to,
             created_at: rfc3339(m.created_at),
         };
+        if let Some(job) = &m.job {
+            insert_job(&mut tx, job, m.created_at).await?;
+        }
         let mut events = Vec::new();
         if let Fanout::Forward {
             recipients,
@@ -731,5 +869,283 @@ impl Store for PgStore {
             })
         })
         .transpose()
+    }
+    async fn create_task(&self, t: &NewTask, job: &NewJob) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO tasks (id, app_id, initiator_id, state, initial_conversation, created_at, updated_at) \
+             VALUES ($1, $2, $3, 'waiting', $4, $5, $6)",
+        )
+        .bind(t.id)
+        .bind(t.app_id)
+        .bind(t.initiator_id)
+        .bind(&t.initial_conversation)
+        .bind(t.created_at)
+        .bind(t.created_at)
+        .execute(&mut *tx)
+        .await?;
+        for p in &t.participants {
+            sqlx::query("INSERT INTO task_participants (task_id, agent_id, role) VALUES ($1, $2, $3)")
+                .bind(t.id)
+                .bind(p.agent_id)
+                .bind(p.role.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
+        insert_job(&mut tx, job, t.created_at).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn task(&self, id: Uuid) -> StoreResult<Option<TaskRecord>> {
+        let mut conn = self.pool.acquire().await?;
+        let row = sqlx::query(&format!("SELECT {TASK_COLUMNS} FROM tasks t WHERE t.id = $1"))
+            .bind(id.to_string())
+            .fetch_optional(&mut *conn)
+            .await?;
+        match row {
+            Some(r) => Ok(Some(load_task(&mut conn, &r).await?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn tasks_of(&self, agent: Uuid, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<Task>> {
+        let mut conn = self.pool.acquire().await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {TASK_COLUMNS} FROM tasks t JOIN task_participants p ON p.task_id = t.id \
+             WHERE p.agent_id = $1 AND ($2::uuid IS NULL OR t.id > $2) ORDER BY t.id LIMIT $3"
+        ))
+        .bind(agent.to_string())
+        .bind(after)
+        .bind(limit as i64)
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            out.push(load_task(&mut conn, r).await?.task);
+        }
+        Ok(out)
+    }
+
+    async fn transition_task(
+        &self,
+        id: Uuid,
+        from: TaskState,
+        to: TaskState,
+        failure: Option<&TaskFailure>,
+        effects: &Effects,
+        now: Millis,
+    ) -> StoreResult<Option<Vec<StoredEvent>>> {
+        let mut tx = self.pool.begin().await?;
+        let changed = sqlx::query(
+            "UPDATE tasks SET state = $1, failure_code = $2, failure_reason = $3, updated_at = $4 WHERE id = $5 AND state = $6",
+        )
+        .bind(to.as_str())
+        .bind(failure.map(|f| f.code.clone()))
+        .bind(failure.and_then(|f| f.reason.clone()))
+        .bind(now)
+        .bind(id.to_string())
+        .bind(from.as_str())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if changed == 0 {
+            finish_job(&mut tx, effects.finish_job).await?;
+            tx.commit().await?;
+            return Ok(None);
+        }
+        let events = apply_effects(&mut tx, effects, now).await?;
+        tx.commit().await?;
+        Ok(Some(events))
+    }
+
+    async fn add_participants(
+        &self,
+        conversation_id: Uuid,
+        agents: &[Uuid],
+        events: &[NewEvent],
+        now: Millis,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        let mut tx = self.pool.begin().await?;
+        for a in agents {
+            sqlx::query(
+                "INSERT INTO conversation_participants (conversation_id, principal_id, joined_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(conversation_id)
+            .bind(a.to_string())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        let stored = append_events(&mut tx, events, now).await?;
+        tx.commit().await?;
+        Ok(stored)
+    }
+
+    async fn decide_message(
+        &self,
+        message_id: Uuid,
+        outcome: &MessageOutcome,
+        effects: &Effects,
+        now: Millis,
+    ) -> StoreResult<Option<Vec<StoredEvent>>> {
+        let mut tx = self.pool.begin().await?;
+        let (verdict, reason) = match outcome {
+            MessageOutcome::Forward { .. } => ("forwarded", None),
+            MessageOutcome::Block { reason } => ("blocked", Some(reason.clone())),
+        };
+        let changed = sqlx::query("UPDATE messages SET verdict = $1, verdict_reason = $2 WHERE id = $3 AND verdict = 'pending'")
+            .bind(verdict)
+            .bind(reason)
+            .bind(message_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if changed == 0 {
+            finish_job(&mut tx, effects.finish_job).await?;
+            tx.commit().await?;
+            return Ok(None);
+        }
+        if let MessageOutcome::Forward { recipients } = outcome {
+            for r in recipients {
+                sqlx::query("INSERT INTO message_recipients (message_id, recipient_id) VALUES ($1, $2)")
+                    .bind(message_id)
+                    .bind(r.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        let events = apply_effects(&mut tx, effects, now).await?;
+        tx.commit().await?;
+        Ok(Some(events))
+    }
+
+    async fn is_recipient(&self, message_id: Uuid, agent: Uuid) -> StoreResult<bool> {
+        let row: Option<i64> =
+            sqlx::query_scalar("SELECT 1::bigint FROM message_recipients WHERE message_id = $1 AND recipient_id = $2")
+                .bind(message_id)
+                .bind(agent.to_string())
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.is_some())
+    }
+
+    async fn create_lease(&self, lease: &NewLease, job: &NewJob) -> StoreResult<CreatedLease> {
+        if let Some(found) = self.live_lease(lease.recipient_id, lease.message_id).await? {
+            return Ok(CreatedLease::Existing(found));
+        }
+        let mut tx = self.pool.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO leases (id, message_id, conversation_id, recipient_id, state, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, 'pending', $5, $6)",
+        )
+        .bind(lease.id)
+        .bind(lease.message_id)
+        .bind(lease.conversation_id)
+        .bind(lease.recipient_id)
+        .bind(lease.created_at)
+        .bind(lease.created_at)
+        .execute(&mut *tx)
+        .await;
+        if let Err(e) = inserted {
+            if is_unique_violation(&e) {
+                drop(tx);
+                let found = self.live_lease(lease.recipient_id, lease.message_id).await?;
+                return found.map(CreatedLease::Existing).ok_or(StoreError::Database(e));
+            }
+            return Err(e.into());
+        }
+        insert_job(&mut tx, job, lease.created_at).await?;
+        tx.commit().await?;
+        let created = self.lease(lease.id).await?.ok_or(StoreError::NotFound)?;
+        Ok(CreatedLease::Created(created))
+    }
+
+    async fn lease(&self, id: Uuid) -> StoreResult<Option<Lease>> {
+        let row = sqlx::query(&format!("SELECT {LEASE_COLUMNS} FROM leases WHERE id = $1"))
+            .bind(id.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| lease_row(&r)).transpose()
+    }
+
+    async fn transition_lease(&self, change: &LeaseChange, effects: &Effects) -> StoreResult<Option<(Lease, Vec<StoredEvent>)>> {
+        let mut tx = self.pool.begin().await?;
+        let sql = format!(
+            "UPDATE leases SET state = $1, reason = $2, expires_at = $3, updated_at = $4 WHERE id = $5 AND state IN ({}) \
+             RETURNING {LEASE_COLUMNS}",
+            placeholders(6, change.from.len())
+        );
+        let mut q = sqlx::query(&sql)
+        .bind(change.to.as_str())
+        .bind(&change.reason)
+        .bind(change.expires_at)
+        .bind(change.now)
+        .bind(change.lease_id);
+        for s in &change.from {
+            q = q.bind(s.as_str());
+        }
+        let row = q.fetch_optional(&mut *tx).await?;
+        let Some(row) = row else {
+            finish_job(&mut tx, effects.finish_job).await?;
+            tx.commit().await?;
+            return Ok(None);
+        };
+        let lease = lease_row(&row)?;
+        let events = apply_effects(&mut tx, effects, change.now).await?;
+        tx.commit().await?;
+        Ok(Some((lease, events)))
+    }
+
+    async fn claim_job(&self, id: Uuid, now: Millis, lock_until: Millis) -> StoreResult<Option<Job>> {
+        let row = sqlx::query(
+            "UPDATE jobs SET locked_until = $1, attempts = attempts + 1 \
+             WHERE id = $2 AND (locked_until IS NULL OR locked_until < $3) RETURNING id, kind, subject, attempts",
+        )
+        .bind(lock_until)
+        .bind(id.to_string())
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| job_row(&r)).transpose()
+    }
+
+    async fn claim_due_jobs(&self, now: Millis, lock_until: Millis, limit: u32) -> StoreResult<Vec<Job>> {
+        let rows = sqlx::query(
+            "UPDATE jobs SET locked_until = $1, attempts = attempts + 1 WHERE id IN \
+             (SELECT id FROM jobs WHERE run_at <= $2 AND (locked_until IS NULL OR locked_until < $3) ORDER BY run_at LIMIT $4) \
+             RETURNING id, kind, subject, attempts",
+        )
+        .bind(lock_until)
+        .bind(now)
+        .bind(now)
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(job_row).collect()
+    }
+
+    async fn retry_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()> {
+        sqlx::query("UPDATE jobs SET locked_until = NULL, run_at = $1 WHERE id = $2")
+            .bind(run_at)
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+impl PgStore {
+    async fn live_lease(&self, recipient: Uuid, message: Uuid) -> StoreResult<Option<Lease>> {
+        let row = sqlx::query(&format!(
+            "SELECT {LEASE_COLUMNS} FROM leases WHERE recipient_id = $1 AND message_id = $2 \
+             AND state IN ('pending', 'held', 'granted')"
+        ))
+        .bind(recipient.to_string())
+        .bind(message.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| lease_row(&r)).transpose()
     }
 }

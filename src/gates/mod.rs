@@ -1,0 +1,56 @@
+//! The three app gates, run as durable jobs. Each executor loads its
+//! subject, decides with the manifest's policy (in-process, or by calling the
+//! app through `hooks`), and applies the verdict and its events in one
+//! transaction that also deletes the job. A verdict is applied only from the
+//! state it was computed for, so running a job twice (after a crash, or by the
+//! runner and a handler) cannot apply two verdicts.
+
+pub mod dispatch;
+pub mod message;
+pub mod task;
+
+use std::sync::Arc;
+
+use crate::domain::gate::HookFailure;
+use crate::domain::{now_millis, Millis};
+use crate::hooks::HookOutcome;
+use crate::hub::Hub;
+use crate::store::{Job, JobKind, StoreError};
+
+/// A hook's outcome as the domain sees it: an answer or a failure kind.
+pub fn hook_answer<T>(outcome: HookOutcome<T>) -> Result<T, HookFailure> {
+    match outcome {
+        HookOutcome::Ok(t) => Ok(t),
+        HookOutcome::RemoteError(_) => Err(HookFailure::AppError),
+        HookOutcome::Timeout => Err(HookFailure::Timeout),
+        HookOutcome::Disconnected | HookOutcome::Unavailable => Err(HookFailure::Unavailable),
+        HookOutcome::BadResult(_) => Err(HookFailure::InvalidAnswer),
+    }
+}
+
+/// When a job written for inline execution becomes the runner's: after the
+/// hook's deadline and a grace period, so the handler gets the first try.
+pub fn inline_run_at(hub: &Hub, hook_timeout_ms: u64) -> Millis {
+    now_millis() + hook_timeout_ms as i64 + hub.config.jobs.inline_grace_ms as i64
+}
+
+/// Claims a job for immediate execution by the caller. `None` when someone
+/// else holds it.
+pub async fn claim(hub: &Hub, job_id: uuid::Uuid) -> Result<Option<Job>, StoreError> {
+    let now = now_millis();
+    hub.store
+        .claim_job(job_id, now, now + hub.config.jobs.lock_ms as i64)
+        .await
+}
+
+/// Runs one claimed job. An error is transient (the store failed); the
+/// runner retries it later.
+pub async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
+    match job.kind {
+        JobKind::TaskCreate => task::decide(hub, job.subject, job.id).await.map(|_| ()),
+        JobKind::MessageAuthorize => message::decide(hub, job.subject, job.id).await.map(|_| ()),
+        JobKind::DispatchAuthorize => dispatch::decide(hub, job.subject, job.id).await.map(|_| ()),
+        JobKind::LeaseExpire => dispatch::expire(hub, job.subject, job.id).await.map(|_| ()),
+        JobKind::HoldExpire => dispatch::hold_expired(hub, job.subject, job.id).await.map(|_| ()),
+    }
+}

@@ -1,0 +1,150 @@
+//! The `task_create` gate.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::info;
+use uuid::Uuid;
+
+use super::hook_answer;
+use crate::domain::conversation::ConversationKind;
+use crate::domain::event::{rfc3339, NewEvent};
+use crate::domain::gate::{task_create_gate, task_decision, Gate, TaskDecision};
+use crate::domain::manifest::ParticipantFilter;
+use crate::domain::now_millis;
+use crate::domain::task::{Task, TaskFailure, TaskState};
+use crate::hooks;
+use crate::hub::Hub;
+use crate::protocol::conversations::{ConversationCreated, ConversationCreatedPayload};
+use crate::protocol::tasks::{AcceptedTask, AppTaskCreate, InitialConversation, TaskCreateCallback, TaskFailed, TaskInvited, TaskPayload};
+use crate::protocol::Notification;
+use crate::store::{Effects, NewConversation, StoreError};
+use crate::telemetry::names;
+
+/// How a task request ended.
+#[derive(Debug, Clone)]
+pub enum TaskOutcome {
+    Accepted(AcceptedTask),
+    Failed(Task),
+    /// Someone else decided it already; this is its current state.
+    Unchanged(Task),
+}
+
+fn payload<T: serde::Serialize>(value: T) -> serde_json::Value {
+    serde_json::to_value(value).expect("event payloads serialize")
+}
+
+pub async fn decide(hub: &Arc<Hub>, task_id: Uuid, job_id: Uuid) -> Result<Option<TaskOutcome>, StoreError> {
+    let Some(record) = hub.store.task(task_id).await? else {
+        return Ok(None);
+    };
+    let task = record.task;
+    let finish_only = Effects { finish_job: Some(job_id), ..Default::default() };
+    if task.state != TaskState::Waiting {
+        hub.store.transition_task(task_id, TaskState::Waiting, TaskState::Waiting, None, &finish_only, now_millis()).await?;
+        return Ok(Some(TaskOutcome::Unchanged(task)));
+    }
+    let app = hub.store.app(task.app_id).await?.ok_or(StoreError::NotFound)?;
+    let initial: Option<InitialConversation> = record
+        .initial_conversation
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok());
+    let decision = match task_create_gate(&app.manifest.hooks.task_create) {
+        Gate::Decided(d) => d,
+        Gate::Hook { timeout_ms } => {
+            let callback = TaskCreateCallback { task: task.clone(), initial_conversation: initial.clone() };
+            let outcome = hooks::call_app::<AppTaskCreate>(hub, task.app_id, &callback, Duration::from_millis(timeout_ms)).await;
+            task_decision(hook_answer(outcome))
+        }
+    };
+    let now = now_millis();
+    match decision {
+        TaskDecision::Accept => {
+            metrics::counter!(names::GATE_VERDICTS, "gate" => "task_create", "verdict" => "accept").increment(1);
+            let participants = task.participant_ids();
+            let mut conversations: Vec<NewConversation> = app
+                .manifest
+                .conversations
+                .iter()
+                .map(|t| NewConversation {
+                    id: Uuid::now_v7(),
+                    kind: ConversationKind::Task,
+                    name: Some(t.name.clone()),
+                    task_id: Some(task.id),
+                    direct_key: None,
+                    created_by: task.app_id,
+                    participants: match t.participant_filter {
+                        ParticipantFilter::All => participants.clone(),
+                        ParticipantFilter::None => Vec::new(),
+                    },
+                    created_at: now,
+                })
+                .collect();
+            if let Some(ic) = &initial {
+                conversations.push(NewConversation {
+                    id: Uuid::now_v7(),
+                    kind: ConversationKind::Task,
+                    name: Some(ic.name.clone()),
+                    task_id: Some(task.id),
+                    direct_key: None,
+                    created_by: task.app_id,
+                    participants: ic.participants.clone(),
+                    created_at: now,
+                });
+            }
+            let views: Vec<_> = conversations
+                .iter()
+                .map(|c| crate::domain::conversation::Conversation {
+                    id: c.id,
+                    kind: c.kind,
+                    name: c.name.clone(),
+                    task_id: c.task_id,
+                    created_by: c.created_by,
+                    participants: c.participants.clone(),
+                    last_message_seq: 0,
+                    created_at: rfc3339(now),
+                })
+                .collect();
+            let active = Task { state: TaskState::Active, updated_at: rfc3339(now), ..task.clone() };
+            let accepted = AcceptedTask { task: active, conversations: views.clone() };
+            let mut events = Vec::new();
+            for p in task.participants.iter().filter(|p| p.agent_id != task.initiator_id) {
+                events.push(NewEvent::new(p.agent_id, TaskInvited::NAME, payload(&accepted)));
+            }
+            for view in &views {
+                let body = payload(ConversationCreatedPayload { conversation: view.clone() });
+                for p in &view.participants {
+                    events.push(NewEvent::new(*p, ConversationCreated::NAME, body.clone()));
+                }
+            }
+            let effects = Effects { events, finish_job: Some(job_id), schedule: Vec::new(), conversations };
+            match hub.store.transition_task(task.id, TaskState::Waiting, TaskState::Active, None, &effects, now).await? {
+                Some(stored) => {
+                    hub.events.publish(&stored);
+                    info!(task = %task.id, app = %task.app_id, "task accepted");
+                    Ok(Some(TaskOutcome::Accepted(accepted)))
+                }
+                None => Ok(current(hub, task.id).await?.map(TaskOutcome::Unchanged)),
+            }
+        }
+        TaskDecision::Reject { code, reason } => {
+            metrics::counter!(names::GATE_VERDICTS, "gate" => "task_create", "verdict" => code).increment(1);
+            let failure = TaskFailure { code: code.to_string(), reason };
+            let failed = Task { state: TaskState::Failed, failure: Some(failure.clone()), updated_at: rfc3339(now), ..task.clone() };
+            let events = vec![NewEvent::new(task.initiator_id, TaskFailed::NAME, payload(TaskPayload { task: failed.clone() }))];
+            let effects = Effects { events, finish_job: Some(job_id), ..Default::default() };
+            match hub.store.transition_task(task.id, TaskState::Waiting, TaskState::Failed, Some(&failure), &effects, now).await? {
+                Some(stored) => {
+                    hub.events.publish(&stored);
+                    info!(task = %task.id, app = %task.app_id, code, "task failed");
+                    Ok(Some(TaskOutcome::Failed(failed)))
+                }
+                None => Ok(current(hub, task.id).await?.map(TaskOutcome::Unchanged)),
+            }
+        }
+    }
+}
+
+async fn current(hub: &Hub, id: Uuid) -> Result<Option<Task>, StoreError> {
+    Ok(hub.store.task(id).await?.map(|r| r.task))
+}

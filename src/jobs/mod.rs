@@ -1,0 +1,53 @@
+//! The job runner: claims due jobs and runs them. Jobs are written in the
+//! transaction that makes them necessary, so work that must follow a commit
+//! survives a crash; a handler usually runs its job at once (see
+//! `gates::claim`), and the runner picks up whatever nobody ran: after a
+//! restart, a lease deadline, a transient failure.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::warn;
+
+use crate::domain::now_millis;
+use crate::hub::Hub;
+use crate::store::Job;
+use crate::telemetry::names;
+
+pub async fn run(hub: Arc<Hub>) {
+    let cfg = hub.config.jobs.clone();
+    let mut tick = tokio::time::interval(Duration::from_millis(cfg.poll_interval_ms));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = hub.shutdown.cancelled() => return,
+        }
+        let now = now_millis();
+        match hub.store.claim_due_jobs(now, now + cfg.lock_ms as i64, cfg.batch).await {
+            Ok(jobs) => {
+                for job in jobs {
+                    let hub2 = hub.clone();
+                    hub.tasks.spawn(async move { execute(&hub2, job).await });
+                }
+            }
+            Err(e) => warn!(error = %e, "claiming jobs failed"),
+        }
+    }
+}
+
+/// Runs a claimed job; a transient failure schedules a retry with backoff.
+pub async fn execute(hub: &Arc<Hub>, job: Job) {
+    let kind = job.kind.as_str();
+    match crate::gates::run(hub, &job).await {
+        Ok(()) => metrics::counter!(names::JOBS, "kind" => kind, "outcome" => "done").increment(1),
+        Err(e) => {
+            metrics::counter!(names::JOBS, "kind" => kind, "outcome" => "retry").increment(1);
+            let backoff = 500i64.saturating_mul(1 << job.attempts.min(10));
+            warn!(job = %job.id, kind, attempts = job.attempts, error = %e, "job failed; retrying");
+            if let Err(e) = hub.store.retry_job(job.id, now_millis() + backoff).await {
+                warn!(job = %job.id, error = %e, "could not reschedule job; its lock will lapse");
+            }
+        }
+    }
+}

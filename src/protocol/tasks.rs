@@ -1,0 +1,288 @@
+//! App-bound tasks, the app's conversations and messages inside them, the
+//! three gate callbacks, and dispatch leases.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::conversations::MessageSendResult;
+use super::events::Envelope;
+use super::{Caller, Direction, Method, Notification};
+use crate::domain::conversation::Conversation;
+use crate::domain::gate::{DispatchAuthorizeAnswer, MessageAuthorizeAnswer, TaskCreateAnswer};
+use crate::domain::lease::Lease;
+use crate::domain::message::{Message, Part};
+use crate::domain::task::Task;
+use crate::rpc::ErrorKind;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InitialConversation {
+    pub name: String,
+    /// Task participants (the initiator or invited agents).
+    pub participants: Vec<Uuid>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskRequestParams {
+    pub app_id: Uuid,
+    /// The other agents; the caller joins as initiator.
+    pub invited_agent_ids: Vec<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_conversation: Option<InitialConversation>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskResult {
+    pub task: Task,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AcceptedTask {
+    pub task: Task,
+    /// The conversations opened with the task (manifest ones first).
+    pub conversations: Vec<Conversation>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskGetParams {
+    pub task_id: Uuid,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskListParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskListResult {
+    pub tasks: Vec<Task>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<Uuid>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskCloseParams {
+    pub task_id: Uuid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppConversationCreateParams {
+    pub task_id: Uuid,
+    pub name: String,
+    /// Agents already among the task's participants.
+    pub participants: Vec<Uuid>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppConversationAddParams {
+    pub conversation_id: Uuid,
+    /// Task participants to add; ones already in the conversation are kept.
+    pub participants: Vec<Uuid>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationResult {
+    pub conversation: Conversation,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppMessageSendParams {
+    pub conversation_id: Uuid,
+    pub parts: Vec<Part>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_msg_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<Uuid>,
+}
+
+// ---- the gate callbacks (hub to app) ----
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskCreateCallback {
+    pub task: Task,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_conversation: Option<InitialConversation>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageAuthorizeCallback {
+    pub task_id: Uuid,
+    pub conversation: Conversation,
+    pub message: Message,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DispatchAuthorizeCallback {
+    pub task_id: Uuid,
+    pub lease: Lease,
+    pub message: Message,
+}
+
+// ---- dispatch ----
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DispatchRequestParams {
+    pub conversation_id: Uuid,
+    pub message_id: Uuid,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LeaseParams {
+    pub lease_id: Uuid,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseResult {
+    pub lease: Lease,
+}
+
+/// How the app resolves a held lease.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "decision", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Resolution {
+    Grant {
+        #[serde(default, rename = "leaseTimeoutMs", skip_serializing_if = "Option::is_none")]
+        lease_timeout_ms: Option<u64>,
+    },
+    Deny {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DispatchResolveParams {
+    pub lease_id: Uuid,
+    pub resolution: Resolution,
+}
+
+// ---- events ----
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskPayload {
+    pub task: Task,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationPayload {
+    pub conversation: Conversation,
+}
+
+/// The outcome of a gated message, for its sender.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryPayload {
+    pub message_id: Uuid,
+    pub conversation_id: Uuid,
+    pub delivery: super::conversations::Delivery,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LeasePayload {
+    pub lease: Lease,
+}
+
+// ---- the catalogue entries ----
+
+macro_rules! method {
+    ($ty:ident, $name:literal, $dir:ident, $caller:ident, $summary:literal, [$($err:ident),*], $params:ty, $result:ty) => {
+        pub struct $ty;
+        impl Method for $ty {
+            const NAME: &'static str = $name;
+            const DIRECTION: Direction = Direction::$dir;
+            const CALLER: Caller = Caller::$caller;
+            const SUMMARY: &'static str = $summary;
+            const ERRORS: &'static [ErrorKind] = &[$(ErrorKind::$err),*];
+            type Params = $params;
+            type Result = $result;
+        }
+    };
+}
+
+macro_rules! event {
+    ($ty:ident, $name:literal, $summary:literal, $payload:ty) => {
+        pub struct $ty;
+        impl Notification for $ty {
+            const NAME: &'static str = $name;
+            const DIRECTION: Direction = Direction::FromHub;
+            const AUDIENCE: Caller = Caller::Agent;
+            const SUMMARY: &'static str = $summary;
+            const EPHEMERAL: bool = false;
+            type Params = Envelope<$payload>;
+        }
+    };
+}
+
+method!(AgentTaskRequest, "agent/task/request", ToHub, Agent,
+    "Request an app-bound task. The task_create gate decides; the answer is the accepted task, or an error naming why it failed.",
+    [InvalidParams, NotFound, Forbidden, Timeout, Unavailable, RateLimited], TaskRequestParams, AcceptedTask);
+method!(AgentTaskGet, "agent/task/get", ToHub, Agent, "A task the caller takes part in.",
+    [InvalidParams, NotFound], TaskGetParams, TaskResult);
+method!(AgentTaskList, "agent/task/list", ToHub, Agent, "The caller's tasks by id (creation order).",
+    [InvalidParams], TaskListParams, TaskListResult);
+method!(AppTaskClose, "app/task/close", ToHub, App, "Close an active task of this app.",
+    [InvalidParams, NotFound, Conflict], TaskCloseParams, TaskResult);
+method!(AppConversationCreate, "app/conversation/create", ToHub, App,
+    "Create a conversation inside an active task of this app, with task participants only.",
+    [InvalidParams, NotFound, Forbidden, Conflict], AppConversationCreateParams, ConversationResult);
+method!(AppConversationAdd, "app/conversation/add", ToHub, App,
+    "Add task participants to a conversation of this app's task.",
+    [InvalidParams, NotFound, Forbidden, Conflict], AppConversationAddParams, ConversationResult);
+method!(AppMessageSend, "app/message/send", ToHub, App,
+    "Send a message as the app into a conversation of its own active task; every participant receives it.",
+    [InvalidParams, NotFound, Conflict], AppMessageSendParams, MessageSendResult);
+method!(AgentDispatchRequest, "agent/dispatch/request", ToHub, Agent,
+    "Ask for a lease to act on a message the caller received. Answers at once with the pending lease; the verdict comes as agent/dispatch/released.",
+    [InvalidParams, NotFound], DispatchRequestParams, LeaseResult);
+method!(AgentDispatchComplete, "agent/dispatch/complete", ToHub, Agent,
+    "Complete a granted lease before it expires.",
+    [InvalidParams, NotFound, Conflict], LeaseParams, LeaseResult);
+method!(AppDispatchResolve, "app/dispatch/resolve", ToHub, App,
+    "Resolve a held lease of this app's task: grant or deny.",
+    [InvalidParams, NotFound, Conflict], DispatchResolveParams, LeaseResult);
+method!(AppTaskCreate, "app/task/create", FromHub, App,
+    "Gate task_create: answer {verdict: {decision: \"Accept\"}} or {verdict: {decision: \"Reject\", reason}} within timeoutMs.",
+    [], TaskCreateCallback, TaskCreateAnswer);
+method!(AppMessageAuthorize, "app/message/authorize", FromHub, App,
+    "Gate message_authorize: answer {verdict: {decision: \"Forward\", recipients}} or {verdict: {decision: \"Block\", reason}} within timeoutMs.",
+    [], MessageAuthorizeCallback, MessageAuthorizeAnswer);
+method!(AppDispatchAuthorize, "app/dispatch/authorize", FromHub, App,
+    "Gate dispatch_authorize: answer {admission: {decision: \"grant\", leaseTimeoutMs?}} / \"deny\" / \"hold\" within timeoutMs.",
+    [], DispatchAuthorizeCallback, DispatchAuthorizeAnswer);
+
+event!(TaskInvited, "agent/task/invited", "An accepted task includes the audience.", AcceptedTask);
+event!(TaskFailed, "agent/task/failed", "The audience's task request failed; task.failure says why.", TaskPayload);
+event!(TaskClosed, "agent/task/closed", "A task the audience takes part in was closed by its app.", TaskPayload);
+event!(ConversationJoined, "agent/conversation/joined", "The app added the audience to a conversation.", ConversationPayload);
+event!(MessageDelivery, "agent/message/delivery", "The gate decided the fan-out of the audience's message.", DeliveryPayload);
+event!(DispatchReleased, "agent/dispatch/released", "A lease was granted or denied.", LeasePayload);
+event!(DispatchHeld, "agent/dispatch/held", "A lease is held by the app.", LeasePayload);
+event!(DispatchExpired, "agent/dispatch/expired", "A granted lease expired before it was completed.", LeasePayload);
+
