@@ -99,5 +99,8 @@ fn describe() {
     describe_counter!(names::EVENTS_WRITTEN, "Events written to the log");
     describe_counter!(names::JOBS, "Jobs run by kind and outcome");
     describe_counter!(names::GATE_VERDICTS, "Gate verdicts by gate and verdict");
-    describe_counter!(names::RECIPIENTS_DROPPED, "Forward recipients dropped because they were not participants");
+    describe_counter!(
+        names::RECIPIENTS_DROPPED,
+        "Forward recipients dropped because they were not participants"
+    );
 }

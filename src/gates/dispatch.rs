@@ -13,7 +13,8 @@ use crate::domain::now_millis;
 use crate::hooks;
 use crate::hub::Hub;
 use crate::protocol::tasks::{
-    AppDispatchAuthorize, DispatchAuthorizeCallback, DispatchExpired, DispatchHeld, DispatchReleased, LeasePayload,
+    AppDispatchAuthorize, DispatchAuthorizeCallback, DispatchExpired, DispatchHeld,
+    DispatchReleased, LeasePayload,
 };
 use crate::protocol::Notification;
 use crate::store::{Effects, JobKind, LeaseChange, NewJob, StoreError};
@@ -21,38 +22,95 @@ use crate::telemetry::names;
 
 /// Decides a pending lease with the manifest's policy (conversations outside
 /// apps grant every dispatch).
-pub async fn decide(hub: &Arc<Hub>, lease_id: Uuid, job_id: Uuid) -> Result<Option<Lease>, StoreError> {
+pub async fn decide(
+    hub: &Arc<Hub>,
+    lease_id: Uuid,
+    job_id: Uuid,
+) -> Result<Option<Lease>, StoreError> {
     let Some(lease) = hub.store.lease(lease_id).await? else {
         return Ok(None);
     };
     let cfg = &hub.config.leases;
     if lease.state != LeaseState::Pending {
-        return apply(hub, lease_id, &[LeaseState::Pending], Admission::Deny { reason: String::new() }, Some(job_id)).await;
+        return apply(
+            hub,
+            lease_id,
+            &[LeaseState::Pending],
+            Admission::Deny {
+                reason: String::new(),
+            },
+            Some(job_id),
+        )
+        .await;
     }
-    let (message, _) = hub.store.message(lease.message_id).await?.ok_or(StoreError::NotFound)?;
-    let conversation = hub.store.conversation(lease.conversation_id).await?.ok_or(StoreError::NotFound)?;
+    let (message, _) = hub
+        .store
+        .message(lease.message_id)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let conversation = hub
+        .store
+        .conversation(lease.conversation_id)
+        .await?
+        .ok_or(StoreError::NotFound)?;
     let decision = match conversation.task_id {
-        None => Admission::Grant { lease_timeout_ms: cfg.default_timeout_ms },
+        None => Admission::Grant {
+            lease_timeout_ms: cfg.default_timeout_ms,
+        },
         Some(task_id) => {
-            let task = hub.store.task(task_id).await?.ok_or(StoreError::NotFound)?.task;
-            let app = hub.store.app(task.app_id).await?.ok_or(StoreError::NotFound)?;
-            match dispatch_gate(&app.manifest.hooks.dispatch_authorize, cfg.default_timeout_ms) {
+            let task = hub
+                .store
+                .task(task_id)
+                .await?
+                .ok_or(StoreError::NotFound)?
+                .task;
+            let app = hub
+                .store
+                .app(task.app_id)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            match dispatch_gate(
+                &app.manifest.hooks.dispatch_authorize,
+                cfg.default_timeout_ms,
+            ) {
                 Gate::Decided(a) => a,
                 Gate::Hook { timeout_ms } => {
-                    let callback = DispatchAuthorizeCallback { task_id, lease: lease.clone(), message };
-                    let outcome =
-                        hooks::call_app::<AppDispatchAuthorize>(hub, task.app_id, &callback, Duration::from_millis(timeout_ms))
-                            .await;
-                    admission(hook_answer(outcome), cfg.default_timeout_ms, cfg.max_timeout_ms)
+                    let callback = DispatchAuthorizeCallback {
+                        task_id,
+                        lease: lease.clone(),
+                        message,
+                    };
+                    let outcome = hooks::call_app::<AppDispatchAuthorize>(
+                        hub,
+                        task.app_id,
+                        &callback,
+                        Duration::from_millis(timeout_ms),
+                    )
+                    .await;
+                    admission(
+                        hook_answer(outcome),
+                        cfg.default_timeout_ms,
+                        cfg.max_timeout_ms,
+                    )
                 }
             }
         }
     };
-    apply(hub, lease_id, &[LeaseState::Pending], decision, Some(job_id)).await
+    apply(
+        hub,
+        lease_id,
+        &[LeaseState::Pending],
+        decision,
+        Some(job_id),
+    )
+    .await
 }
 
 fn lease_event(lease: &Lease, event_type: &'static str) -> NewEvent {
-    let body = serde_json::to_value(LeasePayload { lease: lease.clone() }).expect("payload serializes");
+    let body = serde_json::to_value(LeasePayload {
+        lease: lease.clone(),
+    })
+    .expect("payload serializes");
     NewEvent::new(lease.recipient_id, event_type, body)
 }
 
@@ -69,15 +127,40 @@ pub async fn apply(
     let (to, reason, expires_at, schedule, event_type) = match &decision {
         Admission::Grant { lease_timeout_ms } => {
             let expires = now + *lease_timeout_ms as i64;
-            (LeaseState::Granted, None, Some(expires), Some(NewJob::new(JobKind::LeaseExpire, lease_id, expires)), DispatchReleased::NAME)
+            (
+                LeaseState::Granted,
+                None,
+                Some(expires),
+                Some(NewJob::new(JobKind::LeaseExpire, lease_id, expires)),
+                DispatchReleased::NAME,
+            )
         }
-        Admission::Deny { reason } => (LeaseState::Denied, Some(reason.clone()), None, None, DispatchReleased::NAME),
+        Admission::Deny { reason } => (
+            LeaseState::Denied,
+            Some(reason.clone()),
+            None,
+            None,
+            DispatchReleased::NAME,
+        ),
         Admission::Hold { reason } => {
             let until = now + hub.config.leases.max_hold_ms as i64;
-            (LeaseState::Held, Some(reason.clone()), None, Some(NewJob::new(JobKind::HoldExpire, lease_id, until)), DispatchHeld::NAME)
+            (
+                LeaseState::Held,
+                Some(reason.clone()),
+                None,
+                Some(NewJob::new(JobKind::HoldExpire, lease_id, until)),
+                DispatchHeld::NAME,
+            )
         }
     };
-    let change = LeaseChange { lease_id, from: from.to_vec(), to, reason, expires_at, now };
+    let change = LeaseChange {
+        lease_id,
+        from: from.to_vec(),
+        to,
+        reason,
+        expires_at,
+        now,
+    };
     // The event needs the lease as it will be; build it from the change.
     let Some(current) = hub.store.lease(lease_id).await? else {
         return Ok(None);
@@ -105,12 +188,20 @@ pub async fn apply(
 }
 
 /// A granted lease's deadline passed.
-pub async fn expire(hub: &Arc<Hub>, lease_id: Uuid, job_id: Uuid) -> Result<Option<Lease>, StoreError> {
+pub async fn expire(
+    hub: &Arc<Hub>,
+    lease_id: Uuid,
+    job_id: Uuid,
+) -> Result<Option<Lease>, StoreError> {
     let now = now_millis();
     let Some(current) = hub.store.lease(lease_id).await? else {
         return Ok(None);
     };
-    let after = Lease { state: LeaseState::Expired, reason: Some("lease expired".into()), ..current };
+    let after = Lease {
+        state: LeaseState::Expired,
+        reason: Some("lease expired".into()),
+        ..current
+    };
     let change = LeaseChange {
         lease_id,
         from: vec![LeaseState::Granted],
@@ -120,7 +211,13 @@ pub async fn expire(hub: &Arc<Hub>, lease_id: Uuid, job_id: Uuid) -> Result<Opti
         now,
     };
     let effects = Effects {
-        events: vec![lease_event(&Lease { expires_at: None, ..after }, DispatchExpired::NAME)],
+        events: vec![lease_event(
+            &Lease {
+                expires_at: None,
+                ..after
+            },
+            DispatchExpired::NAME,
+        )],
         finish_job: Some(job_id),
         ..Default::default()
     };
@@ -132,6 +229,19 @@ pub async fn expire(hub: &Arc<Hub>, lease_id: Uuid, job_id: Uuid) -> Result<Opti
 }
 
 /// A held lease was not resolved within `leases.max_hold_ms`.
-pub async fn hold_expired(hub: &Arc<Hub>, lease_id: Uuid, job_id: Uuid) -> Result<Option<Lease>, StoreError> {
-    apply(hub, lease_id, &[LeaseState::Held], Admission::Deny { reason: "hold_expired".into() }, Some(job_id)).await
+pub async fn hold_expired(
+    hub: &Arc<Hub>,
+    lease_id: Uuid,
+    job_id: Uuid,
+) -> Result<Option<Lease>, StoreError> {
+    apply(
+        hub,
+        lease_id,
+        &[LeaseState::Held],
+        Admission::Deny {
+            reason: "hold_expired".into(),
+        },
+        Some(job_id),
+    )
+    .await
 }

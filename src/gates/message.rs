@@ -7,21 +7,32 @@ use uuid::Uuid;
 
 use super::hook_answer;
 use crate::domain::event::NewEvent;
-use crate::domain::gate::{all_except, message_decision, message_gate, MessageDecision, MessageGate};
+use crate::domain::gate::{
+    all_except, message_decision, message_gate, MessageDecision, MessageGate,
+};
 use crate::domain::message::Origin;
 use crate::domain::now_millis;
 use crate::domain::task::TaskState;
 use crate::hooks;
 use crate::hub::Hub;
-use crate::protocol::conversations::{Delivery, DeliveryState, MessageReceived, MessageReceivedPayload};
-use crate::protocol::tasks::{AppMessageAuthorize, DeliveryPayload, MessageAuthorizeCallback, MessageDelivery};
+use crate::protocol::conversations::{
+    Delivery, DeliveryState, MessageReceived, MessageReceivedPayload,
+};
+use crate::protocol::tasks::{
+    AppMessageAuthorize, DeliveryPayload, MessageAuthorizeCallback, MessageDelivery,
+};
 use crate::protocol::Notification;
 use crate::store::{Effects, MessageOutcome, StoreError, Verdict};
 use crate::telemetry::names;
 
 pub fn delivery_of(verdict: &Verdict, dropped: u32) -> Delivery {
     match verdict {
-        Verdict::Pending => Delivery { state: DeliveryState::Pending, recipients: None, reason: None, dropped: None },
+        Verdict::Pending => Delivery {
+            state: DeliveryState::Pending,
+            recipients: None,
+            reason: None,
+            dropped: None,
+        },
         Verdict::Forwarded { recipients } => Delivery {
             state: DeliveryState::Forwarded,
             recipients: Some(*recipients),
@@ -39,21 +50,52 @@ pub fn delivery_of(verdict: &Verdict, dropped: u32) -> Delivery {
 
 /// Decides a pending message of a task conversation and delivers it.
 /// Returns the delivery as it now stands.
-pub async fn decide(hub: &Arc<Hub>, message_id: Uuid, job_id: Uuid) -> Result<Option<Delivery>, StoreError> {
-    let finish_only = Effects { finish_job: Some(job_id), ..Default::default() };
+pub async fn decide(
+    hub: &Arc<Hub>,
+    message_id: Uuid,
+    job_id: Uuid,
+) -> Result<Option<Delivery>, StoreError> {
+    let finish_only = Effects {
+        finish_job: Some(job_id),
+        ..Default::default()
+    };
     let Some((message, verdict)) = hub.store.message(message_id).await? else {
         return Ok(None);
     };
     if verdict != Verdict::Pending {
-        hub.store.decide_message(message_id, &MessageOutcome::Block { reason: String::new() }, &finish_only, now_millis()).await?;
+        hub.store
+            .decide_message(
+                message_id,
+                &MessageOutcome::Block {
+                    reason: String::new(),
+                },
+                &finish_only,
+                now_millis(),
+            )
+            .await?;
         return Ok(Some(delivery_of(&verdict, 0)));
     }
-    let conversation = hub.store.conversation(message.conversation_id).await?.ok_or(StoreError::NotFound)?;
+    let conversation = hub
+        .store
+        .conversation(message.conversation_id)
+        .await?
+        .ok_or(StoreError::NotFound)?;
     let task_id = conversation.task_id.ok_or(StoreError::NotFound)?;
-    let task = hub.store.task(task_id).await?.ok_or(StoreError::NotFound)?.task;
-    let app = hub.store.app(task.app_id).await?.ok_or(StoreError::NotFound)?;
+    let task = hub
+        .store
+        .task(task_id)
+        .await?
+        .ok_or(StoreError::NotFound)?
+        .task;
+    let app = hub
+        .store
+        .app(task.app_id)
+        .await?
+        .ok_or(StoreError::NotFound)?;
     let decision = if task.state != TaskState::Active {
-        MessageDecision::Block { reason: format!("task is {}", task.state.as_str()) }
+        MessageDecision::Block {
+            reason: format!("task is {}", task.state.as_str()),
+        }
     } else {
         match message_gate(&app.manifest.hooks.message_authorize) {
             MessageGate::ForwardAll => MessageDecision::Forward {
@@ -62,32 +104,66 @@ pub async fn decide(hub: &Arc<Hub>, message_id: Uuid, job_id: Uuid) -> Result<Op
             },
             MessageGate::Block(reason) => MessageDecision::Block { reason },
             MessageGate::Hook { timeout_ms } => {
-                let callback = MessageAuthorizeCallback { task_id, conversation: conversation.clone(), message: message.clone() };
-                let outcome =
-                    hooks::call_app::<AppMessageAuthorize>(hub, task.app_id, &callback, Duration::from_millis(timeout_ms)).await;
-                message_decision(hook_answer(outcome), &conversation.participants, message.sender_id)
+                let callback = MessageAuthorizeCallback {
+                    task_id,
+                    conversation: conversation.clone(),
+                    message: message.clone(),
+                };
+                let outcome = hooks::call_app::<AppMessageAuthorize>(
+                    hub,
+                    task.app_id,
+                    &callback,
+                    Duration::from_millis(timeout_ms),
+                )
+                .await;
+                message_decision(
+                    hook_answer(outcome),
+                    &conversation.participants,
+                    message.sender_id,
+                )
             }
         }
     };
     let (outcome, verdict, dropped) = match decision {
-        MessageDecision::Forward { recipients, dropped } => {
+        MessageDecision::Forward {
+            recipients,
+            dropped,
+        } => {
             if dropped > 0 {
                 metrics::counter!(names::RECIPIENTS_DROPPED).increment(dropped as u64);
             }
-            let verdict = Verdict::Forwarded { recipients: recipients.len() as u32 };
+            let verdict = Verdict::Forwarded {
+                recipients: recipients.len() as u32,
+            };
             (MessageOutcome::Forward { recipients }, verdict, dropped)
         }
-        MessageDecision::Block { reason } => {
-            (MessageOutcome::Block { reason: reason.clone() }, Verdict::Blocked { reason }, 0)
-        }
+        MessageDecision::Block { reason } => (
+            MessageOutcome::Block {
+                reason: reason.clone(),
+            },
+            Verdict::Blocked { reason },
+            0,
+        ),
     };
-    let label = if matches!(verdict, Verdict::Forwarded { .. }) { "forward" } else { "block" };
-    metrics::counter!(names::GATE_VERDICTS, "gate" => "message_authorize", "verdict" => label).increment(1);
+    let label = if matches!(verdict, Verdict::Forwarded { .. }) {
+        "forward"
+    } else {
+        "block"
+    };
+    metrics::counter!(names::GATE_VERDICTS, "gate" => "message_authorize", "verdict" => label)
+        .increment(1);
     let delivery = delivery_of(&verdict, dropped);
     let mut events = Vec::new();
     if let MessageOutcome::Forward { recipients } = &outcome {
-        let body = serde_json::to_value(MessageReceivedPayload { message: message.clone() }).expect("payload serializes");
-        events.extend(recipients.iter().map(|r| NewEvent::new(*r, MessageReceived::NAME, body.clone())));
+        let body = serde_json::to_value(MessageReceivedPayload {
+            message: message.clone(),
+        })
+        .expect("payload serializes");
+        events.extend(
+            recipients
+                .iter()
+                .map(|r| NewEvent::new(*r, MessageReceived::NAME, body.clone())),
+        );
     }
     if message.origin == Origin::Agent {
         let body = serde_json::to_value(DeliveryPayload {
@@ -96,14 +172,30 @@ pub async fn decide(hub: &Arc<Hub>, message_id: Uuid, job_id: Uuid) -> Result<Op
             delivery: delivery.clone(),
         })
         .expect("payload serializes");
-        events.push(NewEvent::new(message.sender_id, MessageDelivery::NAME, body));
+        events.push(NewEvent::new(
+            message.sender_id,
+            MessageDelivery::NAME,
+            body,
+        ));
     }
-    let effects = Effects { events, finish_job: Some(job_id), ..Default::default() };
-    match hub.store.decide_message(message_id, &outcome, &effects, now_millis()).await? {
+    let effects = Effects {
+        events,
+        finish_job: Some(job_id),
+        ..Default::default()
+    };
+    match hub
+        .store
+        .decide_message(message_id, &outcome, &effects, now_millis())
+        .await?
+    {
         Some(stored) => {
             hub.events.publish(&stored);
             Ok(Some(delivery))
         }
-        None => Ok(hub.store.message(message_id).await?.map(|(_, v)| delivery_of(&v, 0))),
+        None => Ok(hub
+            .store
+            .message(message_id)
+            .await?
+            .map(|(_, v)| delivery_of(&v, 0))),
     }
 }

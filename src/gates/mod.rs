@@ -51,6 +51,8 @@ pub async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         JobKind::MessageAuthorize => message::decide(hub, job.subject, job.id).await.map(|_| ()),
         JobKind::DispatchAuthorize => dispatch::decide(hub, job.subject, job.id).await.map(|_| ()),
         JobKind::LeaseExpire => dispatch::expire(hub, job.subject, job.id).await.map(|_| ()),
-        JobKind::HoldExpire => dispatch::hold_expired(hub, job.subject, job.id).await.map(|_| ()),
+        JobKind::HoldExpire => dispatch::hold_expired(hub, job.subject, job.id)
+            .await
+            .map(|_| ()),
     }
 }

@@ -16,7 +16,10 @@ use crate::domain::task::{Task, TaskFailure, TaskState};
 use crate::hooks;
 use crate::hub::Hub;
 use crate::protocol::conversations::{ConversationCreated, ConversationCreatedPayload};
-use crate::protocol::tasks::{AcceptedTask, AppTaskCreate, InitialConversation, TaskCreateCallback, TaskFailed, TaskInvited, TaskPayload};
+use crate::protocol::tasks::{
+    AcceptedTask, AppTaskCreate, InitialConversation, TaskCreateCallback, TaskFailed, TaskInvited,
+    TaskPayload,
+};
 use crate::protocol::Notification;
 use crate::store::{Effects, NewConversation, StoreError};
 use crate::telemetry::names;
@@ -34,17 +37,37 @@ fn payload<T: serde::Serialize>(value: T) -> serde_json::Value {
     serde_json::to_value(value).expect("event payloads serialize")
 }
 
-pub async fn decide(hub: &Arc<Hub>, task_id: Uuid, job_id: Uuid) -> Result<Option<TaskOutcome>, StoreError> {
+pub async fn decide(
+    hub: &Arc<Hub>,
+    task_id: Uuid,
+    job_id: Uuid,
+) -> Result<Option<TaskOutcome>, StoreError> {
     let Some(record) = hub.store.task(task_id).await? else {
         return Ok(None);
     };
     let task = record.task;
-    let finish_only = Effects { finish_job: Some(job_id), ..Default::default() };
+    let finish_only = Effects {
+        finish_job: Some(job_id),
+        ..Default::default()
+    };
     if task.state != TaskState::Waiting {
-        hub.store.transition_task(task_id, TaskState::Waiting, TaskState::Waiting, None, &finish_only, now_millis()).await?;
+        hub.store
+            .transition_task(
+                task_id,
+                TaskState::Waiting,
+                TaskState::Waiting,
+                None,
+                &finish_only,
+                now_millis(),
+            )
+            .await?;
         return Ok(Some(TaskOutcome::Unchanged(task)));
     }
-    let app = hub.store.app(task.app_id).await?.ok_or(StoreError::NotFound)?;
+    let app = hub
+        .store
+        .app(task.app_id)
+        .await?
+        .ok_or(StoreError::NotFound)?;
     let initial: Option<InitialConversation> = record
         .initial_conversation
         .as_deref()
@@ -52,15 +75,25 @@ pub async fn decide(hub: &Arc<Hub>, task_id: Uuid, job_id: Uuid) -> Result<Optio
     let decision = match task_create_gate(&app.manifest.hooks.task_create) {
         Gate::Decided(d) => d,
         Gate::Hook { timeout_ms } => {
-            let callback = TaskCreateCallback { task: task.clone(), initial_conversation: initial.clone() };
-            let outcome = hooks::call_app::<AppTaskCreate>(hub, task.app_id, &callback, Duration::from_millis(timeout_ms)).await;
+            let callback = TaskCreateCallback {
+                task: task.clone(),
+                initial_conversation: initial.clone(),
+            };
+            let outcome = hooks::call_app::<AppTaskCreate>(
+                hub,
+                task.app_id,
+                &callback,
+                Duration::from_millis(timeout_ms),
+            )
+            .await;
             task_decision(hook_answer(outcome))
         }
     };
     let now = now_millis();
     match decision {
         TaskDecision::Accept => {
-            metrics::counter!(names::GATE_VERDICTS, "gate" => "task_create", "verdict" => "accept").increment(1);
+            metrics::counter!(names::GATE_VERDICTS, "gate" => "task_create", "verdict" => "accept")
+                .increment(1);
             let participants = task.participant_ids();
             let mut conversations: Vec<NewConversation> = app
                 .manifest
@@ -105,20 +138,53 @@ pub async fn decide(hub: &Arc<Hub>, task_id: Uuid, job_id: Uuid) -> Result<Optio
                     created_at: rfc3339(now),
                 })
                 .collect();
-            let active = Task { state: TaskState::Active, updated_at: rfc3339(now), ..task.clone() };
-            let accepted = AcceptedTask { task: active, conversations: views.clone() };
+            let active = Task {
+                state: TaskState::Active,
+                updated_at: rfc3339(now),
+                ..task.clone()
+            };
+            let accepted = AcceptedTask {
+                task: active,
+                conversations: views.clone(),
+            };
             let mut events = Vec::new();
-            for p in task.participants.iter().filter(|p| p.agent_id != task.initiator_id) {
-                events.push(NewEvent::new(p.agent_id, TaskInvited::NAME, payload(&accepted)));
+            for p in task
+                .participants
+                .iter()
+                .filter(|p| p.agent_id != task.initiator_id)
+            {
+                events.push(NewEvent::new(
+                    p.agent_id,
+                    TaskInvited::NAME,
+                    payload(&accepted),
+                ));
             }
             for view in &views {
-                let body = payload(ConversationCreatedPayload { conversation: view.clone() });
+                let body = payload(ConversationCreatedPayload {
+                    conversation: view.clone(),
+                });
                 for p in &view.participants {
                     events.push(NewEvent::new(*p, ConversationCreated::NAME, body.clone()));
                 }
             }
-            let effects = Effects { events, finish_job: Some(job_id), schedule: Vec::new(), conversations };
-            match hub.store.transition_task(task.id, TaskState::Waiting, TaskState::Active, None, &effects, now).await? {
+            let effects = Effects {
+                events,
+                finish_job: Some(job_id),
+                schedule: Vec::new(),
+                conversations,
+            };
+            match hub
+                .store
+                .transition_task(
+                    task.id,
+                    TaskState::Waiting,
+                    TaskState::Active,
+                    None,
+                    &effects,
+                    now,
+                )
+                .await?
+            {
                 Some(stored) => {
                     hub.events.publish(&stored);
                     info!(task = %task.id, app = %task.app_id, "task accepted");
@@ -128,12 +194,42 @@ pub async fn decide(hub: &Arc<Hub>, task_id: Uuid, job_id: Uuid) -> Result<Optio
             }
         }
         TaskDecision::Reject { code, reason } => {
-            metrics::counter!(names::GATE_VERDICTS, "gate" => "task_create", "verdict" => code).increment(1);
-            let failure = TaskFailure { code: code.to_string(), reason };
-            let failed = Task { state: TaskState::Failed, failure: Some(failure.clone()), updated_at: rfc3339(now), ..task.clone() };
-            let events = vec![NewEvent::new(task.initiator_id, TaskFailed::NAME, payload(TaskPayload { task: failed.clone() }))];
-            let effects = Effects { events, finish_job: Some(job_id), ..Default::default() };
-            match hub.store.transition_task(task.id, TaskState::Waiting, TaskState::Failed, Some(&failure), &effects, now).await? {
+            metrics::counter!(names::GATE_VERDICTS, "gate" => "task_create", "verdict" => code)
+                .increment(1);
+            let failure = TaskFailure {
+                code: code.to_string(),
+                reason,
+            };
+            let failed = Task {
+                state: TaskState::Failed,
+                failure: Some(failure.clone()),
+                updated_at: rfc3339(now),
+                ..task.clone()
+            };
+            let events = vec![NewEvent::new(
+                task.initiator_id,
+                TaskFailed::NAME,
+                payload(TaskPayload {
+                    task: failed.clone(),
+                }),
+            )];
+            let effects = Effects {
+                events,
+                finish_job: Some(job_id),
+                ..Default::default()
+            };
+            match hub
+                .store
+                .transition_task(
+                    task.id,
+                    TaskState::Waiting,
+                    TaskState::Failed,
+                    Some(&failure),
+                    &effects,
+                    now,
+                )
+                .await?
+            {
                 Some(stored) => {
                     hub.events.publish(&stored);
                     info!(task = %task.id, app = %task.app_id, code, "task failed");

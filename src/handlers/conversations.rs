@@ -12,15 +12,16 @@ use super::store_failure;
 use crate::domain::conversation::{direct_key, Conversation, ConversationKind};
 use crate::domain::event::{rfc3339, NewEvent};
 use crate::domain::message::{self, Origin, PartLimits};
+use crate::domain::task::TaskState;
 use crate::domain::{now_millis, PrincipalKind};
+use crate::gates;
 use crate::gateway::RequestContext;
 use crate::protocol::conversations::*;
 use crate::protocol::Notification;
 use crate::rpc::RpcError;
-use crate::domain::task::TaskState;
-use crate::gates;
 use crate::store::{
-    CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage, NewConversation, NewJob, NewMessage,
+    CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage, NewConversation, NewJob,
+    NewMessage,
 };
 
 /// The conversation if the caller takes part in it. Anything else (missing,
@@ -228,14 +229,27 @@ pub struct Outgoing {
 /// its fan-out: in the same transaction outside apps and for app senders;
 /// through the task's `message_authorize` gate (a job run at once) for agents
 /// inside tasks. The answer carries the verdict when it is ready.
-pub async fn store_message(ctx: &RequestContext, conversation: &Conversation, out: Outgoing) -> Result<MessageSendResult, RpcError> {
+pub async fn store_message(
+    ctx: &RequestContext,
+    conversation: &Conversation,
+    out: Outgoing,
+) -> Result<MessageSendResult, RpcError> {
     let hub = &ctx.hub;
     let cfg = &hub.config.messages;
-    message::validate_parts(&out.parts, &PartLimits { max_parts: cfg.max_parts, max_bytes: cfg.max_bytes })
-        .map_err(|e| RpcError::invalid_params(e).with_data(json!({ "field": "parts" })))?;
+    message::validate_parts(
+        &out.parts,
+        &PartLimits {
+            max_parts: cfg.max_parts,
+            max_bytes: cfg.max_bytes,
+        },
+    )
+    .map_err(|e| RpcError::invalid_params(e).with_data(json!({ "field": "parts" })))?;
     if let Some(id) = &out.client_msg_id {
         if id.is_empty() || id.len() > 128 || id.chars().any(char::is_control) {
-            return Err(invalid("clientMsgId", "must be 1 to 128 characters without control characters"));
+            return Err(invalid(
+                "clientMsgId",
+                "must be 1 to 128 characters without control characters",
+            ));
         }
     }
     if let Some(reply) = out.reply_to {
@@ -247,18 +261,37 @@ pub async fn store_message(ctx: &RequestContext, conversation: &Conversation, ou
     let id = Uuid::now_v7();
     let mut hook_timeout = None;
     let fanout = match (conversation.kind, out.origin) {
-        (ConversationKind::Direct | ConversationKind::Group, _) | (ConversationKind::Task, Origin::App) => Fanout::Forward {
-            recipients: conversation.participants.iter().copied().filter(|a| *a != out.sender).collect(),
+        (ConversationKind::Direct | ConversationKind::Group, _)
+        | (ConversationKind::Task, Origin::App) => Fanout::Forward {
+            recipients: conversation
+                .participants
+                .iter()
+                .copied()
+                .filter(|a| *a != out.sender)
+                .collect(),
             event_type: MessageReceived::NAME,
         },
         (ConversationKind::Task, Origin::Agent) => {
             let task_id = conversation.task_id.ok_or_else(RpcError::internal)?;
-            let task = hub.store.task(task_id).await.map_err(store_failure)?.ok_or_else(RpcError::internal)?.task;
+            let task = hub
+                .store
+                .task(task_id)
+                .await
+                .map_err(store_failure)?
+                .ok_or_else(RpcError::internal)?
+                .task;
             if task.state != TaskState::Active {
-                return Err(RpcError::conflict(format!("the task is {}", task.state.as_str()))
-                    .with_data(json!({ "taskId": task.id, "state": task.state })));
+                return Err(
+                    RpcError::conflict(format!("the task is {}", task.state.as_str()))
+                        .with_data(json!({ "taskId": task.id, "state": task.state })),
+                );
             }
-            let app = hub.store.app(task.app_id).await.map_err(store_failure)?.ok_or_else(RpcError::internal)?;
+            let app = hub
+                .store
+                .app(task.app_id)
+                .await
+                .map_err(store_failure)?
+                .ok_or_else(RpcError::internal)?;
             hook_timeout = Some(match app.manifest.hooks.message_authorize {
                 crate::domain::manifest::MessagePolicy::Hook { timeout_ms } => timeout_ms,
                 _ => 0,
@@ -273,8 +306,12 @@ pub async fn store_message(ctx: &RequestContext, conversation: &Conversation, ou
         run_at: gates::inline_run_at(hub, t),
     });
     let request_hash = hex::encode(Sha256::digest(
-        serde_json::to_vec(&HashedSend { conversation_id: conversation.id, parts: &out.parts, reply_to: out.reply_to })
-            .map_err(|_| RpcError::internal())?,
+        serde_json::to_vec(&HashedSend {
+            conversation_id: conversation.id,
+            parts: &out.parts,
+            reply_to: out.reply_to,
+        })
+        .map_err(|_| RpcError::internal())?,
     ));
     let new = NewMessage {
         id,
@@ -289,15 +326,29 @@ pub async fn store_message(ctx: &RequestContext, conversation: &Conversation, ou
         fanout,
         job: job.clone(),
     };
-    match hub.store.insert_message(&new).await.map_err(store_failure)? {
-        InsertedMessage::Inserted { message, verdict, events } => {
-            metrics::counter!(crate::telemetry::names::EVENTS_WRITTEN).increment(events.len() as u64);
+    match hub
+        .store
+        .insert_message(&new)
+        .await
+        .map_err(store_failure)?
+    {
+        InsertedMessage::Inserted {
+            message,
+            verdict,
+            events,
+        } => {
+            metrics::counter!(crate::telemetry::names::EVENTS_WRITTEN)
+                .increment(events.len() as u64);
             hub.events.publish(&events);
             let mut delivery = gates::message::delivery_of(&verdict, 0);
             if let Some(job) = job {
                 // Run the gate now; if someone else holds the job, the sender
                 // learns the verdict from agent/message/delivery.
-                if gates::claim(hub, job.id).await.map_err(store_failure)?.is_some() {
+                if gates::claim(hub, job.id)
+                    .await
+                    .map_err(store_failure)?
+                    .is_some()
+                {
                     match gates::message::decide(hub, id, job.id).await {
                         Ok(Some(d)) => delivery = d,
                         Ok(None) => {}
@@ -308,9 +359,17 @@ pub async fn store_message(ctx: &RequestContext, conversation: &Conversation, ou
                     }
                 }
             }
-            Ok(MessageSendResult { message, delivery, duplicate: false })
+            Ok(MessageSendResult {
+                message,
+                delivery,
+                duplicate: false,
+            })
         }
-        InsertedMessage::Duplicate { message, verdict, request_hash: stored } => {
+        InsertedMessage::Duplicate {
+            message,
+            verdict,
+            request_hash: stored,
+        } => {
             if stored.as_deref() != Some(request_hash.as_str()) {
                 return Err(RpcError::conflict(format!(
                     "clientMsgId {:?} was already used for a different message",
@@ -318,12 +377,19 @@ pub async fn store_message(ctx: &RequestContext, conversation: &Conversation, ou
                 ))
                 .with_data(json!({ "field": "clientMsgId", "messageId": message.id })));
             }
-            Ok(MessageSendResult { message, delivery: gates::message::delivery_of(&verdict, 0), duplicate: true })
+            Ok(MessageSendResult {
+                message,
+                delivery: gates::message::delivery_of(&verdict, 0),
+                duplicate: true,
+            })
         }
     }
 }
 
-pub async fn send(ctx: RequestContext, p: MessageSendParams) -> Result<MessageSendResult, RpcError> {
+pub async fn send(
+    ctx: RequestContext,
+    p: MessageSendParams,
+) -> Result<MessageSendResult, RpcError> {
     let conversation = visible_conversation(&ctx, p.conversation_id).await?;
     let out = Outgoing {
         sender: ctx.principal().id,

@@ -24,7 +24,11 @@ pub async fn run(hub: Arc<Hub>) {
             _ = hub.shutdown.cancelled() => return,
         }
         let now = now_millis();
-        match hub.store.claim_due_jobs(now, now + cfg.lock_ms as i64, cfg.batch).await {
+        match hub
+            .store
+            .claim_due_jobs(now, now + cfg.lock_ms as i64, cfg.batch)
+            .await
+        {
             Ok(jobs) => {
                 for job in jobs {
                     let hub2 = hub.clone();

@@ -164,7 +164,11 @@ pub struct LeaseResult {
 #[serde(tag = "decision", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Resolution {
     Grant {
-        #[serde(default, rename = "leaseTimeoutMs", skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            rename = "leaseTimeoutMs",
+            skip_serializing_if = "Option::is_none"
+        )]
         lease_timeout_ms: Option<u64>,
     },
     Deny {
@@ -243,30 +247,82 @@ macro_rules! event {
 method!(AgentTaskRequest, "agent/task/request", ToHub, Agent,
     "Request an app-bound task. The task_create gate decides; the answer is the accepted task, or an error naming why it failed.",
     [InvalidParams, NotFound, Forbidden, Timeout, Unavailable, RateLimited], TaskRequestParams, AcceptedTask);
-method!(AgentTaskGet, "agent/task/get", ToHub, Agent, "A task the caller takes part in.",
-    [InvalidParams, NotFound], TaskGetParams, TaskResult);
-method!(AgentTaskList, "agent/task/list", ToHub, Agent, "The caller's tasks by id (creation order).",
-    [InvalidParams], TaskListParams, TaskListResult);
-method!(AppTaskClose, "app/task/close", ToHub, App, "Close an active task of this app.",
-    [InvalidParams, NotFound, Conflict], TaskCloseParams, TaskResult);
-method!(AppConversationCreate, "app/conversation/create", ToHub, App,
+method!(
+    AgentTaskGet,
+    "agent/task/get",
+    ToHub,
+    Agent,
+    "A task the caller takes part in.",
+    [InvalidParams, NotFound],
+    TaskGetParams,
+    TaskResult
+);
+method!(
+    AgentTaskList,
+    "agent/task/list",
+    ToHub,
+    Agent,
+    "The caller's tasks by id (creation order).",
+    [InvalidParams],
+    TaskListParams,
+    TaskListResult
+);
+method!(
+    AppTaskClose,
+    "app/task/close",
+    ToHub,
+    App,
+    "Close an active task of this app.",
+    [InvalidParams, NotFound, Conflict],
+    TaskCloseParams,
+    TaskResult
+);
+method!(
+    AppConversationCreate,
+    "app/conversation/create",
+    ToHub,
+    App,
     "Create a conversation inside an active task of this app, with task participants only.",
-    [InvalidParams, NotFound, Forbidden, Conflict], AppConversationCreateParams, ConversationResult);
-method!(AppConversationAdd, "app/conversation/add", ToHub, App,
+    [InvalidParams, NotFound, Forbidden, Conflict],
+    AppConversationCreateParams,
+    ConversationResult
+);
+method!(
+    AppConversationAdd,
+    "app/conversation/add",
+    ToHub,
+    App,
     "Add task participants to a conversation of this app's task.",
-    [InvalidParams, NotFound, Forbidden, Conflict], AppConversationAddParams, ConversationResult);
+    [InvalidParams, NotFound, Forbidden, Conflict],
+    AppConversationAddParams,
+    ConversationResult
+);
 method!(AppMessageSend, "app/message/send", ToHub, App,
     "Send a message as the app into a conversation of its own active task; every participant receives it.",
     [InvalidParams, NotFound, Conflict], AppMessageSendParams, MessageSendResult);
 method!(AgentDispatchRequest, "agent/dispatch/request", ToHub, Agent,
     "Ask for a lease to act on a message the caller received. Answers at once with the pending lease; the verdict comes as agent/dispatch/released.",
     [InvalidParams, NotFound], DispatchRequestParams, LeaseResult);
-method!(AgentDispatchComplete, "agent/dispatch/complete", ToHub, Agent,
+method!(
+    AgentDispatchComplete,
+    "agent/dispatch/complete",
+    ToHub,
+    Agent,
     "Complete a granted lease before it expires.",
-    [InvalidParams, NotFound, Conflict], LeaseParams, LeaseResult);
-method!(AppDispatchResolve, "app/dispatch/resolve", ToHub, App,
+    [InvalidParams, NotFound, Conflict],
+    LeaseParams,
+    LeaseResult
+);
+method!(
+    AppDispatchResolve,
+    "app/dispatch/resolve",
+    ToHub,
+    App,
     "Resolve a held lease of this app's task: grant or deny.",
-    [InvalidParams, NotFound, Conflict], DispatchResolveParams, LeaseResult);
+    [InvalidParams, NotFound, Conflict],
+    DispatchResolveParams,
+    LeaseResult
+);
 method!(AppTaskCreate, "app/task/create", FromHub, App,
     "Gate task_create: answer {verdict: {decision: \"Accept\"}} or {verdict: {decision: \"Reject\", reason}} within timeoutMs.",
     [], TaskCreateCallback, TaskCreateAnswer);
@@ -277,12 +333,51 @@ method!(AppDispatchAuthorize, "app/dispatch/authorize", FromHub, App,
     "Gate dispatch_authorize: answer {admission: {decision: \"grant\", leaseTimeoutMs?}} / \"deny\" / \"hold\" within timeoutMs.",
     [], DispatchAuthorizeCallback, DispatchAuthorizeAnswer);
 
-event!(TaskInvited, "agent/task/invited", "An accepted task includes the audience.", AcceptedTask);
-event!(TaskFailed, "agent/task/failed", "The audience's task request failed; task.failure says why.", TaskPayload);
-event!(TaskClosed, "agent/task/closed", "A task the audience takes part in was closed by its app.", TaskPayload);
-event!(ConversationJoined, "agent/conversation/joined", "The app added the audience to a conversation.", ConversationPayload);
-event!(MessageDelivery, "agent/message/delivery", "The gate decided the fan-out of the audience's message.", DeliveryPayload);
-event!(DispatchReleased, "agent/dispatch/released", "A lease was granted or denied.", LeasePayload);
-event!(DispatchHeld, "agent/dispatch/held", "A lease is held by the app.", LeasePayload);
-event!(DispatchExpired, "agent/dispatch/expired", "A granted lease expired before it was completed.", LeasePayload);
-
+event!(
+    TaskInvited,
+    "agent/task/invited",
+    "An accepted task includes the audience.",
+    AcceptedTask
+);
+event!(
+    TaskFailed,
+    "agent/task/failed",
+    "The audience's task request failed; task.failure says why.",
+    TaskPayload
+);
+event!(
+    TaskClosed,
+    "agent/task/closed",
+    "A task the audience takes part in was closed by its app.",
+    TaskPayload
+);
+event!(
+    ConversationJoined,
+    "agent/conversation/joined",
+    "The app added the audience to a conversation.",
+    ConversationPayload
+);
+event!(
+    MessageDelivery,
+    "agent/message/delivery",
+    "The gate decided the fan-out of the audience's message.",
+    DeliveryPayload
+);
+event!(
+    DispatchReleased,
+    "agent/dispatch/released",
+    "A lease was granted or denied.",
+    LeasePayload
+);
+event!(
+    DispatchHeld,
+    "agent/dispatch/held",
+    "A lease is held by the app.",
+    LeasePayload
+);
+event!(
+    DispatchExpired,
+    "agent/dispatch/expired",
+    "A granted lease expired before it was completed.",
+    LeasePayload
+);

@@ -15,8 +15,8 @@ use uuid::Uuid;
 use crate::config::Config;
 use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::event::{NewEvent, StoredEvent, StreamPosition};
-use crate::domain::manifest::Manifest;
 use crate::domain::lease::{Lease, LeaseState};
+use crate::domain::manifest::Manifest;
 use crate::domain::message::{Message, Origin, Part};
 use crate::domain::task::{Task, TaskFailure, TaskParticipant, TaskState};
 use crate::domain::{Millis, PrincipalKind};
@@ -432,7 +432,12 @@ pub trait Store: Send + Sync + 'static {
     async fn task(&self, id: Uuid) -> StoreResult<Option<TaskRecord>>;
 
     /// Tasks `agent` takes part in, by id, after the given id.
-    async fn tasks_of(&self, agent: Uuid, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<Task>>;
+    async fn tasks_of(
+        &self,
+        agent: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Task>>;
 
     /// Moves a task from `from` to `to` with its effects, in one transaction.
     /// `None` (and only the job finished) when the task was not in `from`.
@@ -482,10 +487,20 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Option<(Lease, Vec<StoredEvent>)>>;
 
     /// Locks one job for the caller until `lock_until`, if it is free.
-    async fn claim_job(&self, id: Uuid, now: Millis, lock_until: Millis) -> StoreResult<Option<Job>>;
+    async fn claim_job(
+        &self,
+        id: Uuid,
+        now: Millis,
+        lock_until: Millis,
+    ) -> StoreResult<Option<Job>>;
 
     /// Locks up to `limit` due, free jobs.
-    async fn claim_due_jobs(&self, now: Millis, lock_until: Millis, limit: u32) -> StoreResult<Vec<Job>>;
+    async fn claim_due_jobs(
+        &self,
+        now: Millis,
+        lock_until: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<Job>>;
 
     /// Unlocks a job to run again at `run_at` (after a transient failure).
     async fn retry_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()>;

@@ -8,15 +8,15 @@ use uuid::Uuid;
 
 use super::sqlite::verdict_of;
 use super::{
-    CreatedLease, Effects, Job, JobKind, LeaseChange, MessageOutcome, NewJob, NewLease, NewTask, TaskRecord,
-    AppRecord, Backend, CreatedConversation, Fanout, IdempotencyRecord, IdempotentResponse,
-    InsertedMessage, KeyRecord, MessagePage, NewConversation, NewKey, NewMessage, NewPrincipal,
-    PrincipalRecord, Store, StoreError, StoreResult, Verdict,
+    AppRecord, Backend, CreatedConversation, CreatedLease, Effects, Fanout, IdempotencyRecord,
+    IdempotentResponse, InsertedMessage, Job, JobKind, KeyRecord, LeaseChange, MessageOutcome,
+    MessagePage, NewConversation, NewJob, NewKey, NewLease, NewMessage, NewPrincipal, NewTask,
+    PrincipalRecord, Store, StoreError, StoreResult, TaskRecord, Verdict,
 };
 use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::event::{rfc3339, NewEvent, StoredEvent, StreamPosition};
-use crate::domain::manifest::Manifest;
 use crate::domain::lease::{Lease, LeaseState};
+use crate::domain::manifest::Manifest;
 use crate::domain::message::{Message, Origin};
 use crate::domain::task::{Task, TaskFailure, TaskParticipant, TaskRole, TaskState};
 use crate::domain::{Millis, PrincipalKind};
@@ -125,15 +125,21 @@ async fn insert_idempotency(
     Ok(())
 }
 
-async fn insert_job(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>, job: &NewJob, now: Millis) -> StoreResult<()> {
-    sqlx::query("INSERT INTO jobs (id, kind, subject, run_at, created_at) VALUES ($1, $2, $3, $4, $5)")
-        .bind(job.id)
-        .bind(job.kind.as_str())
-        .bind(job.subject)
-        .bind(job.run_at)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
+async fn insert_job(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    job: &NewJob,
+    now: Millis,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO jobs (id, kind, subject, run_at, created_at) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(job.id)
+    .bind(job.kind.as_str())
+    .bind(job.subject)
+    .bind(job.run_at)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 
@@ -180,7 +186,10 @@ async fn apply_effects(
     append_events(tx, &effects.events, now).await
 }
 
-async fn finish_job(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>, job: Option<Uuid>) -> StoreResult<()> {
+async fn finish_job(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    job: Option<Uuid>,
+) -> StoreResult<()> {
     if let Some(id) = job {
         sqlx::query("DELETE FROM jobs WHERE id = $1")
             .bind(id.to_string())
@@ -193,16 +202,19 @@ async fn finish_job(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>, job: Option<
 async fn load_task(conn: &mut sqlx::PgConnection, row: &PgRow) -> StoreResult<TaskRecord> {
     let id: Uuid = row.try_get("id")?;
     let state: String = row.try_get("state")?;
-    let rows = sqlx::query("SELECT agent_id, role FROM task_participants WHERE task_id = $1 ORDER BY role, agent_id")
-        .bind(id)
-        .fetch_all(&mut *conn)
-        .await?;
+    let rows = sqlx::query(
+        "SELECT agent_id, role FROM task_participants WHERE task_id = $1 ORDER BY role, agent_id",
+    )
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
     let mut participants = Vec::with_capacity(rows.len());
     for r in &rows {
         let role: String = r.try_get("role")?;
         participants.push(TaskParticipant {
             agent_id: r.try_get("agent_id")?,
-            role: TaskRole::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("bad role {role:?}")))?,
+            role: TaskRole::parse(&role)
+                .ok_or_else(|| StoreError::Corrupt(format!("bad role {role:?}")))?,
         });
     }
     let code: Option<String> = row.try_get("failure_code")?;
@@ -212,7 +224,8 @@ async fn load_task(conn: &mut sqlx::PgConnection, row: &PgRow) -> StoreResult<Ta
             id,
             app_id: row.try_get("app_id")?,
             initiator_id: row.try_get("initiator_id")?,
-            state: TaskState::parse(&state).ok_or_else(|| StoreError::Corrupt(format!("bad state {state:?}")))?,
+            state: TaskState::parse(&state)
+                .ok_or_else(|| StoreError::Corrupt(format!("bad state {state:?}")))?,
             participants,
             failure: code.map(|code| TaskFailure { code, reason }),
             created_at: rfc3339(row.try_get("created_at")?),
@@ -233,20 +246,23 @@ fn lease_row(row: &PgRow) -> StoreResult<Lease> {
         message_id: row.try_get("message_id")?,
         conversation_id: row.try_get("conversation_id")?,
         recipient_id: row.try_get("recipient_id")?,
-        state: LeaseState::parse(&state).ok_or_else(|| StoreError::Corrupt(format!("bad lease state {state:?}")))?,
+        state: LeaseState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("bad lease state {state:?}")))?,
         reason: row.try_get("reason")?,
         expires_at: expires.map(rfc3339),
         created_at: rfc3339(row.try_get("created_at")?),
     })
 }
 
-const LEASE_COLUMNS: &str = "id, message_id, conversation_id, recipient_id, state, reason, expires_at, created_at";
+const LEASE_COLUMNS: &str =
+    "id, message_id, conversation_id, recipient_id, state, reason, expires_at, created_at";
 
 fn job_row(row: &PgRow) -> StoreResult<Job> {
     let kind: String = row.try_get("kind")?;
     Ok(Job {
         id: row.try_get("id")?,
-        kind: JobKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("bad job kind {kind:?}")))?,
+        kind: JobKind::parse(&kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("bad job kind {kind:?}")))?,
         subject: row.try_get("subject")?,
         attempts: row.try_get::<i64, _>("attempts")? as u32,
     })
@@ -254,7 +270,10 @@ fn job_row(row: &PgRow) -> StoreResult<Job> {
 
 /// `$first, $first+1, ...`: `n` numbered placeholders.
 fn placeholders(first: usize, n: usize) -> String {
-    (first..first + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn json_err(e: serde_json::Error) -> StoreError {
@@ -885,12 +904,14 @@ impl Store for PgStore {
         .execute(&mut *tx)
         .await?;
         for p in &t.participants {
-            sqlx::query("INSERT INTO task_participants (task_id, agent_id, role) VALUES ($1, $2, $3)")
-                .bind(t.id)
-                .bind(p.agent_id)
-                .bind(p.role.as_str())
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "INSERT INTO task_participants (task_id, agent_id, role) VALUES ($1, $2, $3)",
+            )
+            .bind(t.id)
+            .bind(p.agent_id)
+            .bind(p.role.as_str())
+            .execute(&mut *tx)
+            .await?;
         }
         insert_job(&mut tx, job, t.created_at).await?;
         tx.commit().await?;
@@ -899,17 +920,24 @@ impl Store for PgStore {
 
     async fn task(&self, id: Uuid) -> StoreResult<Option<TaskRecord>> {
         let mut conn = self.pool.acquire().await?;
-        let row = sqlx::query(&format!("SELECT {TASK_COLUMNS} FROM tasks t WHERE t.id = $1"))
-            .bind(id.to_string())
-            .fetch_optional(&mut *conn)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {TASK_COLUMNS} FROM tasks t WHERE t.id = $1"
+        ))
+        .bind(id.to_string())
+        .fetch_optional(&mut *conn)
+        .await?;
         match row {
             Some(r) => Ok(Some(load_task(&mut conn, &r).await?)),
             None => Ok(None),
         }
     }
 
-    async fn tasks_of(&self, agent: Uuid, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<Task>> {
+    async fn tasks_of(
+        &self,
+        agent: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Task>> {
         let mut conn = self.pool.acquire().await?;
         let rows = sqlx::query(&format!(
             "SELECT {TASK_COLUMNS} FROM tasks t JOIN task_participants p ON p.task_id = t.id \
@@ -1009,11 +1037,13 @@ impl Store for PgStore {
         }
         if let MessageOutcome::Forward { recipients } = outcome {
             for r in recipients {
-                sqlx::query("INSERT INTO message_recipients (message_id, recipient_id) VALUES ($1, $2)")
-                    .bind(message_id)
-                    .bind(r.to_string())
-                    .execute(&mut *tx)
-                    .await?;
+                sqlx::query(
+                    "INSERT INTO message_recipients (message_id, recipient_id) VALUES ($1, $2)",
+                )
+                .bind(message_id)
+                .bind(r.to_string())
+                .execute(&mut *tx)
+                .await?;
             }
         }
         let events = apply_effects(&mut tx, effects, now).await?;
@@ -1022,17 +1052,21 @@ impl Store for PgStore {
     }
 
     async fn is_recipient(&self, message_id: Uuid, agent: Uuid) -> StoreResult<bool> {
-        let row: Option<i64> =
-            sqlx::query_scalar("SELECT 1::bigint FROM message_recipients WHERE message_id = $1 AND recipient_id = $2")
-                .bind(message_id)
-                .bind(agent.to_string())
-                .fetch_optional(&self.pool)
-                .await?;
+        let row: Option<i64> = sqlx::query_scalar(
+            "SELECT 1::bigint FROM message_recipients WHERE message_id = $1 AND recipient_id = $2",
+        )
+        .bind(message_id)
+        .bind(agent.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
         Ok(row.is_some())
     }
 
     async fn create_lease(&self, lease: &NewLease, job: &NewJob) -> StoreResult<CreatedLease> {
-        if let Some(found) = self.live_lease(lease.recipient_id, lease.message_id).await? {
+        if let Some(found) = self
+            .live_lease(lease.recipient_id, lease.message_id)
+            .await?
+        {
             return Ok(CreatedLease::Existing(found));
         }
         let mut tx = self.pool.begin().await?;
@@ -1051,8 +1085,12 @@ impl Store for PgStore {
         if let Err(e) = inserted {
             if is_unique_violation(&e) {
                 drop(tx);
-                let found = self.live_lease(lease.recipient_id, lease.message_id).await?;
-                return found.map(CreatedLease::Existing).ok_or(StoreError::Database(e));
+                let found = self
+                    .live_lease(lease.recipient_id, lease.message_id)
+                    .await?;
+                return found
+                    .map(CreatedLease::Existing)
+                    .ok_or(StoreError::Database(e));
             }
             return Err(e.into());
         }
@@ -1070,7 +1108,11 @@ impl Store for PgStore {
         row.map(|r| lease_row(&r)).transpose()
     }
 
-    async fn transition_lease(&self, change: &LeaseChange, effects: &Effects) -> StoreResult<Option<(Lease, Vec<StoredEvent>)>> {
+    async fn transition_lease(
+        &self,
+        change: &LeaseChange,
+        effects: &Effects,
+    ) -> StoreResult<Option<(Lease, Vec<StoredEvent>)>> {
         let mut tx = self.pool.begin().await?;
         let sql = format!(
             "UPDATE leases SET state = $1, reason = $2, expires_at = $3, updated_at = $4 WHERE id = $5 AND state IN ({}) \
@@ -1078,11 +1120,11 @@ impl Store for PgStore {
             placeholders(6, change.from.len())
         );
         let mut q = sqlx::query(&sql)
-        .bind(change.to.as_str())
-        .bind(&change.reason)
-        .bind(change.expires_at)
-        .bind(change.now)
-        .bind(change.lease_id);
+            .bind(change.to.as_str())
+            .bind(&change.reason)
+            .bind(change.expires_at)
+            .bind(change.now)
+            .bind(change.lease_id);
         for s in &change.from {
             q = q.bind(s.as_str());
         }
@@ -1098,7 +1140,12 @@ impl Store for PgStore {
         Ok(Some((lease, events)))
     }
 
-    async fn claim_job(&self, id: Uuid, now: Millis, lock_until: Millis) -> StoreResult<Option<Job>> {
+    async fn claim_job(
+        &self,
+        id: Uuid,
+        now: Millis,
+        lock_until: Millis,
+    ) -> StoreResult<Option<Job>> {
         let row = sqlx::query(
             "UPDATE jobs SET locked_until = $1, attempts = attempts + 1 \
              WHERE id = $2 AND (locked_until IS NULL OR locked_until < $3) RETURNING id, kind, subject, attempts",
@@ -1111,7 +1158,12 @@ impl Store for PgStore {
         row.map(|r| job_row(&r)).transpose()
     }
 
-    async fn claim_due_jobs(&self, now: Millis, lock_until: Millis, limit: u32) -> StoreResult<Vec<Job>> {
+    async fn claim_due_jobs(
+        &self,
+        now: Millis,
+        lock_until: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<Job>> {
         let rows = sqlx::query(
             "UPDATE jobs SET locked_until = $1, attempts = attempts + 1 WHERE id IN \
              (SELECT id FROM jobs WHERE run_at <= $2 AND (locked_until IS NULL OR locked_until < $3) ORDER BY run_at LIMIT $4) \

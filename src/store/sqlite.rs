@@ -12,15 +12,15 @@ use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
 use super::{
-    CreatedLease, Effects, Job, JobKind, LeaseChange, MessageOutcome, NewJob, NewLease, NewTask, TaskRecord,
-    AppRecord, Backend, CreatedConversation, Fanout, IdempotencyRecord, IdempotentResponse,
-    InsertedMessage, KeyRecord, MessagePage, NewConversation, NewKey, NewMessage, NewPrincipal,
-    PrincipalRecord, Store, StoreError, StoreResult, Verdict,
+    AppRecord, Backend, CreatedConversation, CreatedLease, Effects, Fanout, IdempotencyRecord,
+    IdempotentResponse, InsertedMessage, Job, JobKind, KeyRecord, LeaseChange, MessageOutcome,
+    MessagePage, NewConversation, NewJob, NewKey, NewLease, NewMessage, NewPrincipal, NewTask,
+    PrincipalRecord, Store, StoreError, StoreResult, TaskRecord, Verdict,
 };
 use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::event::{rfc3339, NewEvent, StoredEvent, StreamPosition};
-use crate::domain::manifest::Manifest;
 use crate::domain::lease::{Lease, LeaseState};
+use crate::domain::manifest::Manifest;
 use crate::domain::message::{Message, Origin};
 use crate::domain::task::{Task, TaskFailure, TaskParticipant, TaskRole, TaskState};
 use crate::domain::{Millis, PrincipalKind};
@@ -156,7 +156,11 @@ async fn insert_idempotency(
     Ok(())
 }
 
-async fn insert_job(tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>, job: &NewJob, now: Millis) -> StoreResult<()> {
+async fn insert_job(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    job: &NewJob,
+    now: Millis,
+) -> StoreResult<()> {
     sqlx::query("INSERT INTO jobs (id, kind, subject, run_at, created_at) VALUES (?, ?, ?, ?, ?)")
         .bind(job.id.to_string())
         .bind(job.kind.as_str())
@@ -211,7 +215,10 @@ async fn apply_effects(
     append_events(tx, &effects.events, now).await
 }
 
-async fn finish_job(tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>, job: Option<Uuid>) -> StoreResult<()> {
+async fn finish_job(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    job: Option<Uuid>,
+) -> StoreResult<()> {
     if let Some(id) = job {
         sqlx::query("DELETE FROM jobs WHERE id = ?")
             .bind(id.to_string())
@@ -221,19 +228,25 @@ async fn finish_job(tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>, job: Option<Uu
     Ok(())
 }
 
-async fn load_task(conn: &mut sqlx::SqliteConnection, row: &sqlx::sqlite::SqliteRow) -> StoreResult<TaskRecord> {
+async fn load_task(
+    conn: &mut sqlx::SqliteConnection,
+    row: &sqlx::sqlite::SqliteRow,
+) -> StoreResult<TaskRecord> {
     let id: String = row.try_get("id")?;
     let state: String = row.try_get("state")?;
-    let rows = sqlx::query("SELECT agent_id, role FROM task_participants WHERE task_id = ? ORDER BY role, agent_id")
-        .bind(&id)
-        .fetch_all(&mut *conn)
-        .await?;
+    let rows = sqlx::query(
+        "SELECT agent_id, role FROM task_participants WHERE task_id = ? ORDER BY role, agent_id",
+    )
+    .bind(&id)
+    .fetch_all(&mut *conn)
+    .await?;
     let mut participants = Vec::with_capacity(rows.len());
     for r in &rows {
         let role: String = r.try_get("role")?;
         participants.push(TaskParticipant {
             agent_id: uuid(r.try_get("agent_id")?)?,
-            role: TaskRole::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("bad role {role:?}")))?,
+            role: TaskRole::parse(&role)
+                .ok_or_else(|| StoreError::Corrupt(format!("bad role {role:?}")))?,
         });
     }
     let code: Option<String> = row.try_get("failure_code")?;
@@ -243,7 +256,8 @@ async fn load_task(conn: &mut sqlx::SqliteConnection, row: &sqlx::sqlite::Sqlite
             id: uuid(&id)?,
             app_id: uuid(row.try_get("app_id")?)?,
             initiator_id: uuid(row.try_get("initiator_id")?)?,
-            state: TaskState::parse(&state).ok_or_else(|| StoreError::Corrupt(format!("bad state {state:?}")))?,
+            state: TaskState::parse(&state)
+                .ok_or_else(|| StoreError::Corrupt(format!("bad state {state:?}")))?,
             participants,
             failure: code.map(|code| TaskFailure { code, reason }),
             created_at: rfc3339(row.try_get("created_at")?),
@@ -264,20 +278,23 @@ fn lease_row(row: &sqlx::sqlite::SqliteRow) -> StoreResult<Lease> {
         message_id: uuid(row.try_get("message_id")?)?,
         conversation_id: uuid(row.try_get("conversation_id")?)?,
         recipient_id: uuid(row.try_get("recipient_id")?)?,
-        state: LeaseState::parse(&state).ok_or_else(|| StoreError::Corrupt(format!("bad lease state {state:?}")))?,
+        state: LeaseState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("bad lease state {state:?}")))?,
         reason: row.try_get("reason")?,
         expires_at: expires.map(rfc3339),
         created_at: rfc3339(row.try_get("created_at")?),
     })
 }
 
-const LEASE_COLUMNS: &str = "id, message_id, conversation_id, recipient_id, state, reason, expires_at, created_at";
+const LEASE_COLUMNS: &str =
+    "id, message_id, conversation_id, recipient_id, state, reason, expires_at, created_at";
 
 fn job_row(row: &sqlx::sqlite::SqliteRow) -> StoreResult<Job> {
     let kind: String = row.try_get("kind")?;
     Ok(Job {
         id: uuid(row.try_get("id")?)?,
-        kind: JobKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("bad job kind {kind:?}")))?,
+        kind: JobKind::parse(&kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("bad job kind {kind:?}")))?,
         subject: uuid(row.try_get("subject")?)?,
         attempts: row.try_get::<i64, _>("attempts")? as u32,
     })
@@ -949,17 +966,24 @@ impl Store for SqliteStore {
 
     async fn task(&self, id: Uuid) -> StoreResult<Option<TaskRecord>> {
         let mut conn = self.pool.acquire().await?;
-        let row = sqlx::query(&format!("SELECT {TASK_COLUMNS} FROM tasks t WHERE t.id = ?"))
-            .bind(id.to_string())
-            .fetch_optional(&mut *conn)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {TASK_COLUMNS} FROM tasks t WHERE t.id = ?"
+        ))
+        .bind(id.to_string())
+        .fetch_optional(&mut *conn)
+        .await?;
         match row {
             Some(r) => Ok(Some(load_task(&mut conn, &r).await?)),
             None => Ok(None),
         }
     }
 
-    async fn tasks_of(&self, agent: Uuid, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<Task>> {
+    async fn tasks_of(
+        &self,
+        agent: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Task>> {
         let mut conn = self.pool.acquire().await?;
         let rows = sqlx::query(&format!(
             "SELECT {TASK_COLUMNS} FROM tasks t JOIN task_participants p ON p.task_id = t.id \
@@ -1059,11 +1083,13 @@ impl Store for SqliteStore {
         }
         if let MessageOutcome::Forward { recipients } = outcome {
             for r in recipients {
-                sqlx::query("INSERT INTO message_recipients (message_id, recipient_id) VALUES (?, ?)")
-                    .bind(message_id.to_string())
-                    .bind(r.to_string())
-                    .execute(&mut *tx)
-                    .await?;
+                sqlx::query(
+                    "INSERT INTO message_recipients (message_id, recipient_id) VALUES (?, ?)",
+                )
+                .bind(message_id.to_string())
+                .bind(r.to_string())
+                .execute(&mut *tx)
+                .await?;
             }
         }
         let events = apply_effects(&mut tx, effects, now).await?;
@@ -1072,17 +1098,21 @@ impl Store for SqliteStore {
     }
 
     async fn is_recipient(&self, message_id: Uuid, agent: Uuid) -> StoreResult<bool> {
-        let row: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM message_recipients WHERE message_id = ? AND recipient_id = ?")
-                .bind(message_id.to_string())
-                .bind(agent.to_string())
-                .fetch_optional(&self.pool)
-                .await?;
+        let row: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM message_recipients WHERE message_id = ? AND recipient_id = ?",
+        )
+        .bind(message_id.to_string())
+        .bind(agent.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
         Ok(row.is_some())
     }
 
     async fn create_lease(&self, lease: &NewLease, job: &NewJob) -> StoreResult<CreatedLease> {
-        if let Some(found) = self.live_lease(lease.recipient_id, lease.message_id).await? {
+        if let Some(found) = self
+            .live_lease(lease.recipient_id, lease.message_id)
+            .await?
+        {
             return Ok(CreatedLease::Existing(found));
         }
         let mut tx = self.pool.begin().await?;
@@ -1101,8 +1131,12 @@ impl Store for SqliteStore {
         if let Err(e) = inserted {
             if is_unique_violation(&e) {
                 drop(tx);
-                let found = self.live_lease(lease.recipient_id, lease.message_id).await?;
-                return found.map(CreatedLease::Existing).ok_or(StoreError::Database(e));
+                let found = self
+                    .live_lease(lease.recipient_id, lease.message_id)
+                    .await?;
+                return found
+                    .map(CreatedLease::Existing)
+                    .ok_or(StoreError::Database(e));
             }
             return Err(e.into());
         }
@@ -1120,7 +1154,11 @@ impl Store for SqliteStore {
         row.map(|r| lease_row(&r)).transpose()
     }
 
-    async fn transition_lease(&self, change: &LeaseChange, effects: &Effects) -> StoreResult<Option<(Lease, Vec<StoredEvent>)>> {
+    async fn transition_lease(
+        &self,
+        change: &LeaseChange,
+        effects: &Effects,
+    ) -> StoreResult<Option<(Lease, Vec<StoredEvent>)>> {
         let mut tx = self.pool.begin().await?;
         let sql = format!(
             "UPDATE leases SET state = ?, reason = ?, expires_at = ?, updated_at = ? WHERE id = ? AND state IN ({}) \
@@ -1128,11 +1166,11 @@ impl Store for SqliteStore {
             placeholders(change.from.len())
         );
         let mut q = sqlx::query(&sql)
-        .bind(change.to.as_str())
-        .bind(&change.reason)
-        .bind(change.expires_at)
-        .bind(change.now)
-        .bind(change.lease_id.to_string());
+            .bind(change.to.as_str())
+            .bind(&change.reason)
+            .bind(change.expires_at)
+            .bind(change.now)
+            .bind(change.lease_id.to_string());
         for s in &change.from {
             q = q.bind(s.as_str());
         }
@@ -1148,7 +1186,12 @@ impl Store for SqliteStore {
         Ok(Some((lease, events)))
     }
 
-    async fn claim_job(&self, id: Uuid, now: Millis, lock_until: Millis) -> StoreResult<Option<Job>> {
+    async fn claim_job(
+        &self,
+        id: Uuid,
+        now: Millis,
+        lock_until: Millis,
+    ) -> StoreResult<Option<Job>> {
         let row = sqlx::query(
             "UPDATE jobs SET locked_until = ?, attempts = attempts + 1 \
              WHERE id = ? AND (locked_until IS NULL OR locked_until < ?) RETURNING id, kind, subject, attempts",
@@ -1161,7 +1204,12 @@ impl Store for SqliteStore {
         row.map(|r| job_row(&r)).transpose()
     }
 
-    async fn claim_due_jobs(&self, now: Millis, lock_until: Millis, limit: u32) -> StoreResult<Vec<Job>> {
+    async fn claim_due_jobs(
+        &self,
+        now: Millis,
+        lock_until: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<Job>> {
         let rows = sqlx::query(
             "UPDATE jobs SET locked_until = ?, attempts = attempts + 1 WHERE id IN \
              (SELECT id FROM jobs WHERE run_at <= ? AND (locked_until IS NULL OR locked_until < ?) ORDER BY run_at LIMIT ?) \

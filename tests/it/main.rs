@@ -12,3 +12,4 @@ mod operations;
 mod schema_drift;
 mod server_calls;
 mod store_contract;
+mod tasks;
