@@ -32,6 +32,13 @@ impl Server {
         let hub = Hub::new(config, store).await?;
         let app = crate::http::router(hub.clone());
         hub.tasks.spawn(crate::events::retention::run(hub.clone()));
+        let released = hub.store.release_job_locks().await?;
+        if released > 0 {
+            info!(
+                jobs = released,
+                "released job locks left by the previous run"
+            );
+        }
         hub.tasks.spawn(crate::jobs::run(hub.clone()));
         let shutdown = hub.shutdown.clone();
         let task = tokio::spawn(async move {

@@ -17,8 +17,8 @@ use crate::hooks;
 use crate::hub::Hub;
 use crate::protocol::conversations::{ConversationCreated, ConversationCreatedPayload};
 use crate::protocol::tasks::{
-    AcceptedTask, AppTaskCreate, InitialConversation, TaskCreateCallback, TaskFailed, TaskInvited,
-    TaskPayload,
+    AcceptedTask, AppTaskCreate, InitialConversation, TaskActivated, TaskCreateCallback,
+    TaskFailed, TaskInvited, TaskPayload,
 };
 use crate::protocol::Notification;
 use crate::store::{Effects, NewConversation, StoreError};
@@ -147,7 +147,11 @@ pub async fn decide(
                 task: active,
                 conversations: views.clone(),
             };
-            let mut events = Vec::new();
+            let mut events = vec![NewEvent::new(
+                task.app_id,
+                TaskActivated::NAME,
+                payload(&accepted),
+            )];
             for p in task
                 .participants
                 .iter()

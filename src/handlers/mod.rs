@@ -28,6 +28,7 @@ pub fn router() -> Router<RequestContext> {
         .register::<t::AgentTaskRequest, _, _>(tasks::request)
         .register::<t::AgentTaskGet, _, _>(tasks::get)
         .register::<t::AgentTaskList, _, _>(tasks::list)
+        .register::<t::AppTaskGet, _, _>(tasks::app_get)
         .register::<t::AppTaskClose, _, _>(tasks::close)
         .register::<t::AppConversationCreate, _, _>(tasks::app_conversation_create)
         .register::<t::AppConversationAdd, _, _>(tasks::app_conversation_add)

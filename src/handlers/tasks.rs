@@ -277,6 +277,20 @@ pub async fn get(ctx: RequestContext, p: TaskGetParams) -> Result<TaskResult, Rp
     })
 }
 
+pub async fn app_get(ctx: RequestContext, p: TaskGetParams) -> Result<AcceptedTask, RpcError> {
+    let task = app_task(&ctx, p.task_id).await?;
+    let conversations = ctx
+        .hub
+        .store
+        .task_conversations(task.id)
+        .await
+        .map_err(store_failure)?;
+    Ok(AcceptedTask {
+        task,
+        conversations,
+    })
+}
+
 pub async fn list(ctx: RequestContext, p: TaskListParams) -> Result<TaskListResult, RpcError> {
     let max = ctx.hub.config.messages.page_max;
     let limit = match p.limit {
@@ -652,7 +666,7 @@ pub async fn dispatch_resolve(
     match gates::dispatch::apply(
         &ctx.hub,
         lease.lease_id,
-        &[LeaseState::Held],
+        &[LeaseState::Pending, LeaseState::Held],
         decision,
         None,
     )
@@ -660,7 +674,7 @@ pub async fn dispatch_resolve(
     .map_err(store_failure)?
     {
         Some(lease) => Ok(LeaseResult { lease }),
-        None => Err(RpcError::conflict("the lease is not held")
+        None => Err(RpcError::conflict("the lease is already decided")
             .with_data(json!({ "leaseId": lease.lease_id, "taskId": task.id }))),
     }
 }

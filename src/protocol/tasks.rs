@@ -268,6 +268,16 @@ method!(
     TaskListResult
 );
 method!(
+    AppTaskGet,
+    "app/task/get",
+    ToHub,
+    App,
+    "A task of this app, with its conversations.",
+    [InvalidParams, NotFound],
+    TaskGetParams,
+    AcceptedTask
+);
+method!(
     AppTaskClose,
     "app/task/close",
     ToHub,
@@ -381,3 +391,15 @@ event!(
     "A granted lease expired before it was completed.",
     LeasePayload
 );
+
+/// Tells the app that one of its tasks became active (the app learns the
+/// conversations it may now use).
+pub struct TaskActivated;
+impl Notification for TaskActivated {
+    const NAME: &'static str = "app/task/activated";
+    const DIRECTION: Direction = Direction::FromHub;
+    const AUDIENCE: Caller = Caller::App;
+    const SUMMARY: &'static str = "A task of the app was accepted; payload: {task, conversations}.";
+    const EPHEMERAL: bool = false;
+    type Params = Envelope<AcceptedTask>;
+}

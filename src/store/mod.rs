@@ -431,6 +431,9 @@ pub trait Store: Send + Sync + 'static {
 
     async fn task(&self, id: Uuid) -> StoreResult<Option<TaskRecord>>;
 
+    /// The conversations of a task, oldest first.
+    async fn task_conversations(&self, task_id: Uuid) -> StoreResult<Vec<Conversation>>;
+
     /// Tasks `agent` takes part in, by id, after the given id.
     async fn tasks_of(
         &self,
@@ -501,6 +504,10 @@ pub trait Store: Send + Sync + 'static {
         lock_until: Millis,
         limit: u32,
     ) -> StoreResult<Vec<Job>>;
+
+    /// Unlocks every job. Called at start: a lock held when the hub stopped
+    /// belongs to a process that no longer runs (one hub per database).
+    async fn release_job_locks(&self) -> StoreResult<u64>;
 
     /// Unlocks a job to run again at `run_at` (after a transient failure).
     async fn retry_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()>;

@@ -978,6 +978,21 @@ impl Store for SqliteStore {
         }
     }
 
+    async fn task_conversations(&self, task_id: Uuid) -> StoreResult<Vec<Conversation>> {
+        let mut conn = self.pool.acquire().await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.task_id = ? ORDER BY c.id"
+        ))
+        .bind(task_id.to_string())
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            out.push(load_conversation(&mut conn, r).await?);
+        }
+        Ok(out)
+    }
+
     async fn tasks_of(
         &self,
         agent: Uuid,
@@ -1222,6 +1237,15 @@ impl Store for SqliteStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(job_row).collect()
+    }
+
+    async fn release_job_locks(&self) -> StoreResult<u64> {
+        Ok(
+            sqlx::query("UPDATE jobs SET locked_until = NULL WHERE locked_until IS NOT NULL")
+                .execute(&self.pool)
+                .await?
+                .rows_affected(),
+        )
     }
 
     async fn retry_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()> {

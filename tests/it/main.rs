@@ -13,3 +13,4 @@ mod schema_drift;
 mod server_calls;
 mod store_contract;
 mod tasks;
+mod werewolf;

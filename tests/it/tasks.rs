@@ -287,7 +287,7 @@ async fn task_create_hooks_decide_and_every_failure_closes_the_gate() {
     ] {
         let call = w.request(&c, &[1]);
         let app = async {
-            let req = raw.recv().await;
+            let req = raw.recv_request().await;
             assert_eq!(req["method"], json!("app/task/create"));
             let mut frame = json!({"jsonrpc": "2.0", "id": req["id"]});
             for (k, v) in answer.as_object().unwrap() {
@@ -305,7 +305,7 @@ async fn task_create_hooks_decide_and_every_failure_closes_the_gate() {
     // Late: the app reads the call and never answers in time.
     let started = Instant::now();
     let call = w.request(&c, &[1]);
-    let app = async { raw.recv().await };
+    let app = async { raw.recv_request().await };
     let (result, late) = tokio::join!(call, app);
     let (tag, data) = code_of(&result.unwrap_err());
     assert_eq!(
@@ -321,7 +321,7 @@ async fn task_create_hooks_decide_and_every_failure_closes_the_gate() {
     // Disconnecting mid-call.
     let call = w.request(&c, &[1]);
     let app = async {
-        raw.recv().await;
+        raw.recv_request().await;
         drop(raw);
     };
     let (result, ()) = tokio::join!(call, app);
@@ -573,7 +573,7 @@ async fn message_gate_timeouts_and_absent_apps_block() {
     );
     let mut raw = RawSocket::connect_app(&w.hub.ws_url(), &w.app_key).await;
     let sending = send(&c0, town, "slow");
-    let app = async { raw.recv().await };
+    let app = async { raw.recv_request().await };
     let (r, req) = tokio::join!(sending, app);
     assert_eq!(req["method"], json!("app/message/authorize"));
     assert_eq!(
@@ -582,7 +582,7 @@ async fn message_gate_timeouts_and_absent_apps_block() {
     );
     let sending = send(&c0, town, "garbage");
     let app = async {
-        let req = raw.recv().await;
+        let req = raw.recv_request().await;
         raw.send_json(&json!({"jsonrpc": "2.0", "id": req["id"], "result": {"verdict": "yes"}}))
             .await;
     };
@@ -862,4 +862,104 @@ async fn hundred_concurrent_task_hooks_run_at_once_against_one_app() {
         results.iter().find(|r| r.is_err())
     );
     assert_eq!(in_flight.load(Ordering::SeqCst), 100);
+}
+
+#[tokio::test]
+async fn a_restart_between_persist_and_verdict_still_decides_the_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = || {
+        let mut o = TestHub::fast_options().env("SWITCHBOARD_JOBS__INLINE_GRACE_MS", 100);
+        o.dir = Some(dir.path().to_path_buf());
+        o
+    };
+    let m = manifest(
+        json!({"kind": "accept"}),
+        json!({"kind": "hook", "timeoutMs": 3000}),
+        json!({"kind": "grant"}),
+    );
+    let mut hub = TestHub::start_with(options()).await;
+    let (app_id, app_key) = hub.register_app(&m).await;
+    let a = agent(&hub, "speaker").await;
+    let b = agent(&hub, "listener").await;
+    let c0 = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let task = c0
+        .call::<AgentTaskRequest>(TaskRequestParams {
+            app_id: app_id.parse().unwrap(),
+            invited_agent_ids: vec![b.id],
+            initial_conversation: None,
+        })
+        .await
+        .unwrap();
+    let town = task.conversations[0].id;
+    // The app receives the authorize call (so the message is stored) and
+    // the hub dies before any verdict.
+    let mut raw = RawSocket::connect_app(&hub.ws_url(), &app_key).await;
+    let sending = tokio::spawn(async move { send_result(&c0, town, "survive this").await });
+    let call = loop {
+        let frame = raw.recv_request().await;
+        if frame.get("id").is_some() {
+            break frame;
+        }
+    };
+    assert_eq!(call["method"], json!("app/message/authorize"));
+    let message_id = call["params"]["message"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    hub.signal(libc::SIGKILL);
+    hub.wait_exit(Duration::from_secs(30)).await;
+    assert!(
+        sending.await.unwrap().is_err(),
+        "the send was never acknowledged"
+    );
+
+    // After the restart the durable job runs the gate again.
+    let hub = TestHub::start_with(options()).await;
+    let _app = AppClient::builder(&hub.base, &app_key)
+        .handle::<AppMessageAuthorize, _, _>(|p| async move {
+            Ok(MessageAuthorizeAnswer {
+                verdict: MessageVerdict::Forward {
+                    recipients: p.conversation.participants.clone(),
+                },
+            })
+        })
+        .connect()
+        .await
+        .unwrap();
+    let sender = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let mut rx = sender.connection.notifications().unwrap();
+    let delivery = next_of(&mut rx, "agent/message/delivery").await;
+    assert_eq!(delivery["payload"]["messageId"], json!(message_id));
+    let state = delivery["payload"]["delivery"]["state"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let listener = AgentClient::connect(&hub.base, &b.key).await.unwrap();
+    let mut rx = listener.connection.notifications().unwrap();
+    if state == "forwarded" {
+        let got = next_of(&mut rx, "agent/message/received").await;
+        assert_eq!(got["payload"]["message"]["id"], json!(message_id));
+    } else {
+        // The app may not have been back in time: then the gate failed closed.
+        assert_eq!(state, "blocked");
+        assert_eq!(
+            delivery["payload"]["delivery"]["reason"],
+            json!("infrastructure: app_unavailable")
+        );
+    }
+}
+
+async fn send_result(
+    client: &AgentClient,
+    conversation: Uuid,
+    body: &str,
+) -> Result<MessageSendResult, ClientError> {
+    client
+        .call::<AgentMessageSend>(MessageSendParams {
+            conversation_id: conversation,
+            parts: text(body),
+            client_msg_id: None,
+            reply_to: None,
+        })
+        .await
 }

@@ -68,6 +68,16 @@ impl RawSocket {
         }
     }
 
+    /// The next request the hub sends (notifications are skipped).
+    pub async fn recv_request(&mut self) -> Value {
+        loop {
+            let frame = self.recv().await;
+            if frame.get("id").is_some() && frame.get("method").is_some() {
+                return frame;
+            }
+        }
+    }
+
     /// Sends a request and returns the response with the same id.
     pub async fn call(&mut self, id: Value, method: &str, params: Value) -> Value {
         self.send_json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))

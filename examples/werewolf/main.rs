@@ -1,0 +1,35 @@
+//! `cargo run --example werewolf -- [HUB_URL]`: plays one round of Werewolf
+//! against a running `switchboard serve` (default http://127.0.0.1:7420).
+
+mod game;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let base = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "http://127.0.0.1:7420".into());
+    let summary = game::play_round(&base).await?;
+    println!("wolves:        {:?}", summary.wolves);
+    println!("night victim:  {}", summary.victim);
+    println!(
+        "night blocked: {} town-square message(s)",
+        summary.night_blocked
+    );
+    println!(
+        "wolf chat:     {} message(s), each to {:?}",
+        summary.wolf_chat_recipients.len(),
+        summary.wolf_chat_recipients.first()
+    );
+    println!("turn order:    {:?}", summary.turn_order);
+    println!("day speakers:  {:?}", summary.speakers);
+    println!("lynched:       {}", summary.lynched);
+    println!(
+        "{}",
+        if summary.wolves.contains(&summary.lynched) {
+            "The village caught a wolf."
+        } else {
+            "The wolves fooled the village."
+        }
+    );
+    Ok(())
+}

@@ -1,0 +1,37 @@
+//! The Werewolf example plays one full round against a real hub.
+
+#[path = "../../examples/werewolf/game.rs"]
+mod game;
+
+use crate::support::TestHub;
+
+#[tokio::test]
+async fn one_full_round() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let summary = game::play_round(&hub.base).await.unwrap();
+    assert_eq!(summary.wolves.len(), game::WOLVES);
+    assert!(!summary.wolves.contains(&summary.victim));
+    assert!(
+        summary.night_blocked >= 1,
+        "villagers' night talk was blocked"
+    );
+    for recipients in &summary.wolf_chat_recipients {
+        assert!(
+            recipients.iter().all(|r| summary.wolves.contains(r)),
+            "wolf chat reaches wolves only"
+        );
+    }
+    assert_eq!(
+        summary.speakers, summary.turn_order,
+        "the day's turns were kept"
+    );
+    assert_eq!(
+        summary.speakers.len(),
+        game::PLAYERS - 1,
+        "every living agent spoke once"
+    );
+    assert!(
+        summary.wolves.contains(&summary.lynched),
+        "the evidence convicted a wolf"
+    );
+}
