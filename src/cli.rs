@@ -55,6 +55,8 @@ pub enum Command {
     Serve(#[command(flatten)] ConfigArgs),
     /// Apply database migrations and exit.
     Migrate(#[command(flatten)] ConfigArgs),
+    /// Measure the hub (see docs/benchmarks.md).
+    Bench(crate::bench::BenchArgs),
     /// Protocol schemas.
     Schema {
         #[command(subcommand)]
@@ -141,6 +143,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let store = crate::store::open(&config).await?;
             store.migrate().await?;
             println!("migrations applied ({:?})", store.backend());
+            Ok(())
+        }
+        Command::Bench(args) => {
+            crate::bench::run(args).await?;
             Ok(())
         }
         Command::Schema {

@@ -1,0 +1,126 @@
+//! `switchboard bench`: reproducible measurements of the hub over real
+//! loopback WebSockets, reported as a table and as JSON. Comparisons are
+//! ratios within one run (the load generator shares the machine); nothing
+//! here is a pass/fail threshold. See docs/benchmarks.md.
+
+mod ceiling;
+mod report;
+mod scenarios;
+mod stats;
+mod throwaway_pg;
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+pub use report::Report;
+
+#[derive(Args, Clone, Debug)]
+pub struct BenchArgs {
+    /// Scenarios to run: fanout, hook, connections, catchup, or all.
+    /// (fanout always runs the bare-socket ceiling beside it.)
+    #[arg(long, default_value = "all")]
+    pub scenario: String,
+    /// Backends for fanout: sqlite, postgres or both. PostgreSQL runs on a
+    /// throwaway server started from initdb/pg_ctl, or on --postgres-url.
+    #[arg(long, default_value = "sqlite")]
+    pub backend: String,
+    #[arg(long)]
+    pub postgres_url: Option<String>,
+    /// Group sizes for fanout.
+    #[arg(long, value_delimiter = ',', default_value = "10,100,1000")]
+    pub fanout_sizes: Vec<usize>,
+    /// Deliveries to aim for per fanout size (messages = deliveries / N).
+    #[arg(long, default_value_t = 50_000)]
+    pub fanout_deliveries: usize,
+    /// Offered loads (messages per second) for the hook scenario.
+    #[arg(long, value_delimiter = ',', default_value = "100,1000,5000")]
+    pub hook_rates: Vec<u64>,
+    #[arg(long, default_value_t = 3)]
+    pub hook_seconds: u64,
+    /// Idle connections to open.
+    #[arg(long, default_value_t = 20_000)]
+    pub connections: usize,
+    /// Events stored for one agent before catching up.
+    #[arg(long, default_value_t = 100_000)]
+    pub catchup_events: usize,
+    /// Tiny sizes for a quick check that every scenario works (used by CI).
+    #[arg(long)]
+    pub smoke: bool,
+    /// Write the JSON report here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+impl BenchArgs {
+    fn shrink_for_smoke(&mut self) {
+        if self.smoke {
+            self.fanout_sizes = vec![3];
+            self.fanout_deliveries = 60;
+            self.hook_rates = vec![50];
+            self.hook_seconds = 1;
+            self.connections = 20;
+            self.catchup_events = 200;
+        }
+    }
+
+    fn wants(&self, scenario: &str) -> bool {
+        self.scenario == "all" || self.scenario.split(',').any(|s| s == scenario)
+    }
+}
+
+pub async fn run(mut args: BenchArgs) -> anyhow::Result<Report> {
+    args.shrink_for_smoke();
+    raise_fd_limit();
+    let mut report = Report::new(&args);
+    if args.wants("fanout") {
+        let backends: Vec<&str> = match args.backend.as_str() {
+            "both" => vec!["sqlite", "postgres"],
+            b => vec![b],
+        };
+        for &n in &args.fanout_sizes {
+            let ceiling = ceiling::fanout(n, args.fanout_deliveries).await?;
+            report.push(ceiling.clone());
+            for backend in &backends {
+                let url = match *backend {
+                    "postgres" => Some(match &args.postgres_url {
+                        Some(u) => u.clone(),
+                        None => throwaway_pg::database().await?,
+                    }),
+                    "sqlite" => None,
+                    other => anyhow::bail!("unknown backend {other}"),
+                };
+                let mut hub = scenarios::fanout(n, args.fanout_deliveries, backend, url).await?;
+                hub.ratio("deliveries_per_second", &ceiling, "hub_over_ceiling");
+                report.push(hub);
+            }
+        }
+    }
+    if args.wants("hook") {
+        for r in scenarios::hook(&args.hook_rates, args.hook_seconds).await? {
+            report.push(r);
+        }
+    }
+    if args.wants("connections") {
+        report.push(scenarios::connections(args.connections).await?);
+    }
+    if args.wants("catchup") {
+        report.push(scenarios::catchup(args.catchup_events).await?);
+    }
+    throwaway_pg::stop();
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report.to_json())?)?;
+    }
+    Ok(report)
+}
+
+/// Thousands of sockets need thousands of descriptors.
+fn raise_fd_limit() {
+    unsafe {
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
