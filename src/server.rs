@@ -42,6 +42,12 @@ impl Server {
         hub.tasks.spawn(crate::jobs::run(hub.clone()));
         let shutdown = hub.shutdown.clone();
         let task = tokio::spawn(async move {
+            // Small frames must not wait for Nagle's algorithm and delayed
+            // ACKs (a 40 ms stall per frame otherwise).
+            let listener =
+                axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+                    let _ = tcp.set_nodelay(true);
+                });
             axum::serve(listener, app)
                 .with_graceful_shutdown(async move { shutdown.cancelled().await })
                 .await?;

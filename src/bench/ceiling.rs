@@ -55,15 +55,20 @@ pub async fn fanout(n: usize, deliveries: usize) -> anyhow::Result<Entry> {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("ws://{}/ws", listener.local_addr()?);
+    // The same socket options as the hub.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+        let _ = tcp.set_nodelay(true);
+    });
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
 
     let messages = (deliveries / n).max(1);
     let mut receivers = Vec::new();
     for _ in 0..n {
-        let (ws, _) = tokio_tungstenite::connect_async(&url).await?;
+        let (ws, _) = tokio_tungstenite::connect_async_with_config(&url, None, true).await?;
         receivers.push(ws);
     }
-    let (mut sender, _): (Ws, _) = tokio_tungstenite::connect_async(&url).await?;
+    let (mut sender, _): (Ws, _) =
+        tokio_tungstenite::connect_async_with_config(&url, None, true).await?;
     // Sockets join the broadcast set after their upgrade; wait for all.
     while registered.len() < n + 1 {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -76,9 +81,13 @@ pub async fn fanout(n: usize, deliveries: usize) -> anyhow::Result<Entry> {
     let started = Instant::now();
     for _ in 0..messages {
         let text = format!("{} {}", stamp(), padding());
-        sender.send(tokio_tungstenite::tungstenite::Message::Text(text.into())).await?;
+        sender
+            .send(tokio_tungstenite::tungstenite::Message::Text(text.into()))
+            .await?;
     }
-    let mut entry = Entry::new("ceiling").param("n", n).param("messages", messages);
+    let mut entry = Entry::new("ceiling")
+        .param("n", n)
+        .param("messages", messages);
     summarize(&mut entry, handles, started, messages * n).await?;
     entry.result("cpu_seconds", super::stats::own_cpu_seconds() - cpu0);
     server.abort();

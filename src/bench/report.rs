@@ -14,7 +14,11 @@ pub struct Entry {
 
 impl Entry {
     pub fn new(scenario: &str) -> Entry {
-        Entry { scenario: scenario.into(), params: Map::new(), results: Map::new() }
+        Entry {
+            scenario: scenario.into(),
+            params: Map::new(),
+            results: Map::new(),
+        }
     }
 
     pub fn param(mut self, k: &str, v: impl Into<Value>) -> Self {
@@ -47,7 +51,10 @@ pub struct Report {
 
 impl Report {
     pub fn new(args: &BenchArgs) -> Report {
-        Report { entries: Vec::new(), args: format!("{args:?}") }
+        Report {
+            entries: Vec::new(),
+            args: format!("{args:?}"),
+        }
     }
 
     pub fn push(&mut self, e: Entry) {
@@ -82,19 +89,41 @@ fn fmt(v: &Value) -> String {
 }
 
 fn line(e: &Entry) -> String {
-    let params: Vec<String> = e.params.iter().map(|(k, v)| format!("{k}={}", fmt(v))).collect();
-    let results: Vec<String> = e.results.iter().map(|(k, v)| format!("{k}={}", fmt(v))).collect();
-    format!("{:<12} {:<40} {}", e.scenario, params.join(" "), results.join(" "))
+    let params: Vec<String> = e
+        .params
+        .iter()
+        .map(|(k, v)| format!("{k}={}", fmt(v)))
+        .collect();
+    let results: Vec<String> = e
+        .results
+        .iter()
+        .map(|(k, v)| format!("{k}={}", fmt(v)))
+        .collect();
+    format!(
+        "{:<12} {:<40} {}",
+        e.scenario,
+        params.join(" "),
+        results.join(" ")
+    )
 }
 
 fn machine() -> Value {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_default();
     let mem_kib = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|m| m.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<u64>().ok()))
+        .and_then(|m| {
+            m.lines()
+                .next()
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
         .unwrap_or(0);
     json!({
         "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),

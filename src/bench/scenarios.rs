@@ -16,12 +16,14 @@ use crate::config::{Config, SqliteSynchronous};
 use crate::domain::gate::{MessageAuthorizeAnswer, MessageVerdict};
 use crate::domain::message::Part;
 use crate::protocol::conversations::{
-    AgentConversationCreate, AgentMessageSend, ConversationCreateParams, MessageSendParams, NewConversationKind,
+    AgentConversationCreate, AgentMessageSend, ConversationCreateParams, MessageSendParams,
+    NewConversationKind,
 };
 use crate::protocol::tasks::{AgentTaskRequest, AppMessageAuthorize, TaskRequestParams};
 use crate::server::Server;
 
-pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 static EPOCH: OnceLock<Instant> = OnceLock::new();
 
@@ -67,7 +69,10 @@ pub async fn receive(mut ws: Ws, expected: usize) -> anyhow::Result<Received> {
             }
             Some(Ok(_)) => {}
             Some(Err(e)) => anyhow::bail!("receiver socket failed: {e}"),
-            None => anyhow::bail!("receiver socket closed after {} of {expected}", latencies.0.len()),
+            None => anyhow::bail!(
+                "receiver socket closed after {} of {expected}",
+                latencies.0.len()
+            ),
         }
     }
     Ok(Received { latencies, last })
@@ -101,7 +106,10 @@ pub async fn summarize(
 
 /// A hub in this process on 127.0.0.1:0 with limits that do not get in the
 /// way of a load test. Every change from the defaults is in the report.
-async fn start_hub(database_url: Option<String>, tweak: impl FnOnce(&mut Config)) -> anyhow::Result<(Server, tempfile::TempDir)> {
+async fn start_hub(
+    database_url: Option<String>,
+    tweak: impl FnOnce(&mut Config),
+) -> anyhow::Result<(Server, tempfile::TempDir)> {
     let dir = tempfile::tempdir()?;
     let mut config = Config::default();
     config.server.listen = "127.0.0.1:0".parse()?;
@@ -111,29 +119,40 @@ async fn start_hub(database_url: Option<String>, tweak: impl FnOnce(&mut Config)
     }
     config.gateway.rate_limit_per_second = 10_000_000;
     config.gateway.rate_limit_burst = 10_000_000;
-    config.gateway.max_in_flight_requests = 4096;
+    config.gateway.max_in_flight_requests = 1_000_000;
     tweak(&mut config);
     config.validate()?;
     Ok((Server::start(config).await?, dir))
 }
 
 async fn new_agent(server: &Server, name: &str) -> anyhow::Result<(Uuid, String)> {
-    let r = crate::identity::register_agent(server.hub.store.as_ref(), &json!({ "name": name }), None)
-        .await
-        .map_err(|e| anyhow::anyhow!("register: {e}"))?;
+    let r =
+        crate::identity::register_agent(server.hub.store.as_ref(), &json!({ "name": name }), None)
+            .await
+            .map_err(|e| anyhow::anyhow!("register: {e}"))?;
     Ok((r.id, r.key.plaintext))
 }
 
 /// A bare authenticated agent socket (lighter than the SDK for thousands).
 async fn raw_agent(url: &str, key: &str, source: Option<std::net::IpAddr>) -> anyhow::Result<Ws> {
     let mut ws = match source {
-        None => tokio_tungstenite::connect_async(url).await?.0,
+        None => {
+            tokio_tungstenite::connect_async_with_config(url, None, true)
+                .await?
+                .0
+        }
         Some(ip) => {
-            let target: std::net::SocketAddr = url.trim_start_matches("ws://").trim_end_matches("/ws").parse()?;
+            let target: std::net::SocketAddr = url
+                .trim_start_matches("ws://")
+                .trim_end_matches("/ws")
+                .parse()?;
             let socket = tokio::net::TcpSocket::new_v4()?;
             socket.bind(std::net::SocketAddr::new(ip, 0))?;
             let stream = socket.connect(target).await?;
-            tokio_tungstenite::client_async(url, tokio_tungstenite::MaybeTlsStream::Plain(stream)).await?.0
+            stream.set_nodelay(true)?;
+            tokio_tungstenite::client_async(url, tokio_tungstenite::MaybeTlsStream::Plain(stream))
+                .await?
+                .0
         }
     };
     let hello = json!({"jsonrpc": "2.0", "id": "c", "method": "agent/network/connect", "params": {"agentKey": key}});
@@ -173,7 +192,12 @@ async fn send_text(client: &AgentClient, conversation: Uuid, text: String) -> an
     Ok(())
 }
 
-pub async fn fanout(n: usize, deliveries: usize, backend: &str, database_url: Option<String>) -> anyhow::Result<Entry> {
+pub async fn fanout(
+    n: usize,
+    deliveries: usize,
+    backend: &str,
+    database_url: Option<String>,
+) -> anyhow::Result<Entry> {
     let queue = 8192;
     let (server, _dir) = start_hub(database_url, |c| {
         c.messages.max_group_participants = n + 1;
@@ -200,7 +224,10 @@ pub async fn fanout(n: usize, deliveries: usize, backend: &str, database_url: Op
         .await?
         .conversation
         .id;
-    let handles: Vec<_> = receivers.into_iter().map(|ws| tokio::spawn(receive(ws, messages))).collect();
+    let handles: Vec<_> = receivers
+        .into_iter()
+        .map(|ws| tokio::spawn(receive(ws, messages)))
+        .collect();
     let cpu0 = own_cpu_seconds();
     let started = Instant::now();
     futures_util::stream::iter(0..messages)
@@ -250,19 +277,34 @@ pub async fn hook(rates: &[u64], seconds: u64) -> anyhow::Result<Vec<Entry>> {
         let (id, key) = new_agent(&server, &format!("listener{i}")).await?;
         others.push(id);
         // Listeners stay connected so delivery is live.
-        apps.push(Box::new(AgentClient::connect(&base, &key).await?) as Box<dyn std::any::Any + Send>);
+        apps.push(
+            Box::new(AgentClient::connect(&base, &key).await?) as Box<dyn std::any::Any + Send>
+        );
     }
-    for (label, policy) in [("static", json!({"kind": "forwardAllExceptSender"})), ("hook", json!({"kind": "hook", "timeoutMs": 5000}))] {
-        let creds = crate::client::HttpClient::new(&base).register_app(&gate_manifest(policy)).await?;
+    for (label, policy) in [
+        ("static", json!({"kind": "forwardAllExceptSender"})),
+        ("hook", json!({"kind": "hook", "timeoutMs": 5000})),
+    ] {
+        let creds = crate::client::HttpClient::new(&base)
+            .register_app(&gate_manifest(policy))
+            .await?;
         let app = AppClient::builder(&base, &creds.app_key)
             .handle::<AppMessageAuthorize, _, _>(|p| async move {
-                Ok(MessageAuthorizeAnswer { verdict: MessageVerdict::Forward { recipients: p.conversation.participants } })
+                Ok(MessageAuthorizeAnswer {
+                    verdict: MessageVerdict::Forward {
+                        recipients: p.conversation.participants,
+                    },
+                })
             })
             .connect()
             .await?;
         apps.push(Box::new(app));
         let task = sender
-            .call::<AgentTaskRequest>(TaskRequestParams { app_id: creds.app_id, invited_agent_ids: others.clone(), initial_conversation: None })
+            .call::<AgentTaskRequest>(TaskRequestParams {
+                app_id: creds.app_id,
+                invited_agent_ids: others.clone(),
+                initial_conversation: None,
+            })
             .await?;
         rooms.push((label, task.conversations[0].id));
     }
@@ -274,20 +316,33 @@ pub async fn hook(rates: &[u64], seconds: u64) -> anyhow::Result<Vec<Entry>> {
             let started = Instant::now();
             let mut handles = Vec::with_capacity(total);
             for i in 0..total {
-                tokio::time::sleep_until((started + Duration::from_secs_f64(i as f64 / rate as f64)).into()).await;
+                tokio::time::sleep_until(
+                    (started + Duration::from_secs_f64(i as f64 / rate as f64)).into(),
+                )
+                .await;
                 let (sender, room) = (sender.clone(), *room);
                 handles.push(tokio::spawn(async move {
                     let t = Instant::now();
-                    send_text(&sender, room, "hello".into()).await.map(|_| t.elapsed())
+                    send_text(&sender, room, "hello".into())
+                        .await
+                        .map(|_| t.elapsed())
                 }));
             }
             let mut lat = Samples::default();
+            let mut errors = 0usize;
             for h in handles {
-                lat.push(h.await??);
+                match h.await? {
+                    Ok(d) => lat.push(d),
+                    Err(_) => errors += 1,
+                }
             }
             let secs = started.elapsed().as_secs_f64();
-            let mut e = Entry::new("hook").param("policy", *label).param("offered_per_second", rate).param("seconds", seconds);
+            let mut e = Entry::new("hook")
+                .param("policy", *label)
+                .param("offered_per_second", rate)
+                .param("seconds", seconds);
             e.result("messages", total);
+            e.result("errors", errors);
             e.result("achieved_per_second", (total as f64 / secs).round());
             e.result("send_p50_ms", lat.percentile_ms(50.0));
             e.result("send_p99_ms", lat.percentile_ms(99.0));
@@ -295,8 +350,14 @@ pub async fn hook(rates: &[u64], seconds: u64) -> anyhow::Result<Vec<Entry>> {
         }
         if let [st, hk] = &mut by_mode[..] {
             for p in ["p50", "p99"] {
-                if let (Some(a), Some(b)) = (hk.number(&format!("send_{p}_ms")), st.number(&format!("send_{p}_ms"))) {
-                    hk.result(&format!("added_{p}_ms"), ((a - b) * 1000.0).round() / 1000.0);
+                if let (Some(a), Some(b)) = (
+                    hk.number(&format!("send_{p}_ms")),
+                    st.number(&format!("send_{p}_ms")),
+                ) {
+                    hk.result(
+                        &format!("added_{p}_ms"),
+                        ((a - b) * 1000.0).round() / 1000.0,
+                    );
                 }
             }
         }
@@ -318,15 +379,20 @@ pub async fn connections(k: usize) -> anyhow::Result<Entry> {
     let mut keys = Vec::with_capacity(k);
     let mut ids = Vec::with_capacity(k);
     for i in 0..k {
-        let r = crate::identity::register_agent(store.as_ref(), &json!({ "name": format!("idle{i}") }), None)
-            .await
-            .map_err(|e| anyhow::anyhow!("register: {e}"))?;
+        let r = crate::identity::register_agent(
+            store.as_ref(),
+            &json!({ "name": format!("idle{i}") }),
+            None,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("register: {e}"))?;
         ids.push(r.id);
         keys.push(r.key.plaintext);
     }
-    let sender_reg = crate::identity::register_agent(store.as_ref(), &json!({"name": "announcer"}), None)
-        .await
-        .map_err(|e| anyhow::anyhow!("register: {e}"))?;
+    let sender_reg =
+        crate::identity::register_agent(store.as_ref(), &json!({"name": "announcer"}), None)
+            .await
+            .map_err(|e| anyhow::anyhow!("register: {e}"))?;
     drop(store);
 
     let exe = std::env::current_exe()?;
@@ -335,9 +401,18 @@ pub async fn connections(k: usize) -> anyhow::Result<Entry> {
         .arg(dir.path())
         .env("SWITCHBOARD_GATEWAY__RATE_LIMIT_PER_SECOND", "10000000")
         .env("SWITCHBOARD_GATEWAY__RATE_LIMIT_BURST", "10000000")
-        .env("SWITCHBOARD_MESSAGES__MAX_GROUP_PARTICIPANTS", (k + 1).to_string())
-        .env("SWITCHBOARD_GATEWAY__MAX_FRAME_BYTES", (64 * k + 4096).to_string())
-        .env("SWITCHBOARD_GATEWAY__TRANSPORT_MAX_FRAME_BYTES", (64 * k + 4096).to_string())
+        .env(
+            "SWITCHBOARD_MESSAGES__MAX_GROUP_PARTICIPANTS",
+            (k + 1).to_string(),
+        )
+        .env(
+            "SWITCHBOARD_GATEWAY__MAX_FRAME_BYTES",
+            (64 * k + 4096).to_string(),
+        )
+        .env(
+            "SWITCHBOARD_GATEWAY__TRANSPORT_MAX_FRAME_BYTES",
+            (64 * k + 4096).to_string(),
+        )
         .env("SWITCHBOARD_STORAGE__SQLITE_SYNCHRONOUS", "normal")
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::piped())
@@ -345,9 +420,14 @@ pub async fn connections(k: usize) -> anyhow::Result<Entry> {
         .kill_on_drop(true)
         .spawn()?;
     let pid = child.id().ok_or_else(|| anyhow::anyhow!("no child pid"))?;
-    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(child.stdout.take().expect("stdout")));
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(
+        child.stdout.take().expect("stdout"),
+    ));
     let base = loop {
-        let line = lines.next_line().await?.ok_or_else(|| anyhow::anyhow!("hub exited"))?;
+        let line = lines
+            .next_line()
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("hub exited"))?;
         if let Some(url) = line.strip_prefix("switchboard listening on ") {
             break url.to_string();
         }
@@ -360,7 +440,8 @@ pub async fn connections(k: usize) -> anyhow::Result<Entry> {
     let sockets: Vec<Ws> = futures_util::stream::iter(keys.iter().enumerate())
         .map(|(i, key)| {
             // Past ~25,000 sockets one source address runs out of ports.
-            let source = std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1 + (i / 25_000) as u8));
+            let source =
+                std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1 + (i / 25_000) as u8));
             let url = url.clone();
             async move { raw_agent(&url, key, Some(source)).await }
         })
@@ -375,11 +456,18 @@ pub async fn connections(k: usize) -> anyhow::Result<Entry> {
 
     let announcer = AgentClient::connect(&base, &sender_reg.key.plaintext).await?;
     let group = announcer
-        .call::<AgentConversationCreate>(ConversationCreateParams { kind: NewConversationKind::Group, participants: ids, name: None })
+        .call::<AgentConversationCreate>(ConversationCreateParams {
+            kind: NewConversationKind::Group,
+            participants: ids,
+            name: None,
+        })
         .await?
         .conversation
         .id;
-    let handles: Vec<_> = sockets.into_iter().map(|ws| tokio::spawn(receive(ws, 1))).collect();
+    let handles: Vec<_> = sockets
+        .into_iter()
+        .map(|ws| tokio::spawn(receive(ws, 1)))
+        .collect();
     let sent = Instant::now();
     send_text(&announcer, group, format!("{} all hands", stamp())).await?;
     let mut entry = Entry::new("connections").param("k", k);
@@ -390,22 +478,38 @@ pub async fn connections(k: usize) -> anyhow::Result<Entry> {
     entry.result("connect_per_second", (k as f64 / connect_secs).round());
     entry.result("hub_rss_before_kib", rss_before);
     entry.result("hub_rss_after_kib", rss_after);
-    entry.result("kib_per_connection", ((rss_after.saturating_sub(rss_before)) as f64 / k as f64 * 100.0).round() / 100.0);
-    entry.result("broadcast_last_receive_ms", (last - sent).as_secs_f64() * 1000.0);
-    entry.result("hub_cpu_seconds", cpu_seconds_of(pid).unwrap_or(0.0) - cpu_before);
+    entry.result(
+        "kib_per_connection",
+        ((rss_after.saturating_sub(rss_before)) as f64 / k as f64 * 100.0).round() / 100.0,
+    );
+    entry.result(
+        "broadcast_last_receive_ms",
+        (last - sent).as_secs_f64() * 1000.0,
+    );
+    entry.result(
+        "hub_cpu_seconds",
+        cpu_seconds_of(pid).unwrap_or(0.0) - cpu_before,
+    );
     let _ = child.kill().await;
     Ok(entry)
 }
 
 /// Events stored for one agent, read back by resume and by REST pages.
 pub async fn catchup(events: usize) -> anyhow::Result<Entry> {
-    let (server, _dir) = start_hub(None, |c| c.storage.sqlite_synchronous = SqliteSynchronous::Normal).await?;
+    let (server, _dir) = start_hub(None, |c| {
+        c.storage.sqlite_synchronous = SqliteSynchronous::Normal
+    })
+    .await?;
     let base = base_url(&server);
     let (_, sender_key) = new_agent(&server, "writer").await?;
     let (reader_id, reader_key) = new_agent(&server, "reader").await?;
     let sender = AgentClient::connect(&base, &sender_key).await?;
     let room = sender
-        .call::<AgentConversationCreate>(ConversationCreateParams { kind: NewConversationKind::Direct, participants: vec![reader_id], name: None })
+        .call::<AgentConversationCreate>(ConversationCreateParams {
+            kind: NewConversationKind::Direct,
+            participants: vec![reader_id],
+            name: None,
+        })
         .await?
         .conversation
         .id;
@@ -423,7 +527,9 @@ pub async fn catchup(events: usize) -> anyhow::Result<Entry> {
     let epoch = server.hub.sync_epoch.clone();
     let cpu0 = own_cpu_seconds();
     let started = Instant::now();
-    let mut ws = tokio_tungstenite::connect_async(&ws_url(&server)).await?.0;
+    let mut ws = tokio_tungstenite::connect_async_with_config(&ws_url(&server), None, true)
+        .await?
+        .0;
     let hello = json!({"jsonrpc": "2.0", "id": "c", "method": "agent/network/connect",
         "params": {"agentKey": reader_key, "resume": {"after": 0, "syncEpoch": epoch}}});
     ws.send(Message::Text(hello.to_string().into())).await?;
@@ -461,7 +567,10 @@ pub async fn catchup(events: usize) -> anyhow::Result<Entry> {
     anyhow::ensure!(read == total, "REST returned {read} of {total} events");
     let mut entry = Entry::new("catchup").param("events", total);
     entry.result("seed_events_per_second", (total as f64 / seed_secs).round());
-    entry.result("resume_events_per_second", (total as f64 / resume_secs).round());
+    entry.result(
+        "resume_events_per_second",
+        (total as f64 / resume_secs).round(),
+    );
     entry.result("resume_cpu_seconds", resume_cpu);
     entry.result("rest_events_per_second", (total as f64 / rest_secs).round());
     server.shutdown().await?;

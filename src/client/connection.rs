@@ -42,7 +42,8 @@ impl Connection {
         url: &str,
         handlers: HashMap<String, Handler>,
     ) -> Result<Connection, ClientError> {
-        let (ws, _) = tokio_tungstenite::connect_async(url)
+        // disable_nagle: requests and answers are small frames.
+        let (ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
             .await
             .map_err(|e| ClientError::Transport(e.to_string()))?;
         let (peer, queue) = Peer::new("sdk-", 4096);

@@ -3,6 +3,8 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -32,22 +34,28 @@ pub struct EventEnvelope {
     pub payload: Value,
 }
 
-/// An event to store, before the log gives it a sequence number.
+/// An event to store, before the log gives it a sequence number. The
+/// payload is shared: one message fanned out to a thousand recipients is one
+/// payload, serialized once.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewEvent {
     pub id: Uuid,
     pub audience: Uuid,
     pub event_type: &'static str,
-    pub payload: Value,
+    pub payload: Arc<Value>,
 }
 
 impl NewEvent {
-    pub fn new(audience: Uuid, event_type: &'static str, payload: Value) -> NewEvent {
+    pub fn new(
+        audience: Uuid,
+        event_type: &'static str,
+        payload: impl Into<Arc<Value>>,
+    ) -> NewEvent {
         NewEvent {
             id: Uuid::now_v7(),
             audience,
             event_type,
-            payload,
+            payload: payload.into(),
         }
     }
 }
@@ -60,7 +68,7 @@ pub struct StoredEvent {
     pub seq: u64,
     pub event_type: String,
     pub occurred_at: Millis,
-    pub payload: Value,
+    pub payload: Arc<Value>,
 }
 
 pub fn rfc3339(millis: Millis) -> String {
@@ -78,9 +86,34 @@ impl StoredEvent {
             occurred_at: rfc3339(self.occurred_at),
             audience: self.audience,
             ephemeral: false,
-            payload: self.payload.clone(),
+            payload: (*self.payload).clone(),
         }
     }
+
+    /// The envelope without copying the payload, for serializing.
+    pub fn envelope_ref(&self) -> EnvelopeRef<'_> {
+        EnvelopeRef {
+            id: self.id,
+            seq: self.seq,
+            event_type: &self.event_type,
+            occurred_at: rfc3339(self.occurred_at),
+            audience: self.audience,
+            payload: &self.payload,
+        }
+    }
+}
+
+/// [`EventEnvelope`] borrowing its payload: the same JSON, no deep copy.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvelopeRef<'a> {
+    pub id: Uuid,
+    pub seq: u64,
+    #[serde(rename = "type")]
+    pub event_type: &'a str,
+    pub occurred_at: String,
+    pub audience: Uuid,
+    pub payload: &'a Value,
 }
 
 /// True when `value` holds a JSON `null` anywhere. Payloads never do.
@@ -124,9 +157,10 @@ mod tests {
             seq: 3,
             event_type: "agent/message/received".into(),
             occurred_at: 0,
-            payload: json!({"a": 1}),
+            payload: Arc::new(json!({"a": 1})),
         };
         let v = serde_json::to_value(e.envelope()).unwrap();
+        assert_eq!(v, serde_json::to_value(e.envelope_ref()).unwrap());
         assert!(!contains_null(&v));
         assert!(v.get("ephemeral").is_none());
         assert_eq!(v["occurredAt"], json!("1970-01-01T00:00:00.000Z"));

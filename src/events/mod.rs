@@ -64,7 +64,7 @@ impl Subscription {
 }
 
 fn notification(event: &StoredEvent) -> String {
-    frame::notification(&event.event_type, &event.envelope())
+    frame::notification(&event.event_type, &event.envelope_ref())
 }
 
 pub struct EventBus {

@@ -155,10 +155,12 @@ pub async fn decide(
     let delivery = delivery_of(&verdict, dropped);
     let mut events = Vec::new();
     if let MessageOutcome::Forward { recipients } = &outcome {
-        let body = serde_json::to_value(MessageReceivedPayload {
-            message: message.clone(),
-        })
-        .expect("payload serializes");
+        let body = std::sync::Arc::new(
+            serde_json::to_value(MessageReceivedPayload {
+                message: message.clone(),
+            })
+            .expect("payload serializes"),
+        );
         events.extend(
             recipients
                 .iter()

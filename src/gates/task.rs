@@ -164,9 +164,9 @@ pub async fn decide(
                 ));
             }
             for view in &views {
-                let body = payload(ConversationCreatedPayload {
+                let body = std::sync::Arc::new(payload(ConversationCreatedPayload {
                     conversation: view.clone(),
-                });
+                }));
                 for p in &view.participants {
                     events.push(NewEvent::new(*p, ConversationCreated::NAME, body.clone()));
                 }

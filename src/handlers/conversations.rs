@@ -125,8 +125,10 @@ pub async fn create(
         last_message_seq: 0,
         created_at: rfc3339(now),
     };
-    let payload = serde_json::to_value(ConversationCreatedPayload { conversation })
-        .map_err(|_| RpcError::internal())?;
+    let payload = std::sync::Arc::new(
+        serde_json::to_value(ConversationCreatedPayload { conversation })
+            .map_err(|_| RpcError::internal())?,
+    );
     let events: Vec<NewEvent> = p
         .participants
         .iter()

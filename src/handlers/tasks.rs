@@ -415,8 +415,10 @@ pub async fn app_conversation_create(
         last_message_seq: 0,
         created_at: rfc3339(now),
     };
-    let body = serde_json::to_value(ConversationCreatedPayload { conversation: view })
-        .map_err(|_| RpcError::internal())?;
+    let body = std::sync::Arc::new(
+        serde_json::to_value(ConversationCreatedPayload { conversation: view })
+            .map_err(|_| RpcError::internal())?,
+    );
     let events: Vec<NewEvent> = p
         .participants
         .iter()

@@ -320,33 +320,74 @@ async fn append_events(
     events: &[NewEvent],
     now: Millis,
 ) -> StoreResult<Vec<StoredEvent>> {
+    // Statements cover up to 400 events of distinct audiences each (an
+    // upsert may touch a row only once): two statements for a whole
+    // fan-out instead of two per recipient.
     let mut stored = Vec::with_capacity(events.len());
-    for e in events {
-        let seq: i64 = sqlx::query_scalar(
-            "INSERT INTO event_streams (audience, last_seq) VALUES (?, 1) \
-             ON CONFLICT (audience) DO UPDATE SET last_seq = event_streams.last_seq + 1 \
-             RETURNING last_seq",
-        )
-        .bind(e.audience.to_string())
-        .fetch_one(&mut **tx)
-        .await?;
-        sqlx::query("INSERT INTO events (audience, seq, id, type, occurred_at, payload) VALUES (?, ?, ?, ?, ?, ?)")
-            .bind(e.audience.to_string())
-            .bind(seq)
-            .bind(e.id.to_string())
-            .bind(e.event_type)
-            .bind(now)
-            .bind(serde_json::to_string(&e.payload).map_err(json_err)?)
-            .execute(&mut **tx)
-            .await?;
-        stored.push(StoredEvent {
-            id: e.id,
-            audience: e.audience,
-            seq: seq as u64,
-            event_type: e.event_type.to_string(),
-            occurred_at: now,
-            payload: e.payload.clone(),
+    let mut json_of: Option<(usize, String)> = None;
+    let mut start = 0;
+    while start < events.len() {
+        let mut seen = std::collections::HashSet::new();
+        let mut end = start;
+        while end < events.len() && end - start < 400 && seen.insert(events[end].audience) {
+            end += 1;
+        }
+        let chunk = &events[start..end];
+        let mut upsert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT INTO event_streams (audience, last_seq) ",
+        );
+        upsert.push_values(chunk, |mut row, e| {
+            row.push_bind(e.audience.to_string()).push_bind(1i64);
         });
+        upsert.push(
+            " ON CONFLICT (audience) DO UPDATE SET last_seq = event_streams.last_seq + 1 RETURNING audience, last_seq",
+        );
+        let mut seqs = std::collections::HashMap::with_capacity(chunk.len());
+        for r in upsert.build().fetch_all(&mut **tx).await? {
+            seqs.insert(
+                uuid(r.try_get("audience")?)?,
+                r.try_get::<i64, _>("last_seq")?,
+            );
+        }
+        let mut rows = Vec::with_capacity(chunk.len());
+        for e in chunk {
+            let ptr = std::sync::Arc::as_ptr(&e.payload) as usize;
+            let json = match &json_of {
+                Some((p, j)) if *p == ptr => j.clone(),
+                _ => {
+                    let j = serde_json::to_string(&*e.payload).map_err(json_err)?;
+                    json_of = Some((ptr, j.clone()));
+                    j
+                }
+            };
+            let seq = *seqs
+                .get(&e.audience)
+                .ok_or_else(|| StoreError::Corrupt("upsert returned no seq".into()))?;
+            rows.push((e, seq, json));
+        }
+        let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT INTO events (audience, seq, id, type, occurred_at, payload) ",
+        );
+        insert.push_values(&rows, |mut row, (e, seq, json)| {
+            row.push_bind(e.audience.to_string())
+                .push_bind(*seq)
+                .push_bind(e.id.to_string())
+                .push_bind(e.event_type)
+                .push_bind(now)
+                .push_bind(json.clone());
+        });
+        insert.build().execute(&mut **tx).await?;
+        for (e, seq, _) in rows {
+            stored.push(StoredEvent {
+                id: e.id,
+                audience: e.audience,
+                seq: seq as u64,
+                event_type: e.event_type.to_string(),
+                occurred_at: now,
+                payload: e.payload.clone(),
+            });
+        }
+        start = end;
     }
     Ok(stored)
 }
@@ -527,7 +568,7 @@ impl SqliteStore {
                 .execute(&mut *tx)
                 .await?;
             }
-            let payload = serde_json::json!({ "message": message });
+            let payload = std::sync::Arc::new(serde_json::json!({ "message": message }));
             let new: Vec<NewEvent> = recipients
                 .iter()
                 .map(|r| NewEvent::new(*r, event_type, payload.clone()))

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod bench_smoke;
 mod conversations;
 mod events;
 mod frames;
