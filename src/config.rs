@@ -61,6 +61,8 @@ pub struct JobsConfig {
     /// Extra time a job written for inline execution waits before the
     /// runner may take it (recovery after a crash).
     pub inline_grace_ms: u64,
+    /// Most jobs the runner runs at once.
+    pub max_concurrent: u32,
 }
 
 impl Default for JobsConfig {
@@ -70,6 +72,7 @@ impl Default for JobsConfig {
             lock_ms: 120_000,
             batch: 64,
             inline_grace_ms: 5_000,
+            max_concurrent: 256,
         }
     }
 }
@@ -393,6 +396,7 @@ impl Config {
             ("jobs.poll_interval_ms", self.jobs.poll_interval_ms),
             ("jobs.lock_ms", self.jobs.lock_ms),
             ("jobs.batch", self.jobs.batch as u64),
+            ("jobs.max_concurrent", self.jobs.max_concurrent as u64),
         ];
         for (key, value) in positive {
             if value == 0 {

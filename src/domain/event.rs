@@ -140,7 +140,7 @@ pub struct StreamPosition {
 impl StreamPosition {
     /// Whether the log can serve everything after `after`.
     pub fn can_serve_after(&self, after: u64) -> bool {
-        after + 1 >= self.oldest_seq && after <= self.last_seq
+        after.saturating_add(1) >= self.oldest_seq && after <= self.last_seq
     }
 }
 

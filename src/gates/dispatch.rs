@@ -28,6 +28,7 @@ pub async fn decide(
     job_id: Uuid,
 ) -> Result<Option<Lease>, StoreError> {
     let Some(lease) = hub.store.lease(lease_id).await? else {
+        hub.store.finish_job(job_id).await?;
         return Ok(None);
     };
     let cfg = &hub.config.leases;
@@ -163,6 +164,9 @@ pub async fn apply(
     };
     // The event needs the lease as it will be; build it from the change.
     let Some(current) = hub.store.lease(lease_id).await? else {
+        if let Some(job) = finish_job {
+            hub.store.finish_job(job).await?;
+        }
         return Ok(None);
     };
     let after = Lease {
@@ -195,6 +199,7 @@ pub async fn expire(
 ) -> Result<Option<Lease>, StoreError> {
     let now = now_millis();
     let Some(current) = hub.store.lease(lease_id).await? else {
+        hub.store.finish_job(job_id).await?;
         return Ok(None);
     };
     let after = Lease {

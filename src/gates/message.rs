@@ -60,6 +60,7 @@ pub async fn decide(
         ..Default::default()
     };
     let Some((message, verdict)) = hub.store.message(message_id).await? else {
+        hub.store.finish_job(job_id).await?;
         return Ok(None);
     };
     if verdict != Verdict::Pending {

@@ -17,8 +17,8 @@ use crate::hooks;
 use crate::hub::Hub;
 use crate::protocol::conversations::{ConversationCreated, ConversationCreatedPayload};
 use crate::protocol::tasks::{
-    AcceptedTask, AppTaskCreate, InitialConversation, TaskActivated, TaskCreateCallback,
-    TaskFailed, TaskInvited, TaskPayload,
+    AcceptedTask, AppTaskCreate, InitialConversation, TaskAccepted, TaskActivated,
+    TaskCreateCallback, TaskFailed, TaskInvited, TaskPayload,
 };
 use crate::protocol::Notification;
 use crate::store::{Effects, NewConversation, StoreError};
@@ -43,6 +43,7 @@ pub async fn decide(
     job_id: Uuid,
 ) -> Result<Option<TaskOutcome>, StoreError> {
     let Some(record) = hub.store.task(task_id).await? else {
+        hub.store.finish_job(job_id).await?;
         return Ok(None);
     };
     let task = record.task;
@@ -152,15 +153,25 @@ pub async fn decide(
                 TaskActivated::NAME,
                 payload(&accepted),
             )];
-            for p in task
-                .participants
-                .iter()
-                .filter(|p| p.agent_id != task.initiator_id)
-            {
+            // Each agent hears of the conversations it is in, no others.
+            let own = |agent: Uuid| AcceptedTask {
+                task: accepted.task.clone(),
+                conversations: views
+                    .iter()
+                    .filter(|c| c.participants.contains(&agent))
+                    .cloned()
+                    .collect(),
+            };
+            for p in &task.participants {
+                let event_type = if p.agent_id == task.initiator_id {
+                    TaskAccepted::NAME
+                } else {
+                    TaskInvited::NAME
+                };
                 events.push(NewEvent::new(
                     p.agent_id,
-                    TaskInvited::NAME,
-                    payload(&accepted),
+                    event_type,
+                    payload(own(p.agent_id)),
                 ));
             }
             for view in &views {
@@ -192,7 +203,7 @@ pub async fn decide(
                 Some(stored) => {
                     hub.events.publish(&stored);
                     info!(task = %task.id, app = %task.app_id, "task accepted");
-                    Ok(Some(TaskOutcome::Accepted(accepted)))
+                    Ok(Some(TaskOutcome::Accepted(own(task.initiator_id))))
                 }
                 None => Ok(current(hub, task.id).await?.map(TaskOutcome::Unchanged)),
             }

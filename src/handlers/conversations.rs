@@ -256,7 +256,19 @@ pub async fn store_message(
     }
     if let Some(reply) = out.reply_to {
         let target = hub.store.message(reply).await.map_err(store_failure)?;
-        if target.map(|(m, _)| m.conversation_id) != Some(conversation.id) {
+        // Only a message the sender can see: one it sent or received.
+        let visible = match &target {
+            Some((m, _)) if m.conversation_id == conversation.id => {
+                m.sender_id == out.sender
+                    || hub
+                        .store
+                        .is_recipient(m.id, out.sender)
+                        .await
+                        .map_err(store_failure)?
+            }
+            _ => false,
+        };
+        if !visible {
             return Err(invalid("replyTo", "names no message of this conversation"));
         }
     }

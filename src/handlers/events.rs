@@ -8,6 +8,10 @@ use crate::store::StoreError;
 
 pub async fn ack(ctx: RequestContext, p: AckParams) -> Result<AckResult, RpcError> {
     let me = ctx.principal().id;
+    if p.seq > i64::MAX as u64 {
+        return Err(RpcError::invalid_params("seq: is beyond any event")
+            .with_data(json!({ "field": "seq" })));
+    }
     match ctx.hub.store.ack_events(me, p.seq).await {
         Ok(acked) => Ok(AckResult { acked_seq: acked }),
         Err(StoreError::Conflict(_)) => {

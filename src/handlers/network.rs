@@ -126,12 +126,17 @@ async fn connect(
     );
     // A revocation that committed between the key check and the registration
     // above closed nobody: look again now that this socket is findable.
-    let still_active = ctx
-        .hub
-        .store
-        .key(&auth.key_id)
-        .await
-        .map_err(store_failure)?;
+    let still_active = match ctx.hub.store.key(&auth.key_id).await {
+        Ok(k) => k,
+        Err(e) => {
+            // The session is bound already; a socket we could not vouch for
+            // must not stay open half connected.
+            ctx.conn
+                .peer
+                .close(crate::rpc::close_code::INTERNAL, "connect failed; retry");
+            return Err(store_failure(e));
+        }
+    };
     if still_active.is_none_or(|k| k.revoked_at.is_some()) {
         ctx.conn
             .peer

@@ -187,9 +187,15 @@ pub async fn request(ctx: RequestContext, p: TaskRequestParams) -> Result<Accept
         .map_err(store_failure)?
         .is_some()
     {
-        gates::task::decide(&hub, task_id, job.id)
-            .await
-            .map_err(store_failure)?
+        match gates::task::decide(&hub, task_id, job.id).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                // The runner takes the job over; the answer names the task.
+                let _ = hub.store.retry_job(job.id, now_millis()).await;
+                tracing::warn!(task = %task_id, error = %e, "task gate failed; the job runner retries it");
+                return Err(RpcError::internal().with_data(json!({ "taskId": task_id })));
+            }
+        }
     } else {
         None
     };
@@ -215,7 +221,7 @@ pub async fn request(ctx: RequestContext, p: TaskRequestParams) -> Result<Accept
                         tokio::time::sleep(Duration::from_millis(25)).await;
                     }
                     TaskState::Waiting => {
-                        return Err(RpcError::new(ErrorKind::Timeout, "the task is still waiting for its app; watch for agent/task/invited or agent/task/failed")
+                        return Err(RpcError::new(ErrorKind::Timeout, "the task is still waiting for its app; watch for agent/task/accepted or agent/task/failed")
                             .with_data(json!({ "taskId": task_id })))
                     }
                     TaskState::Failed => return Err(task_failed_error(&task, hook_timeout)),

@@ -22,10 +22,10 @@ fn number(query: &HashMap<String, String>, name: &str) -> Result<Option<u64>, Ap
         None => Ok(None),
         Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
             bad(
-                if name == "after" {
-                    "invalid_cursor"
-                } else {
-                    "invalid_query"
+                match name {
+                    "after" => "invalid_cursor",
+                    "limit" => "invalid_limit",
+                    _ => "invalid_query",
                 },
                 format!("{name} must be a non-negative integer"),
             )
@@ -131,6 +131,29 @@ pub async fn catch_up(
             .events_after(audience, after, limit as u32)
             .await
             .map_err(store_failure)?;
+    }
+    if events.first().is_some_and(|e| e.seq != after + 1) {
+        // Retention passed the cursor between the check and the read.
+        let pos = hub
+            .store
+            .stream_position(audience)
+            .await
+            .map_err(store_failure)?;
+        let mut e = ApiError::new(
+            StatusCode::GONE,
+            "resync_required",
+            format!(
+                "events after seq {after} were pruned; the log holds seq {} to {}",
+                pos.oldest_seq, pos.last_seq
+            ),
+        );
+        e.extra = Some(Box::new(json!({
+            "syncEpoch": hub.sync_epoch,
+            "oldestSeq": pos.oldest_seq,
+            "latestSeq": pos.last_seq,
+            "ackedSeq": pos.acked_seq,
+        })));
+        return Err(e);
     }
     let next_after = events.last().map_or(after, |e| e.seq);
     let latest = hub

@@ -18,21 +18,35 @@ pub async fn run(hub: Arc<Hub>) {
     let cfg = hub.config.jobs.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(cfg.poll_interval_ms));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Each job may wait on a hook; bound how many wait at once.
+    let running = Arc::new(tokio::sync::Semaphore::new(cfg.max_concurrent as usize));
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = hub.shutdown.cancelled() => return,
         }
+        let room = (running.available_permits() as u32).min(cfg.batch);
+        if room == 0 {
+            continue;
+        }
         let now = now_millis();
         match hub
             .store
-            .claim_due_jobs(now, now + cfg.lock_ms as i64, cfg.batch)
+            .claim_due_jobs(now, now + cfg.lock_ms as i64, room)
             .await
         {
             Ok(jobs) => {
                 for job in jobs {
                     let hub2 = hub.clone();
-                    hub.tasks.spawn(async move { execute(&hub2, job).await });
+                    let permit = running
+                        .clone()
+                        .acquire_owned()
+                        .await
+                        .expect("semaphore open");
+                    hub.tasks.spawn(async move {
+                        execute(&hub2, job).await;
+                        drop(permit);
+                    });
                 }
             }
             Err(e) => warn!(error = %e, "claiming jobs failed"),

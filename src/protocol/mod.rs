@@ -191,6 +191,7 @@ pub fn catalogue() -> Vec<MethodSpec> {
         notification_spec::<conversations::TypingReceived>(),
         notification_spec::<tasks::TaskInvited>(),
         notification_spec::<tasks::TaskActivated>(),
+        notification_spec::<tasks::TaskAccepted>(),
         notification_spec::<tasks::TaskFailed>(),
         notification_spec::<tasks::TaskClosed>(),
         notification_spec::<tasks::ConversationJoined>(),

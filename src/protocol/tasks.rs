@@ -350,6 +350,12 @@ event!(
     AcceptedTask
 );
 event!(
+    TaskAccepted,
+    "agent/task/accepted",
+    "The audience's task request was accepted (also when the answer to agent/task/request was lost).",
+    AcceptedTask
+);
+event!(
     TaskFailed,
     "agent/task/failed",
     "The audience's task request failed; task.failure says why.",

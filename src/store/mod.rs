@@ -388,7 +388,8 @@ pub trait Store: Send + Sync + 'static {
     async fn ack_events(&self, audience: Uuid, seq: u64) -> StoreResult<u64>;
 
     /// Deletes events older than `older_than`, and for each audience all but
-    /// its newest `keep_per_audience`. Returns how many were deleted.
+    /// its newest `keep_per_audience`; idempotency records older than
+    /// `older_than` go too. Returns how many events were deleted.
     async fn prune_events(&self, older_than: Millis, keep_per_audience: u64) -> StoreResult<u64>;
 
     /// Stores a conversation, its participants and `events` in one transaction.
@@ -504,6 +505,9 @@ pub trait Store: Send + Sync + 'static {
         lock_until: Millis,
         limit: u32,
     ) -> StoreResult<Vec<Job>>;
+
+    /// Deletes a job whose subject no longer exists.
+    async fn finish_job(&self, id: Uuid) -> StoreResult<()>;
 
     /// Unlocks every job. Called at start: a lock held when the hub stopped
     /// belongs to a process that no longer runs (one hub per database).

@@ -162,7 +162,7 @@ async fn insert_conversation(
     for p in &c.participants {
         sqlx::query("INSERT INTO conversation_participants (conversation_id, principal_id, joined_at) VALUES ($1, $2, $3)")
             .bind(c.id)
-            .bind(p.to_string())
+            .bind(p)
             .bind(c.created_at)
             .execute(&mut **tx)
             .await?;
@@ -192,7 +192,7 @@ async fn finish_job(
 ) -> StoreResult<()> {
     if let Some(id) = job {
         sqlx::query("DELETE FROM jobs WHERE id = $1")
-            .bind(id.to_string())
+            .bind(id)
             .execute(&mut **tx)
             .await?;
     }
@@ -297,6 +297,12 @@ async fn append_events(
     // Statements cover up to 400 events of distinct audiences each (an
     // upsert may touch a row only once): two statements for a whole
     // fan-out instead of two per recipient.
+    // Rows are locked in audience order, the same in every transaction, so
+    // two writers to overlapping audiences cannot deadlock. The sort is
+    // stable: one audience's events keep their order.
+    let mut sorted: Vec<&NewEvent> = events.iter().collect();
+    sorted.sort_by_key(|e| e.audience);
+    let events = sorted;
     let mut stored = Vec::with_capacity(events.len());
     let mut json_of: Option<(usize, String)> = None;
     let mut start = 0;
@@ -746,6 +752,10 @@ impl Store for PgStore {
     }
 
     async fn prune_events(&self, older_than: Millis, keep_per_audience: u64) -> StoreResult<u64> {
+        sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
+            .bind(older_than)
+            .execute(&self.pool)
+            .await?;
         let by_age = sqlx::query("DELETE FROM events WHERE occurred_at < $1")
             .bind(older_than)
             .execute(&self.pool)
@@ -963,7 +973,7 @@ impl Store for PgStore {
         let row = sqlx::query(&format!(
             "SELECT {TASK_COLUMNS} FROM tasks t WHERE t.id = $1"
         ))
-        .bind(id.to_string())
+        .bind(id)
         .fetch_optional(&mut *conn)
         .await?;
         match row {
@@ -998,7 +1008,7 @@ impl Store for PgStore {
             "SELECT {TASK_COLUMNS} FROM tasks t JOIN task_participants p ON p.task_id = t.id \
              WHERE p.agent_id = $1 AND ($2::uuid IS NULL OR t.id > $2) ORDER BY t.id LIMIT $3"
         ))
-        .bind(agent.to_string())
+        .bind(agent)
         .bind(after)
         .bind(limit as i64)
         .fetch_all(&mut *conn)
@@ -1027,7 +1037,7 @@ impl Store for PgStore {
         .bind(failure.map(|f| f.code.clone()))
         .bind(failure.and_then(|f| f.reason.clone()))
         .bind(now)
-        .bind(id.to_string())
+        .bind(id)
         .bind(from.as_str())
         .execute(&mut *tx)
         .await?
@@ -1056,7 +1066,7 @@ impl Store for PgStore {
                  ON CONFLICT DO NOTHING",
             )
             .bind(conversation_id)
-            .bind(a.to_string())
+            .bind(a)
             .bind(now)
             .execute(&mut *tx)
             .await?;
@@ -1096,7 +1106,7 @@ impl Store for PgStore {
                     "INSERT INTO message_recipients (message_id, recipient_id) VALUES ($1, $2)",
                 )
                 .bind(message_id)
-                .bind(r.to_string())
+                .bind(r)
                 .execute(&mut *tx)
                 .await?;
             }
@@ -1111,7 +1121,7 @@ impl Store for PgStore {
             "SELECT 1::bigint FROM message_recipients WHERE message_id = $1 AND recipient_id = $2",
         )
         .bind(message_id)
-        .bind(agent.to_string())
+        .bind(agent)
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.is_some())
@@ -1157,7 +1167,7 @@ impl Store for PgStore {
 
     async fn lease(&self, id: Uuid) -> StoreResult<Option<Lease>> {
         let row = sqlx::query(&format!("SELECT {LEASE_COLUMNS} FROM leases WHERE id = $1"))
-            .bind(id.to_string())
+            .bind(id)
             .fetch_optional(&self.pool)
             .await?;
         row.map(|r| lease_row(&r)).transpose()
@@ -1206,7 +1216,7 @@ impl Store for PgStore {
              WHERE id = $2 AND (locked_until IS NULL OR locked_until < $3) RETURNING id, kind, subject, attempts",
         )
         .bind(lock_until)
-        .bind(id.to_string())
+        .bind(id)
         .bind(now)
         .fetch_optional(&self.pool)
         .await?;
@@ -1221,7 +1231,7 @@ impl Store for PgStore {
     ) -> StoreResult<Vec<Job>> {
         let rows = sqlx::query(
             "UPDATE jobs SET locked_until = $1, attempts = attempts + 1 WHERE id IN \
-             (SELECT id FROM jobs WHERE run_at <= $2 AND (locked_until IS NULL OR locked_until < $3) ORDER BY run_at LIMIT $4) \
+             (SELECT id FROM jobs WHERE run_at <= $2 AND (locked_until IS NULL OR locked_until < $3) ORDER BY run_at LIMIT $4 FOR UPDATE SKIP LOCKED) \
              RETURNING id, kind, subject, attempts",
         )
         .bind(lock_until)
@@ -1231,6 +1241,14 @@ impl Store for PgStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(job_row).collect()
+    }
+
+    async fn finish_job(&self, id: Uuid) -> StoreResult<()> {
+        sqlx::query("DELETE FROM jobs WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     async fn release_job_locks(&self) -> StoreResult<u64> {
@@ -1245,7 +1263,7 @@ impl Store for PgStore {
     async fn retry_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()> {
         sqlx::query("UPDATE jobs SET locked_until = NULL, run_at = $1 WHERE id = $2")
             .bind(run_at)
-            .bind(id.to_string())
+            .bind(id)
             .execute(&self.pool)
             .await?;
         Ok(())
@@ -1258,8 +1276,8 @@ impl PgStore {
             "SELECT {LEASE_COLUMNS} FROM leases WHERE recipient_id = $1 AND message_id = $2 \
              AND state IN ('pending', 'held', 'granted')"
         ))
-        .bind(recipient.to_string())
-        .bind(message.to_string())
+        .bind(recipient)
+        .bind(message)
         .fetch_optional(&self.pool)
         .await?;
         row.map(|r| lease_row(&r)).transpose()

@@ -323,6 +323,12 @@ async fn append_events(
     // Statements cover up to 400 events of distinct audiences each (an
     // upsert may touch a row only once): two statements for a whole
     // fan-out instead of two per recipient.
+    // Rows are locked in audience order, the same in every transaction, so
+    // two writers to overlapping audiences cannot deadlock. The sort is
+    // stable: one audience's events keep their order.
+    let mut sorted: Vec<&NewEvent> = events.iter().collect();
+    sorted.sort_by_key(|e| e.audience);
+    let events = sorted;
     let mut stored = Vec::with_capacity(events.len());
     let mut json_of: Option<(usize, String)> = None;
     let mut start = 0;
@@ -791,6 +797,10 @@ impl Store for SqliteStore {
     }
 
     async fn prune_events(&self, older_than: Millis, keep_per_audience: u64) -> StoreResult<u64> {
+        sqlx::query("DELETE FROM idempotency_keys WHERE created_at < ?")
+            .bind(older_than)
+            .execute(&self.pool)
+            .await?;
         let by_age = sqlx::query("DELETE FROM events WHERE occurred_at < ?")
             .bind(older_than)
             .execute(&self.pool)
@@ -1278,6 +1288,14 @@ impl Store for SqliteStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(job_row).collect()
+    }
+
+    async fn finish_job(&self, id: Uuid) -> StoreResult<()> {
+        sqlx::query("DELETE FROM jobs WHERE id = ?")
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     async fn release_job_locks(&self) -> StoreResult<u64> {

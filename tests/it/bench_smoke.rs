@@ -10,17 +10,35 @@ async fn bench_smoke_run_reports_every_scenario() {
         .output()
         .await
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let scenarios: Vec<&str> = report["entries"].as_array().unwrap().iter().map(|e| e["scenario"].as_str().unwrap()).collect();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let scenarios: Vec<&str> = report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["scenario"].as_str().unwrap())
+        .collect();
     for s in ["ceiling", "fanout", "hook", "connections", "catchup"] {
         assert!(scenarios.contains(&s), "{s} missing from {scenarios:?}");
     }
-    let fanouts: Vec<&serde_json::Value> = report["entries"].as_array().unwrap().iter().filter(|e| e["scenario"] == "fanout").collect();
+    let fanouts: Vec<&serde_json::Value> = report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["scenario"] == "fanout")
+        .collect();
     assert_eq!(fanouts.len(), 2, "sqlite and postgres");
     for f in fanouts {
         assert!(f["results"]["hub_over_ceiling"].as_f64().unwrap() > 0.0);
-        assert_eq!(f["results"]["deliveries"], f["params"]["n"].as_u64().unwrap() * f["params"]["messages"].as_u64().unwrap());
+        assert_eq!(
+            f["results"]["deliveries"],
+            f["params"]["n"].as_u64().unwrap() * f["params"]["messages"].as_u64().unwrap()
+        );
     }
     assert!(report["machine"]["cores"].as_u64().unwrap() >= 1);
 }

@@ -115,7 +115,17 @@ async fn send(client: &AgentClient, conversation: Uuid, body: &str) -> MessageSe
 
 #[tokio::test]
 async fn an_accepted_task_opens_its_conversations_and_tells_the_invited() {
-    let w = world(TestHub::fast_options(), open(), 3).await;
+    an_accepted_task_opens_its_conversations_and_tells_the_invited_on(TestHub::fast_options())
+        .await;
+}
+
+#[tokio::test]
+async fn an_accepted_task_opens_its_conversations_and_tells_the_invited_on_postgres() {
+    an_accepted_task_opens_its_conversations_and_tells_the_invited_on(on_postgres().await).await;
+}
+
+async fn an_accepted_task_opens_its_conversations_and_tells_the_invited_on(options: Options) {
+    let w = world(options, open(), 3).await;
     let initiator = w.client(0).await;
     let invited = w.client(1).await;
     let mut rx = invited.connection.notifications().unwrap();
@@ -140,10 +150,27 @@ async fn an_accepted_task_opens_its_conversations_and_tells_the_invited() {
         .iter()
         .map(|c| c.name.as_deref().unwrap())
         .collect();
-    assert_eq!(names, vec!["Everyone", "Nobody yet", "Side chat"]);
+    // The answer lists the conversations the initiator is in; the app sees all.
+    assert_eq!(names, vec!["Everyone", "Side chat"]);
     assert_eq!(accepted.conversations[0].participants.len(), 3);
-    assert!(accepted.conversations[1].participants.is_empty());
-    assert_eq!(accepted.conversations[2].participants.len(), 2);
+    assert_eq!(accepted.conversations[1].participants.len(), 2);
+    let app = AppClient::builder(&w.hub.base, &w.app_key)
+        .connect()
+        .await
+        .unwrap();
+    let all = app
+        .call::<AppTaskGet>(TaskGetParams {
+            task_id: accepted.task.id,
+        })
+        .await
+        .unwrap();
+    let names: Vec<&str> = all
+        .conversations
+        .iter()
+        .map(|c| c.name.as_deref().unwrap())
+        .collect();
+    assert_eq!(names, vec!["Everyone", "Nobody yet", "Side chat"]);
+    assert!(all.conversations[1].participants.is_empty());
     let invite = next_of(&mut rx, "agent/task/invited").await;
     assert_eq!(invite["payload"]["task"]["id"], json!(accepted.task.id));
     let got = initiator
@@ -247,6 +274,13 @@ async fn a_static_reject_fails_the_task_with_its_reason() {
     );
 }
 
+async fn on_postgres() -> Options {
+    Options {
+        database_url: Some(crate::support::pg::fresh_database().await),
+        ..TestHub::fast_options()
+    }
+}
+
 fn hooked(timeout_ms: u64) -> Value {
     manifest(
         json!({"kind": "hook", "timeoutMs": timeout_ms}),
@@ -257,7 +291,16 @@ fn hooked(timeout_ms: u64) -> Value {
 
 #[tokio::test]
 async fn task_create_hooks_decide_and_every_failure_closes_the_gate() {
-    let w = world(TestHub::fast_options(), hooked(300), 2).await;
+    task_create_hooks_decide_and_every_failure_closes_the_gate_on(TestHub::fast_options()).await;
+}
+
+#[tokio::test]
+async fn task_create_hooks_decide_and_every_failure_closes_the_gate_on_postgres() {
+    task_create_hooks_decide_and_every_failure_closes_the_gate_on(on_postgres().await).await;
+}
+
+async fn task_create_hooks_decide_and_every_failure_closes_the_gate_on(options: Options) {
+    let w = world(options, hooked(300), 2).await;
     let c = w.client(0).await;
 
     // Never connected.
@@ -453,7 +496,16 @@ async fn message_app(
 
 #[tokio::test]
 async fn message_gates_forward_block_and_fail_closed() {
-    let w = world(TestHub::fast_options(), hooked(400), 3).await;
+    message_gates_forward_block_and_fail_closed_on(TestHub::fast_options()).await;
+}
+
+#[tokio::test]
+async fn message_gates_forward_block_and_fail_closed_on_postgres() {
+    message_gates_forward_block_and_fail_closed_on(on_postgres().await).await;
+}
+
+async fn message_gates_forward_block_and_fail_closed_on(options: Options) {
+    let w = world(options, hooked(400), 3).await;
     let stranger = Uuid::new_v4();
     let (c0, c1, c2) = (w.client(0).await, w.client(1).await, w.client(2).await);
     let (a1, a2) = (w.agents[1].id, w.agents[2].id);
@@ -632,8 +684,18 @@ async fn dispatch(
 
 #[tokio::test]
 async fn static_grants_expire_unless_completed_and_only_recipients_may_ask() {
+    static_grants_expire_unless_completed_and_only_recipients_may_ask_on(TestHub::fast_options())
+        .await;
+}
+
+#[tokio::test]
+async fn static_grants_expire_unless_completed_and_only_recipients_may_ask_on_postgres() {
+    static_grants_expire_unless_completed_and_only_recipients_may_ask_on(on_postgres().await).await;
+}
+
+async fn static_grants_expire_unless_completed_and_only_recipients_may_ask_on(options: Options) {
     let w = world(
-        TestHub::fast_options().env("SWITCHBOARD_LEASES__DEFAULT_TIMEOUT_MS", 300),
+        options.env("SWITCHBOARD_LEASES__DEFAULT_TIMEOUT_MS", 300),
         open(),
         3,
     )
@@ -695,8 +757,17 @@ async fn static_grants_expire_unless_completed_and_only_recipients_may_ask() {
 
 #[tokio::test]
 async fn dispatch_hooks_grant_deny_hold_and_resolve() {
+    dispatch_hooks_grant_deny_hold_and_resolve_on(TestHub::fast_options()).await;
+}
+
+#[tokio::test]
+async fn dispatch_hooks_grant_deny_hold_and_resolve_on_postgres() {
+    dispatch_hooks_grant_deny_hold_and_resolve_on(on_postgres().await).await;
+}
+
+async fn dispatch_hooks_grant_deny_hold_and_resolve_on(options: Options) {
     let w = world(
-        TestHub::fast_options().env("SWITCHBOARD_LEASES__MAX_HOLD_MS", 400),
+        options.env("SWITCHBOARD_LEASES__MAX_HOLD_MS", 400),
         manifest(
             json!({"kind": "accept"}),
             json!({"kind": "forwardAllExceptSender"}),
