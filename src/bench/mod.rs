@@ -27,6 +27,10 @@ pub struct BenchArgs {
     pub backend: String,
     #[arg(long)]
     pub postgres_url: Option<String>,
+    /// storage.sqlite_synchronous of the measured hubs: full (the default,
+    /// survives power loss) or normal (survives a hub crash only).
+    #[arg(long, default_value = "full")]
+    pub sqlite_synchronous: String,
     /// Group sizes for fanout.
     #[arg(long, value_delimiter = ',', default_value = "10,100,1000")]
     pub fanout_sizes: Vec<usize>,
@@ -90,7 +94,12 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Report> {
                     "sqlite" => None,
                     other => anyhow::bail!("unknown backend {other}"),
                 };
-                let mut hub = scenarios::fanout(n, args.fanout_deliveries, backend, url).await?;
+                let sync = match args.sqlite_synchronous.as_str() {
+                    "normal" => crate::config::SqliteSynchronous::Normal,
+                    "full" => crate::config::SqliteSynchronous::Full,
+                    other => anyhow::bail!("--sqlite-synchronous must be full or normal, not {other}"),
+                };
+                let mut hub = scenarios::fanout(n, args.fanout_deliveries, backend, url, sync).await?;
                 hub.ratio("deliveries_per_second", &ceiling, "hub_over_ceiling");
                 report.push(hub);
             }

@@ -197,9 +197,11 @@ pub async fn fanout(
     deliveries: usize,
     backend: &str,
     database_url: Option<String>,
+    sync: SqliteSynchronous,
 ) -> anyhow::Result<Entry> {
     let queue = 8192;
     let (server, _dir) = start_hub(database_url, |c| {
+        c.storage.sqlite_synchronous = sync;
         c.messages.max_group_participants = n + 1;
         c.gateway.outbound_queue_capacity = queue;
         c.storage.max_connections = 8;
@@ -242,6 +244,9 @@ pub async fn fanout(
         .param("messages", messages)
         .param("backend", backend)
         .param("outbound_queue_capacity", queue);
+    if backend == "sqlite" {
+        entry = entry.param("sqlite_synchronous", format!("{sync:?}").to_lowercase());
+    }
     summarize(&mut entry, handles, started, messages * n).await?;
     entry.result("cpu_seconds", own_cpu_seconds() - cpu0);
     server.shutdown().await?;
