@@ -173,6 +173,11 @@ pub struct GatewayConfig {
     pub outbound_queue_capacity: u32,
     pub rate_limit_per_second: u32,
     pub rate_limit_burst: u32,
+    /// Per-socket read buffer. Small keeps idle sockets cheap; frames
+    /// larger than it are still read (the buffer grows for them).
+    pub socket_read_buffer_bytes: usize,
+    /// Per-socket write buffer before a flush.
+    pub socket_write_buffer_bytes: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -265,6 +270,8 @@ impl Default for GatewayConfig {
             outbound_queue_capacity: 1024,
             rate_limit_per_second: 100,
             rate_limit_burst: 200,
+            socket_read_buffer_bytes: 4096,
+            socket_write_buffer_bytes: 8192,
         }
     }
 }
@@ -365,6 +372,10 @@ impl Config {
                 g.rate_limit_per_second as u64,
             ),
             ("gateway.rate_limit_burst", g.rate_limit_burst as u64),
+            (
+                "gateway.socket_read_buffer_bytes",
+                g.socket_read_buffer_bytes as u64,
+            ),
             (
                 "storage.max_connections",
                 self.storage.max_connections as u64,

@@ -97,9 +97,12 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Report> {
                 let sync = match args.sqlite_synchronous.as_str() {
                     "normal" => crate::config::SqliteSynchronous::Normal,
                     "full" => crate::config::SqliteSynchronous::Full,
-                    other => anyhow::bail!("--sqlite-synchronous must be full or normal, not {other}"),
+                    other => {
+                        anyhow::bail!("--sqlite-synchronous must be full or normal, not {other}")
+                    }
                 };
-                let mut hub = scenarios::fanout(n, args.fanout_deliveries, backend, url, sync).await?;
+                let mut hub =
+                    scenarios::fanout(n, args.fanout_deliveries, backend, url, sync).await?;
                 hub.ratio("deliveries_per_second", &ceiling, "hub_over_ceiling");
                 report.push(hub);
             }
@@ -130,9 +133,16 @@ fn raise_fd_limit() {
             rlim_cur: 0,
             rlim_max: 0,
         };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            // Root may raise the hard limit too; others get the hard limit.
+            let wanted = libc::rlimit {
+                rlim_cur: 1 << 20,
+                rlim_max: lim.rlim_max.max(1 << 20),
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) != 0 && lim.rlim_cur < lim.rlim_max {
+                lim.rlim_cur = lim.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            }
         }
     }
 }

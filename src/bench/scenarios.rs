@@ -456,10 +456,17 @@ pub async fn connections(k: usize) -> anyhow::Result<Entry> {
         .into_iter()
         .collect::<anyhow::Result<_>>()?;
     let connect_secs = started.elapsed().as_secs_f64();
+    // Read from now on, so the sockets answer the hub's heartbeats while
+    // the big conversation is being opened.
+    let handles: Vec<_> = sockets.into_iter().map(|ws| tokio::spawn(receive(ws, 1))).collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_after = rss_kib(pid).unwrap_or(0);
 
-    let announcer = AgentClient::connect(&base, &sender_reg.key.plaintext).await?;
+    let mut announcer = AgentClient::connect(&base, &sender_reg.key.plaintext).await?;
+    // Opening a conversation of K members checks each one: allow for it.
+    announcer
+        .connection
+        .set_call_timeout(Duration::from_secs(600));
     let group = announcer
         .call::<AgentConversationCreate>(ConversationCreateParams {
             kind: NewConversationKind::Group,
@@ -469,10 +476,6 @@ pub async fn connections(k: usize) -> anyhow::Result<Entry> {
         .await?
         .conversation
         .id;
-    let handles: Vec<_> = sockets
-        .into_iter()
-        .map(|ws| tokio::spawn(receive(ws, 1)))
-        .collect();
     let sent = Instant::now();
     send_text(&announcer, group, format!("{} all hands", stamp())).await?;
     let mut entry = Entry::new("connections").param("k", k);

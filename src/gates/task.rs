@@ -175,9 +175,7 @@ pub async fn decide(
                 ));
             }
             for view in &views {
-                let body = std::sync::Arc::new(payload(ConversationCreatedPayload {
-                    conversation: view.clone(),
-                }));
+                let body = std::sync::Arc::new(payload(ConversationCreatedPayload::new(view.clone())));
                 for p in &view.participants {
                     events.push(NewEvent::new(*p, ConversationCreated::NAME, body.clone()));
                 }

@@ -126,7 +126,7 @@ pub async fn create(
         created_at: rfc3339(now),
     };
     let payload = std::sync::Arc::new(
-        serde_json::to_value(ConversationCreatedPayload { conversation })
+        serde_json::to_value(ConversationCreatedPayload::new(conversation))
             .map_err(|_| RpcError::internal())?,
     );
     let events: Vec<NewEvent> = p

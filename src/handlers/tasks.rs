@@ -422,7 +422,7 @@ pub async fn app_conversation_create(
         created_at: rfc3339(now),
     };
     let body = std::sync::Arc::new(
-        serde_json::to_value(ConversationCreatedPayload { conversation: view })
+        serde_json::to_value(ConversationCreatedPayload::new(view))
             .map_err(|_| RpcError::internal())?,
     );
     let events: Vec<NewEvent> = p

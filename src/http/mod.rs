@@ -44,8 +44,11 @@ async fn websocket(State(hub): State<Arc<Hub>>, ws: WebSocketUpgrade) -> Respons
     }
     let limit = hub.config.gateway.transport_max_frame_bytes;
     let tracker = hub.connections.clone();
+    let g = &hub.config.gateway;
     ws.max_message_size(limit)
         .max_frame_size(limit)
+        .read_buffer_size(g.socket_read_buffer_bytes)
+        .write_buffer_size(g.socket_write_buffer_bytes)
         .on_upgrade(move |socket| {
             tracker.track_future(crate::gateway::connection::run(hub, socket))
         })

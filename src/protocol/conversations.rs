@@ -154,7 +154,25 @@ pub struct MessageReceivedPayload {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationCreatedPayload {
+    /// The conversation. For a conversation of more than
+    /// [`EVENT_PARTICIPANTS_MAX`] members `participants` is left empty
+    /// (read it with `agent/conversation/get`): one event per member, each
+    /// listing every member, would grow with the square of the size.
     pub conversation: Conversation,
+    pub participant_count: usize,
+}
+
+/// Most participants an event lists inline.
+pub const EVENT_PARTICIPANTS_MAX: usize = 256;
+
+impl ConversationCreatedPayload {
+    pub fn new(mut conversation: Conversation) -> Self {
+        let participant_count = conversation.participants.len();
+        if participant_count > EVENT_PARTICIPANTS_MAX {
+            conversation.participants.clear();
+        }
+        ConversationCreatedPayload { conversation, participant_count }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

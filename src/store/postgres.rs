@@ -276,6 +276,22 @@ fn placeholders(first: usize, n: usize) -> String {
         .join(", ")
 }
 
+/// One statement per 500 recipients instead of one per recipient.
+async fn insert_recipients(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    message_id: Uuid,
+    recipients: &[Uuid],
+) -> StoreResult<()> {
+    for chunk in recipients.chunks(500) {
+        let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new("INSERT INTO message_recipients (message_id, recipient_id) ");
+        q.push_values(chunk, |mut row, r| {
+            row.push_bind(message_id).push_bind(*r);
+        });
+        q.build().execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
 fn json_err(e: serde_json::Error) -> StoreError {
     StoreError::Corrupt(e.to_string())
 }
@@ -518,15 +534,7 @@ impl PgStore {
             event_type,
         } = &m.fanout
         {
-            for r in recipients {
-                sqlx::query(
-                    "INSERT INTO message_recipients (message_id, recipient_id) VALUES ($1, $2)",
-                )
-                .bind(m.id)
-                .bind(r)
-                .execute(&mut *tx)
-                .await?;
-            }
+            insert_recipients(&mut tx, m.id, recipients).await?;
             let payload = std::sync::Arc::new(serde_json::json!({ "message": message }));
             let new: Vec<NewEvent> = recipients
                 .iter()
@@ -1101,15 +1109,7 @@ impl Store for PgStore {
             return Ok(None);
         }
         if let MessageOutcome::Forward { recipients } = outcome {
-            for r in recipients {
-                sqlx::query(
-                    "INSERT INTO message_recipients (message_id, recipient_id) VALUES ($1, $2)",
-                )
-                .bind(message_id)
-                .bind(r)
-                .execute(&mut *tx)
-                .await?;
-            }
+            insert_recipients(&mut tx, message_id, recipients).await?;
         }
         let events = apply_effects(&mut tx, effects, now).await?;
         tx.commit().await?;

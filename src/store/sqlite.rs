@@ -304,6 +304,22 @@ fn placeholders(n: usize) -> String {
     vec!["?"; n].join(", ")
 }
 
+/// One statement per 500 recipients instead of one per recipient.
+async fn insert_recipients(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    message_id: Uuid,
+    recipients: &[Uuid],
+) -> StoreResult<()> {
+    for chunk in recipients.chunks(500) {
+        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new("INSERT INTO message_recipients (message_id, recipient_id) ");
+        q.push_values(chunk, |mut row, r| {
+            row.push_bind(message_id.to_string()).push_bind(r.to_string());
+        });
+        q.build().execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
 fn json_err(e: serde_json::Error) -> StoreError {
     StoreError::Corrupt(e.to_string())
 }
@@ -565,15 +581,7 @@ impl SqliteStore {
             event_type,
         } = &m.fanout
         {
-            for r in recipients {
-                sqlx::query(
-                    "INSERT INTO message_recipients (message_id, recipient_id) VALUES (?, ?)",
-                )
-                .bind(m.id.to_string())
-                .bind(r.to_string())
-                .execute(&mut *tx)
-                .await?;
-            }
+            insert_recipients(&mut tx, m.id, recipients).await?;
             let payload = std::sync::Arc::new(serde_json::json!({ "message": message }));
             let new: Vec<NewEvent> = recipients
                 .iter()
@@ -1148,15 +1156,7 @@ impl Store for SqliteStore {
             return Ok(None);
         }
         if let MessageOutcome::Forward { recipients } = outcome {
-            for r in recipients {
-                sqlx::query(
-                    "INSERT INTO message_recipients (message_id, recipient_id) VALUES (?, ?)",
-                )
-                .bind(message_id.to_string())
-                .bind(r.to_string())
-                .execute(&mut *tx)
-                .await?;
-            }
+            insert_recipients(&mut tx, message_id, recipients).await?;
         }
         let events = apply_effects(&mut tx, effects, now).await?;
         tx.commit().await?;
