@@ -140,29 +140,20 @@ impl Moderator {
                 {
                     if self.victim.is_none() && !self.wolves.contains(&victim) {
                         self.victim = Some(victim);
-                        self.phase = Phase::Day;
-                        self.turn_order = self
-                            .participants
-                            .iter()
-                            .copied()
-                            .filter(|a| *a != victim)
-                            .collect();
-                        let evidence = self.wolves[0];
-                        let _ = self.actions.send(Action::Post(
-                            self.town.expect("town"),
-                            format!(
-                                "Day breaks: {victim} was killed. Paw prints lead to {evidence}."
-                            ),
-                        ));
+                        self.maybe_dawn();
                     }
                 }
                 forward(others)
             }
             Phase::Night => {
                 self.night_blocked += 1;
+                self.maybe_dawn();
                 block("night phase is closed")
             }
-            Phase::Day if Some(sender) == self.turn_order.get(self.turn).copied() => {
+            Phase::Day
+                if Some(sender) == self.turn_order.get(self.turn).copied()
+                    && text.starts_with("I accuse ") =>
+            {
                 if let Some(accused) = text
                     .strip_prefix("I accuse ")
                     .and_then(|v| v.parse::<Uuid>().ok())
@@ -187,6 +178,28 @@ impl Moderator {
             Phase::Day => block("not your turn"),
             Phase::Setup | Phase::Over => block("the game is not running"),
         }
+    }
+
+    /// The night ends once the wolves chose and every villager has tried
+    /// (and failed) to talk, in whatever order those messages came.
+    fn maybe_dawn(&mut self) {
+        let villagers = self.participants.len() - self.wolves.len();
+        let Some(victim) = self.victim else { return };
+        if self.phase != Phase::Night || self.night_blocked < villagers {
+            return;
+        }
+        self.phase = Phase::Day;
+        self.turn_order = self
+            .participants
+            .iter()
+            .copied()
+            .filter(|a| *a != victim)
+            .collect();
+        let evidence = self.wolves[0];
+        let _ = self.actions.send(Action::Post(
+            self.town.expect("town"),
+            format!("Day breaks: {victim} was killed. Paw prints lead to {evidence}."),
+        ));
     }
 
     fn admit(&mut self, p: &DispatchAuthorizeCallback) -> DispatchAuthorizeAnswer {

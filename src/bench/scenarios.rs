@@ -458,7 +458,10 @@ pub async fn connections(k: usize) -> anyhow::Result<Entry> {
     let connect_secs = started.elapsed().as_secs_f64();
     // Read from now on, so the sockets answer the hub's heartbeats while
     // the big conversation is being opened.
-    let handles: Vec<_> = sockets.into_iter().map(|ws| tokio::spawn(receive(ws, 1))).collect();
+    let handles: Vec<_> = sockets
+        .into_iter()
+        .map(|ws| tokio::spawn(receive(ws, 1)))
+        .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_after = rss_kib(pid).unwrap_or(0);
 

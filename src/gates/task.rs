@@ -175,7 +175,8 @@ pub async fn decide(
                 ));
             }
             for view in &views {
-                let body = std::sync::Arc::new(payload(ConversationCreatedPayload::new(view.clone())));
+                let body =
+                    std::sync::Arc::new(payload(ConversationCreatedPayload::new(view.clone())));
                 for p in &view.participants {
                     events.push(NewEvent::new(*p, ConversationCreated::NAME, body.clone()));
                 }

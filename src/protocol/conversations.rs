@@ -171,7 +171,10 @@ impl ConversationCreatedPayload {
         if participant_count > EVENT_PARTICIPANTS_MAX {
             conversation.participants.clear();
         }
-        ConversationCreatedPayload { conversation, participant_count }
+        ConversationCreatedPayload {
+            conversation,
+            participant_count,
+        }
     }
 }
 

@@ -283,7 +283,9 @@ async fn insert_recipients(
     recipients: &[Uuid],
 ) -> StoreResult<()> {
     for chunk in recipients.chunks(500) {
-        let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new("INSERT INTO message_recipients (message_id, recipient_id) ");
+        let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
+            "INSERT INTO message_recipients (message_id, recipient_id) ",
+        );
         q.push_values(chunk, |mut row, r| {
             row.push_bind(message_id).push_bind(*r);
         });

@@ -311,9 +311,12 @@ async fn insert_recipients(
     recipients: &[Uuid],
 ) -> StoreResult<()> {
     for chunk in recipients.chunks(500) {
-        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new("INSERT INTO message_recipients (message_id, recipient_id) ");
+        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT INTO message_recipients (message_id, recipient_id) ",
+        );
         q.push_values(chunk, |mut row, r| {
-            row.push_bind(message_id.to_string()).push_bind(r.to_string());
+            row.push_bind(message_id.to_string())
+                .push_bind(r.to_string());
         });
         q.build().execute(&mut **tx).await?;
     }
