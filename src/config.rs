@@ -63,6 +63,9 @@ pub struct JobsConfig {
     pub inline_grace_ms: u64,
     /// Most jobs the runner runs at once.
     pub max_concurrent: u32,
+    /// Runs of a job that keeps failing before its fail-closed verdict is
+    /// applied (the task fails, the message is blocked, the lease denied).
+    pub max_attempts: u32,
 }
 
 impl Default for JobsConfig {
@@ -73,6 +76,7 @@ impl Default for JobsConfig {
             batch: 64,
             inline_grace_ms: 5_000,
             max_concurrent: 256,
+            max_attempts: 10,
         }
     }
 }
@@ -408,6 +412,7 @@ impl Config {
             ("jobs.lock_ms", self.jobs.lock_ms),
             ("jobs.batch", self.jobs.batch as u64),
             ("jobs.max_concurrent", self.jobs.max_concurrent as u64),
+            ("jobs.max_attempts", self.jobs.max_attempts as u64),
         ];
         for (key, value) in positive {
             if value == 0 {

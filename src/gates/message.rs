@@ -202,3 +202,47 @@ pub async fn decide(
             .map(|(_, v)| delivery_of(&v, 0))),
     }
 }
+
+/// After `jobs.max_attempts` failed runs: the message is blocked.
+pub async fn fail_closed(hub: &Arc<Hub>, message_id: Uuid, job_id: Uuid) -> Result<(), StoreError> {
+    let reason = "infrastructure: hub_error".to_string();
+    let mut events = Vec::new();
+    if let Some((message, _)) = hub.store.message(message_id).await? {
+        if message.origin == Origin::Agent {
+            let body = serde_json::to_value(DeliveryPayload {
+                message_id: message.id,
+                conversation_id: message.conversation_id,
+                delivery: delivery_of(
+                    &Verdict::Blocked {
+                        reason: reason.clone(),
+                    },
+                    0,
+                ),
+            })
+            .expect("payload serializes");
+            events.push(NewEvent::new(
+                message.sender_id,
+                MessageDelivery::NAME,
+                body,
+            ));
+        }
+    }
+    let effects = Effects {
+        events,
+        finish_job: Some(job_id),
+        ..Default::default()
+    };
+    if let Some(stored) = hub
+        .store
+        .decide_message(
+            message_id,
+            &MessageOutcome::Block { reason },
+            &effects,
+            now_millis(),
+        )
+        .await?
+    {
+        hub.events.publish(&stored);
+    }
+    Ok(())
+}

@@ -56,3 +56,28 @@ pub async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
             .map(|_| ()),
     }
 }
+
+/// Applies the fail-closed verdict of a job that kept failing: a task fails,
+/// a message is blocked, a lease is denied. Expiry jobs are dropped (the
+/// lease already ends by itself for its holder).
+pub async fn fail_closed(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
+    match job.kind {
+        JobKind::TaskCreate => task::fail_closed(hub, job.subject, job.id).await,
+        JobKind::MessageAuthorize => message::fail_closed(hub, job.subject, job.id).await,
+        JobKind::DispatchAuthorize | JobKind::HoldExpire => dispatch::apply(
+            hub,
+            job.subject,
+            &[
+                crate::domain::lease::LeaseState::Pending,
+                crate::domain::lease::LeaseState::Held,
+            ],
+            crate::domain::gate::Admission::Deny {
+                reason: "infrastructure: hub_error".into(),
+            },
+            Some(job.id),
+        )
+        .await
+        .map(|_| ()),
+        JobKind::LeaseExpire => hub.store.finish_job(job.id).await,
+    }
+}

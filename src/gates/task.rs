@@ -258,3 +258,47 @@ pub async fn decide(
 async fn current(hub: &Hub, id: Uuid) -> Result<Option<Task>, StoreError> {
     Ok(hub.store.task(id).await?.map(|r| r.task))
 }
+
+/// After `jobs.max_attempts` failed runs: the task fails (`hub_error`).
+pub async fn fail_closed(hub: &Arc<Hub>, task_id: Uuid, job_id: Uuid) -> Result<(), StoreError> {
+    let Some(record) = hub.store.task(task_id).await? else {
+        return hub.store.finish_job(job_id).await;
+    };
+    let task = record.task;
+    let now = now_millis();
+    let failure = TaskFailure {
+        code: "hub_error".into(),
+        reason: None,
+    };
+    let failed = Task {
+        state: TaskState::Failed,
+        failure: Some(failure.clone()),
+        updated_at: rfc3339(now),
+        ..task.clone()
+    };
+    let events = vec![NewEvent::new(
+        task.initiator_id,
+        TaskFailed::NAME,
+        payload(TaskPayload { task: failed }),
+    )];
+    let effects = Effects {
+        events,
+        finish_job: Some(job_id),
+        ..Default::default()
+    };
+    if let Some(stored) = hub
+        .store
+        .transition_task(
+            task.id,
+            TaskState::Waiting,
+            TaskState::Failed,
+            Some(&failure),
+            &effects,
+            now,
+        )
+        .await?
+    {
+        hub.events.publish(&stored);
+    }
+    Ok(())
+}
