@@ -7,7 +7,7 @@ mod ceiling;
 mod report;
 mod scenarios;
 mod stats;
-mod throwaway_pg;
+pub mod throwaway_pg;
 
 use std::path::PathBuf;
 

@@ -1,6 +1,7 @@
-//! A throwaway PostgreSQL for `--backend postgres` without `--postgres-url`:
-//! started from the server binaries on this machine on a free loopback port,
-//! stopped and removed when the bench ends.
+//! A throwaway PostgreSQL for `--backend postgres` without `--postgres-url`
+//! and for the test suite: started from the server binaries on this machine
+//! on a free loopback port, stopped and removed by [`stop`]. As root it runs
+//! as the `postgres` user (initdb refuses root).
 
 use std::path::PathBuf;
 use std::process::Command;
