@@ -445,8 +445,12 @@ pub async fn connections(k: usize) -> anyhow::Result<Entry> {
     let sockets: Vec<Ws> = futures_util::stream::iter(keys.iter().enumerate())
         .map(|(i, key)| {
             // Past ~25,000 sockets one source address runs out of ports.
-            let source =
-                std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1 + (i / 25_000) as u8));
+            let source = std::net::IpAddr::V4(std::net::Ipv4Addr::new(
+                127,
+                0,
+                0,
+                1 + (i / 25_000).min(253) as u8,
+            ));
             let url = url.clone();
             async move { raw_agent(&url, key, Some(source)).await }
         })

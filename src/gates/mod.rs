@@ -58,8 +58,7 @@ pub async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
 }
 
 /// Applies the fail-closed verdict of a job that kept failing: a task fails,
-/// a message is blocked, a lease is denied. Expiry jobs are dropped (the
-/// lease already ends by itself for its holder).
+/// a message is blocked, a lease is denied, a granted lease expires.
 pub async fn fail_closed(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
     match job.kind {
         JobKind::TaskCreate => task::fail_closed(hub, job.subject, job.id).await,
@@ -78,6 +77,6 @@ pub async fn fail_closed(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         )
         .await
         .map(|_| ()),
-        JobKind::LeaseExpire => hub.store.finish_job(job.id).await,
+        JobKind::LeaseExpire => dispatch::expire(hub, job.subject, job.id).await.map(|_| ()),
     }
 }

@@ -61,12 +61,16 @@ pub async fn execute(hub: &Arc<Hub>, job: Job) {
         Ok(()) => metrics::counter!(names::JOBS, "kind" => kind, "outcome" => "done").increment(1),
         Err(e) if job.attempts >= hub.config.jobs.max_attempts => {
             // Keeps failing: apply the fail-closed verdict instead.
-            metrics::counter!(names::JOBS, "kind" => kind, "outcome" => "failed_closed")
-                .increment(1);
             tracing::error!(job = %job.id, kind, attempts = job.attempts, error = %e, "job keeps failing; failing closed");
-            if let Err(e) = crate::gates::fail_closed(hub, &job).await {
-                warn!(job = %job.id, error = %e, "could not fail the job closed; retrying later");
-                let _ = hub.store.retry_job(job.id, now_millis() + 60_000).await;
+            match crate::gates::fail_closed(hub, &job).await {
+                Ok(()) => {
+                    metrics::counter!(names::JOBS, "kind" => kind, "outcome" => "failed_closed")
+                        .increment(1)
+                }
+                Err(e) => {
+                    warn!(job = %job.id, error = %e, "could not fail the job closed; retrying later");
+                    let _ = hub.store.retry_job(job.id, now_millis() + 60_000).await;
+                }
             }
         }
         Err(e) => {

@@ -1034,3 +1034,89 @@ async fn send_result(
         })
         .await
 }
+
+#[tokio::test]
+async fn a_gate_job_that_keeps_failing_fails_closed() {
+    use switchboard::domain::conversation::ConversationKind;
+    use switchboard::domain::message::Origin;
+    use switchboard::store::{
+        Fanout, InsertedMessage, Job, JobKind, NewConversation, NewJob, NewMessage, Verdict,
+    };
+
+    // An in-process hub whose message gate cannot run: the conversation
+    // names a task that does not exist, so every run fails in the store.
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = switchboard::config::Config::default();
+    config.server.listen = "127.0.0.1:0".parse().unwrap();
+    config.server.data_dir = dir.path().to_path_buf();
+    let server = switchboard::server::Server::start(config).await.unwrap();
+    let hub = server.hub.clone();
+    let sender = Uuid::now_v7();
+    let conversation = NewConversation {
+        id: Uuid::now_v7(),
+        kind: ConversationKind::Task,
+        name: Some("orphan".into()),
+        task_id: Some(Uuid::now_v7()),
+        direct_key: None,
+        created_by: sender,
+        participants: vec![sender],
+        created_at: 1,
+    };
+    hub.store
+        .create_conversation(&conversation, &[])
+        .await
+        .unwrap();
+    let message_id = Uuid::now_v7();
+    let job = NewJob::new(JobKind::MessageAuthorize, message_id, i64::MAX / 2);
+    let inserted = hub
+        .store
+        .insert_message(&NewMessage {
+            id: message_id,
+            conversation_id: conversation.id,
+            sender_id: sender,
+            origin: Origin::Agent,
+            parts: text("stuck"),
+            reply_to: None,
+            client_msg_id: None,
+            request_hash: None,
+            created_at: 1,
+            fanout: Fanout::Pending,
+            job: Some(job.clone()),
+        })
+        .await
+        .unwrap();
+    assert!(matches!(
+        inserted,
+        InsertedMessage::Inserted {
+            verdict: Verdict::Pending,
+            ..
+        }
+    ));
+
+    // An early failing run only schedules a retry.
+    let run = |attempts| Job {
+        id: job.id,
+        kind: JobKind::MessageAuthorize,
+        subject: message_id,
+        attempts,
+    };
+    switchboard::jobs::execute(&hub, run(1)).await;
+    assert_eq!(
+        hub.store.message(message_id).await.unwrap().unwrap().1,
+        Verdict::Pending
+    );
+    // The last allowed run applies the fail-closed verdict and ends the job.
+    switchboard::jobs::execute(&hub, run(hub.config.jobs.max_attempts)).await;
+    let (_, verdict) = hub.store.message(message_id).await.unwrap().unwrap();
+    assert_eq!(
+        verdict,
+        Verdict::Blocked {
+            reason: "infrastructure: hub_error".into()
+        }
+    );
+    assert!(
+        hub.store.claim_job(job.id, 0, 1).await.unwrap().is_none(),
+        "the job is gone"
+    );
+    server.shutdown().await.unwrap();
+}
