@@ -42,6 +42,10 @@ contract!(
     revocation_and_unknown_principals,
     duplicate_key_ids_conflict,
     migrations_are_idempotent_and_keep_the_epoch,
+    events_get_gap_free_seqs_per_audience,
+    acks_and_retention,
+    jobs_are_claimed_once,
+    one_live_lease_per_recipient_and_message,
 );
 
 fn principal(kind: PrincipalKind, name: &str) -> NewPrincipal {
@@ -188,4 +192,284 @@ async fn migrations_are_idempotent_and_keep_the_epoch(store: DynStore) {
     store.migrate().await.unwrap();
     assert_eq!(store.sync_epoch().await.unwrap(), epoch);
     store.ping().await.unwrap();
+}
+
+async fn agent_in(store: &DynStore, name: &str) -> Uuid {
+    let p = principal(PrincipalKind::Agent, name);
+    let (_, key) = new_key(PrincipalKind::Agent);
+    store.create_agent(&p, &key, None).await.unwrap();
+    p.id
+}
+
+async fn group_of(store: &DynStore, members: &[Uuid]) -> Uuid {
+    use switchboard::domain::conversation::ConversationKind;
+    use switchboard::store::{CreatedConversation, NewConversation};
+    let c = NewConversation {
+        id: Uuid::now_v7(),
+        kind: ConversationKind::Group,
+        name: None,
+        task_id: None,
+        direct_key: None,
+        created_by: members[0],
+        participants: members.to_vec(),
+        created_at: 5,
+    };
+    match store.create_conversation(&c, &[]).await.unwrap() {
+        CreatedConversation::Created(conv, _) => conv.id,
+        CreatedConversation::Existing(_) => panic!("new group"),
+    }
+}
+
+async fn send_to(
+    store: &DynStore,
+    conversation: Uuid,
+    sender: Uuid,
+    recipients: &[Uuid],
+) -> Vec<switchboard::domain::event::StoredEvent> {
+    use switchboard::domain::message::{Origin, Part};
+    use switchboard::store::{Fanout, InsertedMessage, NewMessage};
+    let m = NewMessage {
+        id: Uuid::now_v7(),
+        conversation_id: conversation,
+        sender_id: sender,
+        origin: Origin::Agent,
+        parts: vec![Part::Text { text: "hi".into() }],
+        reply_to: None,
+        client_msg_id: None,
+        request_hash: None,
+        created_at: 10,
+        fanout: Fanout::Forward {
+            recipients: recipients.to_vec(),
+            event_type: "agent/message/received",
+        },
+        job: None,
+    };
+    match store.insert_message(&m).await.unwrap() {
+        InsertedMessage::Inserted { events, .. } => events,
+        InsertedMessage::Duplicate { .. } => panic!("new message"),
+    }
+}
+
+async fn events_get_gap_free_seqs_per_audience(store: DynStore) {
+    let a = agent_in(&store, "a").await;
+    let b = agent_in(&store, "b").await;
+    let c = agent_in(&store, "c").await;
+    let group = group_of(&store, &[a, b, c]).await;
+    // Concurrent writers to overlapping audiences in opposite orders.
+    let mut writers = Vec::new();
+    for i in 0..20 {
+        let store = store.clone();
+        let recipients = if i % 2 == 0 { vec![b, c] } else { vec![c, b] };
+        writers.push(tokio::spawn(async move {
+            send_to(&store, group, a, &recipients).await
+        }));
+    }
+    for w in writers {
+        assert_eq!(w.await.unwrap().len(), 2);
+    }
+    for audience in [b, c] {
+        let events = store.events_after(audience, 0, 1000).await.unwrap();
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=20).collect::<Vec<_>>(), "gap-free per audience");
+        assert!(events.iter().all(|e| e.audience == audience));
+        let page = store.events_after(audience, 15, 3).await.unwrap();
+        assert_eq!(
+            page.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![16, 17, 18]
+        );
+    }
+    assert!(
+        store.events_after(a, 0, 10).await.unwrap().is_empty(),
+        "the sender is no recipient"
+    );
+}
+
+async fn acks_and_retention(store: DynStore) {
+    let a = agent_in(&store, "a").await;
+    let b = agent_in(&store, "b").await;
+    let group = group_of(&store, &[a, b]).await;
+    for _ in 0..10 {
+        send_to(&store, group, a, &[b]).await;
+    }
+    assert_eq!(store.ack_events(b, 4).await.unwrap(), 4);
+    assert_eq!(store.ack_events(b, 2).await.unwrap(), 4, "never moves back");
+    assert!(matches!(
+        store.ack_events(b, 11).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(store.ack_events(a, 0).await.unwrap(), 0);
+    let pos = store.stream_position(b).await.unwrap();
+    assert_eq!((pos.last_seq, pos.acked_seq, pos.oldest_seq), (10, 4, 1));
+    // Keep the newest 3; nothing is old enough by time.
+    assert_eq!(store.prune_events(0, 3).await.unwrap(), 7);
+    let pos = store.stream_position(b).await.unwrap();
+    assert_eq!((pos.last_seq, pos.oldest_seq), (10, 8));
+    assert!(!pos.can_serve_after(6));
+    assert!(pos.can_serve_after(7));
+    // Everything older than now goes.
+    store.prune_events(i64::MAX, 1_000_000).await.unwrap();
+    let pos = store.stream_position(b).await.unwrap();
+    assert_eq!(
+        (pos.last_seq, pos.oldest_seq),
+        (10, 11),
+        "seq numbering survives pruning"
+    );
+}
+
+async fn jobs_are_claimed_once(store: DynStore) {
+    use switchboard::domain::task::{TaskParticipant, TaskRole};
+    use switchboard::store::{JobKind, NewJob, NewTask};
+    let app = principal(PrincipalKind::App, "app");
+    let bounds = ManifestBounds {
+        min_hook_timeout_ms: 10,
+        max_hook_timeout_ms: 60_000,
+        max_participants: 100,
+        max_conversations: 8,
+    };
+    let m = manifest::validate(&werewolf_manifest(), &bounds).unwrap();
+    let (_, key) = new_key(PrincipalKind::App);
+    store.create_app(&app, &m, &key, None).await.unwrap();
+    let a = agent_in(&store, "a").await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let task = NewTask {
+            id: Uuid::now_v7(),
+            app_id: app.id,
+            initiator_id: a,
+            participants: vec![TaskParticipant {
+                agent_id: a,
+                role: TaskRole::Initiator,
+            }],
+            initial_conversation: None,
+            created_at: 1,
+        };
+        let job = NewJob::new(JobKind::TaskCreate, task.id, 100 + i);
+        store.create_task(&task, &job).await.unwrap();
+        ids.push(job.id);
+    }
+    // Not due yet: nothing to claim.
+    assert!(store
+        .claim_due_jobs(50, 1_000, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    let first = store.claim_due_jobs(102, 1_000, 10).await.unwrap();
+    assert_eq!(first.len(), 3);
+    assert!(first
+        .iter()
+        .all(|j| j.attempts == 1 && j.kind == JobKind::TaskCreate));
+    // Locked ones are not claimed again until the lock lapses.
+    assert_eq!(store.claim_due_jobs(200, 1_000, 10).await.unwrap().len(), 2);
+    assert!(store.claim_job(ids[0], 500, 2_000).await.unwrap().is_none());
+    let again = store
+        .claim_job(ids[0], 1_001, 2_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.attempts, 2);
+    store.retry_job(ids[1], 5_000).await.unwrap();
+    assert!(store.release_job_locks().await.unwrap() >= 1);
+    assert!(
+        store.claim_job(ids[2], 0, 10).await.unwrap().is_some(),
+        "released locks are free"
+    );
+    store.finish_job(ids[3]).await.unwrap();
+    assert!(
+        store
+            .claim_job(ids[3], i64::MAX - 1, i64::MAX)
+            .await
+            .unwrap()
+            .is_none(),
+        "finished jobs are gone"
+    );
+}
+
+async fn one_live_lease_per_recipient_and_message(store: DynStore) {
+    use switchboard::domain::lease::LeaseState;
+    use switchboard::store::{CreatedLease, Effects, JobKind, LeaseChange, NewJob, NewLease};
+    let a = agent_in(&store, "a").await;
+    let b = agent_in(&store, "b").await;
+    let group = group_of(&store, &[a, b]).await;
+    let events = send_to(&store, group, a, &[b]).await;
+    let message_id: Uuid = events[0].payload["message"]["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(store.is_recipient(message_id, b).await.unwrap());
+    assert!(!store.is_recipient(message_id, a).await.unwrap());
+    let lease = |id| NewLease {
+        id,
+        message_id,
+        conversation_id: group,
+        recipient_id: b,
+        created_at: 20,
+    };
+    let first_id = Uuid::now_v7();
+    let created = store
+        .create_lease(
+            &lease(first_id),
+            &NewJob::new(JobKind::DispatchAuthorize, first_id, 30),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(created, CreatedLease::Created(ref l) if l.state == LeaseState::Pending));
+    let second_id = Uuid::now_v7();
+    match store
+        .create_lease(
+            &lease(second_id),
+            &NewJob::new(JobKind::DispatchAuthorize, second_id, 30),
+        )
+        .await
+        .unwrap()
+    {
+        CreatedLease::Existing(l) => assert_eq!(l.lease_id, first_id),
+        CreatedLease::Created(_) => panic!("a second live lease"),
+    }
+    let change = |from: Vec<LeaseState>, to| LeaseChange {
+        lease_id: first_id,
+        from,
+        to,
+        reason: None,
+        expires_at: Some(99),
+        now: 21,
+    };
+    let (granted, _) = store
+        .transition_lease(
+            &change(vec![LeaseState::Pending], LeaseState::Granted),
+            &Effects::default(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(granted.state, LeaseState::Granted);
+    assert!(
+        store
+            .transition_lease(
+                &change(vec![LeaseState::Pending], LeaseState::Denied),
+                &Effects::default()
+            )
+            .await
+            .unwrap()
+            .is_none(),
+        "only from the expected state"
+    );
+    store
+        .transition_lease(
+            &change(vec![LeaseState::Granted], LeaseState::Completed),
+            &Effects::default(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    // Once it is final, a new lease may be taken.
+    let third_id = Uuid::now_v7();
+    let created = store
+        .create_lease(
+            &lease(third_id),
+            &NewJob::new(JobKind::DispatchAuthorize, third_id, 30),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(created, CreatedLease::Created(ref l) if l.lease_id == third_id));
 }
