@@ -55,6 +55,11 @@ pub enum Command {
     Serve(#[command(flatten)] ConfigArgs),
     /// Apply database migrations and exit.
     Migrate(#[command(flatten)] ConfigArgs),
+    /// App Cards: keys, signing, verification, packing.
+    Card {
+        #[command(subcommand)]
+        command: crate::cards::CardCommand,
+    },
     /// Measure the hub (see docs/benchmarks.md).
     Bench(crate::bench::BenchArgs),
     /// Protocol schemas.
@@ -145,6 +150,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("migrations applied ({:?})", store.backend());
             Ok(())
         }
+        Command::Card { command } => crate::cards::run(command),
         Command::Bench(args) => {
             crate::bench::run(args).await?;
             Ok(())

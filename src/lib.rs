@@ -9,6 +9,7 @@
 //! `domain` is pure rules with no I/O.
 
 pub mod bench;
+pub mod cards;
 pub mod cli;
 pub mod client;
 pub mod config;

@@ -23,6 +23,10 @@ pub fn render() -> BTreeMap<String, String> {
     };
     schema("manifest", root_schema::<Manifest>("App manifest"));
     schema(
+        "app-card",
+        root_schema::<crate::domain::card::AppCard>("App Card (app.json, muretai/app/1)"),
+    );
+    schema(
         "error-object",
         root_schema::<RpcError>("JSON-RPC error object"),
     );

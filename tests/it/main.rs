@@ -5,6 +5,7 @@
 mod support;
 
 mod bench_smoke;
+mod cards;
 mod conversations;
 mod events;
 mod frames;
