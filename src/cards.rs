@@ -116,6 +116,104 @@ pub enum CardCommand {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Verify a package and record it in the hub's catalogue.
+    Install {
+        dir: PathBuf,
+        /// Accept a new version by a different author.
+        #[arg(long)]
+        force_author: bool,
+    },
+    /// The installed cards.
+    List,
+    /// Every installed version of one card, with its signed app.json.
+    Show { id: String },
+    /// Write the catalogue as a file signed with the operator's key.
+    Export {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        key: PathBuf,
+    },
+    /// Import an exported catalogue.
+    Import {
+        file: PathBuf,
+        #[arg(long)]
+        force_author: bool,
+    },
+}
+
+/// The catalogue commands, which need the hub's database.
+pub async fn run_with_store(
+    command: CardCommand,
+    config: &crate::config::Config,
+) -> anyhow::Result<()> {
+    let needs_store = matches!(
+        command,
+        CardCommand::Install { .. }
+            | CardCommand::List
+            | CardCommand::Show { .. }
+            | CardCommand::Export { .. }
+            | CardCommand::Import { .. }
+    );
+    if !needs_store {
+        return run(command);
+    }
+    let store = crate::store::open(config).await?;
+    match command {
+        CardCommand::Install { dir, force_author } => {
+            let p = read_package(&dir)?;
+            let c = install(
+                store.as_ref(),
+                &p.app_json,
+                &p.files,
+                &p.symlinks,
+                force_author,
+            )
+            .await?;
+            println!("installed {} {} by {}", c.id, c.version, c.author);
+        }
+        CardCommand::List => {
+            for c in store.cards().await? {
+                println!(
+                    "{} {} {} [{}]",
+                    c.id,
+                    c.version,
+                    c.author,
+                    c.primitives.join(" ")
+                );
+            }
+        }
+        CardCommand::Show { id } => {
+            let versions: Vec<_> = store
+                .cards()
+                .await?
+                .into_iter()
+                .filter(|c| c.id == id)
+                .collect();
+            if versions.is_empty() {
+                anyhow::bail!("no card {id:?} is installed");
+            }
+            for c in versions {
+                let v: Value = serde_json::from_str(&c.card_json)?;
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            }
+        }
+        CardCommand::Export { out, key } => {
+            let doc = export(store.as_ref(), &read_key(&key)?).await?;
+            std::fs::write(&out, serde_json::to_string_pretty(&doc)? + "\n")?;
+            println!(
+                "exported {} card(s) to {}",
+                doc["cards"].as_array().map_or(0, |a| a.len()),
+                out.display()
+            );
+        }
+        CardCommand::Import { file, force_author } => {
+            let cards = import(store.as_ref(), &std::fs::read(&file)?, force_author).await?;
+            println!("imported {} card(s)", cards.len());
+        }
+        _ => unreachable!("handled above"),
+    }
+    Ok(())
 }
 
 pub fn run(command: CardCommand) -> anyhow::Result<()> {
@@ -166,10 +264,141 @@ pub fn run(command: CardCommand) -> anyhow::Result<()> {
             println!("packed {} {} into {}", c.id, c.version, out.display());
             Ok(())
         }
+        CardCommand::Install { .. }
+        | CardCommand::List
+        | CardCommand::Show { .. }
+        | CardCommand::Export { .. }
+        | CardCommand::Import { .. } => {
+            anyhow::bail!("this command needs the hub's database (run_with_store)")
+        }
     }
 }
 
 /// A refused card: the error's code first, so scripts can match on it.
 fn refused(e: CardError) -> anyhow::Error {
     anyhow::anyhow!("card refused ({}): {e}", e.code())
+}
+
+// ---- the catalogue ----
+
+use serde_json::{json, Value};
+
+use crate::store::{CardRecord, Store, StoreError};
+
+pub const CATALOGUE_SCHEMA: &str = "switchboard/catalogue/1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("card refused ({code}): {0}", code = .0.code())]
+    Card(#[from] CardError),
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+fn record_of(card: &AppCard, value: &Value) -> CardRecord {
+    CardRecord {
+        id: card.id.clone(),
+        version: card.version.clone(),
+        author: card.author.clone(),
+        primitives: card.primitives.clone(),
+        integrity: card.entry.integrity.clone(),
+        card_json: serde_json_canonicalizer::to_string(value).expect("a JSON value canonicalizes"),
+        installed_at: crate::domain::now_millis(),
+    }
+}
+
+async fn record(
+    store: &dyn Store,
+    card: &AppCard,
+    value: &Value,
+    force_author: bool,
+) -> Result<(), InstallError> {
+    store
+        .install_card(&record_of(card, value), force_author)
+        .await
+        .map_err(|e| match e {
+            StoreError::Conflict(m) => InstallError::Conflict(m),
+            other => InstallError::Store(other),
+        })
+}
+
+/// Verifies a package completely (files included) and records it.
+pub async fn install(
+    store: &dyn Store,
+    app_json: &[u8],
+    files: &BTreeMap<String, Vec<u8>>,
+    symlinks: &[String],
+    force_author: bool,
+) -> Result<AppCard, InstallError> {
+    let card = card::verify(app_json, files, symlinks)?;
+    let (_, value) = card::parse(app_json)?;
+    record(store, &card, &value, force_author).await?;
+    Ok(card)
+}
+
+/// The catalogue as a file another hub can import: every card, signed by the
+/// operator's key over the canonical form without `sig`.
+pub async fn export(store: &dyn Store, key: &SigningKey) -> anyhow::Result<Value> {
+    use ed25519_dalek::Signer;
+    let cards: Vec<Value> = store
+        .cards()
+        .await?
+        .iter()
+        .map(|c| serde_json::from_str(&c.card_json))
+        .collect::<Result<_, _>>()?;
+    let mut doc = json!({
+        "schema": CATALOGUE_SCHEMA,
+        "signer": did_key::encode(&key.verifying_key()),
+        "cards": cards,
+    });
+    let sig = key.sign(&card::canonical_bytes(&doc));
+    doc["sig"] = json!(STANDARD.encode(sig.to_bytes()));
+    Ok(doc)
+}
+
+/// Imports an exported catalogue: its signature, then each card's own
+/// signature and rules (the files stay pinned by each card's integrity map;
+/// they are checked when a package is installed or run).
+pub async fn import(
+    store: &dyn Store,
+    bytes: &[u8],
+    force_author: bool,
+) -> Result<Vec<AppCard>, InstallError> {
+    use ed25519_dalek::Verifier;
+    let doc = card::strict::parse(bytes)?;
+    if doc.get("schema") != Some(&json!(CATALOGUE_SCHEMA)) {
+        return Err(CardError::Schema(format!(
+            "a catalogue's schema must be {CATALOGUE_SCHEMA:?}"
+        ))
+        .into());
+    }
+    let signer = doc
+        .get("signer")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let key = did_key::decode(signer).ok_or_else(|| CardError::BadAuthor(signer.to_string()))?;
+    let sig = doc
+        .get("sig")
+        .and_then(Value::as_str)
+        .and_then(|s| STANDARD.decode(s).ok())
+        .and_then(|b| ed25519_dalek::Signature::from_slice(&b).ok())
+        .ok_or(CardError::BadSignature)?;
+    key.verify(&card::canonical_bytes(&doc), &sig)
+        .map_err(|_| CardError::BadSignature)?;
+    let mut out = Vec::new();
+    for value in doc
+        .get("cards")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+    {
+        let bytes = serde_json::to_vec(&value).expect("serializes");
+        let (c, v) = card::parse(&bytes)?;
+        card::verify_signature(&c, &v)?;
+        record(store, &c, &v, force_author).await?;
+        out.push(c);
+    }
+    Ok(out)
 }

@@ -59,6 +59,8 @@ pub enum Command {
     Card {
         #[command(subcommand)]
         command: crate::cards::CardCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
     },
     /// Measure the hub (see docs/benchmarks.md).
     Bench(crate::bench::BenchArgs),
@@ -150,7 +152,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("migrations applied ({:?})", store.backend());
             Ok(())
         }
-        Command::Card { command } => crate::cards::run(command),
+        Command::Card { command, config } => {
+            let config = config.load()?;
+            crate::cards::run_with_store(command, &config).await
+        }
         Command::Bench(args) => {
             crate::bench::run(args).await?;
             Ok(())

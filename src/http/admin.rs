@@ -19,7 +19,7 @@ use crate::hooks::{self, HookOutcome};
 use crate::hub::Hub;
 use crate::protocol::network::{AppPing, PingParams};
 
-fn check_admin(hub: &Hub, headers: &HeaderMap) -> Result<(), ApiError> {
+pub(super) fn check_admin(hub: &Hub, headers: &HeaderMap) -> Result<(), ApiError> {
     let configured = &hub.config.admin.token;
     if configured.is_empty() {
         return Err(ApiError::not_found("no such route"));

@@ -1,6 +1,7 @@
 //! REST routes and the WebSocket upgrade, on one port.
 
 mod admin;
+mod cards;
 mod error;
 mod events;
 mod identity;
@@ -29,6 +30,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/v1/keys/revoke", post(identity::revoke_key))
         .route("/api/v1/apps/{app_id}/ping", post(admin::ping_app))
         .route("/api/v1/events", get(events::catch_up))
+        .route("/api/v1/cards", post(cards::install).get(cards::list))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))

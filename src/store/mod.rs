@@ -319,6 +319,19 @@ pub struct IdempotencyRecord {
     pub result: IdempotentResponse,
 }
 
+/// An installed App Card.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CardRecord {
+    pub id: String,
+    pub version: String,
+    pub author: String,
+    pub primitives: Vec<String>,
+    pub integrity: std::collections::BTreeMap<String, String>,
+    /// The signed app.json in canonical form, `sig` included.
+    pub card_json: String,
+    pub installed_at: Millis,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     fn backend(&self) -> Backend;
@@ -505,6 +518,14 @@ pub trait Store: Send + Sync + 'static {
         lock_until: Millis,
         limit: u32,
     ) -> StoreResult<Vec<Job>>;
+
+    /// Records a card. A new version of an id must come from the author of
+    /// its newest version unless `force_author` (`Conflict` otherwise); the
+    /// same id and version again is accepted only with identical contents.
+    async fn install_card(&self, card: &CardRecord, force_author: bool) -> StoreResult<()>;
+
+    /// Every installed card, by id then version order of installation.
+    async fn cards(&self) -> StoreResult<Vec<CardRecord>>;
 
     /// Deletes a job whose subject no longer exists.
     async fn finish_job(&self, id: Uuid) -> StoreResult<()>;

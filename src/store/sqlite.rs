@@ -12,10 +12,10 @@ use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
 use super::{
-    AppRecord, Backend, CreatedConversation, CreatedLease, Effects, Fanout, IdempotencyRecord,
-    IdempotentResponse, InsertedMessage, Job, JobKind, KeyRecord, LeaseChange, MessageOutcome,
-    MessagePage, NewConversation, NewJob, NewKey, NewLease, NewMessage, NewPrincipal, NewTask,
-    PrincipalRecord, Store, StoreError, StoreResult, TaskRecord, Verdict,
+    AppRecord, Backend, CardRecord, CreatedConversation, CreatedLease, Effects, Fanout,
+    IdempotencyRecord, IdempotentResponse, InsertedMessage, Job, JobKind, KeyRecord, LeaseChange,
+    MessageOutcome, MessagePage, NewConversation, NewJob, NewKey, NewLease, NewMessage,
+    NewPrincipal, NewTask, PrincipalRecord, Store, StoreError, StoreResult, TaskRecord, Verdict,
 };
 use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::event::{rfc3339, NewEvent, StoredEvent, StreamPosition};
@@ -1291,6 +1291,92 @@ impl Store for SqliteStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(job_row).collect()
+    }
+
+    async fn install_card(&self, card: &CardRecord, force_author: bool) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        let existing: Option<(String, String)> =
+            sqlx::query_as("SELECT author, card_json FROM cards WHERE id = ? AND version = ?")
+                .bind(&card.id)
+                .bind(&card.version)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if let Some((_, json)) = existing {
+            tx.commit().await?;
+            return if json == card.card_json {
+                Ok(())
+            } else {
+                Err(StoreError::Conflict(format!(
+                    "{} {} is installed with other contents",
+                    card.id, card.version
+                )))
+            };
+        }
+        // The author of the highest installed version owns the id.
+        let versions: Vec<(String, String)> =
+            sqlx::query_as("SELECT author, version FROM cards WHERE id = ?")
+                .bind(&card.id)
+                .fetch_all(&mut *tx)
+                .await?;
+        let newest = versions
+            .into_iter()
+            .filter_map(|(author, v)| semver::Version::parse(&v).ok().map(|v| (v, author)))
+            .max_by(|a, b| a.0.cmp(&b.0))
+            .map(|(_, author)| (author,));
+        if let Some((author,)) = newest {
+            if author != card.author && !force_author {
+                return Err(StoreError::Conflict(format!(
+                    "{} is published by {author}; a version by another author needs the operator's force",
+                    card.id
+                )));
+            }
+        }
+        sqlx::query(
+            "INSERT INTO cards (id, version, author, primitives, integrity, card_json, installed_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&card.id)
+        .bind(&card.version)
+        .bind(&card.author)
+        .bind(serde_json::to_string(&card.primitives).map_err(json_err)?)
+        .bind(serde_json::to_string(&card.integrity).map_err(json_err)?)
+        .bind(&card.card_json)
+        .bind(card.installed_at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn cards(&self) -> StoreResult<Vec<CardRecord>> {
+        let rows = sqlx::query(
+            "SELECT id, version, author, primitives, integrity, card_json, installed_at FROM cards \
+             ORDER BY id, installed_at",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let primitives: String = r.try_get("primitives")?;
+                let integrity: String = r.try_get("integrity")?;
+                Ok(CardRecord {
+                    id: r.try_get("id")?,
+                    version: r.try_get("version")?,
+                    author: r.try_get("author")?,
+                    primitives: serde_json::from_str(&primitives).map_err(json_err)?,
+                    integrity: serde_json::from_str(&integrity).map_err(json_err)?,
+                    card_json: r.try_get("card_json")?,
+                    installed_at: r.try_get("installed_at")?,
+                })
+            })
+            .collect::<StoreResult<Vec<CardRecord>>>()
+            .map(|mut list| {
+                list.sort_by(|a, b| {
+                    let v = |c: &CardRecord| semver::Version::parse(&c.version).ok();
+                    a.id.cmp(&b.id).then_with(|| v(a).cmp(&v(b)))
+                });
+                list
+            })
     }
 
     async fn finish_job(&self, id: Uuid) -> StoreResult<()> {

@@ -319,3 +319,157 @@ fn every_broken_rule_is_refused_with_its_own_code() {
         assert_eq!(verify_code(&dir), expected);
     }
 }
+
+fn with_data(args: &[&str], data: &Path) -> (bool, String, String) {
+    let mut all: Vec<&str> = args.to_vec();
+    all.push("--data-dir");
+    all.push(data.to_str().unwrap());
+    cli(&all)
+}
+
+#[test]
+fn the_catalogue_keeps_authors_and_travels_between_hubs() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("hub-a");
+    let (dir, key) = signed(root.path());
+    let (ok, out, err) = with_data(&["card", "install", dir.to_str().unwrap()], &data);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("installed werewolf 1.2.0"), "{out}");
+
+    // A new version by the same author installs.
+    edit(&dir, |doc| doc["version"] = json!("1.3.0"));
+    let (ok, _, err) = cli(&[
+        "card",
+        "sign",
+        dir.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(with_data(&["card", "install", dir.to_str().unwrap()], &data).0);
+
+    // A new version by someone else needs the operator's force.
+    edit(&dir, |doc| doc["version"] = json!("2.0.0"));
+    let stranger = root.path().join("stranger.key");
+    assert!(cli(&["card", "keygen", "--out", stranger.to_str().unwrap()]).0);
+    assert!(
+        cli(&[
+            "card",
+            "sign",
+            dir.to_str().unwrap(),
+            "--key",
+            stranger.to_str().unwrap()
+        ])
+        .0
+    );
+    let (ok, _, err) = with_data(&["card", "install", dir.to_str().unwrap()], &data);
+    assert!(!ok);
+    assert!(err.contains("needs the operator's force"), "{err}");
+    assert!(
+        with_data(
+            &["card", "install", dir.to_str().unwrap(), "--force-author"],
+            &data
+        )
+        .0
+    );
+
+    let (_, list, _) = with_data(&["card", "list"], &data);
+    assert_eq!(list.lines().count(), 3, "{list}");
+    let (ok, show, _) = with_data(&["card", "show", "werewolf"], &data);
+    assert!(ok && show.contains("\"sig\""));
+
+    // Export on hub A, import on hub B: the same cards.
+    let export = root.path().join("catalogue.json");
+    let (ok, _, err) = with_data(
+        &[
+            "card",
+            "export",
+            "--out",
+            export.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+        ],
+        &data,
+    );
+    assert!(ok, "{err}");
+    let other = root.path().join("hub-b");
+    let (ok, out, err) = with_data(
+        &["card", "import", export.to_str().unwrap(), "--force-author"],
+        &other,
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("imported 3"), "{out}");
+    let (_, list_b, _) = with_data(&["card", "list"], &other);
+    assert_eq!(list_b, list);
+
+    // A tampered export is refused.
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&export).unwrap()).unwrap();
+    doc["cards"][0]["tagline"] = json!("Who is the wolf now?");
+    std::fs::write(&export, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let (ok, _, err) = with_data(
+        &["card", "import", export.to_str().unwrap()],
+        &root.path().join("hub-c"),
+    );
+    assert!(!ok);
+    assert!(err.contains("bad_signature"), "{err}");
+}
+
+#[tokio::test]
+async fn operators_install_cards_over_rest_and_anyone_lists_them() {
+    let hub = crate::support::TestHub::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let (dir, _) = signed(root.path());
+    let card: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("app.json")).unwrap()).unwrap();
+    let b64 = |p: &str| {
+        base64::engine::general_purpose::STANDARD.encode(std::fs::read(dir.join(p)).unwrap())
+    };
+    let files = json!({
+        "README.md": b64("README.md"),
+        "persona.md": b64("persona.md"),
+        "scripts/moderator.js": b64("scripts/moderator.js"),
+    });
+    let url = format!("{}/api/v1/cards", hub.base);
+    let r = hub
+        .http
+        .post(&url)
+        .json(&json!({"card": card, "files": files}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401, "operators only");
+    let r = hub
+        .http
+        .post(&url)
+        .bearer_auth(crate::support::hub::ADMIN_TOKEN)
+        .json(&json!({"card": card, "files": {"README.md": b64("README.md")}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"]["code"],
+        json!("missing_file")
+    );
+    let r = hub
+        .http
+        .post(&url)
+        .bearer_auth(crate::support::hub::ADMIN_TOKEN)
+        .json(&json!({"card": card, "files": files}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let list: Value = hub
+        .http
+        .get(&url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["cards"][0]["id"], json!("werewolf"));
+    assert_eq!(list["cards"][0]["author"], card["author"]);
+    assert_eq!(list["cards"][0]["integrity"].as_object().unwrap().len(), 3);
+}

@@ -46,6 +46,7 @@ contract!(
     acks_and_retention,
     jobs_are_claimed_once,
     one_live_lease_per_recipient_and_message,
+    cards_keep_their_author,
 );
 
 fn principal(kind: PrincipalKind, name: &str) -> NewPrincipal {
@@ -472,4 +473,61 @@ async fn one_live_lease_per_recipient_and_message(store: DynStore) {
         .await
         .unwrap();
     assert!(matches!(created, CreatedLease::Created(ref l) if l.lease_id == third_id));
+}
+
+async fn cards_keep_their_author(store: DynStore) {
+    use switchboard::store::CardRecord;
+    let card = |version: &str, author: &str, body: &str| CardRecord {
+        id: "werewolf".into(),
+        version: version.into(),
+        author: author.into(),
+        primitives: vec!["send_message".into()],
+        integrity: [(
+            "README.md".to_string(),
+            format!("sha256:{}", "a".repeat(64)),
+        )]
+        .into_iter()
+        .collect(),
+        card_json: format!("{{\"v\":\"{version}\",\"b\":\"{body}\"}}"),
+        installed_at: 1,
+    };
+    store
+        .install_card(&card("1.0.0", "did:key:zA", "x"), false)
+        .await
+        .unwrap();
+    store
+        .install_card(&card("1.1.0", "did:key:zA", "x"), false)
+        .await
+        .unwrap();
+    store
+        .install_card(&card("1.1.0", "did:key:zA", "x"), false)
+        .await
+        .unwrap();
+    assert!(matches!(
+        store
+            .install_card(&card("1.1.0", "did:key:zA", "changed"), false)
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        store
+            .install_card(&card("2.0.0", "did:key:zB", "x"), false)
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    store
+        .install_card(&card("2.0.0", "did:key:zB", "x"), true)
+        .await
+        .unwrap();
+    // Now B owns the id: A needs the force in turn.
+    assert!(matches!(
+        store
+            .install_card(&card("2.1.0", "did:key:zA", "x"), false)
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    let all = store.cards().await.unwrap();
+    let versions: Vec<&str> = all.iter().map(|c| c.version.as_str()).collect();
+    assert_eq!(versions, vec!["1.0.0", "1.1.0", "2.0.0"]);
+    assert_eq!(all[0].integrity.len(), 1);
 }
