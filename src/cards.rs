@@ -20,6 +20,18 @@ pub struct Package {
     pub files: BTreeMap<String, Vec<u8>>,
     /// Symbolic links found (refused by verification).
     pub symlinks: Vec<String>,
+    /// Names that are not UTF-8 (refused as bad paths).
+    pub unreadable_names: Vec<String>,
+}
+
+impl Package {
+    /// Every check on this package as read (no second read of the disk).
+    pub fn verify(&self) -> Result<AppCard, CardError> {
+        if let Some(name) = self.unreadable_names.first() {
+            return Err(CardError::BadPath(name.clone()));
+        }
+        card::verify(&self.app_json, &self.files, &self.symlinks)
+    }
 }
 
 fn walk(root: &Path, dir: &Path, out: &mut Package) -> anyhow::Result<()> {
@@ -27,12 +39,19 @@ fn walk(root: &Path, dir: &Path, out: &mut Package) -> anyhow::Result<()> {
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         let path = entry.path();
-        let rel = path
+        // Names must be UTF-8: a lossy conversion could map two files to
+        // one name and hide one of them from the integrity check.
+        let parts = path
             .strip_prefix(root)?
             .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join("/");
+            .map(|c| c.as_os_str().to_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>();
+        let Some(parts) = parts else {
+            out.unreadable_names
+                .push(path.to_string_lossy().into_owned());
+            continue;
+        };
+        let rel = parts.join("/");
         let meta = std::fs::symlink_metadata(&path)?;
         if meta.file_type().is_symlink() {
             out.symlinks.push(rel);
@@ -56,6 +75,7 @@ pub fn read_package(dir: &Path) -> anyhow::Result<Package> {
         app_json: Vec::new(),
         files: BTreeMap::new(),
         symlinks: Vec::new(),
+        unreadable_names: Vec::new(),
     };
     walk(dir, dir, &mut p)?;
     if p.app_json.is_empty() {
@@ -65,8 +85,7 @@ pub fn read_package(dir: &Path) -> anyhow::Result<Package> {
 }
 
 pub fn verify_dir(dir: &Path) -> anyhow::Result<Result<AppCard, CardError>> {
-    let p = read_package(dir)?;
-    Ok(card::verify(&p.app_json, &p.files, &p.symlinks))
+    Ok(read_package(dir)?.verify())
 }
 
 /// Key files hold the 32-byte Ed25519 secret in base64, readable by the
@@ -134,9 +153,12 @@ pub enum CardCommand {
         #[arg(long)]
         key: PathBuf,
     },
-    /// Import an exported catalogue.
+    /// Import an exported catalogue signed by a trusted operator key.
     Import {
         file: PathBuf,
+        /// The did:key the catalogue must be signed by.
+        #[arg(long)]
+        trusted_signer: String,
         #[arg(long)]
         force_author: bool,
     },
@@ -162,6 +184,9 @@ pub async fn run_with_store(
     match command {
         CardCommand::Install { dir, force_author } => {
             let p = read_package(&dir)?;
+            if let Some(name) = p.unreadable_names.first() {
+                return Err(refused(CardError::BadPath(name.clone())));
+            }
             let c = install(
                 store.as_ref(),
                 &p.app_json,
@@ -207,8 +232,18 @@ pub async fn run_with_store(
                 out.display()
             );
         }
-        CardCommand::Import { file, force_author } => {
-            let cards = import(store.as_ref(), &std::fs::read(&file)?, force_author).await?;
+        CardCommand::Import {
+            file,
+            trusted_signer,
+            force_author,
+        } => {
+            let cards = import(
+                store.as_ref(),
+                &std::fs::read(&file)?,
+                &trusted_signer,
+                force_author,
+            )
+            .await?;
             println!("imported {} card(s)", cards.len());
         }
         _ => unreachable!("handled above"),
@@ -230,6 +265,9 @@ pub fn run(command: CardCommand) -> anyhow::Result<()> {
             if let Some(link) = p.symlinks.first() {
                 return Err(refused(CardError::Symlink(link.clone())));
             }
+            if let Some(name) = p.unreadable_names.first() {
+                return Err(refused(CardError::BadPath(name.clone())));
+            }
             let doc = card::strict::parse(&p.app_json).map_err(refused)?;
             let signed = card::sign(&doc, &p.files, &key).map_err(refused)?;
             let mut text = serde_json::to_string_pretty(&signed)?;
@@ -244,8 +282,9 @@ pub fn run(command: CardCommand) -> anyhow::Result<()> {
             Ok(())
         }
         CardCommand::Pack { dir, out } => {
-            let c = verify_dir(&dir)?.map_err(refused)?;
+            // Verify exactly the bytes that get packed.
             let p = read_package(&dir)?;
+            let c = p.verify().map_err(refused)?;
             let mut builder = tar::Builder::new(std::fs::File::create(&out)?);
             let mut entries: Vec<(String, Vec<u8>)> = p.files.into_iter().collect();
             entries.push((MANIFEST.to_string(), p.app_json));
@@ -361,12 +400,14 @@ pub async fn export(store: &dyn Store, key: &SigningKey) -> anyhow::Result<Value
 /// Imports an exported catalogue: its signature, then each card's own
 /// signature and rules (the files stay pinned by each card's integrity map;
 /// they are checked when a package is installed or run).
+/// Only a catalogue signed by `trusted_signer` is accepted; the signer the
+/// file names proves nothing by itself.
 pub async fn import(
     store: &dyn Store,
     bytes: &[u8],
+    trusted_signer: &str,
     force_author: bool,
 ) -> Result<Vec<AppCard>, InstallError> {
-    use ed25519_dalek::Verifier;
     let doc = card::strict::parse(bytes)?;
     if doc.get("schema") != Some(&json!(CATALOGUE_SCHEMA)) {
         return Err(CardError::Schema(format!(
@@ -378,6 +419,9 @@ pub async fn import(
         .get("signer")
         .and_then(Value::as_str)
         .unwrap_or_default();
+    if signer != trusted_signer {
+        return Err(CardError::BadSignature.into());
+    }
     let key = did_key::decode(signer).ok_or_else(|| CardError::BadAuthor(signer.to_string()))?;
     let sig = doc
         .get("sig")
@@ -385,7 +429,7 @@ pub async fn import(
         .and_then(|s| STANDARD.decode(s).ok())
         .and_then(|b| ed25519_dalek::Signature::from_slice(&b).ok())
         .ok_or(CardError::BadSignature)?;
-    key.verify(&card::canonical_bytes(&doc), &sig)
+    key.verify_strict(&card::canonical_bytes(&doc), &sig)
         .map_err(|_| CardError::BadSignature)?;
     let mut out = Vec::new();
     for value in doc

@@ -25,7 +25,13 @@ pub async fn install(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     check_admin(&hub, &headers)?;
-    let body = json_object(&body, &["card", "files", "forceAuthor"])?;
+    // Strict: a duplicate key anywhere in the card is refused here too.
+    let doc = crate::domain::card::strict::parse(&body)
+        .map_err(|e| ApiError::invalid(e.code(), e.to_string(), Vec::new()))?;
+    let body = json_object(
+        &serde_json::to_vec(&doc).expect("serializes").into(),
+        &["card", "files", "forceAuthor"],
+    )?;
     let card = body
         .get("card")
         .ok_or_else(|| bad("invalid_request", "card is required"))?;

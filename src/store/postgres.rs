@@ -1247,6 +1247,11 @@ impl Store for PgStore {
 
     async fn install_card(&self, card: &CardRecord, force_author: bool) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
+        // Installs are rare: serialize them, so two first publications of one
+        // id by different authors cannot both pass the author rule.
+        sqlx::query("LOCK TABLE cards IN SHARE ROW EXCLUSIVE MODE")
+            .execute(&mut *tx)
+            .await?;
         let existing: Option<(String, String)> =
             sqlx::query_as("SELECT author, card_json FROM cards WHERE id = $1 AND version = $2")
                 .bind(&card.id)

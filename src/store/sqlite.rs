@@ -1295,6 +1295,12 @@ impl Store for SqliteStore {
 
     async fn install_card(&self, card: &CardRecord, force_author: bool) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
+        // Take the write lock first, so two first publications of one id by
+        // different authors cannot both pass the author rule.
+        sqlx::query("UPDATE cards SET installed_at = installed_at WHERE id = ?")
+            .bind(&card.id)
+            .execute(&mut *tx)
+            .await?;
         let existing: Option<(String, String)> =
             sqlx::query_as("SELECT author, card_json FROM cards WHERE id = ? AND version = ?")
                 .bind(&card.id)

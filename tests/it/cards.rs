@@ -295,6 +295,27 @@ fn every_broken_rule_is_refused_with_its_own_code() {
             }),
         ),
         (
+            "invalid_id",
+            Box::new(|d, k| {
+                edit(d, |doc| doc["id"] = json!("Chess"));
+                resign(d, k, card::canonical_bytes);
+            }),
+        ),
+        (
+            "unlisted_entry",
+            Box::new(|d, k| {
+                edit(d, |doc| doc["entry"]["wasm"] = json!("app.wasm"));
+                resign(d, k, card::canonical_bytes);
+            }),
+        ),
+        (
+            "bad_path",
+            Box::new(|d, k| {
+                edit(d, |doc| doc["entry"]["stage"] = json!("../../etc/passwd"));
+                resign(d, k, card::canonical_bytes);
+            }),
+        ),
+        (
             "duplicate_key",
             Box::new(|d, _| {
                 let text = std::fs::read_to_string(d.join("app.json")).unwrap();
@@ -393,8 +414,37 @@ fn the_catalogue_keeps_authors_and_travels_between_hubs() {
     );
     assert!(ok, "{err}");
     let other = root.path().join("hub-b");
+    let operator = cli(&[
+        "card",
+        "keygen",
+        "--out",
+        root.path().join("unused.key").to_str().unwrap(),
+    ])
+    .1;
+    let (ok, _, err) = with_data(
+        &[
+            "card",
+            "import",
+            export.to_str().unwrap(),
+            "--trusted-signer",
+            operator.trim(),
+        ],
+        &other,
+    );
+    assert!(
+        !ok && err.contains("bad_signature"),
+        "a catalogue from an untrusted signer is refused: {err}"
+    );
+    let signer = export_signer(&export);
     let (ok, out, err) = with_data(
-        &["card", "import", export.to_str().unwrap(), "--force-author"],
+        &[
+            "card",
+            "import",
+            export.to_str().unwrap(),
+            "--trusted-signer",
+            &signer,
+            "--force-author",
+        ],
         &other,
     );
     assert!(ok, "{err}");
@@ -407,7 +457,13 @@ fn the_catalogue_keeps_authors_and_travels_between_hubs() {
     doc["cards"][0]["tagline"] = json!("Who is the wolf now?");
     std::fs::write(&export, serde_json::to_vec(&doc).unwrap()).unwrap();
     let (ok, _, err) = with_data(
-        &["card", "import", export.to_str().unwrap()],
+        &[
+            "card",
+            "import",
+            export.to_str().unwrap(),
+            "--trusted-signer",
+            &signer,
+        ],
         &root.path().join("hub-c"),
     );
     assert!(!ok);
@@ -472,4 +528,9 @@ async fn operators_install_cards_over_rest_and_anyone_lists_them() {
     assert_eq!(list["cards"][0]["id"], json!("werewolf"));
     assert_eq!(list["cards"][0]["author"], card["author"]);
     assert_eq!(list["cards"][0]["integrity"].as_object().unwrap().len(), 3);
+}
+
+fn export_signer(path: &Path) -> String {
+    let doc: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    doc["signer"].as_str().unwrap().to_string()
 }

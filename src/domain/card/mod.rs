@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use ed25519_dalek::{Signer, SigningKey, Verifier};
+use ed25519_dalek::{Signer, SigningKey};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -98,6 +98,10 @@ pub enum CardError {
     InvalidVersion(String),
     #[error("coreChanges must be false: an app never patches the core")]
     CoreChanges,
+    #[error("id {0:?} must be 1 to 64 lowercase letters, digits or '-', starting with a letter or digit")]
+    InvalidId(String),
+    #[error("entry.{0} names {1:?}, which is not a file listed in integrity")]
+    UnlistedEntry(&'static str, String),
     #[error("unknown primitive {0:?}")]
     UnknownPrimitive(String),
     #[error("author {0:?} is not an Ed25519 did:key")]
@@ -129,6 +133,8 @@ impl CardError {
             CardError::WrongSchema => "wrong_schema",
             CardError::InvalidVersion(_) => "invalid_version",
             CardError::CoreChanges => "core_changes",
+            CardError::InvalidId(_) => "invalid_id",
+            CardError::UnlistedEntry(..) => "unlisted_entry",
             CardError::UnknownPrimitive(_) => "unknown_primitive",
             CardError::BadAuthor(_) => "bad_author",
             CardError::Unsigned => "unsigned",
@@ -158,6 +164,16 @@ pub fn parse(bytes: &[u8]) -> Result<(AppCard, Value), CardError> {
     if card.schema != SCHEMA {
         return Err(CardError::WrongSchema);
     }
+    let id_ok = !card.id.is_empty()
+        && card.id.len() <= 64
+        && card
+            .id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !card.id.starts_with('-');
+    if !id_ok {
+        return Err(CardError::InvalidId(card.id.clone()));
+    }
     semver::Version::parse(&card.version)
         .map_err(|_| CardError::InvalidVersion(card.version.clone()))?;
     if card.core_changes {
@@ -166,6 +182,26 @@ pub fn parse(bytes: &[u8]) -> Result<(AppCard, Value), CardError> {
     for p in &card.primitives {
         if !primitives::is_allowed(p) {
             return Err(CardError::UnknownPrimitive(p.clone()));
+        }
+    }
+    // Entry fields that name files must name files the integrity map pins
+    // (kickoff lines and the beatless prompt are text, not files).
+    let e = &card.entry;
+    let named = [
+        ("readme", &e.readme),
+        ("persona", &e.persona),
+        ("stage", &e.stage),
+        ("wasm", &e.wasm),
+    ];
+    let scripts = e.scripts.iter().map(|s| ("scripts", s));
+    for (field, path) in named
+        .iter()
+        .filter_map(|(f, p)| p.as_ref().map(|p| (*f, p)))
+        .chain(scripts)
+    {
+        check_path(path)?;
+        if !e.integrity.contains_key(path) {
+            return Err(CardError::UnlistedEntry(field, path.clone()));
         }
     }
     for (path, hash) in &card.entry.integrity {
@@ -219,7 +255,8 @@ pub fn verify_signature(card: &AppCard, value: &Value) -> Result<(), CardError> 
     let sig = card.sig.as_deref().ok_or(CardError::Unsigned)?;
     let sig = STANDARD.decode(sig).map_err(|_| CardError::BadSignature)?;
     let sig = ed25519_dalek::Signature::from_slice(&sig).map_err(|_| CardError::BadSignature)?;
-    key.verify(&canonical_bytes(value), &sig)
+    // Strict: refuses small-order keys and malleable signatures.
+    key.verify_strict(&canonical_bytes(value), &sig)
         .map_err(|_| CardError::BadSignature)
 }
 
