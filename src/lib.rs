@@ -28,3 +28,4 @@ pub mod rpc;
 pub mod server;
 pub mod store;
 pub mod telemetry;
+pub mod webhooks;

@@ -25,6 +25,14 @@ use crate::protocol::Method;
 use crate::rpc::RpcError;
 
 pub use connection::{CloseInfo, Connection, Notification};
+
+/// Verifying the hub's signed webhooks (Standard Webhooks `v1` and `v1a`).
+pub mod webhooks {
+    pub use crate::webhooks::signature::{
+        verify, VerificationKey, VerifyError, DEFAULT_TOLERANCE_SECONDS, ID_HEADER,
+        SIGNATURE_HEADER, TIMESTAMP_HEADER,
+    };
+}
 pub use http::{AgentCredentials, AppCredentials, HttpClient};
 
 #[derive(Debug, thiserror::Error)]

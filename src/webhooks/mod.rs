@@ -1,0 +1,4 @@
+//! Signed outgoing HTTP (Standard Webhooks). This module holds the signature
+//! scheme; key storage, rotation and the egress client build on it.
+
+pub mod signature;
