@@ -55,6 +55,13 @@ pub enum Command {
     Serve(#[command(flatten)] ConfigArgs),
     /// Apply database migrations and exit.
     Migrate(#[command(flatten)] ConfigArgs),
+    /// Webhook signing keys.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
     /// App Cards: keys, signing, verification, packing.
     Card {
         #[command(subcommand)]
@@ -82,6 +89,20 @@ pub enum Command {
         command: AppCommand,
         #[command(flatten)]
         config: ConfigArgs,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum KeysCommand {
+    /// The signing keys (public parts only).
+    List,
+    /// Make a new active key; the previous one signs too for
+    /// webhooks.rotation_overlap_hours.
+    Rotate {
+        /// Use this `whsk_...` secret instead of a fresh one (for importing
+        /// an existing key).
+        #[arg(long)]
+        secret_file: Option<PathBuf>,
     },
 }
 
@@ -150,6 +171,50 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let store = crate::store::open(&config).await?;
             store.migrate().await?;
             println!("migrations applied ({:?})", store.backend());
+            Ok(())
+        }
+        Command::Keys { command, config } => {
+            let config = config.load()?;
+            let store = crate::store::open(&config).await?;
+            let now = crate::domain::now_millis();
+            match command {
+                KeysCommand::List => {
+                    for k in crate::webhooks::keys::published(store.as_ref(), now).await? {
+                        println!(
+                            "{} {} {} from {}{}",
+                            k.key_id,
+                            k.state,
+                            k.public_key,
+                            k.valid_from,
+                            k.valid_until
+                                .map(|u| format!(" until {u}"))
+                                .unwrap_or_default()
+                        );
+                    }
+                }
+                KeysCommand::Rotate { secret_file } => {
+                    let secret = match secret_file {
+                        None => None,
+                        Some(path) => {
+                            let text = std::fs::read_to_string(&path)?;
+                            match crate::webhooks::signature::SigningSecret::parse(text.trim()) {
+                                Ok(crate::webhooks::signature::SigningSecret::Ed25519(k)) => {
+                                    Some(k)
+                                }
+                                _ => anyhow::bail!("{} does not hold a whsk_ key", path.display()),
+                            }
+                        }
+                    };
+                    let id = crate::webhooks::keys::rotate(
+                        store.as_ref(),
+                        &config.webhooks,
+                        secret,
+                        now,
+                    )
+                    .await?;
+                    println!("active signing key: {id}");
+                }
+            }
             Ok(())
         }
         Command::Card { command, config } => {

@@ -26,6 +26,18 @@ pub struct Config {
     pub messages: MessagesConfig,
     pub leases: LeasesConfig,
     pub jobs: JobsConfig,
+    pub webhooks: WebhooksConfig,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhooksConfig {
+    /// Base64 of 32 bytes that seal the webhook signing keys at rest.
+    pub key_encryption_key: String,
+    /// A file holding that key instead (takes precedence).
+    pub key_encryption_key_file: String,
+    /// How long a rotated-out key keeps signing beside the new one.
+    pub rotation_overlap_hours: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -37,6 +49,16 @@ pub struct LeasesConfig {
     pub max_timeout_ms: u64,
     /// A held lease not resolved by the app within this is denied.
     pub max_hold_ms: u64,
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> Self {
+        WebhooksConfig {
+            key_encryption_key: String::new(),
+            key_encryption_key_file: String::new(),
+            rotation_overlap_hours: 24,
+        }
+    }
 }
 
 impl Default for LeasesConfig {

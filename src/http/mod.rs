@@ -31,6 +31,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/v1/apps/{app_id}/ping", post(admin::ping_app))
         .route("/api/v1/events", get(events::catch_up))
         .route("/api/v1/cards", post(cards::install).get(cards::list))
+        .route("/api/v1/webhooks/keys", get(webhook_keys))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
@@ -54,6 +55,17 @@ async fn websocket(State(hub): State<Arc<Hub>>, ws: WebSocketUpgrade) -> Respons
         .on_upgrade(move |socket| {
             tracker.track_future(crate::gateway::connection::run(hub, socket))
         })
+}
+
+/// The public webhook signing keys, for receivers to verify with.
+async fn webhook_keys(State(hub): State<Arc<Hub>>) -> Response {
+    match crate::webhooks::keys::published(hub.store.as_ref(), crate::domain::now_millis()).await {
+        Ok(keys) => axum::Json(serde_json::json!({ "keys": keys })).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "listing webhook keys failed");
+            ApiError::internal().into_response()
+        }
+    }
 }
 
 async fn count_requests(request: Request, next: Next) -> Response {

@@ -332,6 +332,19 @@ pub struct CardRecord {
     pub installed_at: Millis,
 }
 
+/// A webhook signing key as stored: the secret only sealed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SigningKeyRecord {
+    pub key_id: String,
+    /// `whpk_...`
+    pub public_key: String,
+    pub sealed_secret: Vec<u8>,
+    /// `active`, `secondary` (still signing until `retires_at`) or `retired`.
+    pub state: String,
+    pub created_at: Millis,
+    pub retires_at: Option<Millis>,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     fn backend(&self) -> Backend;
@@ -526,6 +539,18 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every installed card, by id then version order of installation.
     async fn cards(&self) -> StoreResult<Vec<CardRecord>>;
+
+    /// Makes `new` the active signing key: the active one becomes secondary
+    /// until `overlap_until`, secondaries past their time retire.
+    async fn rotate_signing_key(
+        &self,
+        new: &SigningKeyRecord,
+        now: Millis,
+        overlap_until: Millis,
+    ) -> StoreResult<()>;
+
+    /// Every signing key, newest first.
+    async fn signing_keys(&self) -> StoreResult<Vec<SigningKeyRecord>>;
 
     /// Deletes a job whose subject no longer exists.
     async fn finish_job(&self, id: Uuid) -> StoreResult<()>;

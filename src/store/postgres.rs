@@ -11,7 +11,8 @@ use super::{
     AppRecord, Backend, CardRecord, CreatedConversation, CreatedLease, Effects, Fanout,
     IdempotencyRecord, IdempotentResponse, InsertedMessage, Job, JobKind, KeyRecord, LeaseChange,
     MessageOutcome, MessagePage, NewConversation, NewJob, NewKey, NewLease, NewMessage,
-    NewPrincipal, NewTask, PrincipalRecord, Store, StoreError, StoreResult, TaskRecord, Verdict,
+    NewPrincipal, NewTask, PrincipalRecord, SigningKeyRecord, Store, StoreError, StoreResult,
+    TaskRecord, Verdict,
 };
 use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::event::{rfc3339, NewEvent, StoredEvent, StreamPosition};
@@ -1334,6 +1335,56 @@ impl Store for PgStore {
                 });
                 list
             })
+    }
+
+    async fn rotate_signing_key(
+        &self,
+        new: &SigningKeyRecord,
+        now: Millis,
+        overlap_until: Millis,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE webhook_signing_keys SET state = 'retired' WHERE state = 'secondary' AND retires_at <= $1")
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE webhook_signing_keys SET state = 'secondary', retires_at = $1 WHERE state = 'active'")
+            .bind(overlap_until)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO webhook_signing_keys (key_id, public_key, sealed_secret, state, created_at) \
+             VALUES ($1, $2, $3, 'active', $4)",
+        )
+        .bind(&new.key_id)
+        .bind(&new.public_key)
+        .bind(&new.sealed_secret)
+        .bind(new.created_at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn signing_keys(&self) -> StoreResult<Vec<SigningKeyRecord>> {
+        let rows = sqlx::query(
+            "SELECT key_id, public_key, sealed_secret, state, created_at, retires_at FROM webhook_signing_keys \
+             ORDER BY created_at DESC, key_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(SigningKeyRecord {
+                    key_id: r.try_get("key_id")?,
+                    public_key: r.try_get("public_key")?,
+                    sealed_secret: r.try_get("sealed_secret")?,
+                    state: r.try_get("state")?,
+                    created_at: r.try_get("created_at")?,
+                    retires_at: r.try_get("retires_at")?,
+                })
+            })
+            .collect()
     }
 
     async fn finish_job(&self, id: Uuid) -> StoreResult<()> {

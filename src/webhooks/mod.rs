@@ -1,4 +1,5 @@
 //! Signed outgoing HTTP (Standard Webhooks). This module holds the signature
 //! scheme; key storage, rotation and the egress client build on it.
 
+pub mod keys;
 pub mod signature;

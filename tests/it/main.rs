@@ -15,4 +15,5 @@ mod schema_drift;
 mod server_calls;
 mod store_contract;
 mod tasks;
+mod webhook_keys;
 mod werewolf;

@@ -1,0 +1,143 @@
+//! The hub's webhook signing keys: Ed25519, sealed at rest with
+//! ChaCha20-Poly1305 under `webhooks.key_encryption_key`, rotated with an
+//! overlap during which requests carry both signatures. Secrets never leave
+//! this module except as a `SigningSecret` for the signer.
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use chacha20poly1305::aead::{Aead, KeyInit};
+use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
+use ed25519_dalek::SigningKey;
+use rand::RngCore;
+use serde::Serialize;
+
+use super::signature::{public_key_string, SigningSecret};
+use crate::config::WebhooksConfig;
+use crate::domain::event::rfc3339;
+use crate::domain::Millis;
+use crate::store::{SigningKeyRecord, Store};
+
+/// The key-encryption key from configuration (the file wins).
+pub fn key_encryption_key(cfg: &WebhooksConfig) -> anyhow::Result<[u8; 32]> {
+    let text = if !cfg.key_encryption_key_file.is_empty() {
+        std::fs::read_to_string(&cfg.key_encryption_key_file)
+            .map_err(|e| anyhow::anyhow!("cannot read webhooks.key_encryption_key_file: {e}"))?
+    } else if !cfg.key_encryption_key.is_empty() {
+        cfg.key_encryption_key.clone()
+    } else {
+        anyhow::bail!("set webhooks.key_encryption_key or webhooks.key_encryption_key_file (base64 of 32 random bytes)");
+    };
+    STANDARD
+        .decode(text.trim())
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| {
+            anyhow::anyhow!("the webhook key-encryption key must be base64 of exactly 32 bytes")
+        })
+}
+
+fn seal(kek: &[u8; 32], secret: &[u8]) -> Vec<u8> {
+    let cipher = ChaCha20Poly1305::new(Key::from_slice(kek));
+    let mut nonce = [0u8; 12];
+    rand::rngs::OsRng.fill_bytes(&mut nonce);
+    let mut out = nonce.to_vec();
+    out.extend(
+        cipher
+            .encrypt(Nonce::from_slice(&nonce), secret)
+            .expect("encryption cannot fail"),
+    );
+    out
+}
+
+fn open(kek: &[u8; 32], sealed: &[u8]) -> anyhow::Result<Vec<u8>> {
+    anyhow::ensure!(sealed.len() > 12, "a sealed key is too short");
+    let cipher = ChaCha20Poly1305::new(Key::from_slice(kek));
+    cipher
+        .decrypt(Nonce::from_slice(&sealed[..12]), &sealed[12..])
+        .map_err(|_| {
+            anyhow::anyhow!("a signing key does not open with the configured key-encryption key")
+        })
+}
+
+/// Makes a new active key (from `secret`, or fresh) and keeps the previous
+/// one signing for `webhooks.rotation_overlap_hours`. Returns the new key id.
+pub async fn rotate(
+    store: &dyn Store,
+    cfg: &WebhooksConfig,
+    secret: Option<SigningKey>,
+    now: Millis,
+) -> anyhow::Result<String> {
+    let kek = key_encryption_key(cfg)?;
+    let key = secret.unwrap_or_else(|| SigningKey::generate(&mut rand::rngs::OsRng));
+    let mut id = [0u8; 8];
+    rand::rngs::OsRng.fill_bytes(&mut id);
+    let record = SigningKeyRecord {
+        key_id: format!("whk_{}", hex::encode(id)),
+        public_key: public_key_string(&key.verifying_key()),
+        sealed_secret: seal(&kek, &key.to_bytes()),
+        state: "active".into(),
+        created_at: now,
+        retires_at: None,
+    };
+    let overlap = cfg.rotation_overlap_hours as i64 * 3_600_000;
+    store
+        .rotate_signing_key(&record, now, now + overlap)
+        .await?;
+    Ok(record.key_id)
+}
+
+/// The keys that sign now: the active one and secondaries within overlap.
+pub async fn signers(
+    store: &dyn Store,
+    cfg: &WebhooksConfig,
+    now: Millis,
+) -> anyhow::Result<Vec<SigningSecret>> {
+    let kek = key_encryption_key(cfg)?;
+    let mut out = Vec::new();
+    for k in store.signing_keys().await? {
+        if is_signing(&k, now) {
+            let seed: [u8; 32] = open(&kek, &k.sealed_secret)?
+                .try_into()
+                .map_err(|_| anyhow::anyhow!("a sealed key is not 32 bytes"))?;
+            out.push(SigningSecret::Ed25519(SigningKey::from_bytes(&seed)));
+        }
+    }
+    Ok(out)
+}
+
+fn is_signing(k: &SigningKeyRecord, now: Millis) -> bool {
+    k.state == "active" || (k.state == "secondary" && k.retires_at.is_some_and(|r| r > now))
+}
+
+/// A key as published to receivers. No secret, ever.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishedKey {
+    pub key_id: String,
+    /// `whpk_...`
+    pub public_key: String,
+    /// `active`, `secondary` or `retired`.
+    pub state: String,
+    pub valid_from: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid_until: Option<String>,
+}
+
+pub async fn published(store: &dyn Store, now: Millis) -> anyhow::Result<Vec<PublishedKey>> {
+    Ok(store
+        .signing_keys()
+        .await?
+        .into_iter()
+        .map(|k| PublishedKey {
+            state: if k.state == "secondary" && !is_signing(&k, now) {
+                "retired".into()
+            } else {
+                k.state.clone()
+            },
+            key_id: k.key_id,
+            public_key: k.public_key,
+            valid_from: rfc3339(k.created_at),
+            valid_until: k.retires_at.map(rfc3339),
+        })
+        .collect())
+}
