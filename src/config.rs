@@ -29,10 +29,12 @@ pub struct Config {
     pub webhooks: WebhooksConfig,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebhooksConfig {
     /// Base64 of 32 bytes that seal the webhook signing keys at rest.
+    /// Never serialized or printed.
+    #[serde(skip_serializing)]
     pub key_encryption_key: String,
     /// A file holding that key instead (takes precedence).
     pub key_encryption_key_file: String,
@@ -49,6 +51,21 @@ pub struct LeasesConfig {
     pub max_timeout_ms: u64,
     /// A held lease not resolved by the app within this is denied.
     pub max_hold_ms: u64,
+}
+
+impl std::fmt::Debug for WebhooksConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kek = if self.key_encryption_key.is_empty() {
+            ""
+        } else {
+            "<redacted>"
+        };
+        f.debug_struct("WebhooksConfig")
+            .field("key_encryption_key", &kek)
+            .field("key_encryption_key_file", &self.key_encryption_key_file)
+            .field("rotation_overlap_hours", &self.rotation_overlap_hours)
+            .finish()
+    }
 }
 
 impl Default for WebhooksConfig {
@@ -443,6 +460,9 @@ impl Config {
         }
         if self.events.page_default > self.events.page_max {
             anyhow::bail!("events.page_default must not exceed events.page_max");
+        }
+        if self.webhooks.rotation_overlap_hours > 24 * 365 {
+            anyhow::bail!("webhooks.rotation_overlap_hours must be at most 8760 (a year)");
         }
         if self.leases.default_timeout_ms > self.leases.max_timeout_ms {
             anyhow::bail!("leases.default_timeout_ms must not exceed leases.max_timeout_ms");

@@ -9,3 +9,5 @@ CREATE TABLE webhook_signing_keys (
     created_at    BIGINT NOT NULL,
     retires_at    BIGINT
 );
+-- At most one active key, whatever rotations race.
+CREATE UNIQUE INDEX webhook_signing_keys_one_active ON webhook_signing_keys (state) WHERE state = 'active';

@@ -1344,6 +1344,11 @@ impl Store for PgStore {
         overlap_until: Millis,
     ) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
+        // Rotations are rare: serialize them, so two cannot both demote the
+        // same key and leave two active ones.
+        sqlx::query("LOCK TABLE webhook_signing_keys IN EXCLUSIVE MODE")
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("UPDATE webhook_signing_keys SET state = 'retired' WHERE state = 'secondary' AND retires_at <= $1")
             .bind(now)
             .execute(&mut *tx)

@@ -5,7 +5,7 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use chacha20poly1305::aead::{Aead, KeyInit};
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use ed25519_dalek::SigningKey;
 use rand::RngCore;
@@ -36,27 +36,56 @@ pub fn key_encryption_key(cfg: &WebhooksConfig) -> anyhow::Result<[u8; 32]> {
         })
 }
 
-fn seal(kek: &[u8; 32], secret: &[u8]) -> Vec<u8> {
+/// `nonce || ciphertext`, with the key id as associated data so a sealed
+/// secret cannot be moved to another key's row.
+fn seal(kek: &[u8; 32], key_id: &str, secret: &[u8]) -> Vec<u8> {
     let cipher = ChaCha20Poly1305::new(Key::from_slice(kek));
     let mut nonce = [0u8; 12];
     rand::rngs::OsRng.fill_bytes(&mut nonce);
     let mut out = nonce.to_vec();
-    out.extend(
-        cipher
-            .encrypt(Nonce::from_slice(&nonce), secret)
-            .expect("encryption cannot fail"),
-    );
+    let sealed = cipher
+        .encrypt(
+            Nonce::from_slice(&nonce),
+            Payload {
+                msg: secret,
+                aad: key_id.as_bytes(),
+            },
+        )
+        .expect("encryption cannot fail");
+    out.extend(sealed);
     out
 }
 
-fn open(kek: &[u8; 32], sealed: &[u8]) -> anyhow::Result<Vec<u8>> {
+fn open(kek: &[u8; 32], key_id: &str, sealed: &[u8]) -> anyhow::Result<Vec<u8>> {
     anyhow::ensure!(sealed.len() > 12, "a sealed key is too short");
     let cipher = ChaCha20Poly1305::new(Key::from_slice(kek));
     cipher
-        .decrypt(Nonce::from_slice(&sealed[..12]), &sealed[12..])
+        .decrypt(
+            Nonce::from_slice(&sealed[..12]),
+            Payload {
+                msg: &sealed[12..],
+                aad: key_id.as_bytes(),
+            },
+        )
         .map_err(|_| {
-            anyhow::anyhow!("a signing key does not open with the configured key-encryption key")
+            anyhow::anyhow!(
+                "signing key {key_id} does not open with the configured key-encryption key"
+            )
         })
+}
+
+/// Opens a stored key and checks it against its published public key.
+fn open_key(kek: &[u8; 32], k: &SigningKeyRecord) -> anyhow::Result<SigningKey> {
+    let seed: [u8; 32] = open(kek, &k.key_id, &k.sealed_secret)?
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("signing key {} is not 32 bytes", k.key_id))?;
+    let key = SigningKey::from_bytes(&seed);
+    anyhow::ensure!(
+        public_key_string(&key.verifying_key()) == k.public_key,
+        "signing key {} does not match its public key",
+        k.key_id
+    );
+    Ok(key)
 }
 
 /// Makes a new active key (from `secret`, or fresh) and keeps the previous
@@ -68,20 +97,27 @@ pub async fn rotate(
     now: Millis,
 ) -> anyhow::Result<String> {
     let kek = key_encryption_key(cfg)?;
+    // A wrong key-encryption key must fail here, not later while signing.
+    for k in store.signing_keys().await? {
+        if is_signing(&k, now) {
+            open_key(&kek, &k)?;
+        }
+    }
     let key = secret.unwrap_or_else(|| SigningKey::generate(&mut rand::rngs::OsRng));
     let mut id = [0u8; 8];
     rand::rngs::OsRng.fill_bytes(&mut id);
+    let key_id = format!("whk_{}", hex::encode(id));
     let record = SigningKeyRecord {
-        key_id: format!("whk_{}", hex::encode(id)),
+        sealed_secret: seal(&kek, &key_id, &key.to_bytes()),
+        key_id,
         public_key: public_key_string(&key.verifying_key()),
-        sealed_secret: seal(&kek, &key.to_bytes()),
         state: "active".into(),
         created_at: now,
         retires_at: None,
     };
-    let overlap = cfg.rotation_overlap_hours as i64 * 3_600_000;
+    let overlap = (cfg.rotation_overlap_hours as i64).saturating_mul(3_600_000);
     store
-        .rotate_signing_key(&record, now, now + overlap)
+        .rotate_signing_key(&record, now, now.saturating_add(overlap))
         .await?;
     Ok(record.key_id)
 }
@@ -96,10 +132,7 @@ pub async fn signers(
     let mut out = Vec::new();
     for k in store.signing_keys().await? {
         if is_signing(&k, now) {
-            let seed: [u8; 32] = open(&kek, &k.sealed_secret)?
-                .try_into()
-                .map_err(|_| anyhow::anyhow!("a sealed key is not 32 bytes"))?;
-            out.push(SigningSecret::Ed25519(SigningKey::from_bytes(&seed)));
+            out.push(SigningSecret::Ed25519(open_key(&kek, &k)?));
         }
     }
     Ok(out)

@@ -43,11 +43,23 @@ impl std::fmt::Debug for SigningSecret {
     }
 }
 
-/// A key that verifies.
-#[derive(Clone, Debug)]
+/// A key that verifies. The HMAC variant holds a shared secret, so Debug
+/// redacts it.
+#[derive(Clone)]
 pub enum VerificationKey {
     Hmac(Vec<u8>),
     Ed25519(VerifyingKey),
+}
+
+impl std::fmt::Debug for VerificationKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VerificationKey::Hmac(_) => f.write_str("VerificationKey::Hmac(<redacted>)"),
+            VerificationKey::Ed25519(k) => {
+                write!(f, "VerificationKey::Ed25519({})", public_key_string(k))
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -183,7 +195,7 @@ pub fn verify(
         .trim()
         .parse()
         .map_err(|_| VerifyError::BadTimestamp)?;
-    if (now - ts).abs() > tolerance {
+    if ts.abs_diff(now) > tolerance.max(0) as u64 {
         return Err(VerifyError::Expired);
     }
     let content = signed_content(id, ts, body);

@@ -44,6 +44,12 @@ async fn keys_rotate_with_overlap_and_secrets_never_leak() {
     assert!(ok, "{err}");
     let (ok, out2, err) = keys_cli(&["rotate"], &data, Some(KEK));
     assert!(ok, "{err}");
+    let wrong = "HyAhIiMkJSYnKCkqKywtLi8wMTIzNDU2Nzg5Ojs8PT4=";
+    let (ok, _, err) = keys_cli(&["rotate"], &data, Some(wrong));
+    assert!(
+        !ok && err.contains("does not open"),
+        "a wrong key-encryption key is caught at rotation: {err}"
+    );
     let (_, list, _) = keys_cli(&["list"], &data, Some(KEK));
     assert_eq!(list.lines().count(), 2, "{list}");
     assert!(
