@@ -302,7 +302,7 @@ async fn moderator_loop(
 
 async fn post(app: &AppClient, conversation: Uuid, text: &str) -> anyhow::Result<Uuid> {
     let sent = app
-        .call::<AppMessageSend>(AppMessageSendParams {
+        .call::<AppMessageSend>(MessageSendParams {
             conversation_id: conversation,
             parts: vec![Part::Text { text: text.into() }],
             client_msg_id: None,

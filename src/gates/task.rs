@@ -15,7 +15,7 @@ use crate::domain::now_millis;
 use crate::domain::task::{Task, TaskFailure, TaskState};
 use crate::hooks;
 use crate::hub::Hub;
-use crate::protocol::conversations::{ConversationCreated, ConversationCreatedPayload};
+use crate::protocol::conversations::created_events;
 use crate::protocol::tasks::{
     AcceptedTask, AppTaskCreate, InitialConversation, TaskAccepted, TaskActivated,
     TaskCreateCallback, TaskFailed, TaskInvited, TaskPayload,
@@ -126,19 +126,7 @@ pub async fn decide(
                     created_at: now,
                 });
             }
-            let views: Vec<_> = conversations
-                .iter()
-                .map(|c| crate::domain::conversation::Conversation {
-                    id: c.id,
-                    kind: c.kind,
-                    name: c.name.clone(),
-                    task_id: c.task_id,
-                    created_by: c.created_by,
-                    participants: c.participants.clone(),
-                    last_message_seq: 0,
-                    created_at: rfc3339(now),
-                })
-                .collect();
+            let views: Vec<_> = conversations.iter().map(NewConversation::view).collect();
             let active = Task {
                 state: TaskState::Active,
                 updated_at: rfc3339(now),
@@ -175,11 +163,7 @@ pub async fn decide(
                 ));
             }
             for view in &views {
-                let body =
-                    std::sync::Arc::new(payload(ConversationCreatedPayload::new(view.clone())));
-                for p in &view.participants {
-                    events.push(NewEvent::new(*p, ConversationCreated::NAME, body.clone()));
-                }
+                events.extend(created_events(view.clone(), &view.participants));
             }
             let effects = Effects {
                 events,
@@ -214,38 +198,8 @@ pub async fn decide(
                 code: code.to_string(),
                 reason,
             };
-            let failed = Task {
-                state: TaskState::Failed,
-                failure: Some(failure.clone()),
-                updated_at: rfc3339(now),
-                ..task.clone()
-            };
-            let events = vec![NewEvent::new(
-                task.initiator_id,
-                TaskFailed::NAME,
-                payload(TaskPayload {
-                    task: failed.clone(),
-                }),
-            )];
-            let effects = Effects {
-                events,
-                finish_job: Some(job_id),
-                ..Default::default()
-            };
-            match hub
-                .store
-                .transition_task(
-                    task.id,
-                    TaskState::Waiting,
-                    TaskState::Failed,
-                    Some(&failure),
-                    &effects,
-                    now,
-                )
-                .await?
-            {
-                Some(stored) => {
-                    hub.events.publish(&stored);
+            match fail(hub, &task, failure, job_id, now).await? {
+                Some(failed) => {
                     info!(task = %task.id, app = %task.app_id, code, "task failed");
                     Ok(Some(TaskOutcome::Failed(failed)))
                 }
@@ -264,12 +218,23 @@ pub async fn fail_closed(hub: &Arc<Hub>, task_id: Uuid, job_id: Uuid) -> Result<
     let Some(record) = hub.store.task(task_id).await? else {
         return hub.store.finish_job(job_id).await;
     };
-    let task = record.task;
-    let now = now_millis();
     let failure = TaskFailure {
         code: "hub_error".into(),
         reason: None,
     };
+    fail(hub, &record.task, failure, job_id, now_millis()).await?;
+    Ok(())
+}
+
+/// Moves a waiting task to `failed`, tells its initiator, finishes the job.
+/// `None` when the task was no longer waiting.
+async fn fail(
+    hub: &Arc<Hub>,
+    task: &Task,
+    failure: TaskFailure,
+    job_id: Uuid,
+    now: crate::domain::Millis,
+) -> Result<Option<Task>, StoreError> {
     let failed = Task {
         state: TaskState::Failed,
         failure: Some(failure.clone()),
@@ -279,14 +244,16 @@ pub async fn fail_closed(hub: &Arc<Hub>, task_id: Uuid, job_id: Uuid) -> Result<
     let events = vec![NewEvent::new(
         task.initiator_id,
         TaskFailed::NAME,
-        payload(TaskPayload { task: failed }),
+        payload(TaskPayload {
+            task: failed.clone(),
+        }),
     )];
     let effects = Effects {
         events,
         finish_job: Some(job_id),
         ..Default::default()
     };
-    if let Some(stored) = hub
+    let stored = hub
         .store
         .transition_task(
             task.id,
@@ -296,9 +263,9 @@ pub async fn fail_closed(hub: &Arc<Hub>, task_id: Uuid, job_id: Uuid) -> Result<
             &effects,
             now,
         )
-        .await?
-    {
+        .await?;
+    Ok(stored.map(|stored| {
         hub.events.publish(&stored);
-    }
-    Ok(())
+        failed
+    }))
 }

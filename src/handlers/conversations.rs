@@ -10,7 +10,6 @@ use uuid::Uuid;
 
 use super::store_failure;
 use crate::domain::conversation::{direct_key, Conversation, ConversationKind};
-use crate::domain::event::{rfc3339, NewEvent};
 use crate::domain::message::{self, Origin, PartLimits};
 use crate::domain::task::TaskState;
 use crate::domain::{now_millis, PrincipalKind};
@@ -113,37 +112,17 @@ pub async fn create(
     }
     let mut participants = vec![me];
     participants.extend(p.participants.iter().copied());
-    let now = now_millis();
-    let id = Uuid::now_v7();
-    let conversation = Conversation {
-        id,
-        kind,
-        name: p.name.clone(),
-        task_id: None,
-        created_by: me,
-        participants: participants.clone(),
-        last_message_seq: 0,
-        created_at: rfc3339(now),
-    };
-    let payload = std::sync::Arc::new(
-        serde_json::to_value(ConversationCreatedPayload::new(conversation))
-            .map_err(|_| RpcError::internal())?,
-    );
-    let events: Vec<NewEvent> = p
-        .participants
-        .iter()
-        .map(|a| NewEvent::new(*a, ConversationCreated::NAME, payload.clone()))
-        .collect();
     let new = NewConversation {
-        id,
+        id: Uuid::now_v7(),
         kind,
         name: p.name,
         task_id: None,
         direct_key: (kind == ConversationKind::Direct).then(|| direct_key(me, p.participants[0])),
         created_by: me,
         participants,
-        created_at: now,
+        created_at: now_millis(),
     };
+    let events = created_events(new.view(), &p.participants);
     match ctx
         .hub
         .store

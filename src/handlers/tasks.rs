@@ -19,9 +19,7 @@ use crate::domain::task::{Task, TaskParticipant, TaskRole, TaskState};
 use crate::domain::{now_millis, PrincipalKind};
 use crate::gates::{self, task::TaskOutcome};
 use crate::gateway::RequestContext;
-use crate::protocol::conversations::{
-    ConversationCreated, ConversationCreatedPayload, MessageSendResult,
-};
+use crate::protocol::conversations::{created_events, MessageSendParams, MessageSendResult};
 use crate::protocol::tasks::*;
 use crate::protocol::Notification;
 use crate::rpc::{ErrorKind, RpcError};
@@ -409,37 +407,17 @@ pub async fn app_conversation_create(
     require_active(&task)?;
     check_name("name", &p.name)?;
     only_task_participants(&task, &p.participants)?;
-    let now = now_millis();
-    let id = Uuid::now_v7();
-    let view = Conversation {
-        id,
-        kind: ConversationKind::Task,
-        name: Some(p.name.clone()),
-        task_id: Some(task.id),
-        created_by: task.app_id,
-        participants: p.participants.clone(),
-        last_message_seq: 0,
-        created_at: rfc3339(now),
-    };
-    let body = std::sync::Arc::new(
-        serde_json::to_value(ConversationCreatedPayload::new(view))
-            .map_err(|_| RpcError::internal())?,
-    );
-    let events: Vec<NewEvent> = p
-        .participants
-        .iter()
-        .map(|a| NewEvent::new(*a, ConversationCreated::NAME, body.clone()))
-        .collect();
     let new = NewConversation {
-        id,
+        id: Uuid::now_v7(),
         kind: ConversationKind::Task,
         name: Some(p.name),
         task_id: Some(task.id),
         direct_key: None,
         created_by: task.app_id,
         participants: p.participants,
-        created_at: now,
+        created_at: now_millis(),
     };
+    let events = created_events(new.view(), &new.participants);
     match ctx
         .hub
         .store
@@ -516,7 +494,7 @@ pub async fn app_conversation_add(
 
 pub async fn app_message_send(
     ctx: RequestContext,
-    p: AppMessageSendParams,
+    p: MessageSendParams,
 ) -> Result<MessageSendResult, RpcError> {
     let (conversation, task) = app_conversation(&ctx, p.conversation_id).await?;
     require_active(&task)?;

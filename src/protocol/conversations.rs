@@ -162,6 +162,23 @@ pub struct ConversationCreatedPayload {
     pub participant_count: usize,
 }
 
+/// `agent/conversation/created` for each recipient, sharing one payload.
+pub fn created_events(
+    conversation: Conversation,
+    recipients: &[Uuid],
+) -> Vec<crate::domain::event::NewEvent> {
+    let payload = std::sync::Arc::new(
+        serde_json::to_value(ConversationCreatedPayload::new(conversation))
+            .expect("payload serializes"),
+    );
+    recipients
+        .iter()
+        .map(|a| {
+            crate::domain::event::NewEvent::new(*a, ConversationCreated::NAME, payload.clone())
+        })
+        .collect()
+}
+
 /// Most participants an event lists inline.
 pub const EVENT_PARTICIPANTS_MAX: usize = 256;
 

@@ -5,13 +5,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::conversations::MessageSendResult;
+use super::conversations::{MessageSendParams, MessageSendResult};
 use super::events::Envelope;
 use super::{Caller, Direction, Method, Notification};
 use crate::domain::conversation::Conversation;
 use crate::domain::gate::{DispatchAuthorizeAnswer, MessageAuthorizeAnswer, TaskCreateAnswer};
 use crate::domain::lease::Lease;
-use crate::domain::message::{Message, Part};
+use crate::domain::message::Message;
 use crate::domain::task::Task;
 use crate::rpc::ErrorKind;
 
@@ -99,17 +99,6 @@ pub struct AppConversationAddParams {
 #[serde(rename_all = "camelCase")]
 pub struct ConversationResult {
     pub conversation: Conversation,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AppMessageSendParams {
-    pub conversation_id: Uuid,
-    pub parts: Vec<Part>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_msg_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reply_to: Option<Uuid>,
 }
 
 // ---- the gate callbacks (hub to app) ----
@@ -309,7 +298,7 @@ method!(
 );
 method!(AppMessageSend, "app/message/send", ToHub, App,
     "Send a message as the app into a conversation of its own active task; every participant receives it.",
-    [InvalidParams, NotFound, Conflict], AppMessageSendParams, MessageSendResult);
+    [InvalidParams, NotFound, Conflict], MessageSendParams, MessageSendResult);
 method!(AgentDispatchRequest, "agent/dispatch/request", ToHub, Agent,
     "Ask for a lease to act on a message the caller received. Answers at once with the pending lease; the verdict comes as agent/dispatch/released.",
     [InvalidParams, NotFound], DispatchRequestParams, LeaseResult);

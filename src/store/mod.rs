@@ -103,6 +103,22 @@ pub struct NewConversation {
     pub created_at: Millis,
 }
 
+impl NewConversation {
+    /// The conversation as readers will see it once stored.
+    pub fn view(&self) -> Conversation {
+        Conversation {
+            id: self.id,
+            kind: self.kind,
+            name: self.name.clone(),
+            task_id: self.task_id,
+            created_by: self.created_by,
+            participants: self.participants.clone(),
+            last_message_seq: 0,
+            created_at: crate::domain::event::rfc3339(self.created_at),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum CreatedConversation {
     Created(Conversation, Vec<StoredEvent>),

@@ -212,3 +212,43 @@ async fn shutdown_waits_for_the_hubs_own_calls_to_an_app() {
     assert_eq!(app.closed().await.map(|c| c.0), Some(1001));
     assert!(hub.wait_exit(Duration::from_secs(30)).await.success());
 }
+
+#[tokio::test]
+async fn requests_beyond_the_in_flight_limit_are_refused_and_the_socket_lives_on() {
+    let hub = TestHub::start_with(
+        Options::default().env("SWITCHBOARD_GATEWAY__MAX_IN_FLIGHT_REQUESTS", 1),
+    )
+    .await;
+    let mut manifest = werewolf_manifest();
+    manifest["hooks"]["task_create"] = json!({"kind": "hook", "timeoutMs": 20000});
+    let (app_id, app_key) = hub.register_app(&manifest).await;
+    let (_, agent_key) = hub.register_agent("busy").await;
+    let mut app = RawSocket::connect_app(&hub.ws_url(), &app_key).await;
+    let mut agent = RawSocket::connect_agent(&hub.ws_url(), &agent_key).await;
+    // The first request waits on the app's hook and holds the only slot.
+    agent
+        .send_json(&json!({"jsonrpc":"2.0","id":1,"method":"agent/task/request","params":{"appId": app_id, "invitedAgentIds": []}}))
+        .await;
+    let hook = app.recv_request().await;
+    assert_eq!(hook["method"], json!("app/task/create"));
+    let refused = agent.call(json!(2), "agent/identity/get", json!({})).await;
+    assert_eq!(refused["error"]["_tag"], json!("RateLimitedError"));
+    assert!(refused["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("gateway.max_in_flight_requests"));
+    app.send_json(
+        &json!({"jsonrpc":"2.0","id": hook["id"],"result":{"verdict":{"decision":"Accept"}}}),
+    )
+    .await;
+    let answer = loop {
+        let f = agent.recv().await;
+        if f["id"] == json!(1) {
+            break f;
+        }
+    };
+    assert_eq!(answer["result"]["task"]["state"], json!("active"));
+    // The slot is free again.
+    let f = agent.call(json!(3), "agent/identity/get", json!({})).await;
+    assert_eq!(f["result"]["name"], json!("busy"));
+}

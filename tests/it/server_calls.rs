@@ -16,6 +16,12 @@ async fn fake_app(hub: &TestHub) -> (String, RawSocket) {
     (app_id, s)
 }
 
+/// Answers a ping request correctly.
+async fn answer_ping(app: &mut RawSocket, request: &serde_json::Value) {
+    app.send_json(&json!({"jsonrpc":"2.0","id": request["id"],"result":{"nonce": request["params"]["nonce"]}}))
+        .await;
+}
+
 /// Starts a ping in the background and returns it with the request the app got.
 async fn ping_and_receive(
     hub: &TestHub,
@@ -75,12 +81,10 @@ async fn an_app_answering_late_times_out_and_the_late_answer_is_counted() {
     // Answer only after the hub has given up.
     let r = task.await.unwrap();
     assert_eq!(r["outcome"], json!("timeout"));
-    app.send_json(&json!({"jsonrpc":"2.0","id": request["id"],"result":{"nonce": request["params"]["nonce"]}}))
-        .await;
+    answer_ping(&mut app, &request).await;
     // The connection survives and the next call works.
     let (task, request) = ping_and_receive(&hub, &mut app, &app_id, 5_000).await;
-    app.send_json(&json!({"jsonrpc":"2.0","id": request["id"],"result":{"nonce": request["params"]["nonce"]}}))
-        .await;
+    answer_ping(&mut app, &request).await;
     assert_eq!(task.await.unwrap()["outcome"], json!("ok"));
     assert_eq!(
         hub.metric("switchboard_unmatched_responses_total", "")
@@ -98,8 +102,7 @@ async fn an_answer_to_an_unknown_id_is_counted_and_ignored() {
         .await;
     app.send_json(&json!({"jsonrpc":"2.0","id": 12,"result":{}}))
         .await;
-    app.send_json(&json!({"jsonrpc":"2.0","id": request["id"],"result":{"nonce": request["params"]["nonce"]}}))
-        .await;
+    answer_ping(&mut app, &request).await;
     assert_eq!(task.await.unwrap()["outcome"], json!("ok"));
     assert_eq!(
         hub.metric("switchboard_unmatched_responses_total", "")
@@ -149,8 +152,7 @@ async fn garbage_answers_are_bad_results_and_errors_are_remote_errors() {
     assert_eq!(f["error"]["code"], json!(-32700));
     assert_eq!(task.await.unwrap()["outcome"], json!("timeout"));
     let (task, request) = ping_and_receive(&hub, &mut app, &app_id, 5_000).await;
-    app.send_json(&json!({"jsonrpc":"2.0","id": request["id"],"result":{"nonce": request["params"]["nonce"]}}))
-        .await;
+    answer_ping(&mut app, &request).await;
     assert_eq!(task.await.unwrap()["outcome"], json!("ok"));
 }
 
@@ -181,8 +183,7 @@ async fn callbacks_go_to_the_newest_app_socket() {
     let mut old = RawSocket::connect_app(&hub.ws_url(), &key).await;
     let mut new = RawSocket::connect_app(&hub.ws_url(), &key).await;
     let (task, request) = ping_and_receive(&hub, &mut new, &app_id, 5_000).await;
-    new.send_json(&json!({"jsonrpc":"2.0","id": request["id"],"result":{"nonce": request["params"]["nonce"]}}))
-        .await;
+    answer_ping(&mut new, &request).await;
     assert_eq!(task.await.unwrap()["outcome"], json!("ok"));
     drop(new);
     // Once the newest socket is gone, the older one takes the callbacks. The
@@ -205,7 +206,7 @@ async fn callbacks_go_to_the_newest_app_socket() {
         let outcome = tokio::select! {
             done = &mut task => done.unwrap(),
             request = old.recv() => {
-                old.send_json(&json!({"jsonrpc":"2.0","id": request["id"],"result":{"nonce": request["params"]["nonce"]}})).await;
+                answer_ping(&mut old, &request).await;
                 task.await.unwrap()
             }
         };

@@ -433,7 +433,7 @@ async fn app_conversations_are_for_the_owning_app_and_task_participants_only() {
     let b = w.client(1).await;
     let mut rx = b.connection.notifications().unwrap();
     let sent = app
-        .call::<AppMessageSend>(AppMessageSendParams {
+        .call::<AppMessageSend>(MessageSendParams {
             conversation_id: ok.conversation.id,
             parts: text("game on"),
             client_msg_id: None,
