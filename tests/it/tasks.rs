@@ -1120,3 +1120,74 @@ async fn a_gate_job_that_keeps_failing_fails_closed() {
     );
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn dispatch_gate_failures_deny() {
+    let w = world(
+        TestHub::fast_options(),
+        manifest(
+            json!({"kind": "accept"}),
+            json!({"kind": "forwardAllExceptSender"}),
+            json!({"kind": "hook", "timeoutMs": 2000}),
+        ),
+        2,
+    )
+    .await;
+    let (c0, c1) = (w.client(0).await, w.client(1).await);
+    let mut rx = c1.connection.notifications().unwrap();
+    let town = w.request(&c0, &[1]).await.unwrap().conversations[0].id;
+    let reason = |v: &Value| {
+        v["payload"]["lease"]["reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+
+    // No app socket at all.
+    let m = send(&c0, town, "first").await.message.id;
+    dispatch(&c1, town, m).await.unwrap();
+    let r = next_of(&mut rx, "agent/dispatch/released").await;
+    assert_eq!(
+        (
+            r["payload"]["lease"]["state"].as_str().unwrap(),
+            reason(&r).as_str()
+        ),
+        ("denied", "infrastructure: app_unavailable")
+    );
+
+    // An app that answers garbage, then one that answers an error, then one
+    // that disconnects mid-call.
+    let mut raw = RawSocket::connect_app(&w.hub.ws_url(), &w.app_key).await;
+    for (answer, expected) in [
+        (
+            json!({"result": {"admission": {"decision": "perhaps"}}}),
+            "infrastructure: invalid_answer",
+        ),
+        (
+            json!({"error": {"code": -32000, "message": "no"}}),
+            "infrastructure: app_error",
+        ),
+    ] {
+        let m = send(&c0, town, "next").await.message.id;
+        dispatch(&c1, town, m).await.unwrap();
+        let req = raw.recv_request().await;
+        assert_eq!(req["method"], json!("app/dispatch/authorize"));
+        let mut frame = json!({"jsonrpc": "2.0", "id": req["id"]});
+        for (k, v) in answer.as_object().unwrap() {
+            frame[k] = v.clone();
+        }
+        raw.send_json(&frame).await;
+        assert_eq!(
+            reason(&next_of(&mut rx, "agent/dispatch/released").await),
+            expected
+        );
+    }
+    let m = send(&c0, town, "last").await.message.id;
+    dispatch(&c1, town, m).await.unwrap();
+    raw.recv_request().await;
+    drop(raw);
+    assert_eq!(
+        reason(&next_of(&mut rx, "agent/dispatch/released").await),
+        "infrastructure: app_unavailable"
+    );
+}
