@@ -27,6 +27,40 @@ pub struct Config {
     pub leases: LeasesConfig,
     pub jobs: JobsConfig,
     pub webhooks: WebhooksConfig,
+    pub egress: EgressConfig,
+}
+
+/// Rules and limits for every request the hub sends out (webhooks,
+/// `interactions_url`). See docs/configuration.md.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EgressConfig {
+    /// `host` or `host:port` entries; without a port only 443 is allowed.
+    /// Empty means nothing may be sent.
+    pub allowlist: Vec<String>,
+    /// Allowlisted `host[:port]` entries that may resolve to private
+    /// addresses (private deployments). Never widens the allowlist.
+    pub private_override: Vec<String>,
+    pub connect_timeout_ms: u64,
+    /// From the lookup to the last byte of the answer.
+    pub request_timeout_ms: u64,
+    /// Answers longer than this are abandoned as `too_large`.
+    pub max_response_bytes: usize,
+    /// A PEM bundle of extra CAs to trust besides the public web PKI.
+    pub extra_ca_file: String,
+}
+
+impl Default for EgressConfig {
+    fn default() -> Self {
+        EgressConfig {
+            allowlist: Vec::new(),
+            private_override: Vec::new(),
+            connect_timeout_ms: 5_000,
+            request_timeout_ms: 15_000,
+            max_response_bytes: 256 * 1024,
+            extra_ca_file: String::new(),
+        }
+    }
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -394,6 +428,33 @@ impl Config {
         Ok(config)
     }
 
+    /// Every entry parses, and the private override only narrows the
+    /// allowlist: an override entry that is not allowlisted would do nothing,
+    /// which is almost certainly a mistake worth refusing at startup.
+    fn validate_egress(&self) -> anyhow::Result<()> {
+        use crate::webhooks::egress_policy::HostPort;
+        let e = &self.egress;
+        let mut allowed = Vec::new();
+        for entry in &e.allowlist {
+            allowed.push(
+                HostPort::parse(entry).map_err(|m| anyhow::anyhow!("egress.allowlist: {m}"))?,
+            );
+        }
+        for entry in &e.private_override {
+            let hp = HostPort::parse(entry)
+                .map_err(|m| anyhow::anyhow!("egress.private_override: {m}"))?;
+            if !allowed.contains(&hp) {
+                anyhow::bail!(
+                    "egress.private_override: {entry:?} is not on egress.allowlist; the override never replaces the allowlist"
+                );
+            }
+        }
+        if e.connect_timeout_ms > e.request_timeout_ms {
+            anyhow::bail!("egress.connect_timeout_ms must not exceed egress.request_timeout_ms");
+        }
+        Ok(())
+    }
+
     /// Refuses settings that cannot work, with the key named.
     pub fn validate(&self) -> anyhow::Result<()> {
         let g = &self.gateway;
@@ -452,6 +513,12 @@ impl Config {
             ("jobs.batch", self.jobs.batch as u64),
             ("jobs.max_concurrent", self.jobs.max_concurrent as u64),
             ("jobs.max_attempts", self.jobs.max_attempts as u64),
+            ("egress.connect_timeout_ms", self.egress.connect_timeout_ms),
+            ("egress.request_timeout_ms", self.egress.request_timeout_ms),
+            (
+                "egress.max_response_bytes",
+                self.egress.max_response_bytes as u64,
+            ),
         ];
         for (key, value) in positive {
             if value == 0 {
@@ -464,6 +531,7 @@ impl Config {
         if self.webhooks.rotation_overlap_hours > 24 * 365 {
             anyhow::bail!("webhooks.rotation_overlap_hours must be at most 8760 (a year)");
         }
+        self.validate_egress()?;
         if self.leases.default_timeout_ms > self.leases.max_timeout_ms {
             anyhow::bail!("leases.default_timeout_ms must not exceed leases.max_timeout_ms");
         }

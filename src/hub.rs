@@ -31,6 +31,8 @@ pub struct Hub {
     pub metrics: PrometheusHandle,
     pub sync_epoch: String,
     pub events: Arc<EventBus>,
+    /// Signed webhooks and other requests to app-owned URLs.
+    pub webhook_egress: crate::webhooks::egress::EgressClient,
 }
 
 impl Hub {
@@ -44,6 +46,8 @@ impl Hub {
             Quota::per_second(NonZeroU32::new(g.rate_limit_per_second).expect("validated > 0"))
                 .allow_burst(NonZeroU32::new(g.rate_limit_burst).expect("validated > 0"));
         let sync_epoch = store.sync_epoch().await?;
+        let webhook_egress =
+            crate::webhooks::egress::EgressClient::from_config("webhook", &config.egress)?;
         let store_for_events = store.clone();
         let replay_batch = config.events.replay_batch;
         Ok(Arc::new(Hub {
@@ -58,6 +62,7 @@ impl Hub {
             metrics: crate::telemetry::metrics_handle(),
             sync_epoch,
             events: Arc::new(EventBus::new(store_for_events, replay_batch)),
+            webhook_egress,
         }))
     }
 }

@@ -25,6 +25,9 @@ pub mod names {
     pub const EVENTS_WRITTEN: &str = "switchboard_events_written_total";
     pub const JOBS: &str = "switchboard_jobs_total";
     pub const GATE_VERDICTS: &str = "switchboard_gate_verdicts_total";
+    pub const EGRESS_REQUESTS: &str = "switchboard_egress_requests_total";
+    pub const EGRESS_DURATION: &str = "switchboard_egress_request_duration_seconds";
+    pub const EGRESS_BLOCKED: &str = "switchboard_egress_blocked_total";
     pub const RECIPIENTS_DROPPED: &str = "switchboard_forward_recipients_dropped_total";
 }
 

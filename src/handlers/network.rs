@@ -1,3 +1,4 @@
+use crate::domain::event::rfc3339;
 use serde_json::json;
 use tracing::info;
 
@@ -188,12 +189,6 @@ pub async fn app_connect(
         limits: limits(&ctx),
         events,
     })
-}
-
-fn rfc3339(millis: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(millis)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 pub async fn agent_identity(ctx: RequestContext, _: NoParams) -> Result<AgentIdentity, RpcError> {

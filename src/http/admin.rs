@@ -101,3 +101,52 @@ pub async fn ping_app(
     };
     Ok(Json(body))
 }
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TestWebhookBody {
+    url: String,
+}
+
+/// Sends a signed `webhook.test` event to `url` through the webhook egress
+/// client and reports the outcome, so an operator can check the allowlist,
+/// TLS trust and a receiver's verification before real deliveries depend
+/// on them.
+pub async fn send_test_webhook(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    body: Result<Json<TestWebhookBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    check_admin(&hub, &headers)?;
+    let Json(body) =
+        body.map_err(|e| ApiError::invalid("invalid_body", e.body_text(), Vec::new()))?;
+    let now = crate::domain::now_millis();
+    let payload = json!({
+        "type": "webhook.test",
+        "timestamp": crate::domain::event::rfc3339(now),
+        "data": { "hub": "switchboard" },
+    });
+    let sent = crate::webhooks::sender::post_signed(
+        hub.store.as_ref(),
+        &hub.config.webhooks,
+        &hub.webhook_egress,
+        &body.url,
+        serde_json::to_vec(&payload).expect("json"),
+        now,
+    )
+    .await
+    .map_err(|e| match e {
+        crate::webhooks::sender::SendError::NoSigningKey => ApiError::new(
+            axum::http::StatusCode::CONFLICT,
+            "no_signing_key",
+            e.to_string(),
+        ),
+        crate::webhooks::sender::SendError::Keys(e) => {
+            tracing::error!(error = %e, "loading webhook signing keys failed");
+            ApiError::internal()
+        }
+    })?;
+    let mut answer = serde_json::to_value(&sent.outcome).expect("outcome serializes");
+    answer["webhookId"] = json!(sent.webhook_id);
+    Ok(Json(answer))
+}

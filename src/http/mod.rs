@@ -32,6 +32,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/v1/events", get(events::catch_up))
         .route("/api/v1/cards", post(cards::install).get(cards::list))
         .route("/api/v1/webhooks/keys", get(webhook_keys))
+        .route("/api/v1/webhooks/test", post(admin::send_test_webhook))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))

@@ -49,7 +49,8 @@ fn canonical_host(host: &str) -> Option<String> {
     ok.then_some(h)
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum BlockReason {
     BadUrl,
     NotHttps,

@@ -1,6 +1,9 @@
-//! Signed outgoing HTTP (Standard Webhooks). This module holds the signature
-//! scheme; key storage, rotation and the egress client build on it.
+//! Signed outgoing HTTP (Standard Webhooks): the signature scheme, signing
+//! keys sealed at rest, the SSRF rules and the egress client that applies
+//! them, and the sender that ties signing to sending.
 
+pub mod egress;
 pub mod egress_policy;
 pub mod keys;
+pub mod sender;
 pub mod signature;

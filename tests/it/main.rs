@@ -7,6 +7,7 @@ mod support;
 mod bench_smoke;
 mod cards;
 mod conversations;
+mod egress;
 mod events;
 mod frames;
 mod identity;

@@ -2,6 +2,7 @@ pub mod agents;
 pub mod hub;
 pub mod pg;
 pub mod raw;
+pub mod receiver;
 
 pub use hub::TestHub;
 pub use raw::{RawEvent, RawSocket};

@@ -1,0 +1,49 @@
+//! Signs a body with every key that signs now and sends it through the
+//! egress client. Deliveries (`interactions_url`, subscriptions) and the
+//! operator's test send share this path, so what a receiver verifies in a
+//! test is what it verifies in production.
+
+use super::egress::{EgressClient, Outcome};
+use super::{keys, signature};
+use crate::config::WebhooksConfig;
+use crate::domain::Millis;
+use crate::store::Store;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error("no webhook signing key exists yet; run `switchboard keys rotate` to make one")]
+    NoSigningKey,
+    #[error(transparent)]
+    Keys(#[from] anyhow::Error),
+}
+
+#[derive(Debug)]
+pub struct SignedSend {
+    /// The `webhook-id` header: receivers deduplicate on it.
+    pub webhook_id: String,
+    pub outcome: Outcome,
+}
+
+pub async fn post_signed(
+    store: &dyn Store,
+    cfg: &WebhooksConfig,
+    egress: &EgressClient,
+    url: &str,
+    body: Vec<u8>,
+    now: Millis,
+) -> Result<SignedSend, SendError> {
+    let secrets = keys::signers(store, cfg, now).await?;
+    if secrets.is_empty() {
+        return Err(SendError::NoSigningKey);
+    }
+    let webhook_id = format!("msg_{}", uuid::Uuid::now_v7().simple());
+    let timestamp = now.div_euclid(1000);
+    let signed = signature::headers(&webhook_id, timestamp, &body, &secrets);
+    let mut headers: Vec<(&str, &str)> = signed.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    headers.push(("content-type", "application/json"));
+    let outcome = egress.post(url, &headers, body).await;
+    Ok(SignedSend {
+        webhook_id,
+        outcome,
+    })
+}

@@ -1,0 +1,390 @@
+//! A fake webhook receiver: HTTPS on 127.0.0.1 port 0 with a certificate
+//! authority made in memory and trusted only by the test's own clients. It
+//! verifies every request's Standard Webhooks signature with the keys it is
+//! given, and answers by path:
+//!
+//! | path            | answer                                               |
+//! |-----------------|------------------------------------------------------|
+//! | `/ok`           | 200 with a JSON body                                 |
+//! | `/accepted`     | 202, empty                                           |
+//! | `/delay`        | nothing, ever (a deadline must end the wait)         |
+//! | `/error`        | 500                                                  |
+//! | `/redirect`     | 302 to `/ok` on the same host (must not be followed) |
+//! | `/big`          | 200 with a body of [`BIG`] bytes and its length      |
+//! | `/big-chunked`  | 200 with [`BIG`] bytes in chunks, no length          |
+//! | `/invalid-json` | 200 with a body that is not JSON                     |
+//! | `/slow-body`    | 200, one chunk, then nothing, ever                   |
+//! | `/verified`     | 200 if the signature verifies, 401 otherwise         |
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::{Request, Response};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use switchboard::client::webhooks::{verify, VerificationKey, VerifyError};
+use switchboard::webhooks::egress::{EgressClient, Resolver, Roots, Settings};
+use switchboard::webhooks::egress_policy::HostPort;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Bytes in the oversized answers.
+pub const BIG: usize = 64 * 1024;
+/// The names the receiver's certificate covers.
+pub const NAMES: [&str; 3] = ["receiver.test", "pin.test", "localhost"];
+
+/// A CA made in memory, with one leaf certificate for [`NAMES`].
+pub struct TestCa {
+    pub ca_pem: String,
+    leaf_der: CertificateDer<'static>,
+    leaf_key: Vec<u8>,
+}
+
+impl TestCa {
+    pub fn new() -> TestCa {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "switchboard test CA");
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let leaf_key = KeyPair::generate().unwrap();
+        let leaf = CertificateParams::new(NAMES.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .unwrap()
+            .signed_by(&leaf_key, &ca_cert, &ca_key)
+            .unwrap();
+        TestCa {
+            ca_pem: ca_cert.pem(),
+            leaf_der: leaf.der().clone(),
+            leaf_key: leaf_key.serialize_der(),
+        }
+    }
+
+    pub fn certificate(&self) -> reqwest::Certificate {
+        reqwest::Certificate::from_pem(self.ca_pem.as_bytes()).unwrap()
+    }
+}
+
+/// One request as the receiver saw it.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// The signature check against the keys held when it arrived.
+    pub verified: Result<(), VerifyError>,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Default)]
+struct Shared {
+    /// TCP connections accepted.
+    connections: AtomicUsize,
+    received: Mutex<Vec<Received>>,
+    arrived: Notify,
+    keys: Mutex<Vec<VerificationKey>>,
+}
+
+pub struct Receiver {
+    pub addr: SocketAddr,
+    pub ca: TestCa,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl Receiver {
+    pub async fn start() -> Receiver {
+        let ca = TestCa::new();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![ca.leaf_der.clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ca.leaf_key.clone())),
+            )
+            .unwrap();
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared::default());
+        let stop = CancellationToken::new();
+        let (s, st) = (shared.clone(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                let (tcp, _) = tokio::select! {
+                    _ = st.cancelled() => return,
+                    accepted = listener.accept() => match accepted {
+                        Ok(a) => a,
+                        Err(_) => continue,
+                    },
+                };
+                s.connections.fetch_add(1, Ordering::SeqCst);
+                let (acceptor, s, st) = (acceptor.clone(), s.clone(), st.clone());
+                let for_answers = st.clone();
+                tokio::spawn(async move {
+                    let serve = async move {
+                        let Ok(tls) = acceptor.accept(tcp).await else {
+                            return;
+                        };
+                        let service = hyper::service::service_fn(move |req| {
+                            let (s, st) = (s.clone(), for_answers.clone());
+                            async move { Ok::<_, Infallible>(answer(req, addr, s, st).await) }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                            .await;
+                    };
+                    tokio::select! {
+                        _ = st.cancelled() => {}
+                        _ = serve => {}
+                    }
+                });
+            }
+        });
+        Receiver {
+            addr,
+            ca,
+            shared,
+            stop,
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    pub fn url(&self, host: &str, path: &str) -> String {
+        format!("https://{host}:{}{path}", self.port())
+    }
+
+    /// The keys signatures are checked with from now on.
+    pub fn trust_keys(&self, keys: Vec<VerificationKey>) {
+        *self.shared.keys.lock().unwrap() = keys;
+    }
+
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::SeqCst)
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.shared.received.lock().unwrap().clone()
+    }
+
+    /// Waits until `n` requests have arrived (a deadline, not a sleep).
+    pub async fn wait_for(&self, n: usize) -> Vec<Received> {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let arrived = self.shared.arrived.notified();
+                let got = self.received();
+                if got.len() >= n {
+                    return got;
+                }
+                arrived.await;
+            }
+        })
+        .await
+        .expect("the receiver got the requests")
+    }
+
+    /// An egress client that trusts only this receiver's CA, resolves
+    /// through `resolver`, and allows `allow` (with `private` on the private
+    /// override).
+    pub fn client(
+        &self,
+        resolver: Arc<ScriptedResolver>,
+        allow: &[&str],
+        private: &[&str],
+        request_timeout: Duration,
+    ) -> EgressClient {
+        let parse = |v: &[&str]| v.iter().map(|e| HostPort::parse(e).unwrap()).collect();
+        EgressClient::new(
+            "test",
+            Settings {
+                allowlist: parse(allow),
+                private_override: parse(private),
+                connect_timeout: request_timeout,
+                request_timeout,
+                max_response_bytes: BIG - 1,
+                roots: Roots {
+                    built_in: false,
+                    extra: vec![self.ca.certificate()],
+                },
+                user_agent: "switchboard-test".into(),
+            },
+            resolver,
+        )
+    }
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+fn full(status: u16, body: impl Into<Bytes>) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(body.into()).boxed())
+        .unwrap()
+}
+
+async fn answer(
+    req: Request<Incoming>,
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    let headers: Vec<(String, String)> = req
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes().to_vec())
+        .unwrap_or_default();
+    let find = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let keys = shared.keys.lock().unwrap().clone();
+    let now = chrono::Utc::now().timestamp();
+    let verified = verify(
+        &find("webhook-id"),
+        &find("webhook-timestamp"),
+        &find("webhook-signature"),
+        &body,
+        &keys,
+        now,
+        300,
+    );
+    let ok = verified.is_ok();
+    shared.received.lock().unwrap().push(Received {
+        path: path.clone(),
+        headers,
+        body,
+        verified,
+    });
+    shared.arrived.notify_waiters();
+    match path.as_str() {
+        "/ok" => full(200, r#"{"received":true}"#),
+        "/accepted" => full(202, Bytes::new()),
+        "/delay" => {
+            stop.cancelled().await;
+            full(200, "{}")
+        }
+        "/error" => full(500, r#"{"error":"scripted"}"#),
+        "/redirect" => Response::builder()
+            .status(302)
+            .header(
+                "location",
+                format!("https://receiver.test:{}/ok", addr.port()),
+            )
+            .body(Full::new(Bytes::new()).boxed())
+            .unwrap(),
+        "/big" => full(200, vec![b'x'; BIG]),
+        "/big-chunked" => {
+            let chunks = (0..BIG / 1024)
+                .map(|_| Ok::<_, Infallible>(Frame::data(Bytes::from(vec![b'x'; 1024]))));
+            Response::builder()
+                .status(200)
+                .body(BodyExt::boxed(StreamBody::new(futures_util::stream::iter(
+                    chunks,
+                ))))
+                .unwrap()
+        }
+        "/invalid-json" => full(200, "{not json"),
+        "/slow-body" => {
+            let first = futures_util::stream::once(async {
+                Ok::<_, Infallible>(Frame::data(Bytes::from_static(b"{\"partial\":")))
+            });
+            let rest = futures_util::stream::once(async move {
+                stop.cancelled().await;
+                Ok::<_, Infallible>(Frame::data(Bytes::from_static(b"true}")))
+            });
+            use futures_util::StreamExt;
+            Response::builder()
+                .status(200)
+                .body(BodyExt::boxed(StreamBody::new(first.chain(rest))))
+                .unwrap()
+        }
+        "/verified" if ok => full(200, r#"{"verified":true}"#),
+        "/verified" => full(401, r#"{"verified":false}"#),
+        _ => full(404, "{}"),
+    }
+}
+
+/// A test-only resolver: each name answers from its script in turn, and
+/// the last answer repeats. Unknown names do not resolve.
+#[derive(Default)]
+pub struct ScriptedResolver {
+    answers: Mutex<HashMap<String, VecDeque<Vec<IpAddr>>>>,
+    lookups: AtomicUsize,
+}
+
+impl ScriptedResolver {
+    pub fn new() -> Arc<ScriptedResolver> {
+        Arc::new(ScriptedResolver::default())
+    }
+
+    pub fn map(self: &Arc<Self>, host: &str, answers: &[&[&str]]) -> Arc<Self> {
+        let script = answers
+            .iter()
+            .map(|a| a.iter().map(|ip| ip.parse().unwrap()).collect())
+            .collect();
+        self.answers
+            .lock()
+            .unwrap()
+            .insert(host.to_string(), script);
+        self.clone()
+    }
+
+    pub fn lookups(&self) -> usize {
+        self.lookups.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl Resolver for ScriptedResolver {
+    async fn lookup(&self, host: &str, _port: u16) -> io::Result<Vec<IpAddr>> {
+        self.lookups.fetch_add(1, Ordering::SeqCst);
+        let mut answers = self.answers.lock().unwrap();
+        let script = answers
+            .get_mut(host)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such name"))?;
+        if script.len() > 1 {
+            Ok(script.pop_front().unwrap())
+        } else {
+            Ok(script.front().cloned().unwrap_or_default())
+        }
+    }
+}
