@@ -127,3 +127,153 @@ async fn keys_rotate_with_overlap_and_secrets_never_leak() {
         );
     }
 }
+
+/// The hub's own signed requests, end to end: a real `switchboard serve`
+/// sends through its egress client to the HTTPS receiver, which verifies
+/// with the keys the hub publishes, through a rotation.
+#[tokio::test]
+async fn published_keys_verify_the_hubs_signed_requests() {
+    use crate::support::receiver::Receiver;
+
+    let receiver = Receiver::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let ca_file = root.path().join("ca.pem");
+    std::fs::write(&ca_file, &receiver.ca.ca_pem).unwrap();
+    let entry = format!("[\"localhost:{}\"]", receiver.port());
+    let hub = TestHub::start_with(Options {
+        dir: Some(data.clone()),
+        ..Options::default()
+            .env("SWITCHBOARD_WEBHOOKS__KEY_ENCRYPTION_KEY", KEK)
+            .env("SWITCHBOARD_EGRESS__ALLOWLIST", &entry)
+            .env("SWITCHBOARD_EGRESS__PRIVATE_OVERRIDE", &entry)
+            .env("SWITCHBOARD_EGRESS__EXTRA_CA_FILE", ca_file.display())
+    })
+    .await;
+    let send = |url: String, token: Option<&'static str>| {
+        let mut req = hub
+            .http
+            .post(format!("{}/api/v1/webhooks/test", hub.base))
+            .json(&serde_json::json!({ "url": url }));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        async move {
+            let r = req.send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let token = Some(crate::support::hub::ADMIN_TOKEN);
+    let verified_url = receiver.url("localhost", "/verified");
+
+    let (status, _) = send(verified_url.clone(), None).await;
+    assert_eq!(status, 401, "operator only");
+    let (status, body) = send(verified_url.clone(), token).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("no_signing_key")),
+        "{body}"
+    );
+    assert_eq!(receiver.connections(), 0);
+
+    let published = || async {
+        let body: Value = hub
+            .http
+            .get(format!("{}/api/v1/webhooks/keys", hub.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        body["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| VerificationKey::parse(k["publicKey"].as_str().unwrap()).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let (ok, _, err) = keys_cli(&["rotate"], &data, Some(KEK));
+    assert!(ok, "{err}");
+    let first = published().await;
+    assert_eq!(first.len(), 1);
+    receiver.trust_keys(first.clone());
+    let (status, body) = send(verified_url.clone(), token).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["outcome"], "ok", "{body}");
+    assert_eq!(
+        body["status"], 200,
+        "the receiver verified the signature: {body}"
+    );
+    let got = receiver.wait_for(1).await;
+    assert_eq!(got[0].verified, Ok(()));
+    assert_eq!(got[0].header("webhook-id"), body["webhookId"].as_str());
+    let event: Value = serde_json::from_slice(&got[0].body).unwrap();
+    assert_eq!(event["type"], "webhook.test");
+
+    // After a rotation both keys sign; a receiver holding either accepts.
+    let (ok, _, err) = keys_cli(&["rotate"], &data, Some(KEK));
+    assert!(ok, "{err}");
+    let both = published().await;
+    assert_eq!(both.len(), 2);
+    let (status, body) = send(verified_url.clone(), token).await;
+    assert_eq!(
+        (status, &body["status"]),
+        (200, &Value::from(200)),
+        "{body}"
+    );
+    let request = receiver.wait_for(2).await.pop().unwrap();
+    let signature = request.header("webhook-signature").unwrap();
+    assert_eq!(signature.split(' ').count(), 2, "{signature}");
+    assert!(signature.split(' ').all(|s| s.starts_with("v1a,")));
+    for key in &both {
+        assert_eq!(
+            verify(
+                request.header("webhook-id").unwrap(),
+                request.header("webhook-timestamp").unwrap(),
+                signature,
+                &request.body,
+                std::slice::from_ref(key),
+                chrono::Utc::now().timestamp(),
+                300,
+            ),
+            Ok(())
+        );
+    }
+
+    // The hub's own rules apply: wrong port, plain http.
+    let wrong_port = format!("https://localhost:{}/verified", receiver.port() + 1);
+    let (status, body) = send(wrong_port, token).await;
+    assert_eq!(
+        (status, body["outcome"].as_str(), body["reason"].as_str()),
+        (200, Some("blocked"), Some("not_allowed"))
+    );
+    let plain = format!("http://localhost:{}/verified", receiver.port());
+    let (_, body) = send(plain, token).await;
+    assert_eq!(body["reason"], "not_https");
+    assert_eq!(receiver.received().len(), 2);
+    let metrics = hub
+        .http
+        .get(format!("{}/metrics", hub.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            r#"switchboard_egress_blocked_total{purpose="webhook",reason="not_allowed"} 1"#
+        ),
+        "{metrics}"
+    );
+
+    // Logs name the host and the outcome, never the path or a signature.
+    let log = hub.log();
+    assert!(
+        log.contains("egress request") && log.contains("localhost"),
+        "{log}"
+    );
+    assert!(!log.contains("/verified"), "the URL path stays out of logs");
+    assert!(!log.contains(signature), "signatures stay out of logs");
+}
