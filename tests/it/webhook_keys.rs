@@ -141,6 +141,16 @@ async fn published_keys_verify_the_hubs_signed_requests() {
     let ca_file = root.path().join("ca.pem");
     std::fs::write(&ca_file, &receiver.ca.ca_pem).unwrap();
     let entry = format!("[\"localhost:{}\"]", receiver.port());
+    // A proxy in the environment must be ignored: egress never uses one.
+    let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
+    let proxied = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = proxied.clone();
+    tokio::spawn(async move {
+        while let Ok((_socket, _)) = proxy.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
     let hub = TestHub::start_with(Options {
         dir: Some(data.clone()),
         ..Options::default()
@@ -148,6 +158,9 @@ async fn published_keys_verify_the_hubs_signed_requests() {
             .env("SWITCHBOARD_EGRESS__ALLOWLIST", &entry)
             .env("SWITCHBOARD_EGRESS__PRIVATE_OVERRIDE", &entry)
             .env("SWITCHBOARD_EGRESS__EXTRA_CA_FILE", ca_file.display())
+            .env("HTTPS_PROXY", &proxy_url)
+            .env("https_proxy", &proxy_url)
+            .env("ALL_PROXY", &proxy_url)
     })
     .await;
     let send = |url: String, token: Option<&'static str>| {
@@ -252,6 +265,11 @@ async fn published_keys_verify_the_hubs_signed_requests() {
     let (_, body) = send(plain, token).await;
     assert_eq!(body["reason"], "not_https");
     assert_eq!(receiver.received().len(), 2);
+    assert_eq!(
+        proxied.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the proxy from the environment was never used"
+    );
     let metrics = hub
         .http
         .get(format!("{}/metrics", hub.base))
