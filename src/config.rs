@@ -612,6 +612,34 @@ mod tests {
     }
 
     #[test]
+    fn egress_entries_are_checked_and_the_override_only_narrows() {
+        let err = |c: &Config| c.validate().unwrap_err().to_string();
+        let mut c = Config::default();
+        c.egress.allowlist = vec!["hooks.example.com".into(), "ops.example.com:8443".into()];
+        c.egress.private_override = vec!["ops.example.com:8443".into()];
+        c.validate().unwrap();
+        c.egress.private_override = vec!["ops.example.com".into()];
+        assert!(
+            err(&c).contains("is not on egress.allowlist"),
+            "{}",
+            err(&c)
+        );
+        c.egress.private_override = vec!["internal.example.com".into()];
+        assert!(err(&c).contains("egress.private_override"));
+        c.egress.private_override.clear();
+        c.egress.allowlist.push("10.0.0.1".into());
+        assert!(err(&c).contains("egress.allowlist") && err(&c).contains("IP literals"));
+        c.egress.allowlist.pop();
+        c.egress.allowlist.push("host:http".into());
+        assert!(err(&c).contains("egress.allowlist"));
+        c.egress.allowlist.pop();
+        c.egress.connect_timeout_ms = c.egress.request_timeout_ms + 1;
+        assert!(err(&c).contains("egress.connect_timeout_ms"));
+        c.egress.connect_timeout_ms = 0;
+        assert!(err(&c).contains("egress.connect_timeout_ms must be greater than 0"));
+    }
+
+    #[test]
     fn open_registration_beyond_loopback_is_refused() {
         let mut c = Config::default();
         c.server.listen = "0.0.0.0:7420".parse().unwrap();

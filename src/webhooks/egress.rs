@@ -87,7 +87,41 @@ impl Outcome {
 #[derive(Clone)]
 pub struct Roots {
     pub built_in: bool,
-    pub extra: Vec<reqwest::Certificate>,
+    /// PEM certificates, each of which must parse as a trust anchor.
+    pub extra_pem: Vec<u8>,
+}
+
+impl Roots {
+    /// One TLS configuration for every pinned client of an egress client, so
+    /// a bad CA fails at startup and session resumption survives a client
+    /// rebuilt for new addresses. HTTP/1.1 only, as the client speaks it.
+    fn tls_config(&self) -> anyhow::Result<rustls::ClientConfig> {
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let mut store = rustls::RootCertStore::empty();
+        if self.built_in {
+            store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        }
+        let mut added = 0;
+        for cert in CertificateDer::pem_slice_iter(&self.extra_pem) {
+            let cert = cert.map_err(|e| anyhow::anyhow!("not a PEM certificate: {e}"))?;
+            store
+                .add(cert)
+                .map_err(|e| anyhow::anyhow!("not a usable CA certificate: {e}"))?;
+            added += 1;
+        }
+        anyhow::ensure!(
+            self.extra_pem.is_empty() || added > 0,
+            "holds no certificate"
+        );
+        anyhow::ensure!(!store.is_empty(), "no trusted root certificate");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(store)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(config)
+    }
 }
 
 #[derive(Clone)]
@@ -110,19 +144,11 @@ impl Settings {
                 .map(|e| HostPort::parse(e).map_err(|m| anyhow::anyhow!("{key}: {m}")))
                 .collect()
         };
-        let mut extra = Vec::new();
+        let mut extra_pem = Vec::new();
         if !cfg.extra_ca_file.is_empty() {
-            let pem = std::fs::read(&cfg.extra_ca_file).map_err(|e| {
+            extra_pem = std::fs::read(&cfg.extra_ca_file).map_err(|e| {
                 anyhow::anyhow!("egress.extra_ca_file {:?}: {e}", cfg.extra_ca_file)
             })?;
-            extra = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-                anyhow::anyhow!("egress.extra_ca_file {:?}: {e}", cfg.extra_ca_file)
-            })?;
-            anyhow::ensure!(
-                !extra.is_empty(),
-                "egress.extra_ca_file {:?} holds no certificate",
-                cfg.extra_ca_file
-            );
         }
         Ok(Settings {
             allowlist: parse("egress.allowlist", &cfg.allowlist)?,
@@ -132,7 +158,7 @@ impl Settings {
             max_response_bytes: cfg.max_response_bytes,
             roots: Roots {
                 built_in: true,
-                extra,
+                extra_pem,
             },
             user_agent: format!("switchboard/{}", env!("CARGO_PKG_VERSION")),
         })
@@ -148,26 +174,33 @@ pub struct EgressClient {
     /// Names the caller in logs and metrics (`webhook`, `interactions`, ...).
     purpose: &'static str,
     settings: Settings,
+    tls: rustls::ClientConfig,
     resolver: Arc<dyn Resolver>,
     pinned: Mutex<HashMap<(String, u16), Pinned>>,
 }
 
 impl EgressClient {
-    pub fn new(purpose: &'static str, settings: Settings, resolver: Arc<dyn Resolver>) -> Self {
-        EgressClient {
+    pub fn new(
+        purpose: &'static str,
+        settings: Settings,
+        resolver: Arc<dyn Resolver>,
+    ) -> anyhow::Result<Self> {
+        Ok(EgressClient {
             purpose,
+            tls: settings.roots.tls_config()?,
             settings,
             resolver,
             pinned: Mutex::new(HashMap::new()),
-        }
+        })
     }
 
     pub fn from_config(purpose: &'static str, cfg: &EgressConfig) -> anyhow::Result<Self> {
-        Ok(Self::new(
+        Self::new(
             purpose,
             Settings::from_config(cfg)?,
             Arc::new(SystemResolver),
-        ))
+        )
+        .map_err(|e| anyhow::anyhow!("egress.extra_ca_file {:?}: {e}", cfg.extra_ca_file))
     }
 
     /// POSTs `body`. Never follows a redirect, never reads more than
@@ -220,8 +253,10 @@ impl EgressClient {
             .lookup(&target.host, target.port)
             .await
             .map_err(|_| Outcome::Transport { stage: "resolve" })?;
-        addrs.sort();
-        addrs.dedup();
+        // Keep the resolver's order (its preference and any round-robin);
+        // drop repeats only.
+        let mut seen = std::collections::HashSet::new();
+        addrs.retain(|a| seen.insert(*a));
         vet_addresses(target, &addrs).map_err(|reason| Outcome::Blocked { reason })?;
         Ok(addrs)
     }
@@ -237,9 +272,22 @@ impl EgressClient {
             Ok(addrs) => addrs,
             Err(outcome) => return outcome,
         };
-        let client = match self.pinned_client(target, url, &addrs) {
+        // Send to the canonical spelling of the host, the one the client is
+        // pinned for: `Example.COM.` and `example.com` are one target.
+        let Some(url) = url::Url::parse(url)
+            .ok()
+            .and_then(|mut u| u.set_host(Some(&target.host)).ok().map(|_| u))
+        else {
+            return Outcome::Blocked {
+                reason: BlockReason::BadUrl,
+            };
+        };
+        let client = match self.pinned_client(target, &addrs) {
             Ok(c) => c,
-            Err(_) => return Outcome::Transport { stage: "request" },
+            Err(e) => {
+                tracing::error!(purpose = self.purpose, host = %target.host, error = %e, "building an egress client failed");
+                return Outcome::Transport { stage: "request" };
+            }
         };
         let mut request = client.post(url).body(body);
         for (name, value) in headers {
@@ -247,7 +295,7 @@ impl EgressClient {
         }
         let mut response = match request.send().await {
             Ok(r) => r,
-            Err(e) => return transport(&e, "connect"),
+            Err(e) => return transport(&e, "request"),
         };
         let status = response.status().as_u16();
         if response.status().is_redirection() {
@@ -277,52 +325,37 @@ impl EgressClient {
     }
 
     /// The client pinned to `addrs` for this target, built when the name
-    /// first resolves or resolves to a different set.
-    fn pinned_client(
-        &self,
-        target: &Target,
-        url: &str,
-        addrs: &[IpAddr],
-    ) -> reqwest::Result<reqwest::Client> {
+    /// first resolves or resolves to a different set (an answer that only
+    /// reorders the same addresses keeps the client and its connections).
+    fn pinned_client(&self, target: &Target, addrs: &[IpAddr]) -> reqwest::Result<reqwest::Client> {
         let socket_addrs: Vec<SocketAddr> = addrs
             .iter()
             .map(|ip| SocketAddr::new(*ip, target.port))
             .collect();
+        let mut set = socket_addrs.clone();
+        set.sort();
         let key = (target.host.clone(), target.port);
         let mut pinned = self.pinned.lock().expect("pin cache poisoned");
         if let Some(p) = pinned.get(&key) {
-            if p.addrs == socket_addrs {
+            if p.addrs == set {
                 return Ok(p.client.clone());
             }
         }
         let s = &self.settings;
-        let mut builder = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .https_only(true)
             .connect_timeout(s.connect_timeout)
             .user_agent(s.user_agent.clone())
             .dns_resolver(Arc::new(NoLookups))
-            .tls_built_in_root_certs(s.roots.built_in)
+            .use_preconfigured_tls(self.tls.clone())
             .resolve_to_addrs(&target.host, &socket_addrs);
-        // reqwest looks the override up by the URL's own spelling of the
-        // host, which may keep a trailing dot the canonical form drops.
-        if let Some(raw) = url::Url::parse(url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_string))
-        {
-            if raw != target.host {
-                builder = builder.resolve_to_addrs(&raw, &socket_addrs);
-            }
-        }
-        for cert in &s.roots.extra {
-            builder = builder.add_root_certificate(cert.clone());
-        }
         let client = builder.build()?;
         pinned.insert(
             key,
             Pinned {
-                addrs: socket_addrs,
+                addrs: set,
                 client: client.clone(),
             },
         );

@@ -18,6 +18,11 @@ pub struct HostPort {
 impl HostPort {
     pub fn parse(entry: &str) -> Result<HostPort, String> {
         let entry = entry.trim();
+        if entry.starts_with('[') {
+            return Err(format!(
+                "{entry:?}: IP literals are not allowed; name the host"
+            ));
+        }
         let (host, port) = match entry.rsplit_once(':') {
             Some((h, p)) => (
                 h,
@@ -26,11 +31,19 @@ impl HostPort {
             ),
             None => (entry, 443),
         };
-        let host = canonical_host(host).ok_or_else(|| format!("{entry:?} is not a host name"))?;
-        if host.parse::<IpAddr>().is_ok() {
-            return Err(format!(
-                "{entry:?}: IP literals are not allowed; name the host"
-            ));
+        // The URL parser's own host rules, so an entry means exactly what a
+        // URL naming it means: IDN names become punycode, and anything a URL
+        // would read as an address (`127.1`, `0x7f.1`, `[::1]`) is refused.
+        let literal = || format!("{entry:?}: IP literals are not allowed; name the host");
+        let host = match url::Host::parse(host) {
+            Ok(url::Host::Domain(d)) => {
+                canonical_host(&d).ok_or_else(|| format!("{entry:?} is not a host name"))?
+            }
+            Ok(_) => return Err(literal()),
+            Err(_) => return Err(format!("{entry:?} is not a host name")),
+        };
+        if looks_numeric(&host) {
+            return Err(literal());
         }
         Ok(HostPort { host, port })
     }
@@ -47,6 +60,12 @@ fn canonical_host(host: &str) -> Option<String> {
             .split('.')
             .any(|label| label.is_empty() || label.len() > 63);
     ok.then_some(h)
+}
+
+/// Some resolvers read all-digit names (and dotted decimal with fewer parts)
+/// as addresses: such names count as IP literals.
+fn looks_numeric(host: &str) -> bool {
+    host.parse::<Ipv4Addr>().is_ok() || host.bytes().all(|b| b.is_ascii_digit() || b == b'.')
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -102,9 +121,7 @@ pub fn check_url(
         Some(url::Host::Ipv4(_)) | Some(url::Host::Ipv6(_)) => return Err(BlockReason::IpLiteral),
         None => return Err(BlockReason::BadUrl),
     };
-    // Some resolvers read all-digit names (and dotted decimal with fewer
-    // parts) as addresses: refuse names that parse as an IP in any form.
-    if host.parse::<Ipv4Addr>().is_ok() || host.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+    if looks_numeric(&host) {
         return Err(BlockReason::IpLiteral);
     }
     let port = parsed.port_or_known_default().unwrap_or(443);
@@ -143,6 +160,7 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
         || o[0] == 0 // "this network"
         || (o[0] == 100 && (o[1] & 0xc0) == 64) // CGNAT 100.64/10
         || (o[0] == 192 && o[1] == 0 && o[2] == 0) // IETF protocol assignments
+        || (o[0] == 192 && o[1] == 88 && o[2] == 99) // 6to4 relay anycast (deprecated)
         || (o[0] == 198 && (o[1] & 0xfe) == 18) // benchmarking 198.18/15
         || o[0] >= 240) // reserved
 }
@@ -156,6 +174,10 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
     if s[..6].iter().all(|x| *x == 0) {
         return false;
     }
+    // IPv4-translated ::ffff:0:a.b.c.d (SIIT).
+    if s[..4].iter().all(|x| *x == 0) && s[4] == 0xffff && s[5] == 0 {
+        return false;
+    }
     !(ip.is_multicast()
         || (s[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
         || (s[0] & 0xffc0) == 0xfe80 // link local fe80::/10
@@ -165,7 +187,10 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || (s[0] == 0x0064 && s[1] == 0xff9b) // NAT64 64:ff9b::/96 and /48
         || s[0] == 0x2002 // 6to4
         || (s[0] == 0x2001 && s[1] == 0) // Teredo
-        || (s[0] == 0x2001 && (s[1] & 0xfff0) == 0x0010) // ORCHID
+        || (s[0] == 0x2001 && (s[1] & 0xfff0) == 0x0010) // ORCHID 2001:10::/28
+        || (s[0] == 0x2001 && (s[1] & 0xfff0) == 0x0020) // ORCHIDv2 2001:20::/28
+        || (s[0] == 0x2001 && s[1] == 0x0002 && s[2] == 0) // benchmarking 2001:2::/48
+        || s[0] == 0x5f00 // SRv6 SIDs 5f00::/16
         || (s[0] == 0x0100 && s[1] == 0 && s[2] == 0 && s[3] == 0)) // discard-only
 }
 
@@ -268,6 +293,12 @@ mod tests {
             "::ffff:10.0.0.1",
             "::ffff:169.254.1.1",
             "::127.0.0.1",
+            "::ffff:0:7f00:1",
+            "::ffff:0:808:808",
+            "192.88.99.1",
+            "2001:2::1",
+            "2001:20::1",
+            "5f00::1",
         ] {
             assert!(!is_public(a.parse().unwrap()), "{a} must not be public");
         }
@@ -280,6 +311,39 @@ mod tests {
             "::ffff:8.8.8.8",
         ] {
             assert!(is_public(a.parse().unwrap()), "{a} is public");
+        }
+    }
+
+    #[test]
+    fn allowlist_entries_read_hosts_as_urls_do() {
+        assert_eq!(
+            HostPort::parse("Hooks.Example.COM.").unwrap(),
+            HostPort {
+                host: "hooks.example.com".into(),
+                port: 443
+            }
+        );
+        assert_eq!(
+            HostPort::parse("bücher.example:8443").unwrap(),
+            HostPort {
+                host: "xn--bcher-kva.example".into(),
+                port: 8443
+            }
+        );
+        for entry in [
+            "127.1",
+            "2130706433",
+            "0x7f.1",
+            "10.0.0.1:443",
+            "[::1]",
+            "[::1]:443",
+            "1.2.3",
+        ] {
+            let err = HostPort::parse(entry).unwrap_err();
+            assert!(err.contains("IP literals"), "{entry}: {err}");
+        }
+        for entry in ["", "a..b", "host:port", "bad host", "h:99999"] {
+            assert!(HostPort::parse(entry).is_err(), "{entry}");
         }
     }
 

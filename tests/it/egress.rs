@@ -12,8 +12,9 @@ use switchboard::webhooks::egress_policy::BlockReason;
 use crate::support::receiver::{Receiver, ScriptedResolver};
 
 const PATIENT: Duration = Duration::from_secs(20);
-/// For the answers that never finish: any deadline ends them the same way.
-const HASTY: Duration = Duration::from_millis(400);
+/// For the answers that never finish: any deadline ends them the same way,
+/// and this one leaves a loaded machine ample time to deliver the request.
+const HASTY: Duration = Duration::from_millis(1500);
 
 fn blocked(reason: BlockReason) -> Outcome {
     Outcome::Blocked { reason }
@@ -93,6 +94,11 @@ async fn scripted_answers_come_back_as_named_outcomes() {
         "chunks past the cap"
     );
 
+    assert_eq!(
+        post("/hangup").await,
+        Outcome::Transport { stage: "request" },
+        "connected, then no answer"
+    );
     // A redirect to an allowed host is an outcome, not followed.
     assert_eq!(post("/redirect").await, Outcome::Redirect { status: 302 });
     let paths: Vec<String> = receiver.received().into_iter().map(|r| r.path).collect();
@@ -105,11 +111,12 @@ async fn scripted_answers_come_back_as_named_outcomes() {
             "/invalid-json",
             "/big",
             "/big-chunked",
+            "/hangup",
             "/redirect"
         ],
         "the redirect's target was never requested"
     );
-    assert_eq!(resolver.lookups(), 7, "one lookup per request");
+    assert_eq!(resolver.lookups(), 8, "one lookup per request");
 }
 
 #[tokio::test]
@@ -121,7 +128,7 @@ async fn deadlines_end_a_silent_server_and_a_slow_body() {
             .await;
         assert_eq!(outcome, Outcome::Timeout, "{path}");
     }
-    assert_eq!(receiver.received().len(), 2, "both requests did arrive");
+    receiver.wait_for(2).await;
 }
 
 #[tokio::test]
@@ -289,9 +296,8 @@ async fn a_name_that_turns_private_is_blocked_and_lookups_are_never_repeated() {
     );
     assert_eq!(receiver.connections(), 0);
 
-    // The request connects to the address its own lookup vetted: had the
-    // HTTP layer looked the name up again it would have got 127.0.0.2 and
-    // been refused.
+    // The request connects to the address its own lookup vetted, with
+    // exactly one lookup: the HTTP layer has no resolver of its own.
     let before = resolver.lookups();
     let url = receiver.url("pin.test", "/ok");
     assert!(matches!(
@@ -345,4 +351,28 @@ async fn tls_is_verified_against_the_trusted_roots_and_the_name() {
         receiver.received().is_empty(),
         "no request passed the handshake"
     );
+}
+
+#[tokio::test]
+async fn every_spelling_of_a_host_is_one_pinned_target() {
+    let (receiver, resolver, client) = setup(PATIENT).await;
+    let port = receiver.port();
+    for host in [
+        "receiver.test",
+        "receiver.test.",
+        "RECEIVER.Test",
+        "receiver.test.",
+        "Receiver.TEST.",
+    ] {
+        let url = format!("https://{host}:{port}/ok");
+        assert!(
+            matches!(
+                client.post(&url, &[], Vec::new()).await,
+                Outcome::Ok { status: 200, .. }
+            ),
+            "{url}"
+        );
+    }
+    assert_eq!(resolver.lookups(), 5);
+    assert_eq!(receiver.received().len(), 5);
 }

@@ -161,6 +161,9 @@ async fn published_keys_verify_the_hubs_signed_requests() {
             .env("HTTPS_PROXY", &proxy_url)
             .env("https_proxy", &proxy_url)
             .env("ALL_PROXY", &proxy_url)
+            .env("HTTP_PROXY", &proxy_url)
+            .env("NO_PROXY", "")
+            .env("no_proxy", "")
     })
     .await;
     let send = |url: String, token: Option<&'static str>| {

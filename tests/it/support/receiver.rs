@@ -15,6 +15,7 @@
 //! | `/invalid-json` | 200 with a body that is not JSON                     |
 //! | `/slow-body`    | 200, one chunk, then nothing, ever                   |
 //! | `/verified`     | 200 if the signature verifies, 401 otherwise         |
+//! | `/hangup`       | the connection closes with no answer                 |
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -66,10 +67,6 @@ impl TestCa {
             leaf_der: leaf.der().clone(),
             leaf_key: leaf_key.serialize_der(),
         }
-    }
-
-    pub fn certificate(&self) -> reqwest::Certificate {
-        reqwest::Certificate::from_pem(self.ca_pem.as_bytes()).unwrap()
     }
 }
 
@@ -153,7 +150,7 @@ impl Receiver {
                         };
                         let service = hyper::service::service_fn(move |req| {
                             let (s, st) = (s.clone(), for_answers.clone());
-                            async move { Ok::<_, Infallible>(answer(req, addr, s, st).await) }
+                            async move { answer(req, addr, s, st).await.ok_or("scripted hang-up") }
                         });
                         let _ = hyper::server::conn::http1::Builder::new()
                             .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
@@ -232,12 +229,13 @@ impl Receiver {
                 max_response_bytes: BIG - 1,
                 roots: Roots {
                     built_in: false,
-                    extra: vec![self.ca.certificate()],
+                    extra_pem: self.ca.ca_pem.clone().into_bytes(),
                 },
                 user_agent: "switchboard-test".into(),
             },
             resolver,
         )
+        .unwrap()
     }
 }
 
@@ -256,7 +254,7 @@ async fn answer(
     addr: SocketAddr,
     shared: Arc<Shared>,
     stop: CancellationToken,
-) -> Response<Body> {
+) -> Option<Response<Body>> {
     let path = req.uri().path().to_string();
     let headers: Vec<(String, String)> = req
         .headers()
@@ -295,7 +293,8 @@ async fn answer(
         verified,
     });
     shared.arrived.notify_waiters();
-    match path.as_str() {
+    Some(match path.as_str() {
+        "/hangup" => return None,
         "/ok" => full(200, r#"{"received":true}"#),
         "/accepted" => full(202, Bytes::new()),
         "/delay" => {
@@ -340,7 +339,7 @@ async fn answer(
         "/verified" if ok => full(200, r#"{"verified":true}"#),
         "/verified" => full(401, r#"{"verified":false}"#),
         _ => full(404, "{}"),
-    }
+    })
 }
 
 /// A test-only resolver: each name answers from its script in turn, and
