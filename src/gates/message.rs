@@ -22,7 +22,7 @@ use crate::protocol::tasks::{
     AppMessageAuthorize, DeliveryPayload, MessageAuthorizeCallback, MessageDelivery,
 };
 use crate::protocol::Notification;
-use crate::store::{Effects, MessageOutcome, StoreError, Verdict};
+use crate::store::{Effects, MessageDecided, MessageOutcome, StoreError, Verdict};
 use crate::telemetry::names;
 
 pub fn delivery_of(verdict: &Verdict, dropped: u32) -> Delivery {
@@ -55,13 +55,33 @@ pub async fn decide(
     message_id: Uuid,
     job_id: Uuid,
 ) -> Result<Option<Delivery>, StoreError> {
+    // A forward refused because the task closed meanwhile is decided again,
+    // and then blocks ("task is closed"); a task never becomes active again,
+    // so a second round ends it. The bound guards against a store that
+    // disagrees with itself.
+    for _ in 0..3 {
+        if let Some(done) = decide_once(hub, message_id, job_id).await? {
+            return Ok(done);
+        }
+    }
+    Err(StoreError::Conflict(
+        "the task's state kept changing while its message was decided".into(),
+    ))
+}
+
+/// `None` when the forward met a task that is no longer active.
+async fn decide_once(
+    hub: &Arc<Hub>,
+    message_id: Uuid,
+    job_id: Uuid,
+) -> Result<Option<Option<Delivery>>, StoreError> {
     let finish_only = Effects {
         finish_job: Some(job_id),
         ..Default::default()
     };
     let Some((message, verdict)) = hub.store.message(message_id).await? else {
         hub.store.finish_job(job_id).await?;
-        return Ok(None);
+        return Ok(Some(None));
     };
     if verdict != Verdict::Pending {
         hub.store
@@ -74,7 +94,7 @@ pub async fn decide(
                 now_millis(),
             )
             .await?;
-        return Ok(Some(delivery_of(&verdict, 0)));
+        return Ok(Some(Some(delivery_of(&verdict, 0))));
     }
     let conversation = hub
         .store
@@ -191,15 +211,17 @@ pub async fn decide(
         .decide_message(message_id, &outcome, &effects, now_millis())
         .await?
     {
-        Some(stored) => {
+        MessageDecided::Applied(stored) => {
             hub.events.publish(&stored);
-            Ok(Some(delivery))
+            Ok(Some(Some(delivery)))
         }
-        None => Ok(hub
-            .store
-            .message(message_id)
-            .await?
-            .map(|(_, v)| delivery_of(&v, 0))),
+        MessageDecided::AlreadyDecided => Ok(Some(
+            hub.store
+                .message(message_id)
+                .await?
+                .map(|(_, v)| delivery_of(&v, 0)),
+        )),
+        MessageDecided::TaskNotActive => Ok(None),
     }
 }
 
@@ -232,7 +254,7 @@ pub async fn fail_closed(hub: &Arc<Hub>, message_id: Uuid, job_id: Uuid) -> Resu
         finish_job: Some(job_id),
         ..Default::default()
     };
-    if let Some(stored) = hub
+    if let MessageDecided::Applied(stored) = hub
         .store
         .decide_message(
             message_id,

@@ -285,6 +285,18 @@ pub enum MessageOutcome {
     Block { reason: String },
 }
 
+/// What became of a verdict handed to [`Store::decide_message`].
+#[derive(Debug)]
+pub enum MessageDecided {
+    /// Recorded, with the effects' events.
+    Applied(Vec<StoredEvent>),
+    /// The message was decided already; only the job was finished.
+    AlreadyDecided,
+    /// A forward found the task no longer active (closed or failed while
+    /// the hook was deciding). Nothing was written; decide again.
+    TaskNotActive,
+}
+
 /// The stored fan-out decision of a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -507,14 +519,17 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<StoredEvent>>;
 
     /// Records a pending message's verdict, its recipients and `effects`.
-    /// `None` (and only the job finished) when it was decided already.
+    /// A forward is recorded only while the message's task is active, checked
+    /// in the same transaction (and, on PostgreSQL, with the task row locked
+    /// against a concurrent close), so a task closed during a hook call never
+    /// forwards.
     async fn decide_message(
         &self,
         message_id: Uuid,
         outcome: &MessageOutcome,
         effects: &Effects,
         now: Millis,
-    ) -> StoreResult<Option<Vec<StoredEvent>>>;
+    ) -> StoreResult<MessageDecided>;
 
     async fn is_recipient(&self, message_id: Uuid, agent: Uuid) -> StoreResult<bool>;
 

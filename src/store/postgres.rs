@@ -10,9 +10,9 @@ use super::sqlite::verdict_of;
 use super::{
     AppRecord, Backend, CardRecord, CreatedConversation, CreatedLease, Effects, Fanout,
     IdempotencyRecord, IdempotentResponse, InsertedMessage, Job, JobKind, KeyRecord, LeaseChange,
-    MessageOutcome, MessagePage, NewConversation, NewJob, NewKey, NewLease, NewMessage,
-    NewPrincipal, NewTask, PrincipalRecord, SigningKeyRecord, Store, StoreError, StoreResult,
-    TaskRecord, Verdict,
+    MessageDecided, MessageOutcome, MessagePage, NewConversation, NewJob, NewKey, NewLease,
+    NewMessage, NewPrincipal, NewTask, PrincipalRecord, SigningKeyRecord, Store, StoreError,
+    StoreResult, TaskRecord, Verdict,
 };
 use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::event::{rfc3339, NewEvent, StoredEvent, StreamPosition};
@@ -1093,12 +1093,34 @@ impl Store for PgStore {
         outcome: &MessageOutcome,
         effects: &Effects,
         now: Millis,
-    ) -> StoreResult<Option<Vec<StoredEvent>>> {
+    ) -> StoreResult<MessageDecided> {
         let mut tx = self.pool.begin().await?;
         let (verdict, reason) = match outcome {
             MessageOutcome::Forward { .. } => ("forwarded", None),
             MessageOutcome::Block { reason } => ("blocked", Some(reason.clone())),
         };
+        if matches!(outcome, MessageOutcome::Forward { .. }) {
+            // Holding the task row (FOR SHARE) until commit makes a close
+            // wait for this forward, or this forward see the close: it
+            // re-reads the newest row version after waiting.
+            let state: Option<String> = sqlx::query_scalar(
+                "SELECT t.state FROM messages m JOIN conversations c ON c.id = m.conversation_id \
+                 JOIN tasks t ON t.id = c.task_id WHERE m.id = $1 FOR SHARE OF t",
+            )
+            .bind(message_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if state.as_deref() != Some("active") {
+                let pending: Option<String> =
+                    sqlx::query_scalar("SELECT verdict FROM messages WHERE id = $1")
+                        .bind(message_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                if pending.as_deref() == Some("pending") {
+                    return Ok(MessageDecided::TaskNotActive);
+                }
+            }
+        }
         let changed = sqlx::query("UPDATE messages SET verdict = $1, verdict_reason = $2 WHERE id = $3 AND verdict = 'pending'")
             .bind(verdict)
             .bind(reason)
@@ -1109,14 +1131,14 @@ impl Store for PgStore {
         if changed == 0 {
             finish_job(&mut tx, effects.finish_job).await?;
             tx.commit().await?;
-            return Ok(None);
+            return Ok(MessageDecided::AlreadyDecided);
         }
         if let MessageOutcome::Forward { recipients } = outcome {
             insert_recipients(&mut tx, message_id, recipients).await?;
         }
         let events = apply_effects(&mut tx, effects, now).await?;
         tx.commit().await?;
-        Ok(Some(events))
+        Ok(MessageDecided::Applied(events))
     }
 
     async fn is_recipient(&self, message_id: Uuid, agent: Uuid) -> StoreResult<bool> {

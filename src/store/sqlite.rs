@@ -14,9 +14,9 @@ use uuid::Uuid;
 use super::{
     AppRecord, Backend, CardRecord, CreatedConversation, CreatedLease, Effects, Fanout,
     IdempotencyRecord, IdempotentResponse, InsertedMessage, Job, JobKind, KeyRecord, LeaseChange,
-    MessageOutcome, MessagePage, NewConversation, NewJob, NewKey, NewLease, NewMessage,
-    NewPrincipal, NewTask, PrincipalRecord, SigningKeyRecord, Store, StoreError, StoreResult,
-    TaskRecord, Verdict,
+    MessageDecided, MessageOutcome, MessagePage, NewConversation, NewJob, NewKey, NewLease,
+    NewMessage, NewPrincipal, NewTask, PrincipalRecord, SigningKeyRecord, Store, StoreError,
+    StoreResult, TaskRecord, Verdict,
 };
 use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::event::{rfc3339, NewEvent, StoredEvent, StreamPosition};
@@ -1141,30 +1141,45 @@ impl Store for SqliteStore {
         outcome: &MessageOutcome,
         effects: &Effects,
         now: Millis,
-    ) -> StoreResult<Option<Vec<StoredEvent>>> {
+    ) -> StoreResult<MessageDecided> {
         let mut tx = self.pool.begin().await?;
-        let (verdict, reason) = match outcome {
-            MessageOutcome::Forward { .. } => ("forwarded", None),
-            MessageOutcome::Block { reason } => ("blocked", Some(reason.clone())),
+        let (verdict, reason, forward) = match outcome {
+            MessageOutcome::Forward { .. } => ("forwarded", None, true),
+            MessageOutcome::Block { reason } => ("blocked", Some(reason.clone()), false),
         };
-        let changed = sqlx::query("UPDATE messages SET verdict = ?, verdict_reason = ? WHERE id = ? AND verdict = 'pending'")
-            .bind(verdict)
-            .bind(reason)
-            .bind(message_id.to_string())
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        // One statement, so the task check and the write happen under the
+        // same write lock as any task close.
+        let changed = sqlx::query(
+            "UPDATE messages SET verdict = ?, verdict_reason = ? WHERE id = ? AND verdict = 'pending' \
+             AND (NOT ? OR EXISTS (SELECT 1 FROM conversations c JOIN tasks t ON t.id = c.task_id \
+                                   WHERE c.id = messages.conversation_id AND t.state = 'active'))",
+        )
+        .bind(verdict)
+        .bind(reason)
+        .bind(message_id.to_string())
+        .bind(forward)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
         if changed == 0 {
+            let still_pending: Option<String> =
+                sqlx::query_scalar("SELECT verdict FROM messages WHERE id = ?")
+                    .bind(message_id.to_string())
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            if forward && still_pending.as_deref() == Some("pending") {
+                return Ok(MessageDecided::TaskNotActive);
+            }
             finish_job(&mut tx, effects.finish_job).await?;
             tx.commit().await?;
-            return Ok(None);
+            return Ok(MessageDecided::AlreadyDecided);
         }
         if let MessageOutcome::Forward { recipients } = outcome {
             insert_recipients(&mut tx, message_id, recipients).await?;
         }
         let events = apply_effects(&mut tx, effects, now).await?;
         tx.commit().await?;
-        Ok(Some(events))
+        Ok(MessageDecided::Applied(events))
     }
 
     async fn is_recipient(&self, message_id: Uuid, agent: Uuid) -> StoreResult<bool> {

@@ -604,6 +604,54 @@ async fn message_gates_forward_block_and_fail_closed_on(options: Options) {
 }
 
 #[tokio::test]
+async fn a_task_closed_while_its_message_hook_decides_never_forwards() {
+    a_task_closed_while_its_message_hook_decides_never_forwards_on(TestHub::fast_options()).await;
+}
+
+#[tokio::test]
+async fn a_task_closed_while_its_message_hook_decides_never_forwards_on_postgres() {
+    a_task_closed_while_its_message_hook_decides_never_forwards_on(on_postgres().await).await;
+}
+
+async fn a_task_closed_while_its_message_hook_decides_never_forwards_on(options: Options) {
+    let gated = manifest(
+        json!({"kind": "accept"}),
+        json!({"kind": "hook", "timeoutMs": 20_000}),
+        json!({"kind": "grant"}),
+    );
+    let w = world(options, gated, 2).await;
+    let c0 = w.client(0).await;
+    let mut raw = RawSocket::connect_app(&w.hub.ws_url(), &w.app_key).await;
+    let task = w.request(&c0, &[1]).await.unwrap();
+    let town = task.conversations[0].id;
+    let a1 = w.agents[1].id;
+    let sending = send(&c0, town, "racing the close");
+    let app = async {
+        let req = raw.recv_request().await;
+        assert_eq!(req["method"], json!("app/message/authorize"));
+        // The app closes the task, then allows the message.
+        let closed = raw
+            .call(
+                json!("close-1"),
+                "app/task/close",
+                json!({ "taskId": task.task.id }),
+            )
+            .await;
+        assert!(closed.get("result").is_some(), "{closed}");
+        raw.send_json(&json!({
+            "jsonrpc": "2.0",
+            "id": req["id"],
+            "result": { "verdict": { "decision": "Forward", "recipients": [a1] } }
+        }))
+        .await;
+    };
+    let (r, ()) = tokio::join!(sending, app);
+    assert_eq!(r.delivery.state, DeliveryState::Blocked, "{r:?}");
+    assert_eq!(r.delivery.reason.as_deref(), Some("task is closed"));
+    assert_eq!(r.delivery.recipients, None);
+}
+
+#[tokio::test]
 async fn message_gate_timeouts_and_absent_apps_block() {
     let w = world(
         TestHub::fast_options(),
