@@ -1083,6 +1083,183 @@ async fn send_result(
         .await
 }
 
+/// An in-process hub on a fresh SQLite file, for tests that must reach
+/// states no client can produce (a gate whose every run fails).
+async fn in_process_hub() -> (switchboard::server::Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = switchboard::config::Config::default();
+    config.server.listen = "127.0.0.1:0".parse().unwrap();
+    config.server.data_dir = dir.path().to_path_buf();
+    (
+        switchboard::server::Server::start(config).await.unwrap(),
+        dir,
+    )
+}
+
+async fn stored_agent(hub: &switchboard::hub::Hub, name: &str) -> Uuid {
+    use switchboard::domain::PrincipalKind;
+    use switchboard::store::{NewKey, NewPrincipal};
+    let id = Uuid::now_v7();
+    hub.store
+        .create_agent(
+            &NewPrincipal {
+                id,
+                kind: PrincipalKind::Agent,
+                name: name.into(),
+                description: None,
+                created_at: 1,
+            },
+            &NewKey {
+                key_id: format!("k{}", id.simple()),
+                secret_hash: [7; 32],
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    id
+}
+
+#[tokio::test]
+async fn a_task_gate_that_keeps_failing_fails_the_task() {
+    use switchboard::domain::task::{TaskParticipant, TaskRole, TaskState};
+    use switchboard::store::{Job, JobKind, NewJob, NewTask};
+
+    // The task names an agent as its app: every run of the gate fails to
+    // load the app.
+    let (server, _dir) = in_process_hub().await;
+    let hub = server.hub.clone();
+    let initiator = stored_agent(&hub, "initiator").await;
+    let not_an_app = stored_agent(&hub, "not-an-app").await;
+    let task_id = Uuid::now_v7();
+    let job = NewJob::new(JobKind::TaskCreate, task_id, i64::MAX / 2);
+    hub.store
+        .create_task(
+            &NewTask {
+                id: task_id,
+                app_id: not_an_app,
+                initiator_id: initiator,
+                participants: vec![TaskParticipant {
+                    agent_id: initiator,
+                    role: TaskRole::Initiator,
+                }],
+                initial_conversation: None,
+                created_at: 1,
+            },
+            &job,
+        )
+        .await
+        .unwrap();
+    let run = |attempts| Job {
+        id: job.id,
+        kind: JobKind::TaskCreate,
+        subject: task_id,
+        attempts,
+    };
+    switchboard::jobs::execute(&hub, run(1)).await;
+    let state = |hub: std::sync::Arc<switchboard::hub::Hub>| async move {
+        hub.store.task(task_id).await.unwrap().unwrap().task
+    };
+    assert_eq!(state(hub.clone()).await.state, TaskState::Waiting);
+    switchboard::jobs::execute(&hub, run(hub.config.jobs.max_attempts)).await;
+    let task = state(hub.clone()).await;
+    assert_eq!(task.state, TaskState::Failed);
+    assert_eq!(task.failure.unwrap().code, "hub_error");
+    let events = hub.store.events_after(initiator, 0, 10).await.unwrap();
+    assert_eq!(
+        events
+            .iter()
+            .map(|e| e.event_type.as_str())
+            .collect::<Vec<_>>(),
+        ["agent/task/failed"]
+    );
+    assert!(hub.store.claim_job(job.id, 0, 1).await.unwrap().is_none());
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_dispatch_gate_that_keeps_failing_denies_the_lease() {
+    use switchboard::domain::conversation::ConversationKind;
+    use switchboard::domain::lease::LeaseState;
+    use switchboard::domain::message::Origin;
+    use switchboard::store::{
+        CreatedLease, Fanout, Job, JobKind, NewConversation, NewJob, NewLease, NewMessage,
+    };
+
+    // A forwarded message in a conversation whose task does not exist:
+    // every run of the dispatch gate fails to load the task.
+    let (server, _dir) = in_process_hub().await;
+    let hub = server.hub.clone();
+    let sender = stored_agent(&hub, "sender").await;
+    let recipient = stored_agent(&hub, "recipient").await;
+    let conversation = NewConversation {
+        id: Uuid::now_v7(),
+        kind: ConversationKind::Task,
+        name: Some("orphan".into()),
+        task_id: Some(Uuid::now_v7()),
+        direct_key: None,
+        created_by: sender,
+        participants: vec![sender, recipient],
+        created_at: 1,
+    };
+    hub.store
+        .create_conversation(&conversation, &[])
+        .await
+        .unwrap();
+    let message_id = Uuid::now_v7();
+    hub.store
+        .insert_message(&NewMessage {
+            id: message_id,
+            conversation_id: conversation.id,
+            sender_id: sender,
+            origin: Origin::Agent,
+            parts: text("act on me"),
+            reply_to: None,
+            client_msg_id: None,
+            request_hash: None,
+            created_at: 1,
+            fanout: Fanout::Forward {
+                recipients: vec![recipient],
+                event_type: "agent/message/received",
+            },
+            job: None,
+        })
+        .await
+        .unwrap();
+    let lease_id = Uuid::now_v7();
+    let job = NewJob::new(JobKind::DispatchAuthorize, lease_id, i64::MAX / 2);
+    let created = hub
+        .store
+        .create_lease(
+            &NewLease {
+                id: lease_id,
+                message_id,
+                conversation_id: conversation.id,
+                recipient_id: recipient,
+                created_at: 1,
+            },
+            &job,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(created, CreatedLease::Created(_)));
+    let run = |attempts| Job {
+        id: job.id,
+        kind: JobKind::DispatchAuthorize,
+        subject: lease_id,
+        attempts,
+    };
+    switchboard::jobs::execute(&hub, run(1)).await;
+    let lease = hub.store.lease(lease_id).await.unwrap().unwrap();
+    assert_eq!(lease.state, LeaseState::Pending);
+    switchboard::jobs::execute(&hub, run(hub.config.jobs.max_attempts)).await;
+    let lease = hub.store.lease(lease_id).await.unwrap().unwrap();
+    assert_eq!(lease.state, LeaseState::Denied);
+    assert_eq!(lease.reason.as_deref(), Some("infrastructure: hub_error"));
+    assert!(hub.store.claim_job(job.id, 0, 1).await.unwrap().is_none());
+    server.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_gate_job_that_keeps_failing_fails_closed() {
     use switchboard::domain::conversation::ConversationKind;
@@ -1093,11 +1270,7 @@ async fn a_gate_job_that_keeps_failing_fails_closed() {
 
     // An in-process hub whose message gate cannot run: the conversation
     // names a task that does not exist, so every run fails in the store.
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = switchboard::config::Config::default();
-    config.server.listen = "127.0.0.1:0".parse().unwrap();
-    config.server.data_dir = dir.path().to_path_buf();
-    let server = switchboard::server::Server::start(config).await.unwrap();
+    let (server, _dir) = in_process_hub().await;
     let hub = server.hub.clone();
     let sender = Uuid::now_v7();
     let conversation = NewConversation {
