@@ -691,6 +691,17 @@ async fn message_gate_timeouts_and_absent_apps_block() {
         r.delivery.reason.as_deref(),
         Some("infrastructure: invalid_answer")
     );
+    let sending = send(&c0, town, "hang up");
+    let app = async {
+        raw.recv_request().await;
+        drop(raw);
+    };
+    let (r, ()) = tokio::join!(sending, app);
+    assert_eq!(
+        r.delivery.reason.as_deref(),
+        Some("infrastructure: app_unavailable"),
+        "disconnecting mid-call blocks"
+    );
 }
 
 #[tokio::test]
