@@ -255,6 +255,9 @@ pub struct GatewayConfig {
     pub socket_read_buffer_bytes: usize,
     /// Per-socket write buffer before a flush.
     pub socket_write_buffer_bytes: usize,
+    /// How often the gateway looks for keys revoked by another process (the
+    /// operator CLI, another node) and closes their sockets.
+    pub revocation_check_interval_ms: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -349,6 +352,7 @@ impl Default for GatewayConfig {
             rate_limit_burst: 200,
             socket_read_buffer_bytes: 4096,
             socket_write_buffer_bytes: 8192,
+            revocation_check_interval_ms: 2_000,
         }
     }
 }
@@ -476,6 +480,10 @@ impl Config {
                 g.rate_limit_per_second as u64,
             ),
             ("gateway.rate_limit_burst", g.rate_limit_burst as u64),
+            (
+                "gateway.revocation_check_interval_ms",
+                g.revocation_check_interval_ms,
+            ),
             (
                 "gateway.socket_read_buffer_bytes",
                 g.socket_read_buffer_bytes as u64,

@@ -32,6 +32,8 @@ impl Server {
         let hub = Hub::new(config, store).await?;
         let app = crate::http::router(hub.clone());
         hub.tasks.spawn(crate::events::retention::run(hub.clone()));
+        hub.tasks
+            .spawn(crate::gateway::revocations::run(hub.clone()));
         let released = hub.store.release_job_locks().await?;
         if released > 0 {
             info!(

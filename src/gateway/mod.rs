@@ -5,6 +5,7 @@
 
 pub mod connection;
 pub mod registry;
+pub mod revocations;
 
 pub use connection::{ConnectionInfo, RequestContext};
 pub use registry::Registry;

@@ -746,6 +746,18 @@ impl Store for SqliteStore {
         tx.commit().await?;
         Ok(revoked)
     }
+    async fn keys_revoked_since(&self, since: Millis) -> StoreResult<Vec<(Uuid, String)>> {
+        let rows = sqlx::query(
+            "SELECT principal_id, key_id FROM principal_keys WHERE revoked_at IS NOT NULL AND revoked_at >= ?",
+        )
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((uuid(r.try_get("principal_id")?)?, r.try_get("key_id")?)))
+            .collect()
+    }
+
     async fn events_after(
         &self,
         audience: Uuid,

@@ -264,18 +264,27 @@ async fn the_operator_cli_registers_and_rotates_keys() {
     let url = format!("sqlite://{}", data.join("switchboard.db").display());
     let hub = TestHub::start_with(Options {
         database_url: Some(url),
-        ..Default::default()
+        ..Options::default().env("SWITCHBOARD_GATEWAY__REVOCATION_CHECK_INTERVAL_MS", 100)
     })
     .await;
     assert!(
         AgentClient::connect(&hub.base, &agent_key).await.is_err(),
         "rotated away"
     );
-    AgentClient::connect(&hub.base, &rotated).await.unwrap();
+    let live = AgentClient::connect(&hub.base, &rotated).await.unwrap();
     AppClient::builder(&hub.base, &app_key)
         .connect()
         .await
         .unwrap();
+
+    // A key the CLI revokes while its socket is open: the hub's sweep
+    // closes the socket (4003) without any request from it.
+    cli(&["agent", "revoke-key", "--id", &agent_id]);
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(20), live.connection.closed())
+        .await
+        .expect("the revoked socket closes");
+    assert_eq!(closed.code, Some(4003), "{closed:?}");
+    assert!(AgentClient::connect(&hub.base, &rotated).await.is_err());
 }
 
 fn m_bad(dir: &tempfile::TempDir) -> std::process::Command {

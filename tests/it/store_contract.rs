@@ -161,6 +161,14 @@ async fn revocation_and_unknown_principals(store: DynStore) {
         store.key(&key.key_id).await.unwrap().unwrap().revoked_at,
         Some(7)
     );
+    let revoked = store.keys_revoked_since(7).await.unwrap();
+    assert!(revoked.contains(&(p.id, key.key_id.clone())), "{revoked:?}");
+    assert!(!store
+        .keys_revoked_since(8)
+        .await
+        .unwrap()
+        .iter()
+        .any(|(_, k)| *k == key.key_id));
     let (_, other) = new_key(PrincipalKind::Agent);
     assert!(matches!(
         store.rotate_keys(Uuid::new_v4(), &other, 9, None).await,
