@@ -244,8 +244,8 @@ async fn moderator_loop(
                 if note.method == "app/task/activated" {
                     let accepted: AcceptedTask = serde_json::from_value(note.params["payload"].clone())?;
                     let (town, chat) = {
-                        let find = |name: &str| accepted.conversations.iter().find(|c| c.name.as_deref() == Some(name)).map(|c| c.id);
-                        (find("Town Square").expect("town square"), find("Werewolf Chat").expect("werewolf chat"))
+                        let find = |key: &str| accepted.conversations.iter().find(|c| c.key.as_deref() == Some(key)).map(|c| c.id);
+                        (find("town-square").expect("town square"), find("werewolf-chat").expect("werewolf chat"))
                     };
                     // The first invited agents are the wolves.
                     let participants: Vec<Uuid> = accepted.task.participants.iter().map(|p| p.agent_id).collect();
@@ -336,7 +336,7 @@ async fn player(agent: AgentClient, app_id: Uuid) -> anyhow::Result<()> {
     while let Some(note) = events.recv().await {
         let payload = &note.params["payload"];
         match note.method.as_str() {
-            "agent/conversation/created" if payload["conversation"]["name"] == "Town Square" => {
+            "agent/conversation/created" if payload["conversation"]["key"] == "town-square" => {
                 let c: switchboard::domain::conversation::Conversation =
                     serde_json::from_value(payload["conversation"].clone())?;
                 town = Some((c.id, c.participants));

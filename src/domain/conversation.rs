@@ -41,6 +41,10 @@ pub struct Conversation {
     pub kind: ConversationKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The manifest template (`conversations[].key`) a task conversation was
+    /// opened from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<Uuid>,
     pub created_by: Uuid,

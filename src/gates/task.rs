@@ -106,6 +106,7 @@ pub async fn decide(
                     name: Some(t.name.clone()),
                     task_id: Some(task.id),
                     direct_key: None,
+                    template_key: Some(t.key.clone()),
                     created_by: task.app_id,
                     participants: match t.participant_filter {
                         ParticipantFilter::All => participants.clone(),
@@ -121,6 +122,7 @@ pub async fn decide(
                     name: Some(ic.name.clone()),
                     task_id: Some(task.id),
                     direct_key: None,
+                    template_key: None,
                     created_by: task.app_id,
                     participants: ic.participants.clone(),
                     created_at: now,

@@ -118,6 +118,7 @@ pub async fn create(
         name: p.name,
         task_id: None,
         direct_key: (kind == ConversationKind::Direct).then(|| direct_key(me, p.participants[0])),
+        template_key: None,
         created_by: me,
         participants,
         created_at: now_millis(),

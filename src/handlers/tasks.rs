@@ -413,6 +413,7 @@ pub async fn app_conversation_create(
         name: Some(p.name),
         task_id: Some(task.id),
         direct_key: None,
+        template_key: None,
         created_by: task.app_id,
         participants: p.participants,
         created_at: now_millis(),

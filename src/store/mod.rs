@@ -98,6 +98,8 @@ pub struct NewConversation {
     pub task_id: Option<Uuid>,
     /// Set for direct conversations: at most one per pair.
     pub direct_key: Option<String>,
+    /// The manifest template a task conversation comes from.
+    pub template_key: Option<String>,
     pub created_by: Uuid,
     pub participants: Vec<Uuid>,
     pub created_at: Millis,
@@ -110,6 +112,7 @@ impl NewConversation {
             id: self.id,
             kind: self.kind,
             name: self.name.clone(),
+            key: self.template_key.clone(),
             task_id: self.task_id,
             created_by: self.created_by,
             participants: self.participants.clone(),

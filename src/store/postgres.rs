@@ -149,7 +149,7 @@ async fn insert_conversation(
     c: &NewConversation,
 ) -> StoreResult<()> {
     sqlx::query(
-        "INSERT INTO conversations (id, kind, name, task_id, direct_key, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        "INSERT INTO conversations (id, kind, name, task_id, direct_key, created_by, created_at, template_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(c.id)
     .bind(c.kind.as_str())
@@ -158,6 +158,7 @@ async fn insert_conversation(
     .bind(&c.direct_key)
     .bind(c.created_by)
     .bind(c.created_at)
+    .bind(&c.template_key)
     .execute(&mut **tx)
     .await?;
     for p in &c.participants {
@@ -448,6 +449,7 @@ async fn load_conversation(
         kind: ConversationKind::parse(&kind)
             .ok_or_else(|| StoreError::Corrupt(format!("bad kind {kind:?}")))?,
         name: row.try_get("name")?,
+        key: row.try_get("template_key")?,
         task_id: row.try_get("task_id")?,
         created_by: row.try_get("created_by")?,
         participants,
@@ -457,7 +459,7 @@ async fn load_conversation(
 }
 
 const CONVERSATION_COLUMNS: &str =
-    "c.id, c.kind, c.name, c.task_id, c.created_by, c.created_at, c.last_message_seq";
+    "c.id, c.kind, c.name, c.task_id, c.template_key, c.created_by, c.created_at, c.last_message_seq";
 
 impl PgStore {
     async fn find_by_client_id(
@@ -812,8 +814,8 @@ impl Store for PgStore {
         }
         let mut tx = self.pool.begin().await?;
         let inserted = sqlx::query(
-            "INSERT INTO conversations (id, kind, name, task_id, direct_key, created_by, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO conversations (id, kind, name, task_id, direct_key, created_by, created_at, template_key) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(c.id)
         .bind(c.kind.as_str())
@@ -822,6 +824,7 @@ impl Store for PgStore {
         .bind(&c.direct_key)
         .bind(c.created_by)
         .bind(c.created_at)
+        .bind(&c.template_key)
         .execute(&mut *tx)
         .await;
         if let Err(e) = inserted {

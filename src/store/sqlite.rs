@@ -178,7 +178,7 @@ async fn insert_conversation(
     c: &NewConversation,
 ) -> StoreResult<()> {
     sqlx::query(
-        "INSERT INTO conversations (id, kind, name, task_id, direct_key, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO conversations (id, kind, name, task_id, direct_key, created_by, created_at, template_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(c.id.to_string())
     .bind(c.kind.as_str())
@@ -187,6 +187,7 @@ async fn insert_conversation(
     .bind(&c.direct_key)
     .bind(c.created_by.to_string())
     .bind(c.created_at)
+    .bind(&c.template_key)
     .execute(&mut **tx)
     .await?;
     for p in &c.participants {
@@ -493,6 +494,7 @@ async fn load_conversation(
         kind: ConversationKind::parse(&kind)
             .ok_or_else(|| StoreError::Corrupt(format!("bad kind {kind:?}")))?,
         name: row.try_get("name")?,
+        key: row.try_get("template_key")?,
         task_id: task_id.as_deref().map(uuid).transpose()?,
         created_by: uuid(row.try_get("created_by")?)?,
         participants: participants
@@ -505,7 +507,7 @@ async fn load_conversation(
 }
 
 const CONVERSATION_COLUMNS: &str =
-    "c.id, c.kind, c.name, c.task_id, c.created_by, c.created_at, c.last_message_seq";
+    "c.id, c.kind, c.name, c.task_id, c.template_key, c.created_by, c.created_at, c.last_message_seq";
 
 impl SqliteStore {
     async fn find_by_client_id(
@@ -862,7 +864,7 @@ impl Store for SqliteStore {
         }
         let mut tx = self.pool.begin().await?;
         let inserted = sqlx::query(
-            "INSERT INTO conversations (id, kind, name, task_id, direct_key, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO conversations (id, kind, name, task_id, direct_key, created_by, created_at, template_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(c.id.to_string())
         .bind(c.kind.as_str())
@@ -871,6 +873,7 @@ impl Store for SqliteStore {
         .bind(&c.direct_key)
         .bind(c.created_by.to_string())
         .bind(c.created_at)
+        .bind(&c.template_key)
         .execute(&mut *tx)
         .await;
         if let Err(e) = inserted {

@@ -219,6 +219,7 @@ async fn group_of(store: &DynStore, members: &[Uuid]) -> Uuid {
         name: None,
         task_id: None,
         direct_key: None,
+        template_key: None,
         created_by: members[0],
         participants: members.to_vec(),
         created_at: 5,

@@ -171,6 +171,12 @@ async fn an_accepted_task_opens_its_conversations_and_tells_the_invited_on(optio
         .collect();
     assert_eq!(names, vec!["Everyone", "Nobody yet", "Side chat"]);
     assert!(all.conversations[1].participants.is_empty());
+    let keys: Vec<Option<&str>> = all.conversations.iter().map(|c| c.key.as_deref()).collect();
+    assert_eq!(
+        keys,
+        vec![Some("all"), Some("none"), None],
+        "template conversations carry their manifest key"
+    );
     let invite = next_of(&mut rx, "agent/task/invited").await;
     assert_eq!(invite["payload"]["task"]["id"], json!(accepted.task.id));
     let got = initiator
@@ -1209,6 +1215,7 @@ async fn a_dispatch_gate_that_keeps_failing_denies_the_lease() {
         name: Some("orphan".into()),
         task_id: Some(Uuid::now_v7()),
         direct_key: None,
+        template_key: None,
         created_by: sender,
         participants: vec![sender, recipient],
         created_at: 1,
@@ -1290,6 +1297,7 @@ async fn a_gate_job_that_keeps_failing_fails_closed() {
         name: Some("orphan".into()),
         task_id: Some(Uuid::now_v7()),
         direct_key: None,
+        template_key: None,
         created_by: sender,
         participants: vec![sender],
         created_at: 1,
