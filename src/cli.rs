@@ -125,8 +125,8 @@ pub enum AgentCommand {
         #[arg(long)]
         description: Option<String>,
     },
-    /// Issue a new key and revoke the old ones. Sockets already open on this
-    /// hub keep running until they reconnect; use the REST rotation to close them at once.
+    /// Issue a new key and revoke the old ones. A running hub closes sockets
+    /// on the old keys (4003) within gateway.revocation_check_interval_ms.
     RotateKey {
         #[arg(long)]
         id: Uuid,

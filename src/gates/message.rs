@@ -150,9 +150,6 @@ async fn decide_once(
             recipients,
             dropped,
         } => {
-            if dropped > 0 {
-                metrics::counter!(names::RECIPIENTS_DROPPED).increment(dropped as u64);
-            }
             let verdict = Verdict::Forwarded {
                 recipients: recipients.len() as u32,
             };
@@ -171,8 +168,6 @@ async fn decide_once(
     } else {
         "block"
     };
-    metrics::counter!(names::GATE_VERDICTS, "gate" => "message_authorize", "verdict" => label)
-        .increment(1);
     let delivery = delivery_of(&verdict, dropped);
     let mut events = Vec::new();
     if let MessageOutcome::Forward { recipients } = &outcome {
@@ -212,6 +207,13 @@ async fn decide_once(
         .await?
     {
         MessageDecided::Applied(stored) => {
+            // Counted once applied: a forward that met a closed task is
+            // decided again and counted then.
+            metrics::counter!(names::GATE_VERDICTS, "gate" => "message_authorize", "verdict" => label)
+                .increment(1);
+            if dropped > 0 {
+                metrics::counter!(names::RECIPIENTS_DROPPED).increment(dropped as u64);
+            }
             hub.events.publish(&stored);
             Ok(Some(Some(delivery)))
         }

@@ -73,7 +73,8 @@ impl Registry {
             .max_by_key(|c| c.order)
     }
 
-    /// Closes every socket authenticated with one of these keys.
+    /// Closes every open socket authenticated with one of these keys and
+    /// counts them (sockets already closing are not counted again).
     pub fn close_keys(
         &self,
         principal_id: Uuid,
@@ -83,7 +84,7 @@ impl Registry {
     ) -> usize {
         let mut closed = 0;
         for c in self.connections(principal_id) {
-            if key_ids.contains(&c.key_id) {
+            if key_ids.contains(&c.key_id) && !c.peer.is_closed() {
                 c.peer.close(code, reason);
                 closed += 1;
             }

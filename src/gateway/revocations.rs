@@ -2,6 +2,7 @@
 //! closes them at once in this process; the operator CLI (and, later, other
 //! hub nodes) only write `revoked_at`, which this sweep picks up.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +24,9 @@ pub async fn run(hub: Arc<Hub>) {
     // Sockets cannot predate the hub, so neither can a revocation that
     // matters to one.
     let mut since = now_millis() - CLOCK_SLACK_MS;
+    // Keys handled within the slack window, with their `revoked_at`, so
+    // each revocation is acted on once though every sweep sees it again.
+    let mut handled: HashMap<String, i64> = HashMap::new();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -31,7 +35,10 @@ pub async fn run(hub: Arc<Hub>) {
         let started = now_millis();
         match hub.store.keys_revoked_since(since).await {
             Ok(revoked) => {
-                for (principal, key_id) in revoked {
+                for (principal, key_id, revoked_at) in revoked {
+                    if handled.insert(key_id.clone(), revoked_at).is_some() {
+                        continue;
+                    }
                     let closed = hub.registry.close_keys(
                         principal,
                         std::slice::from_ref(&key_id),
@@ -43,6 +50,7 @@ pub async fn run(hub: Arc<Hub>) {
                     }
                 }
                 since = started - CLOCK_SLACK_MS;
+                handled.retain(|_, at| *at >= since);
             }
             Err(e) => warn!(error = %e, "checking for revoked keys failed"),
         }

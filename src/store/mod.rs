@@ -430,9 +430,9 @@ pub trait Store: Send + Sync + 'static {
     /// Revokes every active key of the principal. Returns the revoked key ids.
     async fn revoke_keys(&self, principal_id: Uuid, now: Millis) -> StoreResult<Vec<String>>;
 
-    /// `(principal, key id)` of keys revoked at or after `since`, by any
-    /// process.
-    async fn keys_revoked_since(&self, since: Millis) -> StoreResult<Vec<(Uuid, String)>>;
+    /// `(principal, key id, revoked_at)` of keys revoked at or after
+    /// `since`, by any process.
+    async fn keys_revoked_since(&self, since: Millis) -> StoreResult<Vec<(Uuid, String, Millis)>>;
 
     /// Events of `audience` with seq greater than `after`, oldest first.
     async fn events_after(

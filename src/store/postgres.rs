@@ -705,15 +705,21 @@ impl Store for PgStore {
         tx.commit().await?;
         Ok(revoked)
     }
-    async fn keys_revoked_since(&self, since: Millis) -> StoreResult<Vec<(Uuid, String)>> {
+    async fn keys_revoked_since(&self, since: Millis) -> StoreResult<Vec<(Uuid, String, Millis)>> {
         let rows = sqlx::query(
-            "SELECT principal_id, key_id FROM principal_keys WHERE revoked_at IS NOT NULL AND revoked_at >= $1",
+            "SELECT principal_id, key_id, revoked_at FROM principal_keys WHERE revoked_at IS NOT NULL AND revoked_at >= $1",
         )
         .bind(since)
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
-            .map(|r| Ok((r.try_get::<Uuid, _>("principal_id")?, r.try_get("key_id")?)))
+            .map(|r| {
+                Ok((
+                    r.try_get::<Uuid, _>("principal_id")?,
+                    r.try_get("key_id")?,
+                    r.try_get("revoked_at")?,
+                ))
+            })
             .collect()
     }
 
@@ -1132,6 +1138,7 @@ impl Store for PgStore {
                         .fetch_optional(&mut *tx)
                         .await?;
                 if pending.as_deref() == Some("pending") {
+                    tx.rollback().await?;
                     return Ok(MessageDecided::TaskNotActive);
                 }
             }

@@ -748,15 +748,21 @@ impl Store for SqliteStore {
         tx.commit().await?;
         Ok(revoked)
     }
-    async fn keys_revoked_since(&self, since: Millis) -> StoreResult<Vec<(Uuid, String)>> {
+    async fn keys_revoked_since(&self, since: Millis) -> StoreResult<Vec<(Uuid, String, Millis)>> {
         let rows = sqlx::query(
-            "SELECT principal_id, key_id FROM principal_keys WHERE revoked_at IS NOT NULL AND revoked_at >= ?",
+            "SELECT principal_id, key_id, revoked_at FROM principal_keys WHERE revoked_at IS NOT NULL AND revoked_at >= ?",
         )
         .bind(since)
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
-            .map(|r| Ok((uuid(r.try_get("principal_id")?)?, r.try_get("key_id")?)))
+            .map(|r| {
+                Ok((
+                    uuid(r.try_get("principal_id")?)?,
+                    r.try_get("key_id")?,
+                    r.try_get("revoked_at")?,
+                ))
+            })
             .collect()
     }
 
@@ -1183,6 +1189,7 @@ impl Store for SqliteStore {
                     .fetch_optional(&mut *tx)
                     .await?;
             if forward && still_pending.as_deref() == Some("pending") {
+                tx.rollback().await?;
                 return Ok(MessageDecided::TaskNotActive);
             }
             finish_job(&mut tx, effects.finish_job).await?;

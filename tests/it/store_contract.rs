@@ -162,13 +162,16 @@ async fn revocation_and_unknown_principals(store: DynStore) {
         Some(7)
     );
     let revoked = store.keys_revoked_since(7).await.unwrap();
-    assert!(revoked.contains(&(p.id, key.key_id.clone())), "{revoked:?}");
+    assert!(
+        revoked.contains(&(p.id, key.key_id.clone(), 7)),
+        "{revoked:?}"
+    );
     assert!(!store
         .keys_revoked_since(8)
         .await
         .unwrap()
         .iter()
-        .any(|(_, k)| *k == key.key_id));
+        .any(|(_, k, _)| *k == key.key_id));
     let (_, other) = new_key(PrincipalKind::Agent);
     assert!(matches!(
         store.rotate_keys(Uuid::new_v4(), &other, 9, None).await,

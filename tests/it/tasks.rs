@@ -697,6 +697,21 @@ async fn message_gate_timeouts_and_absent_apps_block() {
         r.delivery.reason.as_deref(),
         Some("infrastructure: invalid_answer")
     );
+}
+
+#[tokio::test]
+async fn an_app_disconnecting_during_message_authorize_blocks() {
+    // A deadline far beyond the test's, so only the disconnect can decide.
+    let gated = manifest(
+        json!({"kind": "accept"}),
+        json!({"kind": "hook", "timeoutMs": 60_000}),
+        json!({"kind": "grant"}),
+    );
+    let w = world(TestHub::fast_options(), gated, 2).await;
+    let c0 = w.client(0).await;
+    let task = w.request(&c0, &[1]).await.unwrap();
+    let town = task.conversations[0].id;
+    let mut raw = RawSocket::connect_app(&w.hub.ws_url(), &w.app_key).await;
     let sending = send(&c0, town, "hang up");
     let app = async {
         raw.recv_request().await;
