@@ -30,6 +30,11 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite")
 
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// Serializes this process's write transactions. SQLite admits one
+    /// writer at a time anyway; queueing here (FIFO) instead of in SQLite's
+    /// busy handler, which sleeps 1 ms, 2 ms, 5 ms, ... between retries,
+    /// keeps contended writes from waiting on sleeps.
+    writer: tokio::sync::Mutex<()>,
 }
 
 impl SqliteStore {
@@ -59,7 +64,10 @@ impl SqliteStore {
             .max_connections(max_connections)
             .connect_with(options)
             .await?;
-        Ok(SqliteStore { pool })
+        Ok(SqliteStore {
+            pool,
+            writer: tokio::sync::Mutex::new(()),
+        })
     }
 }
 
@@ -534,6 +542,7 @@ impl SqliteStore {
     }
 
     async fn try_insert_message(&self, m: &NewMessage) -> StoreResult<InsertedMessage> {
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         let seq: Option<i64> = sqlx::query_scalar(
             "UPDATE conversations SET last_message_seq = last_message_seq + 1 WHERE id = ? RETURNING last_message_seq",
@@ -638,6 +647,7 @@ impl Store for SqliteStore {
         key: &NewKey,
         idem: Option<&IdempotencyRecord>,
     ) -> StoreResult<()> {
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         insert_idempotency(&mut tx, idem, agent.created_at).await?;
         insert_principal(&mut tx, agent, key).await?;
@@ -654,6 +664,7 @@ impl Store for SqliteStore {
     ) -> StoreResult<()> {
         let manifest =
             serde_json::to_string(manifest).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         insert_idempotency(&mut tx, idem, app.created_at).await?;
         insert_principal(&mut tx, app, key).await?;
@@ -719,6 +730,7 @@ impl Store for SqliteStore {
         now: Millis,
         presented: Option<&str>,
     ) -> StoreResult<Vec<String>> {
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         // Write first: the UPDATE takes SQLite's write lock, so a concurrent
         // rotation waits (busy timeout) instead of failing to upgrade a read.
@@ -743,6 +755,7 @@ impl Store for SqliteStore {
     }
 
     async fn revoke_keys(&self, principal_id: Uuid, now: Millis) -> StoreResult<Vec<String>> {
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         let revoked = revoke_active(&mut tx, principal_id, now).await?;
         tx.commit().await?;
@@ -811,6 +824,7 @@ impl Store for SqliteStore {
     }
 
     async fn ack_events(&self, audience: Uuid, seq: u64) -> StoreResult<u64> {
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         let acked: Option<i64> = sqlx::query_scalar(
             "UPDATE event_streams SET acked_seq = MAX(acked_seq, ?) WHERE audience = ? AND last_seq >= ? RETURNING acked_seq",
@@ -829,6 +843,7 @@ impl Store for SqliteStore {
     }
 
     async fn prune_events(&self, older_than: Millis, keep_per_audience: u64) -> StoreResult<u64> {
+        let _writing = self.writer.lock().await;
         sqlx::query("DELETE FROM idempotency_keys WHERE created_at < ?")
             .bind(older_than)
             .execute(&self.pool)
@@ -868,6 +883,7 @@ impl Store for SqliteStore {
                 return Ok(CreatedConversation::Existing(found));
             }
         }
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO conversations (id, kind, name, task_id, direct_key, created_by, created_at, template_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -885,6 +901,7 @@ impl Store for SqliteStore {
         if let Err(e) = inserted {
             if is_unique_violation(&e) && c.direct_key.is_some() {
                 drop(tx);
+                drop(_writing);
                 return Box::pin(self.create_conversation(c, events)).await;
             }
             return Err(e.into());
@@ -1022,6 +1039,7 @@ impl Store for SqliteStore {
         .transpose()
     }
     async fn create_task(&self, t: &NewTask, job: &NewJob) -> StoreResult<()> {
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO tasks (id, app_id, initiator_id, state, initial_conversation, created_at, updated_at) \
@@ -1109,6 +1127,7 @@ impl Store for SqliteStore {
         effects: &Effects,
         now: Millis,
     ) -> StoreResult<Option<Vec<StoredEvent>>> {
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         let changed = sqlx::query(
             "UPDATE tasks SET state = ?, failure_code = ?, failure_reason = ?, updated_at = ? WHERE id = ? AND state = ?",
@@ -1139,6 +1158,7 @@ impl Store for SqliteStore {
         events: &[NewEvent],
         now: Millis,
     ) -> StoreResult<Vec<StoredEvent>> {
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         for a in agents {
             sqlx::query(
@@ -1163,6 +1183,7 @@ impl Store for SqliteStore {
         effects: &Effects,
         now: Millis,
     ) -> StoreResult<MessageDecided> {
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         let (verdict, reason, forward) = match outcome {
             MessageOutcome::Forward { .. } => ("forwarded", None, true),
@@ -1222,6 +1243,7 @@ impl Store for SqliteStore {
         {
             return Ok(CreatedLease::Existing(found));
         }
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO leases (id, message_id, conversation_id, recipient_id, state, created_at, updated_at) \
@@ -1266,6 +1288,7 @@ impl Store for SqliteStore {
         change: &LeaseChange,
         effects: &Effects,
     ) -> StoreResult<Option<(Lease, Vec<StoredEvent>)>> {
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         let sql = format!(
             "UPDATE leases SET state = ?, reason = ?, expires_at = ?, updated_at = ? WHERE id = ? AND state IN ({}) \
@@ -1299,6 +1322,7 @@ impl Store for SqliteStore {
         now: Millis,
         lock_until: Millis,
     ) -> StoreResult<Option<Job>> {
+        let _writing = self.writer.lock().await;
         let row = sqlx::query(
             "UPDATE jobs SET locked_until = ?, attempts = attempts + 1 \
              WHERE id = ? AND (locked_until IS NULL OR locked_until < ?) RETURNING id, kind, subject, attempts",
@@ -1317,6 +1341,7 @@ impl Store for SqliteStore {
         lock_until: Millis,
         limit: u32,
     ) -> StoreResult<Vec<Job>> {
+        let _writing = self.writer.lock().await;
         let rows = sqlx::query(
             "UPDATE jobs SET locked_until = ?, attempts = attempts + 1 WHERE id IN \
              (SELECT id FROM jobs WHERE run_at <= ? AND (locked_until IS NULL OR locked_until < ?) ORDER BY run_at LIMIT ?) \
@@ -1332,6 +1357,7 @@ impl Store for SqliteStore {
     }
 
     async fn install_card(&self, card: &CardRecord, force_author: bool) -> StoreResult<()> {
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         // Take the write lock first, so two first publications of one id by
         // different authors cannot both pass the author rule.
@@ -1429,6 +1455,7 @@ impl Store for SqliteStore {
         now: Millis,
         overlap_until: Millis,
     ) -> StoreResult<()> {
+        let _writing = self.writer.lock().await;
         let mut tx = self.pool.begin().await?;
         sqlx::query("UPDATE webhook_signing_keys SET state = 'retired' WHERE state = 'secondary' AND retires_at <= ?")
             .bind(now)
@@ -1474,6 +1501,7 @@ impl Store for SqliteStore {
     }
 
     async fn finish_job(&self, id: Uuid) -> StoreResult<()> {
+        let _writing = self.writer.lock().await;
         sqlx::query("DELETE FROM jobs WHERE id = ?")
             .bind(id.to_string())
             .execute(&self.pool)
@@ -1482,6 +1510,7 @@ impl Store for SqliteStore {
     }
 
     async fn release_job_locks(&self) -> StoreResult<u64> {
+        let _writing = self.writer.lock().await;
         Ok(
             sqlx::query("UPDATE jobs SET locked_until = NULL WHERE locked_until IS NOT NULL")
                 .execute(&self.pool)
@@ -1491,6 +1520,7 @@ impl Store for SqliteStore {
     }
 
     async fn retry_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()> {
+        let _writing = self.writer.lock().await;
         sqlx::query("UPDATE jobs SET locked_until = NULL, run_at = ? WHERE id = ?")
             .bind(run_at)
             .bind(id.to_string())
