@@ -43,6 +43,7 @@ contract!(
     duplicate_key_ids_conflict,
     migrations_are_idempotent_and_keep_the_epoch,
     events_get_gap_free_seqs_per_audience,
+    concurrent_sends_keep_order_and_fail_alone,
     acks_and_retention,
     jobs_are_claimed_once,
     one_live_lease_per_recipient_and_message,
@@ -542,4 +543,77 @@ async fn cards_keep_their_author(store: DynStore) {
     let versions: Vec<&str> = all.iter().map(|c| c.version.as_str()).collect();
     assert_eq!(versions, vec!["1.0.0", "1.1.0", "2.0.0"]);
     assert_eq!(all[0].integrity.len(), 1);
+}
+
+/// Many sends at once (grouped into one transaction on SQLite): each message
+/// gets its own seq, every recipient sees the messages in seq order, and a
+/// duplicate `clientMsgId` or a missing conversation fails only its own send.
+async fn concurrent_sends_keep_order_and_fail_alone(store: DynStore) {
+    use switchboard::domain::message::{Origin, Part};
+    use switchboard::store::{Fanout, InsertedMessage, NewMessage};
+    let a = agent_in(&store, "a").await;
+    let b = agent_in(&store, "b").await;
+    let c = agent_in(&store, "c").await;
+    let group = group_of(&store, &[a, b, c]).await;
+    let message = |conversation: Uuid, client: Option<&str>| NewMessage {
+        id: Uuid::now_v7(),
+        conversation_id: conversation,
+        sender_id: a,
+        origin: Origin::Agent,
+        parts: vec![Part::Text { text: "hi".into() }],
+        reply_to: None,
+        client_msg_id: client.map(str::to_string),
+        request_hash: None,
+        created_at: 10,
+        fanout: Fanout::Forward {
+            recipients: vec![b, c],
+            event_type: "agent/message/received",
+        },
+        job: None,
+    };
+    let mut sends = Vec::new();
+    for i in 0..60 {
+        let m = match i {
+            17 | 18 => message(group, Some("same-client-id")),
+            31 => message(Uuid::now_v7(), None),
+            _ => message(group, Some(&format!("c{i}"))),
+        };
+        let store = store.clone();
+        sends.push(tokio::spawn(async move { (i, store.insert_message(&m).await) }));
+    }
+    let mut seqs = Vec::new();
+    let mut duplicates = 0;
+    for s in sends {
+        match s.await.unwrap() {
+            (31, result) => assert!(
+                matches!(result, Err(StoreError::NotFound)),
+                "the missing conversation fails alone: {result:?}"
+            ),
+            (_, Ok(InsertedMessage::Inserted { message, events, .. })) => {
+                assert_eq!(events.len(), 2);
+                assert!(events.iter().all(|e| e.payload["message"]["seq"] == message.seq));
+                seqs.push(message.seq);
+            }
+            (i, Ok(InsertedMessage::Duplicate { .. })) => {
+                assert!(i == 17 || i == 18);
+                duplicates += 1;
+            }
+            (i, Err(e)) => panic!("send {i} failed: {e}"),
+        }
+    }
+    assert_eq!(duplicates, 1, "one of the two same-id sends is the duplicate");
+    seqs.sort();
+    assert_eq!(seqs, (1..=58).collect::<Vec<u64>>(), "distinct, gap-free message seqs");
+    for audience in [b, c] {
+        let events = store.events_after(audience, 0, 1000).await.unwrap();
+        assert_eq!(
+            events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            (1..=58).collect::<Vec<u64>>()
+        );
+        let order: Vec<u64> = events
+            .iter()
+            .map(|e| e.payload["message"]["seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(order, (1..=58).collect::<Vec<u64>>(), "events follow message order");
+    }
 }
