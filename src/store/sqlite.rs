@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -34,7 +35,9 @@ pub struct SqliteStore {
     /// writer at a time anyway; queueing here (FIFO) instead of in SQLite's
     /// busy handler, which sleeps 1 ms, 2 ms, 5 ms, ... between retries,
     /// keeps contended writes from waiting on sleeps.
-    writer: tokio::sync::Mutex<()>,
+    writer: Arc<tokio::sync::Mutex<()>>,
+    /// Sends waiting for the next group commit (see `try_insert_message`).
+    queued: Arc<std::sync::Mutex<Vec<QueuedInsert>>>,
 }
 
 impl SqliteStore {
@@ -66,7 +69,8 @@ impl SqliteStore {
             .await?;
         Ok(SqliteStore {
             pool,
-            writer: tokio::sync::Mutex::new(()),
+            writer: Arc::new(tokio::sync::Mutex::new(())),
+            queued: Arc::new(std::sync::Mutex::new(Vec::new())),
         })
     }
 }
@@ -542,76 +546,291 @@ impl SqliteStore {
         .transpose()
     }
 
+    /// Group commit. Every send queues its message, then waits for the
+    /// writer lock; whoever gets it writes everything queued so far in one
+    /// transaction, with a handful of statements for the whole group, and
+    /// answers each sender. A send that finds its answer waiting when it
+    /// gets the lock was written by an earlier group.
     async fn try_insert_message(&self, m: &NewMessage) -> StoreResult<InsertedMessage> {
-        let _writing = self.writer.lock().await;
-        let mut tx = self.pool.begin().await?;
-        let seq: Option<i64> = sqlx::query_scalar(
-            "UPDATE conversations SET last_message_seq = last_message_seq + 1 WHERE id = ? RETURNING last_message_seq",
+        let (reply, mut answer) = tokio::sync::oneshot::channel();
+        self.queued
+            .lock()
+            .expect("insert queue poisoned")
+            .push(QueuedInsert {
+                message: m.clone(),
+                reply,
+            });
+        let writing = self.writer.clone().lock_owned().await;
+        if let Ok(done) = answer.try_recv() {
+            return done;
+        }
+        let group = std::mem::take(&mut *self.queued.lock().expect("insert queue poisoned"));
+        let pool = self.pool.clone();
+        // Its own task: the group's other senders wait on this write, so it
+        // must finish even if this caller is dropped.
+        tokio::spawn(async move {
+            write_group(&pool, group).await;
+            drop(writing);
+        });
+        answer.await.unwrap_or_else(|_| {
+            Err(StoreError::Conflict(
+                "the group write ended without an answer".into(),
+            ))
+        })
+    }
+}
+
+/// One message in its own transaction: the path for a lone send, and the
+/// fallback when a group's combined write fails.
+async fn insert_one(pool: &SqlitePool, m: &NewMessage) -> StoreResult<InsertedMessage> {
+    let mut tx = pool.begin().await?;
+    let seq: Option<i64> = sqlx::query_scalar(
+        "UPDATE conversations SET last_message_seq = last_message_seq + 1 WHERE id = ? RETURNING last_message_seq",
+    )
+    .bind(m.conversation_id.to_string())
+    .fetch_optional(&mut *tx)
+    .await?;
+    let seq = seq.ok_or(StoreError::NotFound)?;
+    let (verdict_col, verdict) = match &m.fanout {
+        Fanout::Forward { recipients, .. } => (
+            "forwarded",
+            Verdict::Forwarded {
+                recipients: recipients.len() as u32,
+            },
+        ),
+        Fanout::Pending => ("pending", Verdict::Pending),
+    };
+    sqlx::query(
+        "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
+         request_hash, verdict, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(m.id.to_string())
+    .bind(m.conversation_id.to_string())
+    .bind(seq)
+    .bind(m.sender_id.to_string())
+    .bind(m.origin.as_str())
+    .bind(serde_json::to_string(&m.parts).map_err(json_err)?)
+    .bind(m.reply_to.map(|r| r.to_string()))
+    .bind(&m.client_msg_id)
+    .bind(&m.request_hash)
+    .bind(verdict_col)
+    .bind(m.created_at)
+    .execute(&mut *tx)
+    .await?;
+    let message = Message {
+        id: m.id,
+        conversation_id: m.conversation_id,
+        seq: seq as u64,
+        sender_id: m.sender_id,
+        origin: m.origin,
+        parts: m.parts.clone(),
+        reply_to: m.reply_to,
+        created_at: rfc3339(m.created_at),
+    };
+    if let Some(job) = &m.job {
+        insert_job(&mut tx, job, m.created_at).await?;
+    }
+    let mut events = Vec::new();
+    if let Fanout::Forward {
+        recipients,
+        event_type,
+    } = &m.fanout
+    {
+        insert_recipients(&mut tx, m.id, recipients).await?;
+        let payload = std::sync::Arc::new(serde_json::json!({ "message": message }));
+        let new: Vec<NewEvent> = recipients
+            .iter()
+            .map(|r| NewEvent::new(*r, event_type, payload.clone()))
+            .collect();
+        events = append_events(&mut tx, &new, m.created_at).await?;
+    }
+    tx.commit().await?;
+    Ok(InsertedMessage::Inserted {
+        message,
+        verdict,
+        events,
+    })
+}
+
+struct QueuedInsert {
+    message: NewMessage,
+    reply: tokio::sync::oneshot::Sender<StoreResult<InsertedMessage>>,
+}
+
+/// Writes a group in one transaction; if that fails (a duplicate
+/// `clientMsgId`, a missing conversation), each message is written on its own
+/// so only the faulty one gets the error.
+async fn write_group(pool: &SqlitePool, group: Vec<QueuedInsert>) {
+    if group.len() > 1 {
+        let messages: Vec<&NewMessage> = group.iter().map(|q| &q.message).collect();
+        match insert_group(pool, &messages).await {
+            Ok(results) => {
+                for (q, r) in group.into_iter().zip(results) {
+                    let _ = q.reply.send(Ok(r));
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, size = messages.len(), "group insert failed; writing one by one")
+            }
+        }
+    }
+    for q in group {
+        let r = insert_one(pool, &q.message).await;
+        let _ = q.reply.send(r);
+    }
+}
+
+async fn insert_group(
+    pool: &SqlitePool,
+    group: &[&NewMessage],
+) -> StoreResult<Vec<InsertedMessage>> {
+    let mut tx = pool.begin().await?;
+    // Seqs: one update per conversation, taking its group's whole range.
+    let mut per_conversation: Vec<(Uuid, i64)> = Vec::new();
+    for m in group {
+        match per_conversation
+            .iter_mut()
+            .find(|(c, _)| *c == m.conversation_id)
+        {
+            Some((_, n)) => *n += 1,
+            None => per_conversation.push((m.conversation_id, 1)),
+        }
+    }
+    let mut next_seq = std::collections::HashMap::new();
+    for (conversation, count) in &per_conversation {
+        let last: Option<i64> = sqlx::query_scalar(
+            "UPDATE conversations SET last_message_seq = last_message_seq + ? WHERE id = ? RETURNING last_message_seq",
         )
-        .bind(m.conversation_id.to_string())
+        .bind(count)
+        .bind(conversation.to_string())
         .fetch_optional(&mut *tx)
         .await?;
-        let seq = seq.ok_or(StoreError::NotFound)?;
-        let (verdict_col, verdict) = match &m.fanout {
-            Fanout::Forward { recipients, .. } => (
-                "forwarded",
-                Verdict::Forwarded {
-                    recipients: recipients.len() as u32,
-                },
-            ),
-            Fanout::Pending => ("pending", Verdict::Pending),
+        next_seq.insert(*conversation, last.ok_or(StoreError::NotFound)? - count + 1);
+    }
+    let mut seqs = Vec::with_capacity(group.len());
+    for m in group {
+        let next = next_seq.get_mut(&m.conversation_id).expect("counted above");
+        seqs.push(*next);
+        *next += 1;
+    }
+    let mut rows = Vec::with_capacity(group.len());
+    for (m, seq) in group.iter().zip(&seqs) {
+        let verdict = match &m.fanout {
+            Fanout::Forward { .. } => "forwarded",
+            Fanout::Pending => "pending",
         };
-        sqlx::query(
+        rows.push((
+            m,
+            *seq,
+            serde_json::to_string(&m.parts).map_err(json_err)?,
+            verdict,
+        ));
+    }
+    for part in rows.chunks(500) {
+        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
-             request_hash, verdict, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(m.id.to_string())
-        .bind(m.conversation_id.to_string())
-        .bind(seq)
-        .bind(m.sender_id.to_string())
-        .bind(m.origin.as_str())
-        .bind(serde_json::to_string(&m.parts).map_err(json_err)?)
-        .bind(m.reply_to.map(|r| r.to_string()))
-        .bind(&m.client_msg_id)
-        .bind(&m.request_hash)
-        .bind(verdict_col)
-        .bind(m.created_at)
-        .execute(&mut *tx)
-        .await?;
+             request_hash, verdict, created_at) ",
+        );
+        q.push_values(part, |mut row, (m, seq, parts, verdict)| {
+            row.push_bind(m.id.to_string())
+                .push_bind(m.conversation_id.to_string())
+                .push_bind(*seq)
+                .push_bind(m.sender_id.to_string())
+                .push_bind(m.origin.as_str())
+                .push_bind(parts.clone())
+                .push_bind(m.reply_to.map(|r| r.to_string()))
+                .push_bind(m.client_msg_id.clone())
+                .push_bind(m.request_hash.clone())
+                .push_bind(*verdict)
+                .push_bind(m.created_at);
+        });
+        q.build().execute(&mut *tx).await?;
+    }
+    let jobs: Vec<(&NewJob, Millis)> = group
+        .iter()
+        .filter_map(|m| m.job.as_ref().map(|j| (j, m.created_at)))
+        .collect();
+    for part in jobs.chunks(500) {
+        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT INTO jobs (id, kind, subject, run_at, created_at) ",
+        );
+        q.push_values(part, |mut row, (job, now)| {
+            row.push_bind(job.id.to_string())
+                .push_bind(job.kind.as_str())
+                .push_bind(job.subject.to_string())
+                .push_bind(job.run_at)
+                .push_bind(*now);
+        });
+        q.build().execute(&mut *tx).await?;
+    }
+    let pairs: Vec<(Uuid, Uuid)> = group
+        .iter()
+        .flat_map(|m| match &m.fanout {
+            Fanout::Forward { recipients, .. } => recipients.iter().map(|r| (m.id, *r)).collect(),
+            Fanout::Pending => Vec::new(),
+        })
+        .collect();
+    for part in pairs.chunks(500) {
+        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT INTO message_recipients (message_id, recipient_id) ",
+        );
+        q.push_values(part, |mut row, (message, recipient)| {
+            row.push_bind(message.to_string())
+                .push_bind(recipient.to_string());
+        });
+        q.build().execute(&mut *tx).await?;
+    }
+    let mut messages = Vec::with_capacity(group.len());
+    let mut events = Vec::new();
+    let mut owner = std::collections::HashMap::new();
+    for (i, (m, seq)) in group.iter().zip(&seqs).enumerate() {
         let message = Message {
             id: m.id,
             conversation_id: m.conversation_id,
-            seq: seq as u64,
+            seq: *seq as u64,
             sender_id: m.sender_id,
             origin: m.origin,
             parts: m.parts.clone(),
             reply_to: m.reply_to,
             created_at: rfc3339(m.created_at),
         };
-        if let Some(job) = &m.job {
-            insert_job(&mut tx, job, m.created_at).await?;
-        }
-        let mut events = Vec::new();
         if let Fanout::Forward {
             recipients,
             event_type,
         } = &m.fanout
         {
-            insert_recipients(&mut tx, m.id, recipients).await?;
-            let payload = std::sync::Arc::new(serde_json::json!({ "message": message }));
-            let new: Vec<NewEvent> = recipients
-                .iter()
-                .map(|r| NewEvent::new(*r, event_type, payload.clone()))
-                .collect();
-            events = append_events(&mut tx, &new, m.created_at).await?;
+            let payload = Arc::new(serde_json::json!({ "message": message }));
+            for r in recipients {
+                let e = NewEvent::new(*r, event_type, payload.clone());
+                owner.insert(e.id, i);
+                events.push(e);
+            }
         }
-        tx.commit().await?;
-        Ok(InsertedMessage::Inserted {
+        messages.push(message);
+    }
+    let now = group.iter().map(|m| m.created_at).max().unwrap_or_default();
+    let stored = append_events(&mut tx, &events, now).await?;
+    tx.commit().await?;
+    let mut events_of: Vec<Vec<StoredEvent>> = vec![Vec::new(); group.len()];
+    for e in stored {
+        events_of[owner[&e.id]].push(e);
+    }
+    Ok(group
+        .iter()
+        .zip(messages)
+        .zip(events_of)
+        .map(|((m, message), events)| InsertedMessage::Inserted {
+            verdict: match &m.fanout {
+                Fanout::Forward { recipients, .. } => Verdict::Forwarded {
+                    recipients: recipients.len() as u32,
+                },
+                Fanout::Pending => Verdict::Pending,
+            },
             message,
-            verdict,
             events,
         })
-    }
+        .collect())
 }
 
 #[async_trait]

@@ -579,7 +579,9 @@ async fn concurrent_sends_keep_order_and_fail_alone(store: DynStore) {
             _ => message(group, Some(&format!("c{i}"))),
         };
         let store = store.clone();
-        sends.push(tokio::spawn(async move { (i, store.insert_message(&m).await) }));
+        sends.push(tokio::spawn(
+            async move { (i, store.insert_message(&m).await) },
+        ));
     }
     let mut seqs = Vec::new();
     let mut duplicates = 0;
@@ -589,9 +591,16 @@ async fn concurrent_sends_keep_order_and_fail_alone(store: DynStore) {
                 matches!(result, Err(StoreError::NotFound)),
                 "the missing conversation fails alone: {result:?}"
             ),
-            (_, Ok(InsertedMessage::Inserted { message, events, .. })) => {
+            (
+                _,
+                Ok(InsertedMessage::Inserted {
+                    message, events, ..
+                }),
+            ) => {
                 assert_eq!(events.len(), 2);
-                assert!(events.iter().all(|e| e.payload["message"]["seq"] == message.seq));
+                assert!(events
+                    .iter()
+                    .all(|e| e.payload["message"]["seq"] == message.seq));
                 seqs.push(message.seq);
             }
             (i, Ok(InsertedMessage::Duplicate { .. })) => {
@@ -601,9 +610,16 @@ async fn concurrent_sends_keep_order_and_fail_alone(store: DynStore) {
             (i, Err(e)) => panic!("send {i} failed: {e}"),
         }
     }
-    assert_eq!(duplicates, 1, "one of the two same-id sends is the duplicate");
+    assert_eq!(
+        duplicates, 1,
+        "one of the two same-id sends is the duplicate"
+    );
     seqs.sort();
-    assert_eq!(seqs, (1..=58).collect::<Vec<u64>>(), "distinct, gap-free message seqs");
+    assert_eq!(
+        seqs,
+        (1..=58).collect::<Vec<u64>>(),
+        "distinct, gap-free message seqs"
+    );
     for audience in [b, c] {
         let events = store.events_after(audience, 0, 1000).await.unwrap();
         assert_eq!(
@@ -614,6 +630,10 @@ async fn concurrent_sends_keep_order_and_fail_alone(store: DynStore) {
             .iter()
             .map(|e| e.payload["message"]["seq"].as_u64().unwrap())
             .collect();
-        assert_eq!(order, (1..=58).collect::<Vec<u64>>(), "events follow message order");
+        assert_eq!(
+            order,
+            (1..=58).collect::<Vec<u64>>(),
+            "events follow message order"
+        );
     }
 }
