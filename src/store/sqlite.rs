@@ -398,8 +398,8 @@ async fn append_events(
             for (k, e) in sorted[*first..first + count].iter().enumerate() {
                 let seq = last - *count as i64 + 1 + k as i64;
                 let ptr = std::sync::Arc::as_ptr(&e.payload) as usize;
-                if !json_of.contains_key(&ptr) {
-                    json_of.insert(ptr, serde_json::to_string(&*e.payload).map_err(json_err)?);
+                if let std::collections::hash_map::Entry::Vacant(slot) = json_of.entry(ptr) {
+                    slot.insert(serde_json::to_string(&*e.payload).map_err(json_err)?);
                 }
                 rows.push((*e, seq, ptr));
             }
