@@ -716,9 +716,9 @@ async fn write_group(pool: &SqlitePool, group: Vec<QueuedInsert>) {
                 tracing::warn!(error = %e, size = messages.len(), "group insert failed");
                 let text = e.to_string();
                 for q in group {
-                    let _ = q
-                        .reply
-                        .send(Err(StoreError::Database(sqlx::Error::Protocol(text.clone()))));
+                    let _ = q.reply.send(Err(StoreError::Database(sqlx::Error::Protocol(
+                        text.clone(),
+                    ))));
                 }
                 return;
             }
@@ -1952,9 +1952,16 @@ mod tests {
                 other => panic!("{other:?}"),
             })
             .collect();
-        assert_eq!(seqs, vec![1, 1, 2, 2, 3], "seqs per conversation, in queue order");
+        assert_eq!(
+            seqs,
+            vec![1, 1, 2, 2, 3],
+            "seqs per conversation, in queue order"
+        );
         for (r, m) in results.iter().zip(&group) {
-            let InsertedMessage::Inserted { verdict, events, .. } = r else {
+            let InsertedMessage::Inserted {
+                verdict, events, ..
+            } = r
+            else {
                 unreachable!()
             };
             let (stored, stored_verdict) = s.message(m.id).await.unwrap().unwrap();
@@ -1972,7 +1979,10 @@ mod tests {
                     assert!(events.is_empty());
                     assert_eq!(*verdict, Verdict::Pending);
                     let job = m.job.as_ref().unwrap();
-                    assert!(s.claim_job(job.id, 0, 1).await.unwrap().is_some(), "its job");
+                    assert!(
+                        s.claim_job(job.id, 0, 1).await.unwrap().is_some(),
+                        "its job"
+                    );
                 }
             }
         }
@@ -1984,7 +1994,10 @@ mod tests {
                 .map(|e| e.payload["message"]["seq"].as_u64().unwrap())
                 .collect();
             assert_eq!(order, vec![1, 2, 3]);
-            assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+            assert_eq!(
+                events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+                vec![1, 2, 3]
+            );
         }
     }
 
