@@ -4,6 +4,7 @@
 //! lose types (see docs/adr/0003-storage.md). The contract test suite runs the
 //! same cases against both.
 
+mod group_commit;
 mod postgres;
 mod sqlite;
 

@@ -12,6 +12,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
+use super::group_commit::{assign_seqs, conversation_counts, GroupCommit, GroupWriter};
 use super::{
     AppRecord, Backend, CardRecord, CreatedConversation, CreatedLease, Effects, Fanout,
     IdempotencyRecord, IdempotentResponse, InsertedMessage, Job, JobKind, KeyRecord, LeaseChange,
@@ -36,8 +37,8 @@ pub struct SqliteStore {
     /// busy handler, which sleeps 1 ms, 2 ms, 5 ms, ... between retries,
     /// keeps contended writes from waiting on sleeps.
     writer: Arc<tokio::sync::Mutex<()>>,
-    /// Sends waiting for the next group commit (see `try_insert_message`).
-    queued: Arc<std::sync::Mutex<Vec<QueuedInsert>>>,
+    /// Sends, group-committed under the writer lock (ADR 0013).
+    sends: GroupCommit,
 }
 
 impl SqliteStore {
@@ -67,10 +68,11 @@ impl SqliteStore {
             .max_connections(max_connections)
             .connect_with(options)
             .await?;
+        let writer = Arc::new(tokio::sync::Mutex::new(()));
         Ok(SqliteStore {
+            sends: GroupCommit::new(writer.clone(), Arc::new(SqliteSends { pool: pool.clone() })),
             pool,
-            writer: Arc::new(tokio::sync::Mutex::new(())),
-            queued: Arc::new(std::sync::Mutex::new(Vec::new())),
+            writer,
         })
     }
 }
@@ -546,75 +548,24 @@ impl SqliteStore {
         .transpose()
     }
 
-    /// Group commit. Every send queues its message, then waits for the
-    /// writer lock; whoever gets it writes everything queued so far in one
-    /// transaction, with a handful of statements for the whole group, and
-    /// answers each sender. A send that finds its answer waiting when it
-    /// gets the lock was written by an earlier group.
     async fn try_insert_message(&self, m: &NewMessage) -> StoreResult<InsertedMessage> {
-        let (reply, mut answer) = tokio::sync::oneshot::channel();
-        self.queued
-            .lock()
-            .expect("insert queue poisoned")
-            .push(QueuedInsert {
-                message: m.clone(),
-                reply,
-            });
-        // A send given up while still queued is taken back out: it must not
-        // be written later, behind sends that came after it.
-        let mut unqueue = Unqueue {
-            queued: self.queued.clone(),
-            id: m.id,
-            armed: true,
-        };
-        // An earlier group may write this message while we wait for the
-        // lock; take its answer at once rather than queueing for the lock
-        // behind unrelated writes.
-        let writing = tokio::select! {
-            biased;
-            done = &mut answer => {
-                unqueue.armed = false;
-                return done.unwrap_or_else(|_| Err(group_ended()));
-            }
-            writing = self.writer.clone().lock_owned() => writing,
-        };
-        unqueue.armed = false;
-        if let Ok(done) = answer.try_recv() {
-            return done;
-        }
-        let group = std::mem::take(&mut *self.queued.lock().expect("insert queue poisoned"));
-        let pool = self.pool.clone();
-        // Its own task: the group's other senders wait on this write, so it
-        // must finish even if this caller is dropped.
-        tokio::spawn(async move {
-            write_group(&pool, group).await;
-            drop(writing);
-        });
-        answer.await.unwrap_or_else(|_| Err(group_ended()))
+        self.sends.submit(m).await
     }
 }
 
-fn group_ended() -> StoreError {
-    StoreError::Database(sqlx::Error::Protocol(
-        "the group write ended without an answer".into(),
-    ))
+/// The SQLite ways of writing sends, for the group committer.
+struct SqliteSends {
+    pool: SqlitePool,
 }
 
-/// Removes a send's queue entry when the send is dropped before a writer
-/// took it (once taken, the write goes ahead and answers nobody).
-struct Unqueue {
-    queued: Arc<std::sync::Mutex<Vec<QueuedInsert>>>,
-    id: Uuid,
-    armed: bool,
-}
+#[async_trait]
+impl GroupWriter for SqliteSends {
+    async fn insert_one(&self, m: &NewMessage) -> StoreResult<InsertedMessage> {
+        insert_one(&self.pool, m).await
+    }
 
-impl Drop for Unqueue {
-    fn drop(&mut self) {
-        if self.armed {
-            if let Ok(mut q) = self.queued.lock() {
-                q.retain(|e| e.message.id != self.id);
-            }
-        }
+    async fn insert_group(&self, group: &[&NewMessage]) -> StoreResult<Vec<InsertedMessage>> {
+        insert_group(&self.pool, group).await
     }
 }
 
@@ -690,56 +641,6 @@ async fn insert_one(pool: &SqlitePool, m: &NewMessage) -> StoreResult<InsertedMe
     })
 }
 
-struct QueuedInsert {
-    message: NewMessage,
-    reply: tokio::sync::oneshot::Sender<StoreResult<InsertedMessage>>,
-}
-
-/// Writes a group in one transaction. If one message is at fault (a
-/// duplicate `clientMsgId`, a missing conversation) each is written on its
-/// own so only that one gets the error; any other failure (the database is
-/// unavailable) is every sender's answer, rather than N more attempts.
-async fn write_group(pool: &SqlitePool, group: Vec<QueuedInsert>) {
-    if group.len() > 1 {
-        let messages: Vec<&NewMessage> = group.iter().map(|q| &q.message).collect();
-        match insert_group(pool, &messages).await {
-            Ok(results) => {
-                for (q, r) in group.into_iter().zip(results) {
-                    let _ = q.reply.send(Ok(r));
-                }
-                return;
-            }
-            Err(e) if one_message_at_fault(&e) => {
-                tracing::debug!(error = %e, size = messages.len(), "group insert failed; writing one by one")
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, size = messages.len(), "group insert failed");
-                let text = e.to_string();
-                for q in group {
-                    let _ = q.reply.send(Err(StoreError::Database(sqlx::Error::Protocol(
-                        text.clone(),
-                    ))));
-                }
-                return;
-            }
-        }
-    }
-    for q in group {
-        let r = insert_one(pool, &q.message).await;
-        let _ = q.reply.send(r);
-    }
-}
-
-fn one_message_at_fault(e: &StoreError) -> bool {
-    match e {
-        StoreError::NotFound => true,
-        StoreError::Database(sqlx::Error::Database(db)) => {
-            db.is_unique_violation() || db.is_foreign_key_violation()
-        }
-        _ => false,
-    }
-}
-
 async fn insert_group(
     pool: &SqlitePool,
     group: &[&NewMessage],
@@ -763,20 +664,8 @@ async fn insert_group_in(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     group: &[&NewMessage],
 ) -> StoreResult<Vec<InsertedMessage>> {
-    // Seqs: one update per conversation, taking its group's whole range.
-    let mut per_conversation: Vec<(Uuid, i64)> = Vec::new();
-    let mut index_of: std::collections::HashMap<Uuid, usize> = std::collections::HashMap::new();
-    for m in group {
-        match index_of.get(&m.conversation_id) {
-            Some(&i) => per_conversation[i].1 += 1,
-            None => {
-                index_of.insert(m.conversation_id, per_conversation.len());
-                per_conversation.push((m.conversation_id, 1));
-            }
-        }
-    }
-    let mut next_seq = std::collections::HashMap::new();
-    for (conversation, count) in &per_conversation {
+    let mut first_seq = std::collections::HashMap::new();
+    for (conversation, count) in conversation_counts(group) {
         let last: Option<i64> = sqlx::query_scalar(
             "UPDATE conversations SET last_message_seq = last_message_seq + ? WHERE id = ? RETURNING last_message_seq",
         )
@@ -784,14 +673,9 @@ async fn insert_group_in(
         .bind(conversation.to_string())
         .fetch_optional(&mut **tx)
         .await?;
-        next_seq.insert(*conversation, last.ok_or(StoreError::NotFound)? - count + 1);
+        first_seq.insert(conversation, last.ok_or(StoreError::NotFound)? - count + 1);
     }
-    let mut seqs = Vec::with_capacity(group.len());
-    for m in group {
-        let next = next_seq.get_mut(&m.conversation_id).expect("counted above");
-        seqs.push(*next);
-        *next += 1;
-    }
+    let seqs = assign_seqs(group, first_seq);
     let mut rows = Vec::with_capacity(group.len());
     for (m, seq) in group.iter().zip(&seqs) {
         let verdict = match &m.fanout {
@@ -2024,7 +1908,7 @@ mod tests {
             tokio::spawn(async move { s.try_insert_message(&m).await })
         };
         tokio::time::timeout(std::time::Duration::from_secs(10), async {
-            while s.queued.lock().unwrap().is_empty() {
+            while s.sends.queued_len() == 0 {
                 tokio::task::yield_now().await;
             }
         })
@@ -2032,7 +1916,7 @@ mod tests {
         .expect("the send queued");
         sending.abort();
         assert!(sending.await.unwrap_err().is_cancelled());
-        assert!(s.queued.lock().unwrap().is_empty(), "taken back out");
+        assert_eq!(s.sends.queued_len(), 0, "taken back out");
         drop(held);
         assert!(s.message(id).await.unwrap().is_none());
     }

@@ -1,0 +1,193 @@
+//! Group commit for message sends, shared by both stores (ADR 0013).
+//!
+//! Every send queues its message, then waits for the group lock; whoever
+//! gets it writes everything queued so far in one transaction through the
+//! backend's [`GroupWriter`] and answers each sender. A send answered by an
+//! earlier group returns at once; a send given up while still queued is
+//! taken back out, so it is never written behind sends that came after it.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::{InsertedMessage, NewMessage, StoreError, StoreResult};
+
+/// A backend's two ways of writing sends.
+#[async_trait]
+pub trait GroupWriter: Send + Sync + 'static {
+    /// One message in its own transaction: a lone send, and the fallback
+    /// when a group's combined write fails on one message's fault.
+    async fn insert_one(&self, m: &NewMessage) -> StoreResult<InsertedMessage>;
+    /// The whole group in one transaction, results in group order.
+    async fn insert_group(&self, group: &[&NewMessage]) -> StoreResult<Vec<InsertedMessage>>;
+}
+
+struct Queued {
+    message: NewMessage,
+    reply: tokio::sync::oneshot::Sender<StoreResult<InsertedMessage>>,
+}
+
+pub struct GroupCommit {
+    /// Held while a group is written. SQLite shares it with every other
+    /// write transaction (its single writer); PostgreSQL has one for sends.
+    lock: Arc<tokio::sync::Mutex<()>>,
+    queued: Arc<Mutex<Vec<Queued>>>,
+    writer: Arc<dyn GroupWriter>,
+}
+
+impl GroupCommit {
+    pub fn new(lock: Arc<tokio::sync::Mutex<()>>, writer: Arc<dyn GroupWriter>) -> GroupCommit {
+        GroupCommit {
+            lock,
+            queued: Arc::new(Mutex::new(Vec::new())),
+            writer,
+        }
+    }
+
+    pub async fn submit(&self, m: &NewMessage) -> StoreResult<InsertedMessage> {
+        let (reply, mut answer) = tokio::sync::oneshot::channel();
+        self.queue().push(Queued {
+            message: m.clone(),
+            reply,
+        });
+        let mut unqueue = Unqueue {
+            queued: self.queued.clone(),
+            id: m.id,
+            armed: true,
+        };
+        // An earlier group may write this message while we wait for the
+        // lock: take its answer at once rather than queueing for the lock
+        // behind unrelated writes.
+        let holding = tokio::select! {
+            biased;
+            done = &mut answer => {
+                unqueue.armed = false;
+                return done.unwrap_or_else(|_| Err(group_ended()));
+            }
+            holding = self.lock.clone().lock_owned() => holding,
+        };
+        unqueue.armed = false;
+        // The lock passes on only after a group answered all its senders:
+        // ours is answered, or still queued.
+        if let Ok(done) = answer.try_recv() {
+            return done;
+        }
+        let group = std::mem::take(&mut *self.queue());
+        let writer = self.writer.clone();
+        // Its own task: the group's other senders wait on this write, so it
+        // must finish even if this caller is dropped.
+        tokio::spawn(async move {
+            write_group(writer.as_ref(), group).await;
+            drop(holding);
+        });
+        answer.await.unwrap_or_else(|_| Err(group_ended()))
+    }
+
+    #[cfg(test)]
+    pub fn queued_len(&self) -> usize {
+        self.queue().len()
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Vec<Queued>> {
+        self.queued.lock().expect("send queue poisoned")
+    }
+}
+
+fn group_ended() -> StoreError {
+    StoreError::Database(sqlx::Error::Protocol(
+        "the group write ended without an answer".into(),
+    ))
+}
+
+/// Removes a send's queue entry when the send is dropped before a writer
+/// took it (once taken, the write goes ahead and answers nobody).
+struct Unqueue {
+    queued: Arc<Mutex<Vec<Queued>>>,
+    id: Uuid,
+    armed: bool,
+}
+
+impl Drop for Unqueue {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Ok(mut q) = self.queued.lock() {
+                q.retain(|e| e.message.id != self.id);
+            }
+        }
+    }
+}
+
+/// Writes a group in one transaction. If one message is at fault (a
+/// duplicate `clientMsgId`, a missing conversation) each is written on its
+/// own so only that one gets the error; any other failure (the database is
+/// unavailable) is every sender's answer, rather than N more attempts.
+async fn write_group(writer: &dyn GroupWriter, group: Vec<Queued>) {
+    if group.len() > 1 {
+        let messages: Vec<&NewMessage> = group.iter().map(|q| &q.message).collect();
+        match writer.insert_group(&messages).await {
+            Ok(results) => {
+                for (q, r) in group.into_iter().zip(results) {
+                    let _ = q.reply.send(Ok(r));
+                }
+                return;
+            }
+            Err(e) if one_message_at_fault(&e) => {
+                tracing::debug!(error = %e, size = messages.len(), "group insert failed; writing one by one")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, size = messages.len(), "group insert failed");
+                let text = e.to_string();
+                for q in group {
+                    let _ = q.reply.send(Err(StoreError::Database(sqlx::Error::Protocol(
+                        text.clone(),
+                    ))));
+                }
+                return;
+            }
+        }
+    }
+    for q in group {
+        let r = writer.insert_one(&q.message).await;
+        let _ = q.reply.send(r);
+    }
+}
+
+fn one_message_at_fault(e: &StoreError) -> bool {
+    match e {
+        StoreError::NotFound => true,
+        StoreError::Database(sqlx::Error::Database(db)) => {
+            db.is_unique_violation() || db.is_foreign_key_violation()
+        }
+        _ => false,
+    }
+}
+
+/// Seq ranges for a group: one update per conversation, each taking its
+/// count at once. Conversations come in id order, so two groups (on two
+/// nodes) lock their rows in the same order.
+pub fn conversation_counts(group: &[&NewMessage]) -> Vec<(Uuid, i64)> {
+    let mut counts = std::collections::BTreeMap::new();
+    for m in group {
+        *counts.entry(m.conversation_id).or_insert(0i64) += 1;
+    }
+    counts.into_iter().collect()
+}
+
+/// Each message's seq, in group order, from each conversation's first seq.
+pub fn assign_seqs(
+    group: &[&NewMessage],
+    mut first_seq: std::collections::HashMap<Uuid, i64>,
+) -> Vec<i64> {
+    group
+        .iter()
+        .map(|m| {
+            let next = first_seq
+                .get_mut(&m.conversation_id)
+                .expect("every conversation was counted");
+            let seq = *next;
+            *next += 1;
+            seq
+        })
+        .collect()
+}
