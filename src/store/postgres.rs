@@ -1,11 +1,14 @@
 //! PostgreSQL: selected by a `postgres://` database URL. Ids are native
 //! `uuid`, manifests `jsonb`, times Unix millis in `bigint`.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::Row;
 use uuid::Uuid;
 
+use super::group_commit::{assign_seqs, conversation_counts, GroupCommit, GroupWriter};
 use super::sqlite::verdict_of;
 use super::{
     AppRecord, Backend, CardRecord, CreatedConversation, CreatedLease, Effects, Fanout,
@@ -26,6 +29,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres
 
 pub struct PgStore {
     pool: PgPool,
+    /// Sends, group-committed (ADR 0013). Other writes run concurrently.
+    sends: GroupCommit,
 }
 
 impl PgStore {
@@ -34,7 +39,13 @@ impl PgStore {
             .max_connections(max_connections)
             .connect(url)
             .await?;
-        Ok(PgStore { pool })
+        Ok(PgStore {
+            sends: GroupCommit::new(
+                Arc::new(tokio::sync::Mutex::new(())),
+                Arc::new(PgSends { pool: pool.clone() }),
+            ),
+            pool,
+        })
     }
 }
 
@@ -314,70 +325,70 @@ async fn append_events(
     events: &[NewEvent],
     now: Millis,
 ) -> StoreResult<Vec<StoredEvent>> {
-    // Statements cover up to 400 events of distinct audiences each (an
-    // upsert may touch a row only once): two statements for a whole
-    // fan-out instead of two per recipient.
-    // Rows are locked in audience order, the same in every transaction, so
-    // two writers to overlapping audiences cannot deadlock. The sort is
-    // stable: one audience's events keep their order.
+    // Events are grouped by audience (a stable sort keeps each audience's
+    // events in order); each upsert takes up to 400 audiences and adds each
+    // one's whole count, so a fan-out, or a group of messages to the same
+    // members, costs two statements per 400 audiences. Rows are locked in
+    // audience order, the same in every transaction, so two writers to
+    // overlapping audiences cannot deadlock.
     let mut sorted: Vec<&NewEvent> = events.iter().collect();
     sorted.sort_by_key(|e| e.audience);
-    let events = sorted;
-    let mut stored = Vec::with_capacity(events.len());
-    let mut json_of: Option<(usize, String)> = None;
-    let mut start = 0;
-    while start < events.len() {
-        let mut seen = std::collections::HashSet::new();
-        let mut end = start;
-        while end < events.len() && end - start < 400 && seen.insert(events[end].audience) {
-            end += 1;
+    let mut runs: Vec<(Uuid, usize, usize)> = Vec::new();
+    for (i, e) in sorted.iter().enumerate() {
+        match runs.last_mut() {
+            Some((a, _, n)) if *a == e.audience => *n += 1,
+            _ => runs.push((e.audience, i, 1)),
         }
-        let chunk = &events[start..end];
+    }
+    let mut json_of: std::collections::HashMap<usize, String> = std::collections::HashMap::new();
+    let mut stored = Vec::with_capacity(sorted.len());
+    for chunk in runs.chunks(400) {
         let mut upsert = sqlx::QueryBuilder::<sqlx::Postgres>::new(
             "INSERT INTO event_streams (audience, last_seq) ",
         );
-        upsert.push_values(chunk, |mut row, e| {
-            row.push_bind(e.audience).push_bind(1i64);
+        upsert.push_values(chunk, |mut row, (audience, _, count)| {
+            row.push_bind(*audience).push_bind(*count as i64);
         });
         upsert.push(
-            " ON CONFLICT (audience) DO UPDATE SET last_seq = event_streams.last_seq + 1 RETURNING audience, last_seq",
+            " ON CONFLICT (audience) DO UPDATE SET last_seq = event_streams.last_seq + excluded.last_seq \
+             RETURNING audience, last_seq",
         );
-        let mut seqs = std::collections::HashMap::with_capacity(chunk.len());
+        let mut last_of = std::collections::HashMap::with_capacity(chunk.len());
         for r in upsert.build().fetch_all(&mut **tx).await? {
-            seqs.insert(
+            last_of.insert(
                 r.try_get::<Uuid, _>("audience")?,
                 r.try_get::<i64, _>("last_seq")?,
             );
         }
-        let mut rows = Vec::with_capacity(chunk.len());
-        for e in chunk {
-            let ptr = std::sync::Arc::as_ptr(&e.payload) as usize;
-            let json = match &json_of {
-                Some((p, j)) if *p == ptr => j.clone(),
-                _ => {
-                    let j = serde_json::to_string(&*e.payload).map_err(json_err)?;
-                    json_of = Some((ptr, j.clone()));
-                    j
-                }
-            };
-            let seq = *seqs
-                .get(&e.audience)
+        let mut rows = Vec::new();
+        for (audience, first, count) in chunk {
+            let last = *last_of
+                .get(audience)
                 .ok_or_else(|| StoreError::Corrupt("upsert returned no seq".into()))?;
-            rows.push((e, seq, json));
+            for (k, e) in sorted[*first..first + count].iter().enumerate() {
+                let seq = last - *count as i64 + 1 + k as i64;
+                let ptr = std::sync::Arc::as_ptr(&e.payload) as usize;
+                if let std::collections::hash_map::Entry::Vacant(slot) = json_of.entry(ptr) {
+                    slot.insert(serde_json::to_string(&*e.payload).map_err(json_err)?);
+                }
+                rows.push((*e, seq, ptr));
+            }
         }
-        let mut insert = sqlx::QueryBuilder::<sqlx::Postgres>::new(
-            "INSERT INTO events (audience, seq, id, type, occurred_at, payload) ",
-        );
-        insert.push_values(&rows, |mut row, (e, seq, json)| {
-            row.push_bind(e.audience)
-                .push_bind(*seq)
-                .push_bind(e.id)
-                .push_bind(e.event_type)
-                .push_bind(now)
-                .push_bind(json.clone())
-                .push_unseparated("::jsonb");
-        });
-        insert.build().execute(&mut **tx).await?;
+        for part in rows.chunks(1000) {
+            let mut insert = sqlx::QueryBuilder::<sqlx::Postgres>::new(
+                "INSERT INTO events (audience, seq, id, type, occurred_at, payload) ",
+            );
+            insert.push_values(part, |mut row, (e, seq, ptr)| {
+                row.push_bind(e.audience)
+                    .push_bind(*seq)
+                    .push_bind(e.id)
+                    .push_bind(e.event_type)
+                    .push_bind(now)
+                    .push_bind(json_of[ptr].clone())
+                    .push_unseparated("::jsonb");
+            });
+            insert.build().execute(&mut **tx).await?;
+        }
         for (e, seq, _) in rows {
             stored.push(StoredEvent {
                 id: e.id,
@@ -388,7 +399,6 @@ async fn append_events(
                 payload: e.payload.clone(),
             });
         }
-        start = end;
     }
     Ok(stored)
 }
@@ -485,75 +495,244 @@ impl PgStore {
         .transpose()
     }
 
+    /// Group commit, as on SQLite (ADR 0013): concurrent sends share one
+    /// transaction and one commit.
     async fn try_insert_message(&self, m: &NewMessage) -> StoreResult<InsertedMessage> {
+        self.sends.submit(m).await
+    }
+}
+
+/// One message in its own transaction: a lone send, and the fallback when a
+/// group's combined write fails on one message's fault.
+async fn insert_one(pool: &PgPool, m: &NewMessage) -> StoreResult<InsertedMessage> {
+    let mut tx = pool.begin().await?;
+    let seq: Option<i64> = sqlx::query_scalar(
+        "UPDATE conversations SET last_message_seq = last_message_seq + 1 WHERE id = $1 RETURNING last_message_seq",
+    )
+    .bind(m.conversation_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let seq = seq.ok_or(StoreError::NotFound)?;
+    let (verdict_col, verdict) = match &m.fanout {
+        Fanout::Forward { recipients, .. } => (
+            "forwarded",
+            Verdict::Forwarded {
+                recipients: recipients.len() as u32,
+            },
+        ),
+        Fanout::Pending => ("pending", Verdict::Pending),
+    };
+    sqlx::query(
+        "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
+         request_hash, verdict, created_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11)",
+    )
+    .bind(m.id)
+    .bind(m.conversation_id)
+    .bind(seq)
+    .bind(m.sender_id)
+    .bind(m.origin.as_str())
+    .bind(serde_json::to_string(&m.parts).map_err(json_err)?)
+    .bind(m.reply_to)
+    .bind(&m.client_msg_id)
+    .bind(&m.request_hash)
+    .bind(verdict_col)
+    .bind(m.created_at)
+    .execute(&mut *tx)
+    .await?;
+    let message = Message {
+        id: m.id,
+        conversation_id: m.conversation_id,
+        seq: seq as u64,
+        sender_id: m.sender_id,
+        origin: m.origin,
+        parts: m.parts.clone(),
+        reply_to: m.reply_to,
+        created_at: rfc3339(m.created_at),
+    };
+    if let Some(job) = &m.job {
+        insert_job(&mut tx, job, m.created_at).await?;
+    }
+    let mut events = Vec::new();
+    if let Fanout::Forward {
+        recipients,
+        event_type,
+    } = &m.fanout
+    {
+        insert_recipients(&mut tx, m.id, recipients).await?;
+        let payload = std::sync::Arc::new(serde_json::json!({ "message": message }));
+        let new: Vec<NewEvent> = recipients
+            .iter()
+            .map(|r| NewEvent::new(*r, event_type, payload.clone()))
+            .collect();
+        events = append_events(&mut tx, &new, m.created_at).await?;
+    }
+    tx.commit().await?;
+    Ok(InsertedMessage::Inserted {
+        message,
+        verdict,
+        events,
+    })
+}
+
+/// The PostgreSQL ways of writing sends, for the group committer.
+struct PgSends {
+    pool: PgPool,
+}
+
+#[async_trait]
+impl GroupWriter for PgSends {
+    async fn insert_one(&self, m: &NewMessage) -> StoreResult<InsertedMessage> {
+        insert_one(&self.pool, m).await
+    }
+
+    async fn insert_group(&self, group: &[&NewMessage]) -> StoreResult<Vec<InsertedMessage>> {
         let mut tx = self.pool.begin().await?;
-        let seq: Option<i64> = sqlx::query_scalar(
-            "UPDATE conversations SET last_message_seq = last_message_seq + 1 WHERE id = $1 RETURNING last_message_seq",
+        match insert_group_in(&mut tx, group).await {
+            Ok(done) => {
+                tx.commit().await?;
+                Ok(done)
+            }
+            Err(e) => {
+                let _ = tx.rollback().await;
+                Err(e)
+            }
+        }
+    }
+}
+
+async fn insert_group_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    group: &[&NewMessage],
+) -> StoreResult<Vec<InsertedMessage>> {
+    let mut first_seq = std::collections::HashMap::new();
+    for (conversation, count) in conversation_counts(group) {
+        let last: Option<i64> = sqlx::query_scalar(
+            "UPDATE conversations SET last_message_seq = last_message_seq + $1 WHERE id = $2 RETURNING last_message_seq",
         )
-        .bind(m.conversation_id)
-        .fetch_optional(&mut *tx)
+        .bind(count)
+        .bind(conversation)
+        .fetch_optional(&mut **tx)
         .await?;
-        let seq = seq.ok_or(StoreError::NotFound)?;
-        let (verdict_col, verdict) = match &m.fanout {
-            Fanout::Forward { recipients, .. } => (
-                "forwarded",
-                Verdict::Forwarded {
-                    recipients: recipients.len() as u32,
-                },
-            ),
-            Fanout::Pending => ("pending", Verdict::Pending),
+        first_seq.insert(conversation, last.ok_or(StoreError::NotFound)? - count + 1);
+    }
+    let seqs = assign_seqs(group, first_seq);
+    let mut rows = Vec::with_capacity(group.len());
+    for (m, seq) in group.iter().zip(&seqs) {
+        let verdict = match &m.fanout {
+            Fanout::Forward { .. } => "forwarded",
+            Fanout::Pending => "pending",
         };
-        sqlx::query(
+        rows.push((
+            m,
+            *seq,
+            serde_json::to_string(&m.parts).map_err(json_err)?,
+            verdict,
+        ));
+    }
+    for part in rows.chunks(500) {
+        let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
             "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
-             request_hash, verdict, created_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11)",
-        )
-        .bind(m.id)
-        .bind(m.conversation_id)
-        .bind(seq)
-        .bind(m.sender_id)
-        .bind(m.origin.as_str())
-        .bind(serde_json::to_string(&m.parts).map_err(json_err)?)
-        .bind(m.reply_to)
-        .bind(&m.client_msg_id)
-        .bind(&m.request_hash)
-        .bind(verdict_col)
-        .bind(m.created_at)
-        .execute(&mut *tx)
-        .await?;
+             request_hash, verdict, created_at) ",
+        );
+        q.push_values(part, |mut row, (m, seq, parts, verdict)| {
+            row.push_bind(m.id)
+                .push_bind(m.conversation_id)
+                .push_bind(*seq)
+                .push_bind(m.sender_id)
+                .push_bind(m.origin.as_str())
+                .push_bind(parts.clone())
+                .push_unseparated("::jsonb")
+                .push_bind(m.reply_to)
+                .push_bind(m.client_msg_id.clone())
+                .push_bind(m.request_hash.clone())
+                .push_bind(*verdict)
+                .push_bind(m.created_at);
+        });
+        q.build().execute(&mut **tx).await?;
+    }
+    let jobs: Vec<(&NewJob, Millis)> = group
+        .iter()
+        .filter_map(|m| m.job.as_ref().map(|j| (j, m.created_at)))
+        .collect();
+    for part in jobs.chunks(500) {
+        let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
+            "INSERT INTO jobs (id, kind, subject, run_at, created_at) ",
+        );
+        q.push_values(part, |mut row, (job, now)| {
+            row.push_bind(job.id)
+                .push_bind(job.kind.as_str())
+                .push_bind(job.subject)
+                .push_bind(job.run_at)
+                .push_bind(*now);
+        });
+        q.build().execute(&mut **tx).await?;
+    }
+    let pairs: Vec<(Uuid, Uuid)> = group
+        .iter()
+        .flat_map(|m| match &m.fanout {
+            Fanout::Forward { recipients, .. } => recipients.iter().map(|r| (m.id, *r)).collect(),
+            Fanout::Pending => Vec::new(),
+        })
+        .collect();
+    for part in pairs.chunks(500) {
+        let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
+            "INSERT INTO message_recipients (message_id, recipient_id) ",
+        );
+        q.push_values(part, |mut row, (message, recipient)| {
+            row.push_bind(*message).push_bind(*recipient);
+        });
+        q.build().execute(&mut **tx).await?;
+    }
+    let mut messages = Vec::with_capacity(group.len());
+    let mut events = Vec::new();
+    let mut owner = std::collections::HashMap::new();
+    for (i, (m, seq)) in group.iter().zip(&seqs).enumerate() {
         let message = Message {
             id: m.id,
             conversation_id: m.conversation_id,
-            seq: seq as u64,
+            seq: *seq as u64,
             sender_id: m.sender_id,
             origin: m.origin,
             parts: m.parts.clone(),
             reply_to: m.reply_to,
             created_at: rfc3339(m.created_at),
         };
-        if let Some(job) = &m.job {
-            insert_job(&mut tx, job, m.created_at).await?;
-        }
-        let mut events = Vec::new();
         if let Fanout::Forward {
             recipients,
             event_type,
         } = &m.fanout
         {
-            insert_recipients(&mut tx, m.id, recipients).await?;
-            let payload = std::sync::Arc::new(serde_json::json!({ "message": message }));
-            let new: Vec<NewEvent> = recipients
-                .iter()
-                .map(|r| NewEvent::new(*r, event_type, payload.clone()))
-                .collect();
-            events = append_events(&mut tx, &new, m.created_at).await?;
+            let payload = Arc::new(serde_json::json!({ "message": message }));
+            for r in recipients {
+                let e = NewEvent::new(*r, event_type, payload.clone());
+                owner.insert(e.id, i);
+                events.push(e);
+            }
         }
-        tx.commit().await?;
-        Ok(InsertedMessage::Inserted {
+        messages.push(message);
+    }
+    // One time for the group's events (the sends are milliseconds apart).
+    let now = group.iter().map(|m| m.created_at).max().unwrap_or_default();
+    let stored = append_events(tx, &events, now).await?;
+    let mut events_of: Vec<Vec<StoredEvent>> = vec![Vec::new(); group.len()];
+    for e in stored {
+        events_of[owner[&e.id]].push(e);
+    }
+    Ok(group
+        .iter()
+        .zip(messages)
+        .zip(events_of)
+        .map(|((m, message), events)| InsertedMessage::Inserted {
+            verdict: match &m.fanout {
+                Fanout::Forward { recipients, .. } => Verdict::Forwarded {
+                    recipients: recipients.len() as u32,
+                },
+                Fanout::Pending => Verdict::Pending,
+            },
             message,
-            verdict,
             events,
         })
-    }
+        .collect())
 }
 
 #[async_trait]
