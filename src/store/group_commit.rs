@@ -11,7 +11,10 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::{InsertedMessage, NewMessage, StoreError, StoreResult};
+use super::{Fanout, InsertedMessage, NewJob, NewMessage, StoreError, StoreResult, Verdict};
+use crate::domain::event::{rfc3339, NewEvent, StoredEvent};
+use crate::domain::message::Message;
+use crate::domain::Millis;
 
 /// A backend's two ways of writing sends.
 #[async_trait]
@@ -190,4 +193,103 @@ pub fn assign_seqs(
             seq
         })
         .collect()
+}
+
+/// The column value of a new message's verdict.
+pub fn verdict_column(m: &NewMessage) -> &'static str {
+    match &m.fanout {
+        Fanout::Forward { .. } => "forwarded",
+        Fanout::Pending => "pending",
+    }
+}
+
+/// The jobs of a group's pending messages, with their messages' times.
+pub fn group_jobs<'a>(group: &[&'a NewMessage]) -> Vec<(&'a NewJob, Millis)> {
+    group
+        .iter()
+        .filter_map(|m| m.job.as_ref().map(|j| (j, m.created_at)))
+        .collect()
+}
+
+/// `(message, recipient)` rows of a group's forwarded messages.
+pub fn recipient_pairs(group: &[&NewMessage]) -> Vec<(Uuid, Uuid)> {
+    group
+        .iter()
+        .flat_map(|m| match &m.fanout {
+            Fanout::Forward { recipients, .. } => recipients.iter().map(|r| (m.id, *r)).collect(),
+            Fanout::Pending => Vec::new(),
+        })
+        .collect()
+}
+
+/// A group's messages as stored, the events that deliver them, and which
+/// message each event belongs to.
+pub struct GroupDelivery {
+    pub messages: Vec<Message>,
+    pub events: Vec<NewEvent>,
+    owner: std::collections::HashMap<Uuid, usize>,
+    /// One time for the group's events (the sends are milliseconds apart).
+    pub occurred_at: Millis,
+}
+
+pub fn group_delivery(group: &[&NewMessage], seqs: &[i64]) -> GroupDelivery {
+    let mut messages = Vec::with_capacity(group.len());
+    let mut events = Vec::new();
+    let mut owner = std::collections::HashMap::new();
+    for (i, (m, seq)) in group.iter().zip(seqs).enumerate() {
+        let message = Message {
+            id: m.id,
+            conversation_id: m.conversation_id,
+            seq: *seq as u64,
+            sender_id: m.sender_id,
+            origin: m.origin,
+            parts: m.parts.clone(),
+            reply_to: m.reply_to,
+            created_at: rfc3339(m.created_at),
+        };
+        if let Fanout::Forward {
+            recipients,
+            event_type,
+        } = &m.fanout
+        {
+            let payload = Arc::new(serde_json::json!({ "message": message }));
+            for r in recipients {
+                let e = NewEvent::new(*r, event_type, payload.clone());
+                owner.insert(e.id, i);
+                events.push(e);
+            }
+        }
+        messages.push(message);
+    }
+    GroupDelivery {
+        messages,
+        events,
+        owner,
+        occurred_at: group.iter().map(|m| m.created_at).max().unwrap_or_default(),
+    }
+}
+
+impl GroupDelivery {
+    /// Each sender's result, in group order, from the stored events.
+    pub fn results(self, group: &[&NewMessage], stored: Vec<StoredEvent>) -> Vec<InsertedMessage> {
+        let mut events_of: Vec<Vec<StoredEvent>> = vec![Vec::new(); group.len()];
+        for e in stored {
+            events_of[self.owner[&e.id]].push(e);
+        }
+        group
+            .iter()
+            .zip(self.messages)
+            .zip(events_of)
+            .map(|((m, message), events)| InsertedMessage::Inserted {
+                verdict: match &m.fanout {
+                    Fanout::Forward { recipients, .. } => Verdict::Forwarded {
+                        recipients: recipients.len() as u32,
+                    },
+                    Fanout::Pending => Verdict::Pending,
+                },
+                message,
+                events,
+            })
+            .collect()
+    }
 }

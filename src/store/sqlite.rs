@@ -12,7 +12,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
-use super::group_commit::{assign_seqs, conversation_counts, GroupCommit, GroupWriter};
+use super::group_commit::{
+    assign_seqs, conversation_counts, group_delivery, group_jobs, recipient_pairs, verdict_column,
+    GroupCommit, GroupWriter,
+};
 use super::{
     AppRecord, Backend, CardRecord, CreatedConversation, CreatedLease, Effects, Fanout,
     IdempotencyRecord, IdempotentResponse, InsertedMessage, Job, JobKind, KeyRecord, LeaseChange,
@@ -678,16 +681,8 @@ async fn insert_group_in(
     let seqs = assign_seqs(group, first_seq);
     let mut rows = Vec::with_capacity(group.len());
     for (m, seq) in group.iter().zip(&seqs) {
-        let verdict = match &m.fanout {
-            Fanout::Forward { .. } => "forwarded",
-            Fanout::Pending => "pending",
-        };
-        rows.push((
-            m,
-            *seq,
-            serde_json::to_string(&m.parts).map_err(json_err)?,
-            verdict,
-        ));
+        let parts = serde_json::to_string(&m.parts).map_err(json_err)?;
+        rows.push((m, *seq, parts, verdict_column(m)));
     }
     for part in rows.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
@@ -709,10 +704,7 @@ async fn insert_group_in(
         });
         q.build().execute(&mut **tx).await?;
     }
-    let jobs: Vec<(&NewJob, Millis)> = group
-        .iter()
-        .filter_map(|m| m.job.as_ref().map(|j| (j, m.created_at)))
-        .collect();
+    let jobs = group_jobs(group);
     for part in jobs.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "INSERT INTO jobs (id, kind, subject, run_at, created_at) ",
@@ -726,13 +718,7 @@ async fn insert_group_in(
         });
         q.build().execute(&mut **tx).await?;
     }
-    let pairs: Vec<(Uuid, Uuid)> = group
-        .iter()
-        .flat_map(|m| match &m.fanout {
-            Fanout::Forward { recipients, .. } => recipients.iter().map(|r| (m.id, *r)).collect(),
-            Fanout::Pending => Vec::new(),
-        })
-        .collect();
+    let pairs = recipient_pairs(group);
     for part in pairs.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "INSERT INTO message_recipients (message_id, recipient_id) ",
@@ -743,57 +729,9 @@ async fn insert_group_in(
         });
         q.build().execute(&mut **tx).await?;
     }
-    let mut messages = Vec::with_capacity(group.len());
-    let mut events = Vec::new();
-    let mut owner = std::collections::HashMap::new();
-    for (i, (m, seq)) in group.iter().zip(&seqs).enumerate() {
-        let message = Message {
-            id: m.id,
-            conversation_id: m.conversation_id,
-            seq: *seq as u64,
-            sender_id: m.sender_id,
-            origin: m.origin,
-            parts: m.parts.clone(),
-            reply_to: m.reply_to,
-            created_at: rfc3339(m.created_at),
-        };
-        if let Fanout::Forward {
-            recipients,
-            event_type,
-        } = &m.fanout
-        {
-            let payload = Arc::new(serde_json::json!({ "message": message }));
-            for r in recipients {
-                let e = NewEvent::new(*r, event_type, payload.clone());
-                owner.insert(e.id, i);
-                events.push(e);
-            }
-        }
-        messages.push(message);
-    }
-    let now = group.iter().map(|m| m.created_at).max().unwrap_or_default();
-    // One time for the group's events (the sends are milliseconds apart);
-    // a lone send's events carry its own `created_at`.
-    let stored = append_events(tx, &events, now).await?;
-    let mut events_of: Vec<Vec<StoredEvent>> = vec![Vec::new(); group.len()];
-    for e in stored {
-        events_of[owner[&e.id]].push(e);
-    }
-    Ok(group
-        .iter()
-        .zip(messages)
-        .zip(events_of)
-        .map(|((m, message), events)| InsertedMessage::Inserted {
-            verdict: match &m.fanout {
-                Fanout::Forward { recipients, .. } => Verdict::Forwarded {
-                    recipients: recipients.len() as u32,
-                },
-                Fanout::Pending => Verdict::Pending,
-            },
-            message,
-            events,
-        })
-        .collect())
+    let delivery = group_delivery(group, &seqs);
+    let stored = append_events(tx, &delivery.events, delivery.occurred_at).await?;
+    Ok(delivery.results(group, stored))
 }
 
 #[async_trait]
