@@ -636,4 +636,54 @@ async fn concurrent_sends_keep_order_and_fail_alone(store: DynStore) {
             "events follow message order"
         );
     }
+
+    // A burst with no faults, over two conversations, a third of it pending
+    // with a job: one combined write on either backend, as a whole.
+    use switchboard::store::{JobKind, NewJob, Verdict};
+    let other = group_of(&store, &[a, b, c]).await;
+    let mut sends = Vec::new();
+    for i in 0..30 {
+        let mut m = message(if i % 2 == 0 { group } else { other }, None);
+        if i % 3 == 0 {
+            m.fanout = Fanout::Pending;
+            m.job = Some(NewJob::new(JobKind::MessageAuthorize, m.id, 7));
+        }
+        let store = store.clone();
+        sends.push(tokio::spawn(async move {
+            let r = store.insert_message(&m).await.unwrap();
+            (m, r)
+        }));
+    }
+    let mut by_conversation: std::collections::HashMap<Uuid, Vec<u64>> = Default::default();
+    for s in sends {
+        let (m, r) = s.await.unwrap();
+        let InsertedMessage::Inserted {
+            message,
+            verdict,
+            events,
+        } = r
+        else {
+            panic!("new message");
+        };
+        by_conversation
+            .entry(m.conversation_id)
+            .or_default()
+            .push(message.seq);
+        let (_, stored_verdict) = store.message(m.id).await.unwrap().unwrap();
+        assert_eq!(stored_verdict, verdict);
+        match &m.job {
+            Some(job) => {
+                assert_eq!(verdict, Verdict::Pending);
+                assert!(events.is_empty());
+                assert!(store.claim_job(job.id, 0, 1).await.unwrap().is_some());
+            }
+            None => assert_eq!(events.len(), 2),
+        }
+    }
+    let mut seqs = by_conversation.remove(&group).unwrap();
+    seqs.sort();
+    assert_eq!(seqs, (59..=73).collect::<Vec<u64>>());
+    let mut seqs = by_conversation.remove(&other).unwrap();
+    seqs.sort();
+    assert_eq!(seqs, (1..=15).collect::<Vec<u64>>());
 }
