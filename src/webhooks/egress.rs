@@ -253,7 +253,8 @@ impl EgressClient {
             .lookup(&target.host, target.port)
             .await
             .map_err(|_| Outcome::Transport { stage: "resolve" })?;
-        // Keep the resolver's order (its preference and any round-robin);
+        // Keep the resolver's order (its preference) for a newly pinned
+        // client;
         // drop repeats only.
         let mut seen = std::collections::HashSet::new();
         addrs.retain(|a| seen.insert(*a));
