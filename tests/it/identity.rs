@@ -302,7 +302,7 @@ async fn the_example_manifests_register() {
     let hub = TestHub::start().await;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     let wrapped: Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join("werewolf-manifest.json")).unwrap(),
+        &std::fs::read_to_string(root.join("werewolf-register.json")).unwrap(),
     )
     .unwrap();
     let (status, body) = hub.post("/api/v1/apps/register", &wrapped).await;
