@@ -15,7 +15,7 @@ use crate::domain::gate::HookFailure;
 use crate::domain::{now_millis, Millis};
 use crate::hooks::HookOutcome;
 use crate::hub::Hub;
-use crate::store::{Job, JobKind, StoreError};
+use crate::store::{Job, JobKind, NewJob, StoreError};
 
 /// A hook's outcome as the domain sees it: an answer or a failure kind.
 pub fn hook_answer<T>(outcome: HookOutcome<T>) -> Result<T, HookFailure> {
@@ -34,13 +34,12 @@ pub fn inline_run_at(hub: &Hub, hook_timeout_ms: u64) -> Millis {
     now_millis() + hook_timeout_ms as i64 + hub.config.jobs.inline_grace_ms as i64
 }
 
-/// Claims a job for immediate execution by the caller. `None` when someone
-/// else holds it.
-pub async fn claim(hub: &Hub, job_id: uuid::Uuid) -> Result<Option<Job>, StoreError> {
-    let now = now_millis();
-    hub.store
-        .claim_job(job_id, now, now + hub.config.jobs.lock_ms as i64)
-        .await
+/// A gate job its writer runs at once: stored already claimed for
+/// `jobs.lock_ms` (the runner takes it over only after a crash), due for the
+/// runner after the hook's deadline and the grace period.
+pub fn inline_job(hub: &Hub, kind: JobKind, subject: uuid::Uuid, hook_timeout_ms: u64) -> NewJob {
+    NewJob::new(kind, subject, inline_run_at(hub, hook_timeout_ms))
+        .claimed_until(now_millis() + hub.config.jobs.lock_ms as i64)
 }
 
 /// Runs one claimed job. An error is transient (the store failed); the

@@ -19,8 +19,7 @@ use crate::protocol::conversations::*;
 use crate::protocol::Notification;
 use crate::rpc::RpcError;
 use crate::store::{
-    CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage, NewConversation, NewJob,
-    NewMessage,
+    CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage, NewConversation, NewMessage,
 };
 
 /// The conversation if the caller takes part in it. Anything else (missing,
@@ -293,12 +292,7 @@ pub async fn store_message(
             Fanout::Pending
         }
     };
-    let job = hook_timeout.map(|t| NewJob {
-        id: Uuid::now_v7(),
-        kind: JobKind::MessageAuthorize,
-        subject: id,
-        run_at: gates::inline_run_at(hub, t),
-    });
+    let job = hook_timeout.map(|t| gates::inline_job(hub, JobKind::MessageAuthorize, id, t));
     let request_hash = hex::encode(Sha256::digest(
         serde_json::to_vec(&HashedSend {
             conversation_id: conversation.id,
@@ -336,20 +330,15 @@ pub async fn store_message(
             hub.events.publish(&events);
             let mut delivery = gates::message::delivery_of(&verdict, 0);
             if let Some(job) = job {
-                // Run the gate now; if someone else holds the job, the sender
-                // learns the verdict from agent/message/delivery.
-                if gates::claim(hub, job.id)
-                    .await
-                    .map_err(store_failure)?
-                    .is_some()
-                {
-                    match gates::message::decide(hub, id, job.id).await {
-                        Ok(Some(d)) => delivery = d,
-                        Ok(None) => {}
-                        Err(e) => {
-                            tracing::warn!(message = %id, error = %e, "message gate failed; the job runner retries it");
-                            let _ = hub.store.retry_job(job.id, now_millis()).await;
-                        }
+                // Run the gate now: the job was stored claimed for us. If
+                // this fails the runner retries it, and the sender learns the
+                // verdict from agent/message/delivery.
+                match gates::message::decide(hub, id, job.id).await {
+                    Ok(Some(d)) => delivery = d,
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(message = %id, error = %e, "message gate failed; the job runner retries it");
+                        let _ = hub.store.retry_job(job.id, now_millis()).await;
                     }
                 }
             }

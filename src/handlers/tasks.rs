@@ -24,8 +24,8 @@ use crate::protocol::tasks::*;
 use crate::protocol::Notification;
 use crate::rpc::{ErrorKind, RpcError};
 use crate::store::{
-    CreatedConversation, CreatedLease, Effects, JobKind, LeaseChange, NewConversation, NewJob,
-    NewLease, NewTask,
+    CreatedConversation, CreatedLease, Effects, JobKind, LeaseChange, NewConversation, NewLease,
+    NewTask,
 };
 
 fn invalid(field: &str, detail: impl std::fmt::Display) -> RpcError {
@@ -160,10 +160,11 @@ pub async fn request(ctx: RequestContext, p: TaskRequestParams) -> Result<Accept
         _ => None,
     };
     let task_id = Uuid::now_v7();
-    let job = NewJob::new(
+    let job = gates::inline_job(
+        &hub,
         JobKind::TaskCreate,
         task_id,
-        gates::inline_run_at(&hub, hook_timeout.unwrap_or(0)),
+        hook_timeout.unwrap_or(0),
     );
     let new = NewTask {
         id: task_id,
@@ -180,22 +181,15 @@ pub async fn request(ctx: RequestContext, p: TaskRequestParams) -> Result<Accept
         .create_task(&new, &job)
         .await
         .map_err(store_failure)?;
-    let outcome = if gates::claim(&hub, job.id)
-        .await
-        .map_err(store_failure)?
-        .is_some()
-    {
-        match gates::task::decide(&hub, task_id, job.id).await {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                // The runner takes the job over; the answer names the task.
-                let _ = hub.store.retry_job(job.id, now_millis()).await;
-                tracing::warn!(task = %task_id, error = %e, "task gate failed; the job runner retries it");
-                return Err(RpcError::internal().with_data(json!({ "taskId": task_id })));
-            }
+    // The job was stored claimed for us: run the gate now.
+    let outcome = match gates::task::decide(&hub, task_id, job.id).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            // The runner takes the job over; the answer names the task.
+            let _ = hub.store.retry_job(job.id, now_millis()).await;
+            tracing::warn!(task = %task_id, error = %e, "task gate failed; the job runner retries it");
+            return Err(RpcError::internal().with_data(json!({ "taskId": task_id })));
         }
-    } else {
-        None
     };
     match outcome {
         Some(TaskOutcome::Accepted(accepted)) => Ok(accepted),
@@ -534,10 +528,11 @@ pub async fn dispatch_request(
         return Err(hidden());
     }
     let lease_id = Uuid::now_v7();
-    let job = NewJob::new(
+    let job = gates::inline_job(
+        &hub,
         JobKind::DispatchAuthorize,
         lease_id,
-        gates::inline_run_at(&hub, hub.config.hooks.max_timeout_ms),
+        hub.config.hooks.max_timeout_ms,
     );
     let new = NewLease {
         id: lease_id,
@@ -556,16 +551,11 @@ pub async fn dispatch_request(
         CreatedLease::Created(lease) => {
             // Answer now; decide in the background (the verdict is an event).
             let hub2 = hub.clone();
+            // The job was stored claimed for us.
             hub.tasks.spawn(async move {
-                match gates::claim(&hub2, job.id).await {
-                    Ok(Some(_)) => {
-                        if let Err(e) = gates::dispatch::decide(&hub2, lease_id, job.id).await {
-                            tracing::warn!(lease = %lease_id, error = %e, "dispatch gate failed; the job runner retries it");
-                            let _ = hub2.store.retry_job(job.id, now_millis()).await;
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(e) => tracing::warn!(lease = %lease_id, error = %e, "could not claim the dispatch job"),
+                if let Err(e) = gates::dispatch::decide(&hub2, lease_id, job.id).await {
+                    tracing::warn!(lease = %lease_id, error = %e, "dispatch gate failed; the job runner retries it");
+                    let _ = hub2.store.retry_job(job.id, now_millis()).await;
                 }
             });
             Ok(LeaseResult { lease })

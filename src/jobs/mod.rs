@@ -1,8 +1,9 @@
 //! The job runner: claims due jobs and runs them. Jobs are written in the
 //! transaction that makes them necessary, so work that must follow a commit
-//! survives a crash; a handler usually runs its job at once (see
-//! `gates::claim`), and the runner picks up whatever nobody ran: after a
-//! restart, a lease deadline, a transient failure.
+//! survives a crash; a handler usually runs its job at once (it stores it
+//! already claimed, see `gates::inline_job`), and the runner picks up
+//! whatever nobody ran: after a restart, a lease deadline, a transient
+//! failure.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -146,13 +146,15 @@ async fn insert_job(
     now: Millis,
 ) -> StoreResult<()> {
     sqlx::query(
-        "INSERT INTO jobs (id, kind, subject, run_at, created_at) VALUES ($1, $2, $3, $4, $5)",
+        "INSERT INTO jobs (id, kind, subject, run_at, created_at, locked_until, attempts) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(job.id)
     .bind(job.kind.as_str())
     .bind(job.subject)
     .bind(job.run_at)
     .bind(now)
+    .bind(job.claimed_until)
+    .bind(job.initial_attempts())
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -648,14 +650,16 @@ async fn insert_group_in(
     let jobs = group_jobs(group);
     for part in jobs.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
-            "INSERT INTO jobs (id, kind, subject, run_at, created_at) ",
+            "INSERT INTO jobs (id, kind, subject, run_at, created_at, locked_until, attempts) ",
         );
         q.push_values(part, |mut row, (job, now)| {
             row.push_bind(job.id)
                 .push_bind(job.kind.as_str())
                 .push_bind(job.subject)
                 .push_bind(job.run_at)
-                .push_bind(*now);
+                .push_bind(*now)
+                .push_bind(job.claimed_until)
+                .push_bind(job.initial_attempts());
         });
         q.build().execute(&mut **tx).await?;
     }

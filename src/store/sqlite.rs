@@ -179,12 +179,14 @@ async fn insert_job(
     job: &NewJob,
     now: Millis,
 ) -> StoreResult<()> {
-    sqlx::query("INSERT INTO jobs (id, kind, subject, run_at, created_at) VALUES (?, ?, ?, ?, ?)")
+    sqlx::query("INSERT INTO jobs (id, kind, subject, run_at, created_at, locked_until, attempts) VALUES (?, ?, ?, ?, ?, ?, ?)")
         .bind(job.id.to_string())
         .bind(job.kind.as_str())
         .bind(job.subject.to_string())
         .bind(job.run_at)
         .bind(now)
+        .bind(job.claimed_until)
+        .bind(job.initial_attempts())
         .execute(&mut **tx)
         .await?;
     Ok(())
@@ -707,14 +709,16 @@ async fn insert_group_in(
     let jobs = group_jobs(group);
     for part in jobs.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "INSERT INTO jobs (id, kind, subject, run_at, created_at) ",
+            "INSERT INTO jobs (id, kind, subject, run_at, created_at, locked_until, attempts) ",
         );
         q.push_values(part, |mut row, (job, now)| {
             row.push_bind(job.id.to_string())
                 .push_bind(job.kind.as_str())
                 .push_bind(job.subject.to_string())
                 .push_bind(job.run_at)
-                .push_bind(*now);
+                .push_bind(*now)
+                .push_bind(job.claimed_until)
+                .push_bind(job.initial_attempts());
         });
         q.build().execute(&mut **tx).await?;
     }

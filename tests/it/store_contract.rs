@@ -396,6 +396,30 @@ async fn jobs_are_claimed_once(store: DynStore) {
             .is_none(),
         "finished jobs are gone"
     );
+
+    // A job stored claimed by its writer: the runner leaves it alone while
+    // the claim lasts, even once due; a later claim counts as attempt 2.
+    let task = NewTask {
+        id: Uuid::now_v7(),
+        app_id: app.id,
+        initiator_id: a,
+        participants: vec![TaskParticipant {
+            agent_id: a,
+            role: TaskRole::Initiator,
+        }],
+        initial_conversation: None,
+        created_at: 1,
+    };
+    let job = NewJob::new(JobKind::TaskCreate, task.id, 10).claimed_until(3_000);
+    store.create_task(&task, &job).await.unwrap();
+    let due = store.claim_due_jobs(2_999, 9_000, 100).await.unwrap();
+    assert!(due.iter().all(|j| j.id != job.id), "claimed by its writer");
+    let later = store
+        .claim_job(job.id, 3_001, 9_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(later.attempts, 2);
 }
 
 async fn one_live_lease_per_recipient_and_message(store: DynStore) {
