@@ -543,8 +543,15 @@ impl Config {
         if self.leases.default_timeout_ms > self.leases.max_timeout_ms {
             anyhow::bail!("leases.default_timeout_ms must not exceed leases.max_timeout_ms");
         }
-        if self.jobs.lock_ms <= self.hooks.max_timeout_ms {
-            anyhow::bail!("jobs.lock_ms must exceed hooks.max_timeout_ms, or a slow hook's job would run twice");
+        // A handler's job is locked from before its insert: the lock must
+        // outlast the wait for the writer, the hook and the grace period.
+        if self.jobs.lock_ms
+            <= self
+                .hooks
+                .max_timeout_ms
+                .saturating_add(self.jobs.inline_grace_ms)
+        {
+            anyhow::bail!("jobs.lock_ms must exceed hooks.max_timeout_ms plus jobs.inline_grace_ms, or a slow hook's job would run twice");
         }
         if self.messages.max_group_participants < 2 {
             anyhow::bail!("messages.max_group_participants must be at least 2");

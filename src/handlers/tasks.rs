@@ -195,7 +195,8 @@ pub async fn request(ctx: RequestContext, p: TaskRequestParams) -> Result<Accept
         Some(TaskOutcome::Accepted(accepted)) => Ok(accepted),
         Some(TaskOutcome::Failed(task)) => Err(task_failed_error(&task, hook_timeout)),
         Some(TaskOutcome::Unchanged(_)) | None => {
-            // The job runner holds it (or decided it); wait for its verdict.
+            // Decided already (a retried request), or gone: wait for the
+            // verdict the job runner may still apply.
             let deadline = tokio::time::Instant::now()
                 + Duration::from_millis(
                     hook_timeout.unwrap_or(0) + hub.config.jobs.inline_grace_ms,
