@@ -293,3 +293,19 @@ impl GroupDelivery {
             .collect()
     }
 }
+
+/// Events sorted by audience (stably, so each audience keeps its order) and
+/// their runs as `(audience, first index, count)`: each run takes its seqs
+/// from one upsert that adds the whole count.
+pub fn audience_runs(events: &[NewEvent]) -> (Vec<&NewEvent>, Vec<(Uuid, usize, usize)>) {
+    let mut sorted: Vec<&NewEvent> = events.iter().collect();
+    sorted.sort_by_key(|e| e.audience);
+    let mut runs: Vec<(Uuid, usize, usize)> = Vec::new();
+    for (i, e) in sorted.iter().enumerate() {
+        match runs.last_mut() {
+            Some((a, _, n)) if *a == e.audience => *n += 1,
+            _ => runs.push((e.audience, i, 1)),
+        }
+    }
+    (sorted, runs)
+}

@@ -9,8 +9,8 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::group_commit::{
-    assign_seqs, conversation_counts, group_delivery, group_jobs, recipient_pairs, verdict_column,
-    GroupCommit, GroupWriter,
+    assign_seqs, audience_runs, conversation_counts, group_delivery, group_jobs, recipient_pairs,
+    verdict_column, GroupCommit, GroupWriter,
 };
 use super::sqlite::verdict_of;
 use super::{
@@ -336,15 +336,7 @@ async fn append_events(
     // members, costs two statements per 400 audiences. Rows are locked in
     // audience order, the same in every transaction, so two writers to
     // overlapping audiences cannot deadlock.
-    let mut sorted: Vec<&NewEvent> = events.iter().collect();
-    sorted.sort_by_key(|e| e.audience);
-    let mut runs: Vec<(Uuid, usize, usize)> = Vec::new();
-    for (i, e) in sorted.iter().enumerate() {
-        match runs.last_mut() {
-            Some((a, _, n)) if *a == e.audience => *n += 1,
-            _ => runs.push((e.audience, i, 1)),
-        }
-    }
+    let (sorted, runs) = audience_runs(events);
     let mut json_of: std::collections::HashMap<usize, String> = std::collections::HashMap::new();
     let mut stored = Vec::with_capacity(sorted.len());
     for chunk in runs.chunks(400) {

@@ -13,8 +13,8 @@ use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
 use super::group_commit::{
-    assign_seqs, conversation_counts, group_delivery, group_jobs, recipient_pairs, verdict_column,
-    GroupCommit, GroupWriter,
+    assign_seqs, audience_runs, conversation_counts, group_delivery, group_jobs, recipient_pairs,
+    verdict_column, GroupCommit, GroupWriter,
 };
 use super::{
     AppRecord, Backend, CardRecord, CreatedConversation, CreatedLease, Effects, Fanout,
@@ -366,16 +366,7 @@ async fn append_events(
     events: &[NewEvent],
     now: Millis,
 ) -> StoreResult<Vec<StoredEvent>> {
-    let mut sorted: Vec<&NewEvent> = events.iter().collect();
-    sorted.sort_by_key(|e| e.audience);
-    // Runs of one audience: (audience, first index, count).
-    let mut runs: Vec<(Uuid, usize, usize)> = Vec::new();
-    for (i, e) in sorted.iter().enumerate() {
-        match runs.last_mut() {
-            Some((a, _, n)) if *a == e.audience => *n += 1,
-            _ => runs.push((e.audience, i, 1)),
-        }
-    }
+    let (sorted, runs) = audience_runs(events);
     // One serialization per shared payload, however the sort interleaves them.
     let mut json_of: std::collections::HashMap<usize, String> = std::collections::HashMap::new();
     let mut stored = Vec::with_capacity(sorted.len());

@@ -1152,6 +1152,59 @@ async fn stored_agent(hub: &switchboard::hub::Hub, name: &str) -> Uuid {
     id
 }
 
+/// A message stored in a task conversation whose task does not exist, so
+/// every run of a gate about it fails in the store. Returns the
+/// conversation's id and what the insert answered.
+async fn orphan_message(
+    hub: &switchboard::hub::Hub,
+    message: &switchboard::store::NewMessage,
+    participants: Vec<Uuid>,
+) -> (Uuid, switchboard::store::InsertedMessage) {
+    use switchboard::domain::conversation::ConversationKind;
+    use switchboard::store::NewConversation;
+    let conversation = NewConversation {
+        id: message.conversation_id,
+        kind: ConversationKind::Task,
+        name: Some("orphan".into()),
+        task_id: Some(Uuid::now_v7()),
+        direct_key: None,
+        template_key: None,
+        created_by: message.sender_id,
+        participants,
+        created_at: 1,
+    };
+    hub.store
+        .create_conversation(&conversation, &[])
+        .await
+        .unwrap();
+    (
+        conversation.id,
+        hub.store.insert_message(message).await.unwrap(),
+    )
+}
+
+fn stored_message(
+    sender: Uuid,
+    body: &str,
+    fanout: switchboard::store::Fanout,
+    job: Option<switchboard::store::NewJob>,
+) -> switchboard::store::NewMessage {
+    use switchboard::domain::message::Origin;
+    switchboard::store::NewMessage {
+        id: job.as_ref().map(|j| j.subject).unwrap_or_else(Uuid::now_v7),
+        conversation_id: Uuid::now_v7(),
+        sender_id: sender,
+        origin: Origin::Agent,
+        parts: text(body),
+        reply_to: None,
+        client_msg_id: None,
+        request_hash: None,
+        created_at: 1,
+        fanout,
+        job,
+    }
+}
+
 #[tokio::test]
 async fn a_task_gate_that_keeps_failing_fails_the_task() {
     use switchboard::domain::task::{TaskParticipant, TaskRole, TaskState};
@@ -1211,12 +1264,8 @@ async fn a_task_gate_that_keeps_failing_fails_the_task() {
 
 #[tokio::test]
 async fn a_dispatch_gate_that_keeps_failing_denies_the_lease() {
-    use switchboard::domain::conversation::ConversationKind;
     use switchboard::domain::lease::LeaseState;
-    use switchboard::domain::message::Origin;
-    use switchboard::store::{
-        CreatedLease, Fanout, Job, JobKind, NewConversation, NewJob, NewLease, NewMessage,
-    };
+    use switchboard::store::{CreatedLease, Fanout, Job, JobKind, NewJob, NewLease};
 
     // A forwarded message in a conversation whose task does not exist:
     // every run of the dispatch gate fails to load the task.
@@ -1224,41 +1273,17 @@ async fn a_dispatch_gate_that_keeps_failing_denies_the_lease() {
     let hub = server.hub.clone();
     let sender = stored_agent(&hub, "sender").await;
     let recipient = stored_agent(&hub, "recipient").await;
-    let conversation = NewConversation {
-        id: Uuid::now_v7(),
-        kind: ConversationKind::Task,
-        name: Some("orphan".into()),
-        task_id: Some(Uuid::now_v7()),
-        direct_key: None,
-        template_key: None,
-        created_by: sender,
-        participants: vec![sender, recipient],
-        created_at: 1,
-    };
-    hub.store
-        .create_conversation(&conversation, &[])
-        .await
-        .unwrap();
-    let message_id = Uuid::now_v7();
-    hub.store
-        .insert_message(&NewMessage {
-            id: message_id,
-            conversation_id: conversation.id,
-            sender_id: sender,
-            origin: Origin::Agent,
-            parts: text("act on me"),
-            reply_to: None,
-            client_msg_id: None,
-            request_hash: None,
-            created_at: 1,
-            fanout: Fanout::Forward {
-                recipients: vec![recipient],
-                event_type: "agent/message/received",
-            },
-            job: None,
-        })
-        .await
-        .unwrap();
+    let message = stored_message(
+        sender,
+        "act on me",
+        Fanout::Forward {
+            recipients: vec![recipient],
+            event_type: "agent/message/received",
+        },
+        None,
+    );
+    let message_id = message.id;
+    let (conversation_id, _) = orphan_message(&hub, &message, vec![sender, recipient]).await;
     let lease_id = Uuid::now_v7();
     let job = NewJob::new(JobKind::DispatchAuthorize, lease_id, i64::MAX / 2);
     let created = hub
@@ -1267,7 +1292,7 @@ async fn a_dispatch_gate_that_keeps_failing_denies_the_lease() {
             &NewLease {
                 id: lease_id,
                 message_id,
-                conversation_id: conversation.id,
+                conversation_id,
                 recipient_id: recipient,
                 created_at: 1,
             },
@@ -1295,51 +1320,17 @@ async fn a_dispatch_gate_that_keeps_failing_denies_the_lease() {
 
 #[tokio::test]
 async fn a_gate_job_that_keeps_failing_fails_closed() {
-    use switchboard::domain::conversation::ConversationKind;
-    use switchboard::domain::message::Origin;
-    use switchboard::store::{
-        Fanout, InsertedMessage, Job, JobKind, NewConversation, NewJob, NewMessage, Verdict,
-    };
+    use switchboard::store::{Fanout, InsertedMessage, Job, JobKind, NewJob, Verdict};
 
     // An in-process hub whose message gate cannot run: the conversation
     // names a task that does not exist, so every run fails in the store.
     let (server, _dir) = in_process_hub().await;
     let hub = server.hub.clone();
     let sender = Uuid::now_v7();
-    let conversation = NewConversation {
-        id: Uuid::now_v7(),
-        kind: ConversationKind::Task,
-        name: Some("orphan".into()),
-        task_id: Some(Uuid::now_v7()),
-        direct_key: None,
-        template_key: None,
-        created_by: sender,
-        participants: vec![sender],
-        created_at: 1,
-    };
-    hub.store
-        .create_conversation(&conversation, &[])
-        .await
-        .unwrap();
     let message_id = Uuid::now_v7();
     let job = NewJob::new(JobKind::MessageAuthorize, message_id, i64::MAX / 2);
-    let inserted = hub
-        .store
-        .insert_message(&NewMessage {
-            id: message_id,
-            conversation_id: conversation.id,
-            sender_id: sender,
-            origin: Origin::Agent,
-            parts: text("stuck"),
-            reply_to: None,
-            client_msg_id: None,
-            request_hash: None,
-            created_at: 1,
-            fanout: Fanout::Pending,
-            job: Some(job.clone()),
-        })
-        .await
-        .unwrap();
+    let message = stored_message(sender, "stuck", Fanout::Pending, Some(job.clone()));
+    let (_, inserted) = orphan_message(&hub, &message, vec![sender]).await;
     assert!(matches!(
         inserted,
         InsertedMessage::Inserted {
