@@ -10,9 +10,9 @@ use super::hook_answer;
 use crate::domain::conversation::ConversationKind;
 use crate::domain::event::{rfc3339, NewEvent};
 use crate::domain::gate::{task_create_gate, task_decision, Gate, TaskDecision};
-use crate::domain::manifest::ParticipantFilter;
-use crate::domain::now_millis;
+use crate::domain::manifest::{Manifest, ParticipantFilter};
 use crate::domain::task::{Task, TaskFailure, TaskState};
+use crate::domain::{now_millis, Millis};
 use crate::hooks;
 use crate::hub::Hub;
 use crate::protocol::conversations::created_events;
@@ -37,6 +37,8 @@ fn payload<T: serde::Serialize>(value: T) -> serde_json::Value {
     serde_json::to_value(value).expect("event payloads serialize")
 }
 
+/// Runs the `task_create` gate for a waiting task: load it, ask the gate,
+/// then apply the verdict (accept or reject) with the job's finish.
 pub async fn decide(
     hub: &Arc<Hub>,
     task_id: Uuid,
@@ -47,22 +49,8 @@ pub async fn decide(
         return Ok(None);
     };
     let task = record.task;
-    let finish_only = Effects {
-        finish_job: Some(job_id),
-        ..Default::default()
-    };
     if task.state != TaskState::Waiting {
-        hub.store
-            .transition_task(
-                task_id,
-                TaskState::Waiting,
-                TaskState::Waiting,
-                None,
-                &finish_only,
-                now_millis(),
-            )
-            .await?;
-        return Ok(Some(TaskOutcome::Unchanged(task)));
+        return finish_unchanged(hub, task, job_id).await.map(Some);
     }
     let app = hub
         .store
@@ -73,7 +61,47 @@ pub async fn decide(
         .initial_conversation
         .as_deref()
         .and_then(|s| serde_json::from_str(s).ok());
-    let decision = match task_create_gate(&app.manifest.hooks.task_create) {
+    let decision = ask_gate(hub, &task, &app.manifest, &initial).await;
+    let now = now_millis();
+    match decision {
+        TaskDecision::Accept => accept(hub, &task, &app.manifest, &initial, job_id, now).await,
+        TaskDecision::Reject { code, reason } => {
+            reject(hub, &task, code, reason, job_id, now).await
+        }
+    }
+}
+
+/// A task someone else decided already: only the job is finished.
+async fn finish_unchanged(
+    hub: &Arc<Hub>,
+    task: Task,
+    job_id: Uuid,
+) -> Result<TaskOutcome, StoreError> {
+    let finish_only = Effects {
+        finish_job: Some(job_id),
+        ..Default::default()
+    };
+    hub.store
+        .transition_task(
+            task.id,
+            TaskState::Waiting,
+            TaskState::Waiting,
+            None,
+            &finish_only,
+            now_millis(),
+        )
+        .await?;
+    Ok(TaskOutcome::Unchanged(task))
+}
+
+/// The manifest's policy, in-process or by calling the app.
+async fn ask_gate(
+    hub: &Arc<Hub>,
+    task: &Task,
+    manifest: &Manifest,
+    initial: &Option<InitialConversation>,
+) -> TaskDecision {
+    match task_create_gate(&manifest.hooks.task_create) {
         Gate::Decided(d) => d,
         Gate::Hook { timeout_ms } => {
             let callback = TaskCreateCallback {
@@ -89,125 +117,166 @@ pub async fn decide(
             .await;
             task_decision(hook_answer(outcome))
         }
+    }
+}
+
+/// Activates the task with its conversations and tells the app and every
+/// participant, in one transaction that finishes the job.
+async fn accept(
+    hub: &Arc<Hub>,
+    task: &Task,
+    manifest: &Manifest,
+    initial: &Option<InitialConversation>,
+    job_id: Uuid,
+    now: Millis,
+) -> Result<Option<TaskOutcome>, StoreError> {
+    metrics::counter!(names::GATE_VERDICTS, "gate" => "task_create", "verdict" => "accept")
+        .increment(1);
+    let conversations = task_conversations(task, manifest, initial, now);
+    let views: Vec<_> = conversations.iter().map(NewConversation::view).collect();
+    let active = Task {
+        state: TaskState::Active,
+        updated_at: rfc3339(now),
+        ..task.clone()
     };
-    let now = now_millis();
-    match decision {
-        TaskDecision::Accept => {
-            metrics::counter!(names::GATE_VERDICTS, "gate" => "task_create", "verdict" => "accept")
-                .increment(1);
-            let participants = task.participant_ids();
-            let mut conversations: Vec<NewConversation> = app
-                .manifest
-                .conversations
-                .iter()
-                .map(|t| NewConversation {
-                    id: Uuid::now_v7(),
-                    kind: ConversationKind::Task,
-                    name: Some(t.name.clone()),
-                    task_id: Some(task.id),
-                    direct_key: None,
-                    template_key: Some(t.key.clone()),
-                    created_by: task.app_id,
-                    participants: match t.participant_filter {
-                        ParticipantFilter::All => participants.clone(),
-                        ParticipantFilter::None => Vec::new(),
-                    },
-                    created_at: now,
-                })
-                .collect();
-            if let Some(ic) = &initial {
-                conversations.push(NewConversation {
-                    id: Uuid::now_v7(),
-                    kind: ConversationKind::Task,
-                    name: Some(ic.name.clone()),
-                    task_id: Some(task.id),
-                    direct_key: None,
-                    template_key: None,
-                    created_by: task.app_id,
-                    participants: ic.participants.clone(),
-                    created_at: now,
-                });
-            }
-            let views: Vec<_> = conversations.iter().map(NewConversation::view).collect();
-            let active = Task {
-                state: TaskState::Active,
-                updated_at: rfc3339(now),
-                ..task.clone()
-            };
-            let accepted = AcceptedTask {
-                task: active,
-                conversations: views.clone(),
-            };
-            let mut events = vec![NewEvent::new(
-                task.app_id,
-                TaskActivated::NAME,
-                payload(&accepted),
-            )];
-            // Each agent hears of the conversations it is in, no others.
-            let own = |agent: Uuid| AcceptedTask {
-                task: accepted.task.clone(),
-                conversations: views
-                    .iter()
-                    .filter(|c| c.participants.contains(&agent))
-                    .cloned()
-                    .collect(),
-            };
-            for p in &task.participants {
-                let event_type = if p.agent_id == task.initiator_id {
-                    TaskAccepted::NAME
-                } else {
-                    TaskInvited::NAME
-                };
-                events.push(NewEvent::new(
-                    p.agent_id,
-                    event_type,
-                    payload(own(p.agent_id)),
-                ));
-            }
-            for view in &views {
-                events.extend(created_events(view.clone(), &view.participants));
-            }
-            let effects = Effects {
-                events,
-                finish_job: Some(job_id),
-                schedule: Vec::new(),
-                conversations,
-            };
-            match hub
-                .store
-                .transition_task(
-                    task.id,
-                    TaskState::Waiting,
-                    TaskState::Active,
-                    None,
-                    &effects,
-                    now,
-                )
-                .await?
-            {
-                Some(stored) => {
-                    hub.events.publish(&stored);
-                    info!(task = %task.id, app = %task.app_id, "task accepted");
-                    Ok(Some(TaskOutcome::Accepted(own(task.initiator_id))))
-                }
-                None => Ok(current(hub, task.id).await?.map(TaskOutcome::Unchanged)),
-            }
+    let accepted = AcceptedTask {
+        task: active,
+        conversations: views,
+    };
+    let events = accepted_events(task, &accepted);
+    let effects = Effects {
+        events,
+        finish_job: Some(job_id),
+        schedule: Vec::new(),
+        conversations,
+    };
+    match hub
+        .store
+        .transition_task(
+            task.id,
+            TaskState::Waiting,
+            TaskState::Active,
+            None,
+            &effects,
+            now,
+        )
+        .await?
+    {
+        Some(stored) => {
+            hub.events.publish(&stored);
+            info!(task = %task.id, app = %task.app_id, "task accepted");
+            Ok(Some(TaskOutcome::Accepted(own_view(
+                &accepted,
+                task.initiator_id,
+            ))))
         }
-        TaskDecision::Reject { code, reason } => {
-            metrics::counter!(names::GATE_VERDICTS, "gate" => "task_create", "verdict" => code)
-                .increment(1);
-            let failure = TaskFailure {
-                code: code.to_string(),
-                reason,
-            };
-            match fail(hub, &task, failure, job_id, now).await? {
-                Some(failed) => {
-                    info!(task = %task.id, app = %task.app_id, code, "task failed");
-                    Ok(Some(TaskOutcome::Failed(failed)))
-                }
-                None => Ok(current(hub, task.id).await?.map(TaskOutcome::Unchanged)),
-            }
+        None => Ok(current(hub, task.id).await?.map(TaskOutcome::Unchanged)),
+    }
+}
+
+/// The manifest's conversation templates, plus the initiator's initial
+/// conversation if it asked for one.
+fn task_conversations(
+    task: &Task,
+    manifest: &Manifest,
+    initial: &Option<InitialConversation>,
+    now: Millis,
+) -> Vec<NewConversation> {
+    let participants = task.participant_ids();
+    let mut conversations: Vec<NewConversation> = manifest
+        .conversations
+        .iter()
+        .map(|t| NewConversation {
+            id: Uuid::now_v7(),
+            kind: ConversationKind::Task,
+            name: Some(t.name.clone()),
+            task_id: Some(task.id),
+            direct_key: None,
+            template_key: Some(t.key.clone()),
+            created_by: task.app_id,
+            participants: match t.participant_filter {
+                ParticipantFilter::All => participants.clone(),
+                ParticipantFilter::None => Vec::new(),
+            },
+            created_at: now,
+        })
+        .collect();
+    if let Some(ic) = initial {
+        conversations.push(NewConversation {
+            id: Uuid::now_v7(),
+            kind: ConversationKind::Task,
+            name: Some(ic.name.clone()),
+            task_id: Some(task.id),
+            direct_key: None,
+            template_key: None,
+            created_by: task.app_id,
+            participants: ic.participants.clone(),
+            created_at: now,
+        });
+    }
+    conversations
+}
+
+/// Each agent hears of the conversations it is in, no others.
+fn own_view(accepted: &AcceptedTask, agent: Uuid) -> AcceptedTask {
+    AcceptedTask {
+        task: accepted.task.clone(),
+        conversations: accepted
+            .conversations
+            .iter()
+            .filter(|c| c.participants.contains(&agent))
+            .cloned()
+            .collect(),
+    }
+}
+
+/// `task/activated` for the app, `task/accepted` for the initiator,
+/// `task/invited` for the others, and each conversation's created events.
+fn accepted_events(task: &Task, accepted: &AcceptedTask) -> Vec<NewEvent> {
+    let mut events = vec![NewEvent::new(
+        task.app_id,
+        TaskActivated::NAME,
+        payload(accepted),
+    )];
+    for p in &task.participants {
+        let event_type = if p.agent_id == task.initiator_id {
+            TaskAccepted::NAME
+        } else {
+            TaskInvited::NAME
+        };
+        events.push(NewEvent::new(
+            p.agent_id,
+            event_type,
+            payload(own_view(accepted, p.agent_id)),
+        ));
+    }
+    for view in &accepted.conversations {
+        events.extend(created_events(view.clone(), &view.participants));
+    }
+    events
+}
+
+/// Fails the task with the gate's code and reason.
+async fn reject(
+    hub: &Arc<Hub>,
+    task: &Task,
+    code: &'static str,
+    reason: Option<String>,
+    job_id: Uuid,
+    now: Millis,
+) -> Result<Option<TaskOutcome>, StoreError> {
+    metrics::counter!(names::GATE_VERDICTS, "gate" => "task_create", "verdict" => code)
+        .increment(1);
+    let failure = TaskFailure {
+        code: code.to_string(),
+        reason,
+    };
+    match fail(hub, task, failure, job_id, now).await? {
+        Some(failed) => {
+            info!(task = %task.id, app = %task.app_id, code, "task failed");
+            Ok(Some(TaskOutcome::Failed(failed)))
         }
+        None => Ok(current(hub, task.id).await?.map(TaskOutcome::Unchanged)),
     }
 }
 
@@ -235,7 +304,7 @@ async fn fail(
     task: &Task,
     failure: TaskFailure,
     job_id: Uuid,
-    now: crate::domain::Millis,
+    now: Millis,
 ) -> Result<Option<Task>, StoreError> {
     let failed = Task {
         state: TaskState::Failed,
