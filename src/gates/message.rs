@@ -6,13 +6,14 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::hook_answer;
+use crate::domain::conversation::Conversation;
 use crate::domain::event::NewEvent;
 use crate::domain::gate::{
     all_except, message_decision, message_gate, MessageDecision, MessageGate,
 };
-use crate::domain::message::Origin;
+use crate::domain::message::{Message, Origin};
 use crate::domain::now_millis;
-use crate::domain::task::TaskState;
+use crate::domain::task::{Task, TaskState};
 use crate::hooks;
 use crate::hub::Hub;
 use crate::protocol::conversations::{
@@ -22,7 +23,7 @@ use crate::protocol::tasks::{
     AppMessageAuthorize, DeliveryPayload, MessageAuthorizeCallback, MessageDelivery,
 };
 use crate::protocol::Notification;
-use crate::store::{Effects, MessageDecided, MessageOutcome, StoreError, Verdict};
+use crate::store::{AppRecord, Effects, MessageDecided, MessageOutcome, StoreError, Verdict};
 use crate::telemetry::names;
 
 pub fn delivery_of(verdict: &Verdict, dropped: u32) -> Delivery {
@@ -75,27 +76,78 @@ async fn decide_once(
     message_id: Uuid,
     job_id: Uuid,
 ) -> Result<Option<Option<Delivery>>, StoreError> {
-    let finish_only = Effects {
-        finish_job: Some(job_id),
-        ..Default::default()
-    };
     let Some((message, verdict)) = hub.store.message(message_id).await? else {
         hub.store.finish_job(job_id).await?;
         return Ok(Some(None));
     };
     if verdict != Verdict::Pending {
-        hub.store
-            .decide_message(
-                message_id,
-                &MessageOutcome::Block {
-                    reason: String::new(),
-                },
-                &finish_only,
-                now_millis(),
-            )
-            .await?;
-        return Ok(Some(Some(delivery_of(&verdict, 0))));
+        return finish_decided(hub, message_id, verdict, job_id).await;
     }
+    let subject = load_subject(hub, message).await?;
+    let decision = ask_gate(hub, &subject).await;
+    let (outcome, verdict, dropped) = outcome_of(decision);
+    let delivery = delivery_of(&verdict, dropped);
+    let events = verdict_events(&subject.message, &outcome, &delivery);
+    let effects = Effects {
+        events,
+        finish_job: Some(job_id),
+        ..Default::default()
+    };
+    match hub
+        .store
+        .decide_message(message_id, &outcome, &effects, now_millis())
+        .await?
+    {
+        MessageDecided::Applied(stored) => {
+            count_verdict(&verdict, dropped);
+            hub.events.publish(&stored);
+            Ok(Some(Some(delivery)))
+        }
+        MessageDecided::AlreadyDecided => Ok(Some(
+            hub.store
+                .message(message_id)
+                .await?
+                .map(|(_, v)| delivery_of(&v, 0)),
+        )),
+        MessageDecided::TaskNotActive => Ok(None),
+    }
+}
+
+/// A message decided already: only the job is finished (the store leaves a
+/// decided message as it is).
+async fn finish_decided(
+    hub: &Arc<Hub>,
+    message_id: Uuid,
+    verdict: Verdict,
+    job_id: Uuid,
+) -> Result<Option<Option<Delivery>>, StoreError> {
+    let finish_only = Effects {
+        finish_job: Some(job_id),
+        ..Default::default()
+    };
+    hub.store
+        .decide_message(
+            message_id,
+            &MessageOutcome::Block {
+                reason: String::new(),
+            },
+            &finish_only,
+            now_millis(),
+        )
+        .await?;
+    Ok(Some(Some(delivery_of(&verdict, 0))))
+}
+
+/// What the gate decides about: the message, its conversation and task, and
+/// the task's app.
+struct Subject {
+    message: Message,
+    conversation: Conversation,
+    task: Task,
+    app: AppRecord,
+}
+
+async fn load_subject(hub: &Arc<Hub>, message: Message) -> Result<Subject, StoreError> {
     let conversation = hub
         .store
         .conversation(message.conversation_id)
@@ -113,39 +165,60 @@ async fn decide_once(
         .app(task.app_id)
         .await?
         .ok_or(StoreError::NotFound)?;
-    let decision = if task.state != TaskState::Active {
-        MessageDecision::Block {
+    Ok(Subject {
+        message,
+        conversation,
+        task,
+        app,
+    })
+}
+
+/// A closed task blocks; otherwise the manifest's policy decides, in-process
+/// or by calling the app.
+async fn ask_gate(hub: &Arc<Hub>, subject: &Subject) -> MessageDecision {
+    let Subject {
+        message,
+        conversation,
+        task,
+        app,
+    } = subject;
+    if task.state != TaskState::Active {
+        return MessageDecision::Block {
             reason: format!("task is {}", task.state.as_str()),
+        };
+    }
+    match message_gate(&app.manifest.hooks.message_authorize) {
+        MessageGate::ForwardAll => MessageDecision::Forward {
+            recipients: all_except(&conversation.participants, message.sender_id),
+            dropped: 0,
+        },
+        MessageGate::Block(reason) => MessageDecision::Block { reason },
+        MessageGate::Hook { timeout_ms } => {
+            let callback = MessageAuthorizeCallback {
+                task_id: task.id,
+                conversation: conversation.clone(),
+                message: message.clone(),
+            };
+            let outcome = hooks::call_app::<AppMessageAuthorize>(
+                hub,
+                task.app_id,
+                &callback,
+                Duration::from_millis(timeout_ms),
+            )
+            .await;
+            message_decision(
+                hook_answer(outcome),
+                &conversation.participants,
+                message.sender_id,
+            )
         }
-    } else {
-        match message_gate(&app.manifest.hooks.message_authorize) {
-            MessageGate::ForwardAll => MessageDecision::Forward {
-                recipients: all_except(&conversation.participants, message.sender_id),
-                dropped: 0,
-            },
-            MessageGate::Block(reason) => MessageDecision::Block { reason },
-            MessageGate::Hook { timeout_ms } => {
-                let callback = MessageAuthorizeCallback {
-                    task_id,
-                    conversation: conversation.clone(),
-                    message: message.clone(),
-                };
-                let outcome = hooks::call_app::<AppMessageAuthorize>(
-                    hub,
-                    task.app_id,
-                    &callback,
-                    Duration::from_millis(timeout_ms),
-                )
-                .await;
-                message_decision(
-                    hook_answer(outcome),
-                    &conversation.participants,
-                    message.sender_id,
-                )
-            }
-        }
-    };
-    let (outcome, verdict, dropped) = match decision {
+    }
+}
+
+/// The store's outcome, the verdict it records, and how many recipients the
+/// app's answer named that are not participants.
+fn outcome_of(decision: MessageDecision) -> (MessageOutcome, Verdict, u32) {
+    match decision {
         MessageDecision::Forward {
             recipients,
             dropped,
@@ -162,15 +235,18 @@ async fn decide_once(
             Verdict::Blocked { reason },
             0,
         ),
-    };
-    let label = if matches!(verdict, Verdict::Forwarded { .. }) {
-        "forward"
-    } else {
-        "block"
-    };
-    let delivery = delivery_of(&verdict, dropped);
+    }
+}
+
+/// `agent/message/received` for each recipient of a forward, and the
+/// delivery for an agent sender.
+fn verdict_events(
+    message: &Message,
+    outcome: &MessageOutcome,
+    delivery: &Delivery,
+) -> Vec<NewEvent> {
     let mut events = Vec::new();
-    if let MessageOutcome::Forward { recipients } = &outcome {
+    if let MessageOutcome::Forward { recipients } = outcome {
         let body = std::sync::Arc::new(
             serde_json::to_value(MessageReceivedPayload {
                 message: message.clone(),
@@ -196,34 +272,21 @@ async fn decide_once(
             body,
         ));
     }
-    let effects = Effects {
-        events,
-        finish_job: Some(job_id),
-        ..Default::default()
+    events
+}
+
+/// Counted once applied: a forward that met a closed task is decided again
+/// and counted then.
+fn count_verdict(verdict: &Verdict, dropped: u32) {
+    let label = if matches!(verdict, Verdict::Forwarded { .. }) {
+        "forward"
+    } else {
+        "block"
     };
-    match hub
-        .store
-        .decide_message(message_id, &outcome, &effects, now_millis())
-        .await?
-    {
-        MessageDecided::Applied(stored) => {
-            // Counted once applied: a forward that met a closed task is
-            // decided again and counted then.
-            metrics::counter!(names::GATE_VERDICTS, "gate" => "message_authorize", "verdict" => label)
-                .increment(1);
-            if dropped > 0 {
-                metrics::counter!(names::RECIPIENTS_DROPPED).increment(dropped as u64);
-            }
-            hub.events.publish(&stored);
-            Ok(Some(Some(delivery)))
-        }
-        MessageDecided::AlreadyDecided => Ok(Some(
-            hub.store
-                .message(message_id)
-                .await?
-                .map(|(_, v)| delivery_of(&v, 0)),
-        )),
-        MessageDecided::TaskNotActive => Ok(None),
+    metrics::counter!(names::GATE_VERDICTS, "gate" => "message_authorize", "verdict" => label)
+        .increment(1);
+    if dropped > 0 {
+        metrics::counter!(names::RECIPIENTS_DROPPED).increment(dropped as u64);
     }
 }
 
