@@ -4,7 +4,9 @@
 
 pub mod conversations;
 pub mod events;
+pub mod leases;
 pub mod network;
+pub mod task_conversations;
 pub mod tasks;
 
 use crate::gateway::RequestContext;
@@ -30,12 +32,12 @@ pub fn router() -> Router<RequestContext> {
         .register::<t::AgentTaskList, _, _>(tasks::list)
         .register::<t::AppTaskGet, _, _>(tasks::app_get)
         .register::<t::AppTaskClose, _, _>(tasks::close)
-        .register::<t::AppConversationCreate, _, _>(tasks::app_conversation_create)
-        .register::<t::AppConversationAdd, _, _>(tasks::app_conversation_add)
-        .register::<t::AppMessageSend, _, _>(tasks::app_message_send)
-        .register::<t::AgentDispatchRequest, _, _>(tasks::dispatch_request)
-        .register::<t::AgentDispatchComplete, _, _>(tasks::dispatch_complete)
-        .register::<t::AppDispatchResolve, _, _>(tasks::dispatch_resolve)
+        .register::<t::AppConversationCreate, _, _>(task_conversations::app_conversation_create)
+        .register::<t::AppConversationAdd, _, _>(task_conversations::app_conversation_add)
+        .register::<t::AppMessageSend, _, _>(task_conversations::app_message_send)
+        .register::<t::AgentDispatchRequest, _, _>(leases::dispatch_request)
+        .register::<t::AgentDispatchComplete, _, _>(leases::dispatch_complete)
+        .register::<t::AppDispatchResolve, _, _>(leases::dispatch_resolve)
 }
 
 /// A store failure is the hub's fault: logged here, answered as Internal.

@@ -1,5 +1,6 @@
-//! App-bound tasks, the app's conversations and messages, and dispatch
-//! leases.
+//! App-bound tasks: the agent's request (checked, stored with its gate job,
+//! decided at once), reading, listing and closing. The app's conversations
+//! are in `task_conversations`, dispatch leases in `leases`.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -7,36 +8,28 @@ use std::time::Duration;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::conversations::{store_message, visible_conversation, Outgoing};
 use super::store_failure;
-use crate::domain::conversation::{Conversation, ConversationKind};
+use crate::domain::conversation::Conversation;
 use crate::domain::event::{rfc3339, NewEvent};
-use crate::domain::gate::{admission_of, AdmissionAnswer};
-use crate::domain::lease::{Lease, LeaseState};
 use crate::domain::manifest::TaskCreatePolicy;
-use crate::domain::message::Origin;
 use crate::domain::task::{Task, TaskParticipant, TaskRole, TaskState};
 use crate::domain::{now_millis, PrincipalKind};
 use crate::gates::{self, task::TaskOutcome};
 use crate::gateway::RequestContext;
-use crate::protocol::conversations::{created_events, MessageSendParams, MessageSendResult};
 use crate::protocol::tasks::*;
 use crate::protocol::Notification;
 use crate::rpc::{ErrorKind, RpcError};
-use crate::store::{
-    CreatedConversation, CreatedLease, Effects, JobKind, LeaseChange, NewConversation, NewLease,
-    NewTask,
-};
+use crate::store::{AppRecord, Effects, JobKind, NewTask};
 
-fn invalid(field: &str, detail: impl std::fmt::Display) -> RpcError {
+pub(super) fn invalid(field: &str, detail: impl std::fmt::Display) -> RpcError {
     RpcError::invalid_params(format!("{field}: {detail}")).with_data(json!({ "field": field }))
 }
 
-fn task_not_found(id: Uuid) -> RpcError {
+pub(super) fn task_not_found(id: Uuid) -> RpcError {
     RpcError::not_found("task not found").with_data(json!({ "taskId": id }))
 }
 
-fn check_name(field: &str, name: &str) -> Result<(), RpcError> {
+pub(super) fn check_name(field: &str, name: &str) -> Result<(), RpcError> {
     if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
         return Err(invalid(
             field,
@@ -88,72 +81,21 @@ fn task_failed_error(task: &Task, hook_timeout: Option<u64>) -> RpcError {
         .with_data(json!({ "taskId": task.id, "code": failure.code, "reason": failure.reason }))
 }
 
+/// `agent/task/request`: check the request, store the waiting task with its
+/// claimed gate job, run the gate, answer with the verdict.
 pub async fn request(ctx: RequestContext, p: TaskRequestParams) -> Result<AcceptedTask, RpcError> {
     let hub = ctx.hub.clone();
     let me = ctx.principal().id;
-    let app = hub
-        .store
-        .app(p.app_id)
-        .await
-        .map_err(store_failure)?
-        .ok_or_else(|| {
-            RpcError::not_found("app not found").with_data(json!({ "appId": p.app_id }))
-        })?;
-    let mut seen = HashSet::new();
-    for id in &p.invited_agent_ids {
-        if *id == me {
-            return Err(invalid(
-                "invitedAgentIds",
-                "lists the other agents; the caller joins as initiator",
-            ));
-        }
-        if !seen.insert(*id) {
-            return Err(invalid(
-                "invitedAgentIds",
-                format!("names agent {id} twice"),
-            ));
-        }
-    }
-    let max = app.manifest.limits.max_participants as usize;
-    let total = p.invited_agent_ids.len() + 1;
-    if total > max {
-        return Err(RpcError::invalid_params(format!(
-            "invitedAgentIds: the task would have {total} participants; the app allows at most {max} (limits.maxParticipants)"
-        ))
-        .with_data(json!({ "field": "invitedAgentIds", "limit": max })));
-    }
-    for id in &p.invited_agent_ids {
-        let record = hub.store.principal(*id).await.map_err(store_failure)?;
-        if record.map(|r| r.kind) != Some(PrincipalKind::Agent) {
-            return Err(RpcError::not_found(format!("agent {id} not found"))
-                .with_data(json!({ "agentId": id })));
-        }
-    }
-    let mut participants = vec![TaskParticipant {
-        agent_id: me,
-        role: TaskRole::Initiator,
-    }];
-    participants.extend(p.invited_agent_ids.iter().map(|a| TaskParticipant {
-        agent_id: *a,
-        role: TaskRole::Invited,
-    }));
+    let app = requested_app(&ctx, p.app_id).await?;
+    check_invited(
+        me,
+        &p.invited_agent_ids,
+        app.manifest.limits.max_participants,
+    )?;
+    check_agents_exist(&ctx, &p.invited_agent_ids).await?;
+    let participants = participants_of(me, &p.invited_agent_ids);
     if let Some(ic) = &p.initial_conversation {
-        check_name("initialConversation.name", &ic.name)?;
-        let mut seen = HashSet::new();
-        for a in &ic.participants {
-            if !participants.iter().any(|p| p.agent_id == *a) {
-                return Err(invalid(
-                    "initialConversation.participants",
-                    format!("agent {a} is not a task participant"),
-                ));
-            }
-            if !seen.insert(*a) {
-                return Err(invalid(
-                    "initialConversation.participants",
-                    format!("names agent {a} twice"),
-                ));
-            }
-        }
+        check_initial_conversation(ic, &participants)?;
     }
     let hook_timeout = match app.manifest.hooks.task_create {
         TaskCreatePolicy::Hook { timeout_ms } => Some(timeout_ms),
@@ -194,35 +136,128 @@ pub async fn request(ctx: RequestContext, p: TaskRequestParams) -> Result<Accept
     match outcome {
         Some(TaskOutcome::Accepted(accepted)) => Ok(accepted),
         Some(TaskOutcome::Failed(task)) => Err(task_failed_error(&task, hook_timeout)),
-        Some(TaskOutcome::Unchanged(_)) | None => {
-            // Decided already (a retried request), or gone: wait for the
-            // verdict the job runner may still apply.
-            let deadline = tokio::time::Instant::now()
-                + Duration::from_millis(
-                    hook_timeout.unwrap_or(0) + hub.config.jobs.inline_grace_ms,
-                );
-            loop {
-                let task = hub
-                    .store
-                    .task(task_id)
-                    .await
-                    .map_err(store_failure)?
-                    .ok_or_else(RpcError::internal)?
-                    .task;
-                match task.state {
-                    TaskState::Waiting if tokio::time::Instant::now() < deadline => {
-                        tokio::time::sleep(Duration::from_millis(25)).await;
-                    }
-                    TaskState::Waiting => {
-                        return Err(RpcError::new(ErrorKind::Timeout, "the task is still waiting for its app; watch for agent/task/accepted or agent/task/failed")
-                            .with_data(json!({ "taskId": task_id })))
-                    }
-                    TaskState::Failed => return Err(task_failed_error(&task, hook_timeout)),
-                    TaskState::Active | TaskState::Closed => {
-                        let conversations = task_conversations(&ctx, task_id).await?;
-                        return Ok(AcceptedTask { task, conversations });
-                    }
-                }
+        // Decided already (a retried request), or gone: wait for the
+        // verdict the job runner may still apply.
+        Some(TaskOutcome::Unchanged(_)) | None => await_verdict(&ctx, task_id, hook_timeout).await,
+    }
+}
+
+async fn requested_app(ctx: &RequestContext, app_id: Uuid) -> Result<AppRecord, RpcError> {
+    ctx.hub
+        .store
+        .app(app_id)
+        .await
+        .map_err(store_failure)?
+        .ok_or_else(|| RpcError::not_found("app not found").with_data(json!({ "appId": app_id })))
+}
+
+/// The invited agents: others than the caller, each once, and with the
+/// caller no more than the app's `limits.maxParticipants`.
+fn check_invited(me: Uuid, invited: &[Uuid], max_participants: u32) -> Result<(), RpcError> {
+    let mut seen = HashSet::new();
+    for id in invited {
+        if *id == me {
+            return Err(invalid(
+                "invitedAgentIds",
+                "lists the other agents; the caller joins as initiator",
+            ));
+        }
+        if !seen.insert(*id) {
+            return Err(invalid(
+                "invitedAgentIds",
+                format!("names agent {id} twice"),
+            ));
+        }
+    }
+    let max = max_participants as usize;
+    let total = invited.len() + 1;
+    if total > max {
+        return Err(RpcError::invalid_params(format!(
+            "invitedAgentIds: the task would have {total} participants; the app allows at most {max} (limits.maxParticipants)"
+        ))
+        .with_data(json!({ "field": "invitedAgentIds", "limit": max })));
+    }
+    Ok(())
+}
+
+async fn check_agents_exist(ctx: &RequestContext, agents: &[Uuid]) -> Result<(), RpcError> {
+    for id in agents {
+        let record = ctx.hub.store.principal(*id).await.map_err(store_failure)?;
+        if record.map(|r| r.kind) != Some(PrincipalKind::Agent) {
+            return Err(RpcError::not_found(format!("agent {id} not found"))
+                .with_data(json!({ "agentId": id })));
+        }
+    }
+    Ok(())
+}
+
+/// The caller as initiator, then the invited agents.
+fn participants_of(me: Uuid, invited: &[Uuid]) -> Vec<TaskParticipant> {
+    let mut participants = vec![TaskParticipant {
+        agent_id: me,
+        role: TaskRole::Initiator,
+    }];
+    participants.extend(invited.iter().map(|a| TaskParticipant {
+        agent_id: *a,
+        role: TaskRole::Invited,
+    }));
+    participants
+}
+
+/// A valid name, and only task participants, each once.
+fn check_initial_conversation(
+    ic: &InitialConversation,
+    participants: &[TaskParticipant],
+) -> Result<(), RpcError> {
+    check_name("initialConversation.name", &ic.name)?;
+    let mut seen = HashSet::new();
+    for a in &ic.participants {
+        if !participants.iter().any(|p| p.agent_id == *a) {
+            return Err(invalid(
+                "initialConversation.participants",
+                format!("agent {a} is not a task participant"),
+            ));
+        }
+        if !seen.insert(*a) {
+            return Err(invalid(
+                "initialConversation.participants",
+                format!("names agent {a} twice"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Polls the task until it leaves `waiting` or the hook's deadline and the
+/// inline grace have passed.
+async fn await_verdict(
+    ctx: &RequestContext,
+    task_id: Uuid,
+    hook_timeout: Option<u64>,
+) -> Result<AcceptedTask, RpcError> {
+    let hub = &ctx.hub;
+    let deadline = tokio::time::Instant::now()
+        + Duration::from_millis(hook_timeout.unwrap_or(0) + hub.config.jobs.inline_grace_ms);
+    loop {
+        let task = hub
+            .store
+            .task(task_id)
+            .await
+            .map_err(store_failure)?
+            .ok_or_else(RpcError::internal)?
+            .task;
+        match task.state {
+            TaskState::Waiting if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            TaskState::Waiting => {
+                return Err(RpcError::new(ErrorKind::Timeout, "the task is still waiting for its app; watch for agent/task/accepted or agent/task/failed")
+                    .with_data(json!({ "taskId": task_id })))
+            }
+            TaskState::Failed => return Err(task_failed_error(&task, hook_timeout)),
+            TaskState::Active | TaskState::Closed => {
+                let conversations = task_conversations(ctx, task_id).await?;
+                return Ok(AcceptedTask { task, conversations });
             }
         }
     }
@@ -253,14 +288,14 @@ async fn agent_task(ctx: &RequestContext, id: Uuid) -> Result<Task, RpcError> {
 }
 
 /// A task of the calling app (else the same NotFound).
-async fn app_task(ctx: &RequestContext, id: Uuid) -> Result<Task, RpcError> {
+pub(super) async fn app_task(ctx: &RequestContext, id: Uuid) -> Result<Task, RpcError> {
     match ctx.hub.store.task(id).await.map_err(store_failure)? {
         Some(r) if r.task.app_id == ctx.principal().id => Ok(r.task),
         _ => Err(task_not_found(id)),
     }
 }
 
-fn require_active(task: &Task) -> Result<(), RpcError> {
+pub(super) fn require_active(task: &Task) -> Result<(), RpcError> {
     if task.state != TaskState::Active {
         return Err(
             RpcError::conflict(format!("the task is {}", task.state.as_str()))
@@ -373,286 +408,5 @@ pub async fn close(ctx: RequestContext, p: TaskCloseParams) -> Result<TaskResult
         }
         None => Err(RpcError::conflict("the task is no longer active")
             .with_data(json!({ "taskId": task.id }))),
-    }
-}
-
-/// Checks that every agent is a participant of the task.
-fn only_task_participants(task: &Task, agents: &[Uuid]) -> Result<(), RpcError> {
-    let mut seen = HashSet::new();
-    for a in agents {
-        if !task.has_participant(*a) {
-            return Err(RpcError::forbidden(format!(
-                "agent {a} is not a participant of task {}",
-                task.id
-            ))
-            .with_data(json!({ "agentId": a, "taskId": task.id })));
-        }
-        if !seen.insert(*a) {
-            return Err(invalid("participants", format!("names agent {a} twice")));
-        }
-    }
-    Ok(())
-}
-
-pub async fn app_conversation_create(
-    ctx: RequestContext,
-    p: AppConversationCreateParams,
-) -> Result<ConversationResult, RpcError> {
-    let task = app_task(&ctx, p.task_id).await?;
-    require_active(&task)?;
-    check_name("name", &p.name)?;
-    only_task_participants(&task, &p.participants)?;
-    let new = NewConversation {
-        id: Uuid::now_v7(),
-        kind: ConversationKind::Task,
-        name: Some(p.name),
-        task_id: Some(task.id),
-        direct_key: None,
-        template_key: None,
-        created_by: task.app_id,
-        participants: p.participants,
-        created_at: now_millis(),
-    };
-    let events = created_events(new.view(), &new.participants);
-    match ctx
-        .hub
-        .store
-        .create_conversation(&new, &events)
-        .await
-        .map_err(store_failure)?
-    {
-        CreatedConversation::Created(conversation, stored) => {
-            ctx.hub.events.publish(&stored);
-            Ok(ConversationResult { conversation })
-        }
-        CreatedConversation::Existing(conversation) => Ok(ConversationResult { conversation }),
-    }
-}
-
-/// A conversation of one of the calling app's tasks, with that task.
-async fn app_conversation(
-    ctx: &RequestContext,
-    id: Uuid,
-) -> Result<(Conversation, Task), RpcError> {
-    let hidden =
-        || RpcError::not_found("conversation not found").with_data(json!({ "conversationId": id }));
-    let conversation = ctx
-        .hub
-        .store
-        .conversation(id)
-        .await
-        .map_err(store_failure)?
-        .ok_or_else(hidden)?;
-    let task_id = conversation.task_id.ok_or_else(hidden)?;
-    let task = app_task(ctx, task_id).await.map_err(|_| hidden())?;
-    Ok((conversation, task))
-}
-
-pub async fn app_conversation_add(
-    ctx: RequestContext,
-    p: AppConversationAddParams,
-) -> Result<ConversationResult, RpcError> {
-    let (conversation, task) = app_conversation(&ctx, p.conversation_id).await?;
-    require_active(&task)?;
-    only_task_participants(&task, &p.participants)?;
-    let added: Vec<Uuid> = p
-        .participants
-        .iter()
-        .copied()
-        .filter(|a| !conversation.participants.contains(a))
-        .collect();
-    let mut after = conversation.clone();
-    after.participants.extend(added.iter().copied());
-    let body = serde_json::to_value(crate::protocol::tasks::ConversationPayload {
-        conversation: after,
-    })
-    .map_err(|_| RpcError::internal())?;
-    let events: Vec<NewEvent> = added
-        .iter()
-        .map(|a| NewEvent::new(*a, ConversationJoined::NAME, body.clone()))
-        .collect();
-    let stored = ctx
-        .hub
-        .store
-        .add_participants(conversation.id, &added, &events, now_millis())
-        .await
-        .map_err(store_failure)?;
-    ctx.hub.events.publish(&stored);
-    let conversation = ctx
-        .hub
-        .store
-        .conversation(conversation.id)
-        .await
-        .map_err(store_failure)?
-        .ok_or_else(RpcError::internal)?;
-    Ok(ConversationResult { conversation })
-}
-
-pub async fn app_message_send(
-    ctx: RequestContext,
-    p: MessageSendParams,
-) -> Result<MessageSendResult, RpcError> {
-    let (conversation, task) = app_conversation(&ctx, p.conversation_id).await?;
-    require_active(&task)?;
-    let out = Outgoing {
-        sender: ctx.principal().id,
-        origin: Origin::App,
-        parts: p.parts,
-        client_msg_id: p.client_msg_id,
-        reply_to: p.reply_to,
-    };
-    store_message(&ctx, &conversation, out).await
-}
-
-pub async fn dispatch_request(
-    ctx: RequestContext,
-    p: DispatchRequestParams,
-) -> Result<LeaseResult, RpcError> {
-    let hub = ctx.hub.clone();
-    let me = ctx.principal().id;
-    let hidden =
-        || RpcError::not_found("message not found").with_data(json!({ "messageId": p.message_id }));
-    let conversation = visible_conversation(&ctx, p.conversation_id).await?;
-    let (message, _) = hub
-        .store
-        .message(p.message_id)
-        .await
-        .map_err(store_failure)?
-        .ok_or_else(hidden)?;
-    if message.conversation_id != conversation.id
-        || !hub
-            .store
-            .is_recipient(message.id, me)
-            .await
-            .map_err(store_failure)?
-    {
-        return Err(hidden());
-    }
-    let lease_id = Uuid::now_v7();
-    let job = gates::inline_job(
-        &hub,
-        JobKind::DispatchAuthorize,
-        lease_id,
-        hub.config.hooks.max_timeout_ms,
-    );
-    let new = NewLease {
-        id: lease_id,
-        message_id: message.id,
-        conversation_id: conversation.id,
-        recipient_id: me,
-        created_at: now_millis(),
-    };
-    match hub
-        .store
-        .create_lease(&new, &job)
-        .await
-        .map_err(store_failure)?
-    {
-        CreatedLease::Existing(lease) => Ok(LeaseResult { lease }),
-        CreatedLease::Created(lease) => {
-            // Answer now; decide in the background (the verdict is an event).
-            let hub2 = hub.clone();
-            // The job was stored claimed for us.
-            hub.tasks.spawn(async move {
-                if let Err(e) = gates::dispatch::decide(&hub2, lease_id, job.id).await {
-                    tracing::warn!(lease = %lease_id, error = %e, "dispatch gate failed; the job runner retries it");
-                    let _ = hub2.store.retry_job(job.id, now_millis()).await;
-                }
-            });
-            Ok(LeaseResult { lease })
-        }
-    }
-}
-
-fn lease_not_found(id: Uuid) -> RpcError {
-    RpcError::not_found("lease not found").with_data(json!({ "leaseId": id }))
-}
-
-pub async fn dispatch_complete(
-    ctx: RequestContext,
-    p: LeaseParams,
-) -> Result<LeaseResult, RpcError> {
-    let lease = ctx
-        .hub
-        .store
-        .lease(p.lease_id)
-        .await
-        .map_err(store_failure)?;
-    let Some(lease) = lease.filter(|l| l.recipient_id == ctx.principal().id) else {
-        return Err(lease_not_found(p.lease_id));
-    };
-    let change = LeaseChange {
-        lease_id: lease.lease_id,
-        from: vec![LeaseState::Granted],
-        to: LeaseState::Completed,
-        reason: None,
-        expires_at: None,
-        now: now_millis(),
-    };
-    match ctx
-        .hub
-        .store
-        .transition_lease(&change, &Effects::default())
-        .await
-        .map_err(store_failure)?
-    {
-        Some((lease, _)) => Ok(LeaseResult { lease }),
-        None => {
-            let now = ctx
-                .hub
-                .store
-                .lease(lease.lease_id)
-                .await
-                .map_err(store_failure)?
-                .map_or(lease.state, |l| l.state);
-            Err(
-                RpcError::conflict(format!("the lease is {}, not granted", now.as_str()))
-                    .with_data(json!({ "leaseId": lease.lease_id, "state": now })),
-            )
-        }
-    }
-}
-
-pub async fn dispatch_resolve(
-    ctx: RequestContext,
-    p: DispatchResolveParams,
-) -> Result<LeaseResult, RpcError> {
-    let lease: Option<Lease> = ctx
-        .hub
-        .store
-        .lease(p.lease_id)
-        .await
-        .map_err(store_failure)?;
-    let lease = lease.ok_or_else(|| lease_not_found(p.lease_id))?;
-    let (_, task) = app_conversation(&ctx, lease.conversation_id)
-        .await
-        .map_err(|_| lease_not_found(p.lease_id))?;
-    let cfg = &ctx.hub.config.leases;
-    let answer = match p.resolution {
-        Resolution::Grant { lease_timeout_ms } => {
-            if lease_timeout_ms == Some(0) {
-                return Err(invalid(
-                    "resolution.leaseTimeoutMs",
-                    "must be greater than 0",
-                ));
-            }
-            AdmissionAnswer::Grant { lease_timeout_ms }
-        }
-        Resolution::Deny { reason } => AdmissionAnswer::Deny { reason },
-    };
-    let decision = admission_of(answer, cfg.default_timeout_ms, cfg.max_timeout_ms);
-    match gates::dispatch::apply(
-        &ctx.hub,
-        lease.lease_id,
-        &[LeaseState::Pending, LeaseState::Held],
-        decision,
-        None,
-    )
-    .await
-    .map_err(store_failure)?
-    {
-        Some(lease) => Ok(LeaseResult { lease }),
-        None => Err(RpcError::conflict("the lease is already decided")
-            .with_data(json!({ "leaseId": lease.lease_id, "taskId": task.id }))),
     }
 }
