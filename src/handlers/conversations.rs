@@ -8,11 +8,12 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::store_failure;
+use super::{check_agents_exist, store_failure};
+use crate::config::MessagesConfig;
 use crate::domain::conversation::{direct_key, Conversation, ConversationKind};
 use crate::domain::message::{self, Origin, PartLimits};
+use crate::domain::now_millis;
 use crate::domain::task::TaskState;
-use crate::domain::{now_millis, PrincipalKind};
 use crate::gates;
 use crate::gateway::RequestContext;
 use crate::protocol::conversations::*;
@@ -46,69 +47,16 @@ fn invalid(field: &str, detail: impl std::fmt::Display) -> RpcError {
     RpcError::invalid_params(format!("{field}: {detail}")).with_data(json!({ "field": field }))
 }
 
+/// `agent/conversation/create`: check the participants and the kind, then
+/// store the conversation (a direct one once per pair) and publish.
 pub async fn create(
     ctx: RequestContext,
     p: ConversationCreateParams,
 ) -> Result<ConversationCreateResult, RpcError> {
     let me = ctx.principal().id;
-    let limits = &ctx.hub.config.messages;
-    let mut seen = HashSet::new();
-    for id in &p.participants {
-        if *id == me {
-            return Err(invalid(
-                "participants",
-                "lists the other agents; the caller is added",
-            ));
-        }
-        if !seen.insert(*id) {
-            return Err(invalid("participants", format!("names agent {id} twice")));
-        }
-    }
-    let kind = match p.kind {
-        NewConversationKind::Direct => {
-            if p.participants.len() != 1 {
-                return Err(invalid(
-                    "participants",
-                    "a direct conversation has exactly one other agent",
-                ));
-            }
-            if p.name.is_some() {
-                return Err(invalid("name", "only group conversations have a name"));
-            }
-            ConversationKind::Direct
-        }
-        NewConversationKind::Group => {
-            if p.participants.is_empty() || p.participants.len() + 1 > limits.max_group_participants
-            {
-                return Err(invalid(
-                    "participants",
-                    format!(
-                        "a group has 1 to {} other agents (messages.max_group_participants)",
-                        limits.max_group_participants - 1
-                    ),
-                ));
-            }
-            if let Some(name) = &p.name {
-                if name.is_empty()
-                    || name.chars().count() > 100
-                    || name.chars().any(char::is_control)
-                {
-                    return Err(invalid(
-                        "name",
-                        "must be 1 to 100 characters without control characters",
-                    ));
-                }
-            }
-            ConversationKind::Group
-        }
-    };
-    for id in &p.participants {
-        let record = ctx.hub.store.principal(*id).await.map_err(store_failure)?;
-        if record.map(|r| r.kind) != Some(PrincipalKind::Agent) {
-            return Err(RpcError::not_found(format!("agent {id} not found"))
-                .with_data(json!({ "agentId": id })));
-        }
-    }
+    check_others(me, &p.participants)?;
+    let kind = checked_kind(&p, ctx.hub.config.messages.max_group_participants)?;
+    check_agents_exist(&ctx, &p.participants).await?;
     let mut participants = vec![me];
     participants.extend(p.participants.iter().copied());
     let new = NewConversation {
@@ -141,6 +89,68 @@ pub async fn create(
             conversation,
             created: false,
         }),
+    }
+}
+
+/// The participants are the other agents, each once.
+fn check_others(me: Uuid, others: &[Uuid]) -> Result<(), RpcError> {
+    let mut seen = HashSet::new();
+    for id in others {
+        if *id == me {
+            return Err(invalid(
+                "participants",
+                "lists the other agents; the caller is added",
+            ));
+        }
+        if !seen.insert(*id) {
+            return Err(invalid("participants", format!("names agent {id} twice")));
+        }
+    }
+    Ok(())
+}
+
+/// A direct conversation has one other agent and no name; a group has 1 to
+/// `messages.max_group_participants - 1` others and perhaps a valid name.
+fn checked_kind(
+    p: &ConversationCreateParams,
+    max_group_participants: usize,
+) -> Result<ConversationKind, RpcError> {
+    match p.kind {
+        NewConversationKind::Direct => {
+            if p.participants.len() != 1 {
+                return Err(invalid(
+                    "participants",
+                    "a direct conversation has exactly one other agent",
+                ));
+            }
+            if p.name.is_some() {
+                return Err(invalid("name", "only group conversations have a name"));
+            }
+            Ok(ConversationKind::Direct)
+        }
+        NewConversationKind::Group => {
+            if p.participants.is_empty() || p.participants.len() + 1 > max_group_participants {
+                return Err(invalid(
+                    "participants",
+                    format!(
+                        "a group has 1 to {} other agents (messages.max_group_participants)",
+                        max_group_participants - 1
+                    ),
+                ));
+            }
+            if let Some(name) = &p.name {
+                if name.is_empty()
+                    || name.chars().count() > 100
+                    || name.chars().any(char::is_control)
+                {
+                    return Err(invalid(
+                        "name",
+                        "must be 1 to 100 characters without control characters",
+                    ));
+                }
+            }
+            Ok(ConversationKind::Group)
+        }
     }
 }
 
@@ -216,91 +226,12 @@ pub async fn store_message(
     out: Outgoing,
 ) -> Result<MessageSendResult, RpcError> {
     let hub = &ctx.hub;
-    let cfg = &hub.config.messages;
-    message::validate_parts(
-        &out.parts,
-        &PartLimits {
-            max_parts: cfg.max_parts,
-            max_bytes: cfg.max_bytes,
-        },
-    )
-    .map_err(|e| RpcError::invalid_params(e).with_data(json!({ "field": "parts" })))?;
-    if let Some(id) = &out.client_msg_id {
-        if id.is_empty() || id.len() > 128 || id.chars().any(char::is_control) {
-            return Err(invalid(
-                "clientMsgId",
-                "must be 1 to 128 characters without control characters",
-            ));
-        }
-    }
-    if let Some(reply) = out.reply_to {
-        let target = hub.store.message(reply).await.map_err(store_failure)?;
-        // Only a message the sender can see: one it sent or received.
-        let visible = match &target {
-            Some((m, _)) if m.conversation_id == conversation.id => {
-                m.sender_id == out.sender
-                    || hub
-                        .store
-                        .is_recipient(m.id, out.sender)
-                        .await
-                        .map_err(store_failure)?
-            }
-            _ => false,
-        };
-        if !visible {
-            return Err(invalid("replyTo", "names no message of this conversation"));
-        }
-    }
+    check_outgoing(&hub.config.messages, &out)?;
+    check_reply_to(ctx, conversation, &out).await?;
     let id = Uuid::now_v7();
-    let mut hook_timeout = None;
-    let fanout = match (conversation.kind, out.origin) {
-        (ConversationKind::Direct | ConversationKind::Group, _)
-        | (ConversationKind::Task, Origin::App) => Fanout::Forward {
-            recipients: conversation
-                .participants
-                .iter()
-                .copied()
-                .filter(|a| *a != out.sender)
-                .collect(),
-            event_type: MessageReceived::NAME,
-        },
-        (ConversationKind::Task, Origin::Agent) => {
-            let task_id = conversation.task_id.ok_or_else(RpcError::internal)?;
-            let task = hub
-                .store
-                .task(task_id)
-                .await
-                .map_err(store_failure)?
-                .ok_or_else(RpcError::internal)?
-                .task;
-            if task.state != TaskState::Active {
-                return Err(
-                    RpcError::conflict(format!("the task is {}", task.state.as_str()))
-                        .with_data(json!({ "taskId": task.id, "state": task.state })),
-                );
-            }
-            let app = hub
-                .store
-                .app(task.app_id)
-                .await
-                .map_err(store_failure)?
-                .ok_or_else(RpcError::internal)?;
-            hook_timeout = Some(match app.manifest.hooks.message_authorize {
-                crate::domain::manifest::MessagePolicy::Hook { timeout_ms } => timeout_ms,
-                _ => 0,
-            });
-            Fanout::Pending
-        }
-    };
+    let (fanout, hook_timeout) = fanout_of(ctx, conversation, &out).await?;
     let job = hook_timeout.map(|t| gates::inline_job(hub, JobKind::MessageAuthorize, id, t));
-    let request_hash = hex::encode(Sha256::digest(
-        serde_json::to_vec(&HashedSend {
-            conversation_id: conversation.id,
-            parts: &out.parts,
-            reply_to: out.reply_to,
-        })
-        .map_err(|_| RpcError::internal())?,
-    ));
+    let request_hash = request_hash(conversation, &out)?;
     let new = NewMessage {
         id,
         conversation_id: conversation.id,
@@ -330,17 +261,7 @@ pub async fn store_message(
             hub.events.publish(&events);
             let mut delivery = gates::message::delivery_of(&verdict, 0);
             if let Some(job) = job {
-                // Run the gate now: the job was stored claimed for us. If
-                // this fails the runner retries it, and the sender learns the
-                // verdict from agent/message/delivery.
-                match gates::message::decide(hub, id, job.id).await {
-                    Ok(Some(d)) => delivery = d,
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::warn!(message = %id, error = %e, "message gate failed; the job runner retries it");
-                        let _ = hub.store.retry_job(job.id, now_millis()).await;
-                    }
-                }
+                delivery = run_gate(ctx, id, job.id).await.unwrap_or(delivery);
             }
             Ok(MessageSendResult {
                 message,
@@ -365,6 +286,138 @@ pub async fn store_message(
                 delivery: gates::message::delivery_of(&verdict, 0),
                 duplicate: true,
             })
+        }
+    }
+}
+
+/// The parts within `messages.max_parts` and `messages.max_bytes`, and a
+/// well-formed `clientMsgId`.
+fn check_outgoing(cfg: &MessagesConfig, out: &Outgoing) -> Result<(), RpcError> {
+    message::validate_parts(
+        &out.parts,
+        &PartLimits {
+            max_parts: cfg.max_parts,
+            max_bytes: cfg.max_bytes,
+        },
+    )
+    .map_err(|e| RpcError::invalid_params(e).with_data(json!({ "field": "parts" })))?;
+    if let Some(id) = &out.client_msg_id {
+        if id.is_empty() || id.len() > 128 || id.chars().any(char::is_control) {
+            return Err(invalid(
+                "clientMsgId",
+                "must be 1 to 128 characters without control characters",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `replyTo` names a message of this conversation the sender can see: one it
+/// sent or received.
+async fn check_reply_to(
+    ctx: &RequestContext,
+    conversation: &Conversation,
+    out: &Outgoing,
+) -> Result<(), RpcError> {
+    let hub = &ctx.hub;
+    if let Some(reply) = out.reply_to {
+        let target = hub.store.message(reply).await.map_err(store_failure)?;
+        let visible = match &target {
+            Some((m, _)) if m.conversation_id == conversation.id => {
+                m.sender_id == out.sender
+                    || hub
+                        .store
+                        .is_recipient(m.id, out.sender)
+                        .await
+                        .map_err(store_failure)?
+            }
+            _ => false,
+        };
+        if !visible {
+            return Err(invalid("replyTo", "names no message of this conversation"));
+        }
+    }
+    Ok(())
+}
+
+/// Every other participant receives at once, except an agent's message in a
+/// task conversation: that one waits for the gate, whose hook timeout comes
+/// back with it (0 for a static policy). The task must be active.
+async fn fanout_of(
+    ctx: &RequestContext,
+    conversation: &Conversation,
+    out: &Outgoing,
+) -> Result<(Fanout, Option<u64>), RpcError> {
+    let hub = &ctx.hub;
+    match (conversation.kind, out.origin) {
+        (ConversationKind::Direct | ConversationKind::Group, _)
+        | (ConversationKind::Task, Origin::App) => Ok((
+            Fanout::Forward {
+                recipients: conversation
+                    .participants
+                    .iter()
+                    .copied()
+                    .filter(|a| *a != out.sender)
+                    .collect(),
+                event_type: MessageReceived::NAME,
+            },
+            None,
+        )),
+        (ConversationKind::Task, Origin::Agent) => {
+            let task_id = conversation.task_id.ok_or_else(RpcError::internal)?;
+            let task = hub
+                .store
+                .task(task_id)
+                .await
+                .map_err(store_failure)?
+                .ok_or_else(RpcError::internal)?
+                .task;
+            if task.state != TaskState::Active {
+                return Err(
+                    RpcError::conflict(format!("the task is {}", task.state.as_str()))
+                        .with_data(json!({ "taskId": task.id, "state": task.state })),
+                );
+            }
+            let app = hub
+                .store
+                .app(task.app_id)
+                .await
+                .map_err(store_failure)?
+                .ok_or_else(RpcError::internal)?;
+            let hook_timeout = match app.manifest.hooks.message_authorize {
+                crate::domain::manifest::MessagePolicy::Hook { timeout_ms } => timeout_ms,
+                _ => 0,
+            };
+            Ok((Fanout::Pending, Some(hook_timeout)))
+        }
+    }
+}
+
+/// What a retried send must repeat for its `clientMsgId` to count as the
+/// same message.
+fn request_hash(conversation: &Conversation, out: &Outgoing) -> Result<String, RpcError> {
+    Ok(hex::encode(Sha256::digest(
+        serde_json::to_vec(&HashedSend {
+            conversation_id: conversation.id,
+            parts: &out.parts,
+            reply_to: out.reply_to,
+        })
+        .map_err(|_| RpcError::internal())?,
+    )))
+}
+
+/// Runs the gate now: the job was stored claimed for us. If this fails the
+/// runner retries it, and the sender learns the verdict from
+/// agent/message/delivery. `None` leaves the pending delivery as it is.
+async fn run_gate(ctx: &RequestContext, id: Uuid, job_id: Uuid) -> Option<Delivery> {
+    let hub = &ctx.hub;
+    match gates::message::decide(hub, id, job_id).await {
+        Ok(Some(d)) => Some(d),
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(message = %id, error = %e, "message gate failed; the job runner retries it");
+            let _ = hub.store.retry_job(job_id, now_millis()).await;
+            None
         }
     }
 }

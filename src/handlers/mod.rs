@@ -9,9 +9,12 @@ pub mod network;
 pub mod task_conversations;
 pub mod tasks;
 
+use crate::domain::PrincipalKind;
 use crate::gateway::RequestContext;
 use crate::protocol::{conversations as c, events as e, network as n, router::Router, tasks as t};
 use crate::rpc::RpcError;
+use serde_json::json;
+use uuid::Uuid;
 
 pub fn router() -> Router<RequestContext> {
     Router::new()
@@ -38,6 +41,18 @@ pub fn router() -> Router<RequestContext> {
         .register::<t::AgentDispatchRequest, _, _>(leases::dispatch_request)
         .register::<t::AgentDispatchComplete, _, _>(leases::dispatch_complete)
         .register::<t::AppDispatchResolve, _, _>(leases::dispatch_resolve)
+}
+
+/// Every id names an agent (else NotFound naming it).
+pub async fn check_agents_exist(ctx: &RequestContext, agents: &[Uuid]) -> Result<(), RpcError> {
+    for id in agents {
+        let record = ctx.hub.store.principal(*id).await.map_err(store_failure)?;
+        if record.map(|r| r.kind) != Some(PrincipalKind::Agent) {
+            return Err(RpcError::not_found(format!("agent {id} not found"))
+                .with_data(json!({ "agentId": id })));
+        }
+    }
+    Ok(())
 }
 
 /// A store failure is the hub's fault: logged here, answered as Internal.

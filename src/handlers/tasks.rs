@@ -8,12 +8,12 @@ use std::time::Duration;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::store_failure;
+use super::{check_agents_exist, store_failure};
 use crate::domain::conversation::Conversation;
 use crate::domain::event::{rfc3339, NewEvent};
 use crate::domain::manifest::TaskCreatePolicy;
+use crate::domain::now_millis;
 use crate::domain::task::{Task, TaskParticipant, TaskRole, TaskState};
-use crate::domain::{now_millis, PrincipalKind};
 use crate::gates::{self, task::TaskOutcome};
 use crate::gateway::RequestContext;
 use crate::protocol::tasks::*;
@@ -176,17 +176,6 @@ fn check_invited(me: Uuid, invited: &[Uuid], max_participants: u32) -> Result<()
             "invitedAgentIds: the task would have {total} participants; the app allows at most {max} (limits.maxParticipants)"
         ))
         .with_data(json!({ "field": "invitedAgentIds", "limit": max })));
-    }
-    Ok(())
-}
-
-async fn check_agents_exist(ctx: &RequestContext, agents: &[Uuid]) -> Result<(), RpcError> {
-    for id in agents {
-        let record = ctx.hub.store.principal(*id).await.map_err(store_failure)?;
-        if record.map(|r| r.kind) != Some(PrincipalKind::Agent) {
-            return Err(RpcError::not_found(format!("agent {id} not found"))
-                .with_data(json!({ "agentId": id })));
-        }
     }
     Ok(())
 }
