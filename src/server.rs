@@ -29,9 +29,17 @@ impl Server {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.server.listen))?;
         let addr = listener.local_addr()?;
-        let hub = Hub::new(config, store).await?;
+        let hub = Hub::new(config, store, crate::handlers::router()).await?;
         let app = crate::http::router(hub.clone());
-        hub.tasks.spawn(crate::events::retention::run(hub.clone()));
+        hub.tasks.spawn(crate::events::retention::run(
+            crate::events::retention::Retention {
+                config: hub.config.events.clone(),
+                store: hub.store.clone(),
+                events: hub.events.clone(),
+                limiter: hub.limiter.clone(),
+                shutdown: hub.shutdown.clone(),
+            },
+        ));
         hub.tasks
             .spawn(crate::gateway::revocations::run(hub.clone()));
         let released = hub.store.release_job_locks().await?;

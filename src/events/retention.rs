@@ -6,19 +6,33 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
-use crate::domain::now_millis;
-use crate::hub::Hub;
+use tokio_util::sync::CancellationToken;
 
-pub async fn run(hub: Arc<Hub>) {
-    let cfg = hub.config.events.clone();
+use super::EventBus;
+use crate::config::EventsConfig;
+use crate::domain::now_millis;
+use crate::store::DynStore;
+
+/// The parts of the hub the retention task works on.
+pub struct Retention {
+    pub config: EventsConfig,
+    pub store: DynStore,
+    pub events: Arc<EventBus>,
+    /// The gateway's per-principal call limiter, pruned on the same tick.
+    pub limiter: Arc<governor::DefaultKeyedRateLimiter<uuid::Uuid>>,
+    pub shutdown: CancellationToken,
+}
+
+pub async fn run(parts: Retention) {
+    let cfg = parts.config.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(cfg.prune_interval_ms));
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = hub.shutdown.cancelled() => return,
+            _ = parts.shutdown.cancelled() => return,
         }
         let older_than = now_millis() - (cfg.retention_hours as i64) * 3_600_000;
-        match hub
+        match parts
             .store
             .prune_events(older_than, cfg.retention_max_per_audience)
             .await
@@ -27,8 +41,8 @@ pub async fn run(hub: Arc<Hub>) {
             Ok(n) => info!(deleted = n, "pruned events past retention"),
             Err(e) => warn!(error = %e, "event pruning failed"),
         }
-        hub.events.sweep_waiters();
+        parts.events.sweep_waiters();
         // Keyed rate-limiter state would otherwise grow with every principal seen.
-        hub.limiter.retain_recent();
+        parts.limiter.retain_recent();
     }
 }

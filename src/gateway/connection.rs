@@ -19,42 +19,12 @@ use tokio::sync::{mpsc, Semaphore};
 use tracing::{debug, info, warn};
 use uuid::Uuid;
 
-use crate::hub::Hub;
-use crate::identity::Authenticated;
+use crate::hub::{ConnectionInfo, Hub, RequestContext};
 use crate::protocol::Caller;
 use crate::rpc::frame::{self, Id, Incoming};
 use crate::rpc::peer::CloseRequest;
 use crate::rpc::{close_code, CallOutcome, ErrorKind, Peer, RpcError};
 use crate::telemetry::names;
-
-/// What a handler knows about the socket it serves.
-pub struct ConnectionInfo {
-    pub id: Uuid,
-    pub peer: Peer,
-    /// Set once by a successful connect call.
-    pub session: OnceLock<Authenticated>,
-    /// Where event delivery starts, set by the connect call.
-    pub event_start: OnceLock<u64>,
-}
-
-/// The context every method handler receives.
-#[derive(Clone)]
-pub struct RequestContext {
-    pub hub: Arc<Hub>,
-    pub conn: Arc<ConnectionInfo>,
-}
-
-impl RequestContext {
-    /// The authenticated principal. The gateway only runs authenticated
-    /// methods on authenticated sockets, so this cannot fail there.
-    pub fn principal(&self) -> crate::domain::Principal {
-        self.conn
-            .session
-            .get()
-            .expect("authenticated method on an authenticated socket")
-            .principal
-    }
-}
 
 struct Reader {
     hub: Arc<Hub>,

@@ -4,8 +4,9 @@
 //! policy, graceful shutdown).
 
 pub mod connection;
-pub mod registry;
 pub mod revocations;
 
-pub use connection::{ConnectionInfo, RequestContext};
-pub use registry::Registry;
+// The registry and the request context belong to the hub's shared state;
+// these names stay for the gateway's callers.
+pub use crate::hub::registry;
+pub use crate::hub::{ConnectionInfo, Registry, RequestContext};

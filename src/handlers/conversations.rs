@@ -15,7 +15,7 @@ use crate::domain::message::{self, Origin, PartLimits};
 use crate::domain::now_millis;
 use crate::domain::task::TaskState;
 use crate::gates;
-use crate::gateway::RequestContext;
+use crate::hub::RequestContext;
 use crate::protocol::conversations::*;
 use crate::protocol::Notification;
 use crate::rpc::RpcError;

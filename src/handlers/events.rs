@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::store_failure;
-use crate::gateway::RequestContext;
+use crate::hub::RequestContext;
 use crate::protocol::events::{AckParams, AckResult};
 use crate::rpc::RpcError;
 use crate::store::StoreError;

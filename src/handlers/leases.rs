@@ -12,7 +12,7 @@ use crate::domain::gate::{admission_of, AdmissionAnswer};
 use crate::domain::lease::{Lease, LeaseState};
 use crate::domain::now_millis;
 use crate::gates;
-use crate::gateway::RequestContext;
+use crate::hub::RequestContext;
 use crate::protocol::tasks::*;
 use crate::rpc::RpcError;
 use crate::store::{CreatedLease, Effects, JobKind, LeaseChange, NewLease};

@@ -10,7 +10,7 @@ pub mod task_conversations;
 pub mod tasks;
 
 use crate::domain::PrincipalKind;
-use crate::gateway::RequestContext;
+use crate::hub::RequestContext;
 use crate::protocol::{conversations as c, events as e, network as n, router::Router, tasks as t};
 use crate::rpc::RpcError;
 use serde_json::json;

@@ -4,7 +4,7 @@ use tracing::info;
 
 use super::store_failure;
 use crate::domain::PrincipalKind;
-use crate::gateway::RequestContext;
+use crate::hub::RequestContext;
 use crate::identity::{self, Authenticated, IdentityError};
 use crate::protocol::events::{EventStreamInfo, Resume, ResyncInfo};
 use crate::protocol::network::{

@@ -13,7 +13,7 @@ use crate::domain::event::NewEvent;
 use crate::domain::message::Origin;
 use crate::domain::now_millis;
 use crate::domain::task::Task;
-use crate::gateway::RequestContext;
+use crate::hub::RequestContext;
 use crate::protocol::conversations::{created_events, MessageSendParams, MessageSendResult};
 use crate::protocol::tasks::*;
 use crate::protocol::Notification;

@@ -15,7 +15,7 @@ use crate::domain::manifest::TaskCreatePolicy;
 use crate::domain::now_millis;
 use crate::domain::task::{Task, TaskParticipant, TaskRole, TaskState};
 use crate::gates::{self, task::TaskOutcome};
-use crate::gateway::RequestContext;
+use crate::hub::RequestContext;
 use crate::protocol::tasks::*;
 use crate::protocol::Notification;
 use crate::rpc::{ErrorKind, RpcError};

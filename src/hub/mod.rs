@@ -1,4 +1,8 @@
 //! The hub's shared state: what every connection, handler and route reaches.
+//!
+//! Dependencies point inward: `gateway`, `handlers`, `gates`, `hooks`,
+//! `jobs`, `http` and `server` use the hub; the hub uses only the layers it
+//! holds (config, store, the event bus, the protocol router, webhooks).
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -9,11 +13,20 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
+pub mod context;
+pub mod registry;
+
+pub use context::{ConnectionInfo, RequestContext};
+pub use registry::Registry;
+
 use crate::config::Config;
 use crate::events::EventBus;
-use crate::gateway::{Registry, RequestContext};
 use crate::protocol::router::Router;
 use crate::store::DynStore;
+
+/// The per-principal call limiter (`gateway.rate_limit_*`), shared with the
+/// retention task that prunes it.
+pub type CallLimiter = DefaultKeyedRateLimiter<Uuid>;
 
 pub struct Hub {
     pub config: Config,
@@ -21,7 +34,7 @@ pub struct Hub {
     pub registry: Registry,
     pub router: Router<RequestContext>,
     /// Calls per principal, across all of its sockets.
-    pub limiter: DefaultKeyedRateLimiter<Uuid>,
+    pub limiter: Arc<CallLimiter>,
     /// Cancelled when the hub begins a graceful shutdown.
     pub shutdown: CancellationToken,
     /// Connection loops, so shutdown can wait for them.
@@ -36,8 +49,14 @@ pub struct Hub {
 }
 
 impl Hub {
-    pub async fn new(config: Config, store: DynStore) -> anyhow::Result<Arc<Hub>> {
-        let router = crate::handlers::router();
+    /// The router comes from the caller (the server assembles it from
+    /// `handlers`), so the shared state does not depend on the layers that
+    /// use it.
+    pub async fn new(
+        config: Config,
+        store: DynStore,
+        router: Router<RequestContext>,
+    ) -> anyhow::Result<Arc<Hub>> {
         router
             .check_complete()
             .map_err(|e| anyhow::anyhow!("protocol catalogue is incomplete: {e}"))?;
@@ -51,7 +70,7 @@ impl Hub {
         let store_for_events = store.clone();
         let replay_batch = config.events.replay_batch;
         Ok(Arc::new(Hub {
-            limiter: RateLimiter::keyed(quota),
+            limiter: Arc::new(RateLimiter::keyed(quota)),
             config,
             store,
             registry: Registry::default(),
