@@ -164,59 +164,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             crate::telemetry::init_logging(&config.log);
             crate::server::serve(config).await
         }
-        Command::Migrate(args) => {
-            let mut config = args.load()?;
-            crate::telemetry::init_logging(&config.log);
-            config.storage.migrate_on_start = false;
-            let store = crate::store::open(&config).await?;
-            store.migrate().await?;
-            println!("migrations applied ({:?})", store.backend());
-            Ok(())
-        }
-        Command::Keys { command, config } => {
-            let config = config.load()?;
-            let store = crate::store::open(&config).await?;
-            let now = crate::domain::now_millis();
-            match command {
-                KeysCommand::List => {
-                    for k in crate::webhooks::keys::published(store.as_ref(), now).await? {
-                        println!(
-                            "{} {} {} from {}{}",
-                            k.key_id,
-                            k.state,
-                            k.public_key,
-                            k.valid_from,
-                            k.valid_until
-                                .map(|u| format!(" until {u}"))
-                                .unwrap_or_default()
-                        );
-                    }
-                }
-                KeysCommand::Rotate { secret_file } => {
-                    let secret = match secret_file {
-                        None => None,
-                        Some(path) => {
-                            let text = std::fs::read_to_string(&path)?;
-                            match crate::webhooks::signature::SigningSecret::parse(text.trim()) {
-                                Ok(crate::webhooks::signature::SigningSecret::Ed25519(k)) => {
-                                    Some(k)
-                                }
-                                _ => anyhow::bail!("{} does not hold a whsk_ key", path.display()),
-                            }
-                        }
-                    };
-                    let id = crate::webhooks::keys::rotate(
-                        store.as_ref(),
-                        &config.webhooks,
-                        secret,
-                        now,
-                    )
-                    .await?;
-                    println!("active signing key: {id}");
-                }
-            }
-            Ok(())
-        }
+        Command::Migrate(args) => migrate(args).await,
+        Command::Keys { command, config } => keys(command, config.load()?).await,
         Command::Card { command, config } => {
             let config = config.load()?;
             crate::cards::run_with_store(command, &config).await
@@ -233,58 +182,100 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Agent { command, config } => {
-            let config = config.load()?;
-            let store = crate::store::open(&config).await?;
-            match command {
-                AgentCommand::Register { name, description } => {
-                    let mut doc = serde_json::json!({ "name": name });
-                    if let Some(d) = description {
-                        doc["description"] = serde_json::Value::String(d);
+        Command::Agent { command, config } => agent(command, config.load()?).await,
+        Command::App { command, config } => app(command, config.load()?).await,
+    }
+}
+
+async fn migrate(args: ConfigArgs) -> anyhow::Result<()> {
+    let mut config = args.load()?;
+    crate::telemetry::init_logging(&config.log);
+    config.storage.migrate_on_start = false;
+    let store = crate::store::open(&config).await?;
+    store.migrate().await?;
+    println!("migrations applied ({:?})", store.backend());
+    Ok(())
+}
+
+/// `switchboard keys`: the hub's webhook signing keys.
+async fn keys(command: KeysCommand, config: Config) -> anyhow::Result<()> {
+    let store = crate::store::open(&config).await?;
+    let now = crate::domain::now_millis();
+    match command {
+        KeysCommand::List => {
+            for k in crate::webhooks::keys::published(store.as_ref(), now).await? {
+                println!(
+                    "{} {} {} from {}{}",
+                    k.key_id,
+                    k.state,
+                    k.public_key,
+                    k.valid_from,
+                    k.valid_until
+                        .map(|u| format!(" until {u}"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+        KeysCommand::Rotate { secret_file } => {
+            let secret = match secret_file {
+                None => None,
+                Some(path) => {
+                    let text = std::fs::read_to_string(&path)?;
+                    match crate::webhooks::signature::SigningSecret::parse(text.trim()) {
+                        Ok(crate::webhooks::signature::SigningSecret::Ed25519(k)) => Some(k),
+                        _ => anyhow::bail!("{} does not hold a whsk_ key", path.display()),
                     }
-                    let r = identity::register_agent(store.as_ref(), &doc, None)
-                        .await
-                        .map_err(describe)?;
-                    println!("agent id:  {}", r.id);
-                    println!("agent key: {}", r.key.plaintext);
-                    println!("The key is shown only once; store it now.");
-                    Ok(())
                 }
-                AgentCommand::RotateKey { id } => {
-                    rotate(store.as_ref(), id, PrincipalKind::Agent).await
-                }
-                AgentCommand::RevokeKey { id } => {
-                    revoke(store.as_ref(), id, PrincipalKind::Agent).await
-                }
-            }
+            };
+            let id = crate::webhooks::keys::rotate(store.as_ref(), &config.webhooks, secret, now)
+                .await?;
+            println!("active signing key: {id}");
         }
-        Command::App { command, config } => {
-            let cfg = config.load()?;
-            let store = crate::store::open(&cfg).await?;
-            match command {
-                AppCommand::Register { manifest } => {
-                    let text = std::fs::read_to_string(&manifest)
-                        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", manifest.display()))?;
-                    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-                        anyhow::anyhow!("{} is not valid JSON: {e}", manifest.display())
-                    })?;
-                    let (r, _) =
-                        identity::register_app(store.as_ref(), &doc, &cfg.manifest_bounds(), None)
-                            .await
-                            .map_err(describe)?;
-                    println!("app id:  {}", r.id);
-                    println!("app key: {}", r.key.plaintext);
-                    println!("The key is shown only once; store it now.");
-                    Ok(())
-                }
-                AppCommand::RotateKey { id } => {
-                    rotate(store.as_ref(), id, PrincipalKind::App).await
-                }
-                AppCommand::RevokeKey { id } => {
-                    revoke(store.as_ref(), id, PrincipalKind::App).await
-                }
+    }
+    Ok(())
+}
+
+/// `switchboard agent`: the operator's agent commands, straight on the store.
+async fn agent(command: AgentCommand, config: Config) -> anyhow::Result<()> {
+    let store = crate::store::open(&config).await?;
+    match command {
+        AgentCommand::Register { name, description } => {
+            let mut doc = serde_json::json!({ "name": name });
+            if let Some(d) = description {
+                doc["description"] = serde_json::Value::String(d);
             }
+            let r = identity::register_agent(store.as_ref(), &doc, None)
+                .await
+                .map_err(describe)?;
+            println!("agent id:  {}", r.id);
+            println!("agent key: {}", r.key.plaintext);
+            println!("The key is shown only once; store it now.");
+            Ok(())
         }
+        AgentCommand::RotateKey { id } => rotate(store.as_ref(), id, PrincipalKind::Agent).await,
+        AgentCommand::RevokeKey { id } => revoke(store.as_ref(), id, PrincipalKind::Agent).await,
+    }
+}
+
+/// `switchboard app`: the operator's app commands, straight on the store.
+async fn app(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
+    let store = crate::store::open(&cfg).await?;
+    match command {
+        AppCommand::Register { manifest } => {
+            let text = std::fs::read_to_string(&manifest)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", manifest.display()))?;
+            let doc: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| anyhow::anyhow!("{} is not valid JSON: {e}", manifest.display()))?;
+            let (r, _) = identity::register_app(store.as_ref(), &doc, &cfg.manifest_bounds(), None)
+                .await
+                .map_err(describe)?;
+            println!("app id:  {}", r.id);
+            println!("app key: {}", r.key.plaintext);
+            println!("The key is shown only once; store it now.");
+            Ok(())
+        }
+        AppCommand::RotateKey { id } => rotate(store.as_ref(), id, PrincipalKind::App).await,
+        AppCommand::RevokeKey { id } => revoke(store.as_ref(), id, PrincipalKind::App).await,
     }
 }
 
