@@ -11,6 +11,10 @@ use serde_json::{json, Value};
 
 use super::error::ApiError;
 use super::identity::bearer;
+use uuid::Uuid;
+
+use crate::config::EventsConfig;
+use crate::domain::event::{StoredEvent, StreamPosition};
 use crate::hub::Hub;
 
 fn bad(code: &'static str, message: String) -> ApiError {
@@ -47,6 +51,53 @@ pub async fn catch_up(
 ) -> Result<Json<Value>, ApiError> {
     let auth = bearer(&hub, &headers).await?;
     let audience = auth.principal.id;
+    let (limit, wait) = check_query(&hub.config.events, &query)?;
+    let pos = hub
+        .store
+        .stream_position(audience)
+        .await
+        .map_err(store_failure)?;
+    let after = check_cursor(&hub, &query, &pos)?;
+    let events = read_page(&hub, audience, after, limit, wait).await?;
+    if events.first().is_some_and(|e| e.seq != after + 1) {
+        // Retention passed the cursor between the check and the read.
+        let pos = hub
+            .store
+            .stream_position(audience)
+            .await
+            .map_err(store_failure)?;
+        return Err(resync(
+            &hub,
+            &pos,
+            format!(
+                "events after seq {after} were pruned; the log holds seq {} to {}",
+                pos.oldest_seq, pos.last_seq
+            ),
+        ));
+    }
+    let next_after = events.last().map_or(after, |e| e.seq);
+    let latest = hub
+        .store
+        .stream_position(audience)
+        .await
+        .map_err(store_failure)?
+        .last_seq;
+    let envelopes: Vec<_> = events.iter().map(|e| e.envelope()).collect();
+    Ok(Json(json!({
+        "events": envelopes,
+        "nextAfter": next_after,
+        "latestSeq": latest,
+        "hasMore": next_after < latest,
+        "syncEpoch": hub.sync_epoch,
+    })))
+}
+
+/// Known parameters only; `limit` within `events.page_max` and `wait`
+/// within `events.max_wait_seconds`.
+fn check_query(
+    cfg: &EventsConfig,
+    query: &HashMap<String, String>,
+) -> Result<(u64, u64), ApiError> {
     if let Some(unknown) = query
         .keys()
         .find(|k| !["after", "limit", "wait", "syncEpoch"].contains(&k.as_str()))
@@ -56,15 +107,14 @@ pub async fn catch_up(
             format!("unknown query parameter {unknown:?}"),
         ));
     }
-    let cfg = &hub.config.events;
-    let limit = number(&query, "limit")?.unwrap_or(cfg.page_default as u64);
+    let limit = number(query, "limit")?.unwrap_or(cfg.page_default as u64);
     if limit == 0 || limit > cfg.page_max as u64 {
         return Err(bad(
             "invalid_limit",
             format!("limit must be from 1 to {} (events.page_max)", cfg.page_max),
         ));
     }
-    let wait = number(&query, "wait")?.unwrap_or(0);
+    let wait = number(query, "wait")?.unwrap_or(0);
     if wait > cfg.max_wait_seconds {
         return Err(bad(
             "invalid_query",
@@ -74,27 +124,34 @@ pub async fn catch_up(
             ),
         ));
     }
-    let pos = hub
-        .store
-        .stream_position(audience)
-        .await
-        .map_err(store_failure)?;
-    let resync = |message: String| {
-        let mut e = ApiError::new(StatusCode::GONE, "resync_required", message);
-        e.extra = Some(Box::new(json!({
-            "syncEpoch": hub.sync_epoch,
-            "oldestSeq": pos.oldest_seq,
-            "latestSeq": pos.last_seq,
-            "ackedSeq": pos.acked_seq,
-        })));
-        e
-    };
+    Ok((limit, wait))
+}
+
+/// 410 with what the client needs to start over.
+fn resync(hub: &Hub, pos: &StreamPosition, message: String) -> ApiError {
+    let mut e = ApiError::new(StatusCode::GONE, "resync_required", message);
+    e.extra = Some(Box::new(json!({
+        "syncEpoch": hub.sync_epoch,
+        "oldestSeq": pos.oldest_seq,
+        "latestSeq": pos.last_seq,
+        "ackedSeq": pos.acked_seq,
+    })));
+    e
+}
+
+/// The cursor to read after: the same sync epoch, not beyond the latest
+/// seq, and not pruned.
+fn check_cursor(
+    hub: &Hub,
+    query: &HashMap<String, String>,
+    pos: &StreamPosition,
+) -> Result<u64, ApiError> {
     if let Some(epoch) = query.get("syncEpoch") {
         if epoch != &hub.sync_epoch {
-            return Err(resync("the event log's syncEpoch changed; fetch current state and read from oldestSeq - 1".into()));
+            return Err(resync(hub, pos, "the event log's syncEpoch changed; fetch current state and read from oldestSeq - 1".into()));
         }
     }
-    let after = number(&query, "after")?.unwrap_or(pos.acked_seq);
+    let after = number(query, "after")?.unwrap_or(pos.acked_seq);
     if after > pos.last_seq {
         return Err(bad(
             "invalid_cursor",
@@ -105,12 +162,27 @@ pub async fn catch_up(
         ));
     }
     if !pos.can_serve_after(after) {
-        return Err(resync(format!(
-            "events after seq {after} were pruned; the log holds seq {} to {}",
-            pos.oldest_seq, pos.last_seq
-        )));
+        return Err(resync(
+            hub,
+            pos,
+            format!(
+                "events after seq {after} were pruned; the log holds seq {} to {}",
+                pos.oldest_seq, pos.last_seq
+            ),
+        ));
     }
+    Ok(after)
+}
 
+/// Reads the page; an empty one waits up to `wait` seconds for the
+/// audience's next publish (registered before the read, so none is missed).
+async fn read_page(
+    hub: &Hub,
+    audience: Uuid,
+    after: u64,
+    limit: u64,
+    wait: u64,
+) -> Result<Vec<StoredEvent>, ApiError> {
     let notify = hub.events.waiter(audience);
     let notified = notify.notified();
     tokio::pin!(notified);
@@ -132,42 +204,5 @@ pub async fn catch_up(
             .await
             .map_err(store_failure)?;
     }
-    if events.first().is_some_and(|e| e.seq != after + 1) {
-        // Retention passed the cursor between the check and the read.
-        let pos = hub
-            .store
-            .stream_position(audience)
-            .await
-            .map_err(store_failure)?;
-        let mut e = ApiError::new(
-            StatusCode::GONE,
-            "resync_required",
-            format!(
-                "events after seq {after} were pruned; the log holds seq {} to {}",
-                pos.oldest_seq, pos.last_seq
-            ),
-        );
-        e.extra = Some(Box::new(json!({
-            "syncEpoch": hub.sync_epoch,
-            "oldestSeq": pos.oldest_seq,
-            "latestSeq": pos.last_seq,
-            "ackedSeq": pos.acked_seq,
-        })));
-        return Err(e);
-    }
-    let next_after = events.last().map_or(after, |e| e.seq);
-    let latest = hub
-        .store
-        .stream_position(audience)
-        .await
-        .map_err(store_failure)?
-        .last_seq;
-    let envelopes: Vec<_> = events.iter().map(|e| e.envelope()).collect();
-    Ok(Json(json!({
-        "events": envelopes,
-        "nextAfter": next_after,
-        "latestSeq": latest,
-        "hasMore": next_after < latest,
-        "syncEpoch": hub.sync_epoch,
-    })))
+    Ok(events)
 }
