@@ -15,11 +15,12 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 use uuid::Uuid;
 
 use crate::hub::{ConnectionInfo, Hub, RequestContext};
+use crate::protocol::router::Route;
 use crate::protocol::Caller;
 use crate::rpc::frame::{self, Id, Incoming};
 use crate::rpc::peer::CloseRequest;
@@ -252,16 +253,7 @@ impl Reader {
     async fn on_request(&mut self, id: Id, method: String, params: Option<Value>) {
         let hub = self.hub.clone();
         let Some(route) = hub.router.route(&method) else {
-            metrics::counter!(names::RPC_CALLS, "method" => "unknown", "outcome" => ErrorKind::MethodNotFound.tag())
-                .increment(1);
-            self.send(frame::error(
-                Some(&id),
-                &RpcError::new(
-                    ErrorKind::MethodNotFound,
-                    format!("Method not found: {}", bounded(&method)),
-                )
-                .with_data(json!({ "method": bounded(&method) })),
-            ));
+            self.method_not_found(&id, &method);
             return;
         };
         let name = route.spec.name;
@@ -283,69 +275,14 @@ impl Reader {
         };
         let started = Instant::now();
         match route.spec.caller {
-            Caller::Unauthenticated => {
-                if let Some(s) = self.conn.session.get() {
-                    let err = RpcError::conflict(format!(
-                        "this socket is already connected as {} {}",
-                        s.principal.kind, s.principal.id
-                    ));
-                    self.finish(&id, name, started, Err(err));
-                    return;
-                }
-                // Inline, so requests pipelined behind the connect see its session.
-                let result = route.call(ctx, params).await;
-                let connected = result.is_ok();
-                self.finish(&id, name, started, result);
-                if connected {
-                    self.authenticated = true;
-                    metrics::gauge!(names::CONNECTIONS, "kind" => "unauthenticated").decrement(1.0);
-                    // After the answer is queued, so events follow it.
-                    self.start_events();
-                }
-            }
+            Caller::Unauthenticated => self.connect(id, route, ctx, params, started).await,
             caller @ (Caller::Agent | Caller::App) => {
-                let Some(session) = self.conn.session.get() else {
-                    self.finish(&id, name, started, Err(RpcError::unauthorized(
-                        "not connected: call agent/network/connect or app/network/connect first",
-                    )));
-                    return;
-                };
-                let expected = match caller {
-                    Caller::Agent => crate::domain::PrincipalKind::Agent,
-                    _ => crate::domain::PrincipalKind::App,
-                };
-                if session.principal.kind != expected {
-                    self.finish(
-                        &id,
-                        name,
-                        started,
-                        Err(RpcError::forbidden(format!(
-                            "{name} may be called only by an {}",
-                            caller.as_str()
-                        ))),
-                    );
-                    return;
-                }
-                if let Err(not_until) = hub.limiter.check_key(&session.principal.id) {
-                    let wait = not_until.wait_time_from(governor::clock::Clock::now(
-                        &governor::clock::DefaultClock::default(),
-                    ));
-                    let err = RpcError::new(
-                        ErrorKind::RateLimited,
-                        "rate limit exceeded (gateway.rate_limit_per_second)",
-                    )
-                    .with_data(json!({ "retryAfterMs": wait.as_millis() as u64 }));
-                    self.finish(&id, name, started, Err(err));
-                    return;
-                }
-                let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
-                    let limit = hub.config.gateway.max_in_flight_requests;
-                    let err = RpcError::new(ErrorKind::RateLimited, format!(
-                        "too many requests in flight on this socket (gateway.max_in_flight_requests = {limit})"
-                    ))
-                    .with_data(json!({ "limit": limit }));
-                    self.finish(&id, name, started, Err(err));
-                    return;
+                let permit = match self.admit(caller, name) {
+                    Ok(permit) => permit,
+                    Err(err) => {
+                        self.finish(&id, name, started, Err(err));
+                        return;
+                    }
                 };
                 let peer = self.conn.peer.clone();
                 let future = route.call(ctx, params);
@@ -364,6 +301,89 @@ impl Reader {
                 });
             }
         }
+    }
+
+    fn method_not_found(&self, id: &Id, method: &str) {
+        metrics::counter!(names::RPC_CALLS, "method" => "unknown", "outcome" => ErrorKind::MethodNotFound.tag())
+            .increment(1);
+        self.send(frame::error(
+            Some(id),
+            &RpcError::new(
+                ErrorKind::MethodNotFound,
+                format!("Method not found: {}", bounded(method)),
+            )
+            .with_data(json!({ "method": bounded(method) })),
+        ));
+    }
+
+    /// A connect call, once per socket. Inline, so requests pipelined behind
+    /// the connect see its session.
+    async fn connect(
+        &mut self,
+        id: Id,
+        route: &Route<RequestContext>,
+        ctx: RequestContext,
+        params: Option<Value>,
+        started: Instant,
+    ) {
+        let name = route.spec.name;
+        if let Some(s) = self.conn.session.get() {
+            let err = RpcError::conflict(format!(
+                "this socket is already connected as {} {}",
+                s.principal.kind, s.principal.id
+            ));
+            self.finish(&id, name, started, Err(err));
+            return;
+        }
+        let result = route.call(ctx, params).await;
+        let connected = result.is_ok();
+        self.finish(&id, name, started, result);
+        if connected {
+            self.authenticated = true;
+            metrics::gauge!(names::CONNECTIONS, "kind" => "unauthenticated").decrement(1.0);
+            // After the answer is queued, so events follow it.
+            self.start_events();
+        }
+    }
+
+    /// Whether this socket may run an agent or app method now: a session of
+    /// the right kind, a token from the principal's rate limiter, and a free
+    /// in-flight slot (returned as the permit the call holds).
+    fn admit(&self, caller: Caller, name: &str) -> Result<OwnedSemaphorePermit, RpcError> {
+        let hub = &self.hub;
+        let Some(session) = self.conn.session.get() else {
+            return Err(RpcError::unauthorized(
+                "not connected: call agent/network/connect or app/network/connect first",
+            ));
+        };
+        let expected = match caller {
+            Caller::Agent => crate::domain::PrincipalKind::Agent,
+            _ => crate::domain::PrincipalKind::App,
+        };
+        if session.principal.kind != expected {
+            return Err(RpcError::forbidden(format!(
+                "{name} may be called only by an {}",
+                caller.as_str()
+            )));
+        }
+        if let Err(not_until) = hub.limiter.check_key(&session.principal.id) {
+            let wait = not_until.wait_time_from(governor::clock::Clock::now(
+                &governor::clock::DefaultClock::default(),
+            ));
+            return Err(RpcError::new(
+                ErrorKind::RateLimited,
+                "rate limit exceeded (gateway.rate_limit_per_second)",
+            )
+            .with_data(json!({ "retryAfterMs": wait.as_millis() as u64 })));
+        }
+        let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+            let limit = hub.config.gateway.max_in_flight_requests;
+            return Err(RpcError::new(ErrorKind::RateLimited, format!(
+                "too many requests in flight on this socket (gateway.max_in_flight_requests = {limit})"
+            ))
+            .with_data(json!({ "limit": limit })));
+        };
+        Ok(permit)
     }
 
     fn start_events(&self) {
