@@ -1,4 +1,4 @@
-use crate::domain::event::rfc3339;
+use crate::domain::event::{rfc3339, StreamPosition};
 use serde_json::json;
 use tracing::info;
 
@@ -66,16 +66,7 @@ async fn connect(
     kind: PrincipalKind,
     resume: Option<Resume>,
 ) -> Result<(Authenticated, EventStreamInfo), RpcError> {
-    let auth = match identity::authenticate(ctx.hub.store.as_ref(), key, Some(kind)).await {
-        Ok(auth) => auth,
-        Err(IdentityError::BadKey) => {
-            return Err(RpcError::unauthorized("invalid or revoked key"));
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "key check failed");
-            return Err(RpcError::internal());
-        }
-    };
+    let auth = authenticate(ctx, key, kind).await?;
     let pos = ctx
         .hub
         .store
@@ -83,10 +74,61 @@ async fn connect(
         .await
         .map_err(store_failure)?;
     let epoch = &ctx.hub.sync_epoch;
+    let start = event_start(epoch, &pos, &resume)?;
+    if ctx.conn.session.set(auth.clone()).is_err() {
+        return Err(RpcError::conflict("this socket is already connected"));
+    }
+    let _ = ctx.conn.event_start.set(start);
+    ctx.hub.registry.add(
+        ctx.conn.id,
+        auth.principal,
+        auth.key_id.clone(),
+        ctx.conn.peer.clone(),
+    );
+    check_still_active(ctx, &auth).await?;
+    info!(
+        connection = %ctx.conn.id,
+        principal = %auth.principal.id,
+        kind = %auth.principal.kind,
+        key_id = %auth.key_id,
+        start_after = start,
+        "connected"
+    );
+    let info = EventStreamInfo {
+        sync_epoch: epoch.clone(),
+        start_after: start,
+        latest_seq: pos.last_seq,
+        acked_seq: pos.acked_seq,
+    };
+    Ok((auth, info))
+}
+
+async fn authenticate(
+    ctx: &RequestContext,
+    key: &str,
+    kind: PrincipalKind,
+) -> Result<Authenticated, RpcError> {
+    match identity::authenticate(ctx.hub.store.as_ref(), key, Some(kind)).await {
+        Ok(auth) => Ok(auth),
+        Err(IdentityError::BadKey) => Err(RpcError::unauthorized("invalid or revoked key")),
+        Err(e) => {
+            tracing::error!(error = %e, "key check failed");
+            Err(RpcError::internal())
+        }
+    }
+}
+
+/// The seq event delivery starts after: the resume point if the log can
+/// serve it in the same sync epoch, else the last acknowledged seq.
+fn event_start(
+    epoch: &str,
+    pos: &StreamPosition,
+    resume: &Option<Resume>,
+) -> Result<u64, RpcError> {
     let resync = |message: String| {
         RpcError::new(ErrorKind::ResyncRequired, message).with_data(
             serde_json::to_value(ResyncInfo {
-                sync_epoch: epoch.clone(),
+                sync_epoch: epoch.to_string(),
                 oldest_seq: pos.oldest_seq,
                 latest_seq: pos.last_seq,
                 acked_seq: pos.acked_seq,
@@ -94,8 +136,8 @@ async fn connect(
             .expect("resync info serializes"),
         )
     };
-    let start = match &resume {
-        Some(r) if &r.sync_epoch != epoch => {
+    let start = match resume {
+        Some(r) if r.sync_epoch != epoch => {
             return Err(resync(
                 "the event log's syncEpoch changed; fetch current state and resume from data.oldestSeq - 1 with the new syncEpoch".into(),
             ))
@@ -115,18 +157,12 @@ async fn connect(
         }
         None => pos.acked_seq,
     };
-    if ctx.conn.session.set(auth.clone()).is_err() {
-        return Err(RpcError::conflict("this socket is already connected"));
-    }
-    let _ = ctx.conn.event_start.set(start);
-    ctx.hub.registry.add(
-        ctx.conn.id,
-        auth.principal,
-        auth.key_id.clone(),
-        ctx.conn.peer.clone(),
-    );
-    // A revocation that committed between the key check and the registration
-    // above closed nobody: look again now that this socket is findable.
+    Ok(start)
+}
+
+/// A revocation that committed between the key check and the registration
+/// closed nobody: look again now that this socket is findable.
+async fn check_still_active(ctx: &RequestContext, auth: &Authenticated) -> Result<(), RpcError> {
     let still_active = match ctx.hub.store.key(&auth.key_id).await {
         Ok(k) => k,
         Err(e) => {
@@ -144,21 +180,7 @@ async fn connect(
             .close(crate::rpc::close_code::KEY_REVOKED, "key revoked");
         return Err(RpcError::unauthorized("invalid or revoked key"));
     }
-    info!(
-        connection = %ctx.conn.id,
-        principal = %auth.principal.id,
-        kind = %auth.principal.kind,
-        key_id = %auth.key_id,
-        start_after = start,
-        "connected"
-    );
-    let info = EventStreamInfo {
-        sync_epoch: epoch.clone(),
-        start_after: start,
-        latest_seq: pos.last_seq,
-        acked_seq: pos.acked_seq,
-    };
-    Ok((auth, info))
+    Ok(())
 }
 
 pub async fn agent_connect(
