@@ -137,7 +137,26 @@ pub fn validate(doc: &Value, bounds: &ManifestBounds) -> Result<Manifest, Vec<Fi
         );
     }
 
-    match root.get("conversations") {
+    conversations(&mut p, root.get("conversations"), bounds);
+    hooks(&mut p, root.get("hooks"), bounds);
+
+    if !p.is_empty() {
+        return Err(p.into_vec());
+    }
+    serde_json::from_value(doc.clone()).map_err(|e| {
+        // The checks above mirror the types; reaching this is a bug in them, but
+        // the caller still gets an answer rather than a panic.
+        vec![FieldProblem {
+            pointer: String::new(),
+            message: e.to_string(),
+        }]
+    })
+}
+
+/// `/conversations`: at most `bounds.max_conversations` templates, each with
+/// a unique key of lowercase letters, digits, '-' and '_'.
+fn conversations(p: &mut Problems, value: Option<&Value>, bounds: &ManifestBounds) {
+    match value {
         None => {}
         Some(Value::Array(items)) => {
             if items.len() > bounds.max_conversations {
@@ -168,7 +187,7 @@ pub fn validate(doc: &Value, bounds: &ManifestBounds) -> Result<Manifest, Vec<Fi
                 }
                 p.string(&format!("{at}/name"), c.get("name"), 1, NAME_MAX);
                 enum_member(
-                    &mut p,
+                    p,
                     &format!("{at}/participantFilter"),
                     c.get("participantFilter"),
                     &["all", "none"],
@@ -177,15 +196,18 @@ pub fn validate(doc: &Value, bounds: &ManifestBounds) -> Result<Manifest, Vec<Fi
         }
         Some(_) => p.push("/conversations", "must be an array"),
     }
+}
 
+/// `/hooks`: the policy of each of the three gates.
+fn hooks(p: &mut Problems, value: Option<&Value>, bounds: &ManifestBounds) {
     if let Some(hooks) = p.object(
         "/hooks",
-        root.get("hooks"),
+        value,
         &["dispatch_authorize", "message_authorize", "task_create"],
         true,
     ) {
         policy(
-            &mut p,
+            p,
             hooks,
             "dispatch_authorize",
             &["grant"],
@@ -193,34 +215,15 @@ pub fn validate(doc: &Value, bounds: &ManifestBounds) -> Result<Manifest, Vec<Fi
             bounds,
         );
         policy(
-            &mut p,
+            p,
             hooks,
             "message_authorize",
             &["forwardAllExceptSender"],
             &["deny"],
             bounds,
         );
-        policy(
-            &mut p,
-            hooks,
-            "task_create",
-            &["accept"],
-            &["reject"],
-            bounds,
-        );
+        policy(p, hooks, "task_create", &["accept"], &["reject"], bounds);
     }
-
-    if !p.is_empty() {
-        return Err(p.into_vec());
-    }
-    serde_json::from_value(doc.clone()).map_err(|e| {
-        // The checks above mirror the types; reaching this is a bug in them, but
-        // the caller still gets an answer rather than a panic.
-        vec![FieldProblem {
-            pointer: String::new(),
-            message: e.to_string(),
-        }]
-    })
 }
 
 fn enum_member(p: &mut Problems, at: &str, value: Option<&Value>, allowed: &[&str]) {
