@@ -31,7 +31,6 @@ pub async fn decide(
         hub.store.finish_job(job_id).await?;
         return Ok(None);
     };
-    let cfg = &hub.config.leases;
     if lease.state != LeaseState::Pending {
         return apply(
             hub,
@@ -44,6 +43,21 @@ pub async fn decide(
         )
         .await;
     }
+    let decision = ask_gate(hub, &lease).await?;
+    apply(
+        hub,
+        lease_id,
+        &[LeaseState::Pending],
+        decision,
+        Some(job_id),
+    )
+    .await
+}
+
+/// Outside apps every dispatch is granted; in a task conversation the
+/// manifest's policy decides, in-process or by calling the app.
+async fn ask_gate(hub: &Arc<Hub>, lease: &Lease) -> Result<Admission, StoreError> {
+    let cfg = &hub.config.leases;
     let (message, _) = hub
         .store
         .message(lease.message_id)
@@ -54,57 +68,49 @@ pub async fn decide(
         .conversation(lease.conversation_id)
         .await?
         .ok_or(StoreError::NotFound)?;
-    let decision = match conversation.task_id {
-        None => Admission::Grant {
+    let Some(task_id) = conversation.task_id else {
+        return Ok(Admission::Grant {
             lease_timeout_ms: cfg.default_timeout_ms,
-        },
-        Some(task_id) => {
-            let task = hub
-                .store
-                .task(task_id)
-                .await?
-                .ok_or(StoreError::NotFound)?
-                .task;
-            let app = hub
-                .store
-                .app(task.app_id)
-                .await?
-                .ok_or(StoreError::NotFound)?;
-            match dispatch_gate(
-                &app.manifest.hooks.dispatch_authorize,
-                cfg.default_timeout_ms,
-            ) {
-                Gate::Decided(a) => a,
-                Gate::Hook { timeout_ms } => {
-                    let callback = DispatchAuthorizeCallback {
-                        task_id,
-                        lease: lease.clone(),
-                        message,
-                    };
-                    let outcome = hooks::call_app::<AppDispatchAuthorize>(
-                        hub,
-                        task.app_id,
-                        &callback,
-                        Duration::from_millis(timeout_ms),
-                    )
-                    .await;
-                    admission(
-                        hook_answer(outcome),
-                        cfg.default_timeout_ms,
-                        cfg.max_timeout_ms,
-                    )
-                }
-            }
-        }
+        });
     };
-    apply(
-        hub,
-        lease_id,
-        &[LeaseState::Pending],
-        decision,
-        Some(job_id),
+    let task = hub
+        .store
+        .task(task_id)
+        .await?
+        .ok_or(StoreError::NotFound)?
+        .task;
+    let app = hub
+        .store
+        .app(task.app_id)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    Ok(
+        match dispatch_gate(
+            &app.manifest.hooks.dispatch_authorize,
+            cfg.default_timeout_ms,
+        ) {
+            Gate::Decided(a) => a,
+            Gate::Hook { timeout_ms } => {
+                let callback = DispatchAuthorizeCallback {
+                    task_id,
+                    lease: lease.clone(),
+                    message,
+                };
+                let outcome = hooks::call_app::<AppDispatchAuthorize>(
+                    hub,
+                    task.app_id,
+                    &callback,
+                    Duration::from_millis(timeout_ms),
+                )
+                .await;
+                admission(
+                    hook_answer(outcome),
+                    cfg.default_timeout_ms,
+                    cfg.max_timeout_ms,
+                )
+            }
+        },
     )
-    .await
 }
 
 fn lease_event(lease: &Lease, event_type: &'static str) -> NewEvent {
