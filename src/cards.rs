@@ -183,19 +183,7 @@ pub async fn run_with_store(
     let store = crate::store::open(config).await?;
     match command {
         CardCommand::Install { dir, force_author } => {
-            let p = read_package(&dir)?;
-            if let Some(name) = p.unreadable_names.first() {
-                return Err(refused(CardError::BadPath(name.clone())));
-            }
-            let c = install(
-                store.as_ref(),
-                &p.app_json,
-                &p.files,
-                &p.symlinks,
-                force_author,
-            )
-            .await?;
-            println!("installed {} {} by {}", c.id, c.version, c.author);
+            install_dir(store.as_ref(), &dir, force_author).await?
         }
         CardCommand::List => {
             for c in store.cards().await? {
@@ -208,21 +196,7 @@ pub async fn run_with_store(
                 );
             }
         }
-        CardCommand::Show { id } => {
-            let versions: Vec<_> = store
-                .cards()
-                .await?
-                .into_iter()
-                .filter(|c| c.id == id)
-                .collect();
-            if versions.is_empty() {
-                anyhow::bail!("no card {id:?} is installed");
-            }
-            for c in versions {
-                let v: Value = serde_json::from_str(&c.card_json)?;
-                println!("{}", serde_json::to_string_pretty(&v)?);
-            }
-        }
+        CardCommand::Show { id } => show(store.as_ref(), &id).await?,
         CardCommand::Export { out, key } => {
             let doc = export(store.as_ref(), &read_key(&key)?).await?;
             std::fs::write(&out, serde_json::to_string_pretty(&doc)? + "\n")?;
@@ -247,6 +221,35 @@ pub async fn run_with_store(
             println!("imported {} card(s)", cards.len());
         }
         _ => unreachable!("handled above"),
+    }
+    Ok(())
+}
+
+/// `card install DIR`: reads the package and installs it into the catalogue.
+async fn install_dir(store: &dyn Store, dir: &Path, force_author: bool) -> anyhow::Result<()> {
+    let p = read_package(dir)?;
+    if let Some(name) = p.unreadable_names.first() {
+        return Err(refused(CardError::BadPath(name.clone())));
+    }
+    let c = install(store, &p.app_json, &p.files, &p.symlinks, force_author).await?;
+    println!("installed {} {} by {}", c.id, c.version, c.author);
+    Ok(())
+}
+
+/// `card show ID`: every installed version of the card.
+async fn show(store: &dyn Store, id: &str) -> anyhow::Result<()> {
+    let versions: Vec<_> = store
+        .cards()
+        .await?
+        .into_iter()
+        .filter(|c| c.id == id)
+        .collect();
+    if versions.is_empty() {
+        anyhow::bail!("no card {id:?} is installed");
+    }
+    for c in versions {
+        let v: Value = serde_json::from_str(&c.card_json)?;
+        println!("{}", serde_json::to_string_pretty(&v)?);
     }
     Ok(())
 }
