@@ -4,6 +4,7 @@
 //! here is a pass/fail threshold. See docs/benchmarks.md.
 
 mod ceiling;
+mod connections;
 mod report;
 mod scenarios;
 mod stats;
@@ -114,7 +115,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Report> {
         }
     }
     if args.wants("connections") {
-        report.push(scenarios::connections(args.connections).await?);
+        report.push(connections::connections(args.connections).await?);
     }
     if args.wants("catchup") {
         report.push(scenarios::catchup(args.catchup_events).await?);

@@ -1,4 +1,5 @@
-//! The hub scenarios: fan-out, hook latency, idle connections, catch-up.
+//! The hub scenarios: fan-out, hook latency, catch-up (idle connections are
+//! in `connections`), and the helpers they share.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -10,7 +11,7 @@ use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
 
 use super::report::Entry;
-use super::stats::{cpu_seconds_of, own_cpu_seconds, rss_kib, Samples};
+use super::stats::{own_cpu_seconds, Samples};
 use crate::client::{AgentClient, AppClient};
 use crate::config::{Config, SqliteSynchronous};
 use crate::domain::gate::{MessageAuthorizeAnswer, MessageVerdict};
@@ -134,7 +135,11 @@ async fn new_agent(server: &Server, name: &str) -> anyhow::Result<(Uuid, String)
 }
 
 /// A bare authenticated agent socket (lighter than the SDK for thousands).
-async fn raw_agent(url: &str, key: &str, source: Option<std::net::IpAddr>) -> anyhow::Result<Ws> {
+pub(super) async fn raw_agent(
+    url: &str,
+    key: &str,
+    source: Option<std::net::IpAddr>,
+) -> anyhow::Result<Ws> {
     let mut ws = match source {
         None => {
             tokio_tungstenite::connect_async_with_config(url, None, true)
@@ -180,7 +185,11 @@ fn base_url(server: &Server) -> String {
     format!("http://{}", server.addr)
 }
 
-async fn send_text(client: &AgentClient, conversation: Uuid, text: String) -> anyhow::Result<()> {
+pub(super) async fn send_text(
+    client: &AgentClient,
+    conversation: Uuid,
+    text: String,
+) -> anyhow::Result<()> {
     client
         .call::<AgentMessageSend>(MessageSendParams {
             conversation_id: conversation,
@@ -272,14 +281,40 @@ fn gate_manifest(message_authorize: Value) -> Value {
 /// same hub and run back to back at each rate.
 pub async fn hook(rates: &[u64], seconds: u64) -> anyhow::Result<Vec<Entry>> {
     let (server, _dir) = start_hub(None, |_| {}).await?;
-    let base = base_url(&server);
+    let setup = hook_setup(&server).await?;
+    let mut out = Vec::new();
+    for &rate in rates {
+        let mut by_mode = Vec::new();
+        for (label, room) in &setup.rooms {
+            by_mode.push(offered_sends(&setup.sender, label, *room, rate, seconds).await?);
+        }
+        if let [st, hk] = &mut by_mode[..] {
+            added_latency(st, hk);
+        }
+        out.extend(by_mode);
+    }
+    drop(setup);
+    server.shutdown().await?;
+    Ok(out)
+}
+
+/// The sender, one task room per policy, and what must stay connected
+/// meanwhile (the listeners and the apps).
+struct HookSetup {
+    sender: Arc<AgentClient>,
+    rooms: Vec<(&'static str, Uuid)>,
+    _connected: Vec<Box<dyn std::any::Any + Send>>,
+}
+
+async fn hook_setup(server: &Server) -> anyhow::Result<HookSetup> {
+    let base = base_url(server);
     let mut rooms = Vec::new();
     let mut apps = Vec::new();
-    let (_, sender_key) = new_agent(&server, "sender").await?;
+    let (_, sender_key) = new_agent(server, "sender").await?;
     let sender = Arc::new(AgentClient::connect(&base, &sender_key).await?);
     let mut others = Vec::new();
     for i in 0..2 {
-        let (id, key) = new_agent(&server, &format!("listener{i}")).await?;
+        let (id, key) = new_agent(server, &format!("listener{i}")).await?;
         others.push(id);
         // Listeners stay connected so delivery is live.
         apps.push(
@@ -313,200 +348,71 @@ pub async fn hook(rates: &[u64], seconds: u64) -> anyhow::Result<Vec<Entry>> {
             .await?;
         rooms.push((label, task.conversations[0].id));
     }
-    let mut out = Vec::new();
-    for &rate in rates {
-        let mut by_mode = Vec::new();
-        for (label, room) in &rooms {
-            let total = (rate * seconds) as usize;
-            let started = Instant::now();
-            let mut handles = Vec::with_capacity(total);
-            for i in 0..total {
-                tokio::time::sleep_until(
-                    (started + Duration::from_secs_f64(i as f64 / rate as f64)).into(),
-                )
-                .await;
-                let (sender, room) = (sender.clone(), *room);
-                handles.push(tokio::spawn(async move {
-                    let t = Instant::now();
-                    send_text(&sender, room, "hello".into())
-                        .await
-                        .map(|_| t.elapsed())
-                }));
-            }
-            let mut lat = Samples::default();
-            let mut errors = 0usize;
-            for h in handles {
-                match h.await? {
-                    Ok(d) => lat.push(d),
-                    Err(_) => errors += 1,
-                }
-            }
-            let secs = started.elapsed().as_secs_f64();
-            let mut e = Entry::new("hook")
-                .param("policy", *label)
-                .param("offered_per_second", rate)
-                .param("seconds", seconds);
-            e.result("messages", total);
-            e.result("errors", errors);
-            e.result("achieved_per_second", (total as f64 / secs).round());
-            e.result("send_p50_ms", lat.percentile_ms(50.0));
-            e.result("send_p99_ms", lat.percentile_ms(99.0));
-            by_mode.push(e);
-        }
-        if let [st, hk] = &mut by_mode[..] {
-            for p in ["p50", "p99"] {
-                if let (Some(a), Some(b)) = (
-                    hk.number(&format!("send_{p}_ms")),
-                    st.number(&format!("send_{p}_ms")),
-                ) {
-                    hk.result(
-                        &format!("added_{p}_ms"),
-                        ((a - b) * 1000.0).round() / 1000.0,
-                    );
-                }
-            }
-        }
-        out.extend(by_mode);
-    }
-    drop(apps);
-    server.shutdown().await?;
-    Ok(out)
+    Ok(HookSetup {
+        sender,
+        rooms,
+        _connected: apps,
+    })
 }
 
-/// Idle connections against a hub in a child process, so its resident
-/// memory is the hub's alone; then one message to all of them.
-pub async fn connections(k: usize) -> anyhow::Result<Entry> {
-    let dir = tempfile::tempdir()?;
-    let mut config = Config::default();
-    config.server.data_dir = dir.path().to_path_buf();
-    config.storage.sqlite_synchronous = SqliteSynchronous::Normal;
-    let store = crate::store::open(&config).await?;
-    let mut keys = Vec::with_capacity(k);
-    let mut ids = Vec::with_capacity(k);
-    for i in 0..k {
-        let r = crate::identity::register_agent(
-            store.as_ref(),
-            &json!({ "name": format!("idle{i}") }),
-            None,
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("register: {e}"))?;
-        ids.push(r.id);
-        keys.push(r.key.plaintext);
-    }
-    let sender_reg =
-        crate::identity::register_agent(store.as_ref(), &json!({"name": "announcer"}), None)
-            .await
-            .map_err(|e| anyhow::anyhow!("register: {e}"))?;
-    drop(store);
-
-    let exe = std::env::current_exe()?;
-    let mut child = tokio::process::Command::new(exe)
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path())
-        .env("SWITCHBOARD_GATEWAY__RATE_LIMIT_PER_SECOND", "10000000")
-        .env("SWITCHBOARD_GATEWAY__RATE_LIMIT_BURST", "10000000")
-        .env(
-            "SWITCHBOARD_MESSAGES__MAX_GROUP_PARTICIPANTS",
-            (k + 1).to_string(),
-        )
-        .env(
-            "SWITCHBOARD_GATEWAY__MAX_FRAME_BYTES",
-            (64 * k + 4096).to_string(),
-        )
-        .env(
-            "SWITCHBOARD_GATEWAY__TRANSPORT_MAX_FRAME_BYTES",
-            (64 * k + 4096).to_string(),
-        )
-        .env("SWITCHBOARD_STORAGE__SQLITE_SYNCHRONOUS", "normal")
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let pid = child.id().ok_or_else(|| anyhow::anyhow!("no child pid"))?;
-    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(
-        child.stdout.take().expect("stdout"),
-    ));
-    let base = loop {
-        let line = lines
-            .next_line()
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("hub exited"))?;
-        if let Some(url) = line.strip_prefix("switchboard listening on ") {
-            break url.to_string();
-        }
-    };
-    let url = format!("{}/ws", base.replace("http://", "ws://"));
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let rss_before = rss_kib(pid).unwrap_or(0);
-    let cpu_before = cpu_seconds_of(pid).unwrap_or(0.0);
+/// `rate * seconds` sends into one room, each started on its schedule.
+async fn offered_sends(
+    sender: &Arc<AgentClient>,
+    label: &'static str,
+    room: Uuid,
+    rate: u64,
+    seconds: u64,
+) -> anyhow::Result<Entry> {
+    let total = (rate * seconds) as usize;
     let started = Instant::now();
-    let sockets: Vec<Ws> = futures_util::stream::iter(keys.iter().enumerate())
-        .map(|(i, key)| {
-            // Past ~25,000 sockets one source address runs out of ports.
-            let source = std::net::IpAddr::V4(std::net::Ipv4Addr::new(
-                127,
-                0,
-                0,
-                1 + (i / 25_000).min(253) as u8,
-            ));
-            let url = url.clone();
-            async move { raw_agent(&url, key, Some(source)).await }
-        })
-        .buffer_unordered(64)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<anyhow::Result<_>>()?;
-    let connect_secs = started.elapsed().as_secs_f64();
-    // Read from now on, so the sockets answer the hub's heartbeats while
-    // the big conversation is being opened.
-    let handles: Vec<_> = sockets
-        .into_iter()
-        .map(|ws| tokio::spawn(receive(ws, 1)))
-        .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss_after = rss_kib(pid).unwrap_or(0);
-
-    let mut announcer = AgentClient::connect(&base, &sender_reg.key.plaintext).await?;
-    // Opening a conversation of K members checks each one: allow for it.
-    announcer
-        .connection
-        .set_call_timeout(Duration::from_secs(600));
-    let group = announcer
-        .call::<AgentConversationCreate>(ConversationCreateParams {
-            kind: NewConversationKind::Group,
-            participants: ids,
-            name: None,
-        })
-        .await?
-        .conversation
-        .id;
-    let sent = Instant::now();
-    send_text(&announcer, group, format!("{} all hands", stamp())).await?;
-    let mut entry = Entry::new("connections").param("k", k);
-    let mut last = sent;
-    for h in handles {
-        last = last.max(h.await??.last);
+    let mut handles = Vec::with_capacity(total);
+    for i in 0..total {
+        tokio::time::sleep_until(
+            (started + Duration::from_secs_f64(i as f64 / rate as f64)).into(),
+        )
+        .await;
+        let sender = sender.clone();
+        handles.push(tokio::spawn(async move {
+            let t = Instant::now();
+            send_text(&sender, room, "hello".into())
+                .await
+                .map(|_| t.elapsed())
+        }));
     }
-    entry.result("connect_per_second", (k as f64 / connect_secs).round());
-    entry.result("hub_rss_before_kib", rss_before);
-    entry.result("hub_rss_after_kib", rss_after);
-    entry.result(
-        "kib_per_connection",
-        ((rss_after.saturating_sub(rss_before)) as f64 / k as f64 * 100.0).round() / 100.0,
-    );
-    entry.result(
-        "broadcast_last_receive_ms",
-        (last - sent).as_secs_f64() * 1000.0,
-    );
-    entry.result(
-        "hub_cpu_seconds",
-        cpu_seconds_of(pid).unwrap_or(0.0) - cpu_before,
-    );
-    let _ = child.kill().await;
-    Ok(entry)
+    let mut lat = Samples::default();
+    let mut errors = 0usize;
+    for h in handles {
+        match h.await? {
+            Ok(d) => lat.push(d),
+            Err(_) => errors += 1,
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let mut e = Entry::new("hook")
+        .param("policy", label)
+        .param("offered_per_second", rate)
+        .param("seconds", seconds);
+    e.result("messages", total);
+    e.result("errors", errors);
+    e.result("achieved_per_second", (total as f64 / secs).round());
+    e.result("send_p50_ms", lat.percentile_ms(50.0));
+    e.result("send_p99_ms", lat.percentile_ms(99.0));
+    Ok(e)
+}
+
+/// What the hook adds over the static policy, at p50 and p99.
+fn added_latency(st: &Entry, hk: &mut Entry) {
+    for p in ["p50", "p99"] {
+        if let (Some(a), Some(b)) = (
+            hk.number(&format!("send_{p}_ms")),
+            st.number(&format!("send_{p}_ms")),
+        ) {
+            hk.result(
+                &format!("added_{p}_ms"),
+                ((a - b) * 1000.0).round() / 1000.0,
+            );
+        }
+    }
 }
 
 /// Events stored for one agent, read back by resume and by REST pages.
@@ -539,10 +445,33 @@ pub async fn catchup(events: usize) -> anyhow::Result<Entry> {
     let seed_secs = seeded.elapsed().as_secs_f64();
     let total = events.max(1);
 
-    let epoch = server.hub.sync_epoch.clone();
     let cpu0 = own_cpu_seconds();
     let started = Instant::now();
-    let mut ws = tokio_tungstenite::connect_async_with_config(&ws_url(&server), None, true)
+    resume_all(&server, &reader_key, total).await?;
+    let resume_secs = started.elapsed().as_secs_f64();
+    let resume_cpu = own_cpu_seconds() - cpu0;
+
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    let read = rest_pages(&http, &base, &reader_key).await?;
+    let rest_secs = started.elapsed().as_secs_f64();
+    anyhow::ensure!(read == total, "REST returned {read} of {total} events");
+    let mut entry = Entry::new("catchup").param("events", total);
+    entry.result("seed_events_per_second", (total as f64 / seed_secs).round());
+    entry.result(
+        "resume_events_per_second",
+        (total as f64 / resume_secs).round(),
+    );
+    entry.result("resume_cpu_seconds", resume_cpu);
+    entry.result("rest_events_per_second", (total as f64 / rest_secs).round());
+    server.shutdown().await?;
+    Ok(entry)
+}
+
+/// Connects with `resume: {after: 0}` and reads until `total` events came.
+async fn resume_all(server: &Server, reader_key: &str, total: usize) -> anyhow::Result<()> {
+    let epoch = server.hub.sync_epoch.clone();
+    let mut ws = tokio_tungstenite::connect_async_with_config(&ws_url(server), None, true)
         .await?
         .0;
     let hello = json!({"jsonrpc": "2.0", "id": "c", "method": "agent/network/connect",
@@ -556,17 +485,17 @@ pub async fn catchup(events: usize) -> anyhow::Result<Entry> {
             _ => anyhow::bail!("socket closed during resume after {got} events"),
         }
     }
-    let resume_secs = started.elapsed().as_secs_f64();
-    let resume_cpu = own_cpu_seconds() - cpu0;
+    Ok(())
+}
 
-    let http = reqwest::Client::new();
-    let started = Instant::now();
+/// Reads the whole log over REST in pages of 1000; returns how many came.
+async fn rest_pages(http: &reqwest::Client, base: &str, reader_key: &str) -> anyhow::Result<usize> {
     let mut after = 0u64;
     let mut read = 0usize;
     loop {
         let page: Value = http
             .get(format!("{base}/api/v1/events?after={after}&limit=1000"))
-            .bearer_auth(&reader_key)
+            .bearer_auth(reader_key)
             .send()
             .await?
             .json()
@@ -578,16 +507,5 @@ pub async fn catchup(events: usize) -> anyhow::Result<Entry> {
         read += n;
         after = page["nextAfter"].as_u64().unwrap_or(after);
     }
-    let rest_secs = started.elapsed().as_secs_f64();
-    anyhow::ensure!(read == total, "REST returned {read} of {total} events");
-    let mut entry = Entry::new("catchup").param("events", total);
-    entry.result("seed_events_per_second", (total as f64 / seed_secs).round());
-    entry.result(
-        "resume_events_per_second",
-        (total as f64 / resume_secs).round(),
-    );
-    entry.result("resume_cpu_seconds", resume_cpu);
-    entry.result("rest_events_per_second", (total as f64 / rest_secs).round());
-    server.shutdown().await?;
-    Ok(entry)
+    Ok(read)
 }

@@ -54,74 +54,79 @@ fn run(
     Ok(cmd.args(args).output()?)
 }
 
+/// initdb and pg_ctl start in a fresh temporary directory, on a free port
+/// of 127.0.0.1 (as the `postgres` user when we are root).
+fn start() -> anyhow::Result<Running> {
+    let as_postgres = unsafe { libc::geteuid() } == 0;
+    let dir = std::env::temp_dir().join(format!("switchboard-bench-pg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    if as_postgres {
+        Command::new("chown")
+            .arg("-R")
+            .arg("postgres")
+            .arg(&dir)
+            .status()?;
+    }
+    let data = dir.join("data");
+    let out = run(
+        as_postgres,
+        &binary("initdb")?,
+        &[
+            "-D",
+            data.to_str().unwrap(),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--no-sync",
+        ],
+    )?;
+    anyhow::ensure!(
+        out.status.success(),
+        "initdb failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let opts = format!(
+        "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200",
+        dir.display()
+    );
+    let log = dir.join("pg.log");
+    let out = run(
+        as_postgres,
+        &binary("pg_ctl")?,
+        &[
+            "-D",
+            data.to_str().unwrap(),
+            "-l",
+            log.to_str().unwrap(),
+            "-o",
+            &opts,
+            "-w",
+            "start",
+        ],
+    )?;
+    anyhow::ensure!(
+        out.status.success(),
+        "pg_ctl start failed; see {}",
+        log.display()
+    );
+    Ok(Running {
+        dir,
+        port,
+        as_postgres,
+    })
+}
+
 /// A fresh database on the throwaway server (started on first use).
 pub async fn database() -> anyhow::Result<String> {
     let port = {
         let mut guard = SERVER.lock().expect("pg lock");
         if guard.is_none() {
-            let as_postgres = unsafe { libc::geteuid() } == 0;
-            let dir =
-                std::env::temp_dir().join(format!("switchboard-bench-pg-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir)?;
-            if as_postgres {
-                Command::new("chown")
-                    .arg("-R")
-                    .arg("postgres")
-                    .arg(&dir)
-                    .status()?;
-            }
-            let data = dir.join("data");
-            let out = run(
-                as_postgres,
-                &binary("initdb")?,
-                &[
-                    "-D",
-                    data.to_str().unwrap(),
-                    "-A",
-                    "trust",
-                    "-U",
-                    "postgres",
-                    "--no-sync",
-                ],
-            )?;
-            anyhow::ensure!(
-                out.status.success(),
-                "initdb failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let port = std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port();
-            let opts = format!(
-                "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200",
-                dir.display()
-            );
-            let log = dir.join("pg.log");
-            let out = run(
-                as_postgres,
-                &binary("pg_ctl")?,
-                &[
-                    "-D",
-                    data.to_str().unwrap(),
-                    "-l",
-                    log.to_str().unwrap(),
-                    "-o",
-                    &opts,
-                    "-w",
-                    "start",
-                ],
-            )?;
-            anyhow::ensure!(
-                out.status.success(),
-                "pg_ctl start failed; see {}",
-                log.display()
-            );
-            *guard = Some(Running {
-                dir,
-                port,
-                as_postgres,
-            });
+            *guard = Some(start()?);
         }
         guard.as_ref().map(|r| r.port).expect("started")
     };
