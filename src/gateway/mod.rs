@@ -1,7 +1,7 @@
-//! The WebSocket gateway: one task per connection that owns the socket, the
-//! registry of authenticated connections, and the hygiene rules (auth
-//! deadline, heartbeat, frame size, in-flight and rate limits, slow-consumer
-//! policy, graceful shutdown).
+//! The WebSocket gateway: one task per connection that owns the socket, and
+//! the hygiene rules (auth deadline, heartbeat, frame size, in-flight and
+//! rate limits, slow-consumer policy, graceful shutdown). The registry of
+//! authenticated connections is part of the hub's state (`hub::registry`).
 
 pub mod connection;
 pub mod revocations;
