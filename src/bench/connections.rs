@@ -159,6 +159,8 @@ async fn spawn_hub(
             break url.to_string();
         }
     };
+    // Keep reading: a closed pipe would make a later line from the child fail.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok((child, pid, base))
 }
 
