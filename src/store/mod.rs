@@ -118,27 +118,48 @@ impl<T> Store for T where
 
 pub type DynStore = Arc<dyn Store>;
 
-/// The statements of [`BaseStore`] past migrating, the same on both backends.
-async fn record_sync_epoch(ex: &mut dyn sql::Executor) -> StoreResult<()> {
-    let epoch = uuid::Uuid::new_v4().to_string();
-    ex.execute(
-        "INSERT INTO hub_meta (name, value) VALUES ('sync_epoch', $1) ON CONFLICT (name) DO NOTHING",
-        &[sql::Arg::Text(&epoch)],
-    )
-    .await?;
-    Ok(())
+/// What differs per dialect for [`BaseStore`].
+#[async_trait]
+pub trait BaseDialect {
+    const BACKEND: Backend;
+
+    /// Runs the backend's own migrations (`migrations/sqlite`,
+    /// `migrations/postgres`).
+    async fn run_migrations(&self) -> StoreResult<()>;
 }
 
-async fn read_sync_epoch(ex: &mut dyn sql::Executor) -> StoreResult<String> {
-    ex.fetch_optional("SELECT value FROM hub_meta WHERE name = 'sync_epoch'", &[])
-        .await?
-        .ok_or_else(|| StoreError::Corrupt("sync_epoch missing; run migrations".into()))?
-        .text("value")
-}
+#[async_trait]
+impl<D: sql::Database + BaseDialect> BaseStore for D {
+    fn backend(&self) -> Backend {
+        D::BACKEND
+    }
 
-async fn ping(ex: &mut dyn sql::Executor) -> StoreResult<()> {
-    ex.execute("SELECT 1", &[]).await?;
-    Ok(())
+    async fn migrate(&self) -> StoreResult<()> {
+        self.run_migrations().await?;
+        let epoch = uuid::Uuid::new_v4().to_string();
+        self.write()
+            .await?
+            .execute(
+                "INSERT INTO hub_meta (name, value) VALUES ('sync_epoch', $1) ON CONFLICT (name) DO NOTHING",
+                &[sql::Arg::Text(&epoch)],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        self.read().await?.execute("SELECT 1", &[]).await?;
+        Ok(())
+    }
+
+    async fn sync_epoch(&self) -> StoreResult<String> {
+        self.read()
+            .await?
+            .fetch_optional("SELECT value FROM hub_meta WHERE name = 'sync_epoch'", &[])
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("sync_epoch missing; run migrations".into()))?
+            .text("value")
+    }
 }
 
 /// Opens the database the configuration names (creating a SQLite file and its

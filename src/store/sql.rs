@@ -279,3 +279,48 @@ pub fn placeholders(first: usize, n: usize) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+/// Implements [`Executor`] for a backend's connection type, from the
+/// backend module's `query` (its way of binding an [`Arg`]), its [`Row`]
+/// variant and its `events` module (the per-dialect bulk writes).
+macro_rules! connection_executor {
+    ($conn:ty, $row:path) => {
+        #[async_trait::async_trait]
+        impl Executor for $conn {
+            async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<u64> {
+                Ok(query(sql, args).execute(&mut *self).await?.rows_affected())
+            }
+
+            async fn fetch_optional(
+                &mut self,
+                sql: &str,
+                args: &[Arg<'_>],
+            ) -> StoreResult<Option<Row>> {
+                let row = query(sql, args).fetch_optional(&mut *self).await?;
+                Ok(row.map($row))
+            }
+
+            async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Vec<Row>> {
+                let rows = query(sql, args).fetch_all(&mut *self).await?;
+                Ok(rows.into_iter().map($row).collect())
+            }
+
+            async fn append_events(
+                &mut self,
+                events: &[NewEvent],
+                now: Millis,
+            ) -> StoreResult<Vec<StoredEvent>> {
+                events::append_events(self, events, now).await
+            }
+
+            async fn insert_recipients(
+                &mut self,
+                message_id: Uuid,
+                recipients: &[Uuid],
+            ) -> StoreResult<()> {
+                events::insert_recipients(self, message_id, recipients).await
+            }
+        }
+    };
+}
+pub(super) use connection_executor;

@@ -2,7 +2,6 @@
 //! writes of concurrent sends (ADR 0013) and the verdict write, which holds
 //! the task row against a concurrent close.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -13,12 +12,12 @@ use super::events::append_events;
 use super::PgStore;
 use crate::store::conversations::{ConversationDialect, Marked};
 use crate::store::group_commit::{
-    assign_seqs, conversation_counts, group_delivery, group_jobs, recipient_pairs, verdict_column,
-    GroupCommit, GroupWriter,
+    group_delivery, group_jobs, group_seqs, message_rows, recipient_pairs, GroupCommit,
+    GroupInsert, PoolSends,
 };
-use crate::store::messages::{insert_one, is_pending, InsertedMessage, MessageOutcome, NewMessage};
-use crate::store::sql::{to_json, Arg, Executor};
-use crate::store::{StoreError, StoreResult};
+use crate::store::messages::{is_pending, InsertedMessage, MessageOutcome, NewMessage};
+use crate::store::sql::{Arg, Executor};
+use crate::store::StoreResult;
 
 #[async_trait]
 impl ConversationDialect for PgStore {
@@ -76,36 +75,17 @@ async fn task_active_held(ex: &mut dyn Executor, message_id: Uuid) -> StoreResul
 pub(super) fn group_commit(pool: PgPool) -> GroupCommit {
     GroupCommit::new(
         Arc::new(tokio::sync::Mutex::new(())),
-        Arc::new(PgSends { pool }),
+        Arc::new(PoolSends::new(pool)),
     )
 }
 
-/// The PostgreSQL ways of writing sends, for the group committer.
-struct PgSends {
-    pool: PgPool,
-}
-
 #[async_trait]
-impl GroupWriter for PgSends {
-    async fn insert_one(&self, m: &NewMessage) -> StoreResult<InsertedMessage> {
-        let mut tx = self.pool.begin().await?;
-        let done = insert_one(&mut *tx, m).await?;
-        tx.commit().await?;
-        Ok(done)
-    }
-
-    async fn insert_group(&self, group: &[&NewMessage]) -> StoreResult<Vec<InsertedMessage>> {
-        let mut tx = self.pool.begin().await?;
-        match insert_group_in(&mut tx, group).await {
-            Ok(done) => {
-                tx.commit().await?;
-                Ok(done)
-            }
-            Err(e) => {
-                let _ = tx.rollback().await;
-                Err(e)
-            }
-        }
+impl GroupInsert for PgConnection {
+    async fn insert_group_in(
+        &mut self,
+        group: &[&NewMessage],
+    ) -> StoreResult<Vec<InsertedMessage>> {
+        insert_group_in(self, group).await
     }
 }
 
@@ -113,23 +93,8 @@ async fn insert_group_in(
     conn: &mut PgConnection,
     group: &[&NewMessage],
 ) -> StoreResult<Vec<InsertedMessage>> {
-    let mut first_seq = HashMap::new();
-    for (conversation, count) in conversation_counts(group) {
-        let last: Option<i64> = sqlx::query_scalar(
-            "UPDATE conversations SET last_message_seq = last_message_seq + $1 WHERE id = $2 RETURNING last_message_seq",
-        )
-        .bind(count)
-        .bind(conversation)
-        .fetch_optional(&mut *conn)
-        .await?;
-        first_seq.insert(conversation, last.ok_or(StoreError::NotFound)? - count + 1);
-    }
-    let seqs = assign_seqs(group, first_seq);
-    let mut rows = Vec::with_capacity(group.len());
-    for (m, seq) in group.iter().zip(&seqs) {
-        let parts = to_json(&m.parts)?;
-        rows.push((m, *seq, parts, verdict_column(m)));
-    }
+    let seqs = group_seqs(&mut *conn, group).await?;
+    let rows = message_rows(group, &seqs)?;
     for part in rows.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
             "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \

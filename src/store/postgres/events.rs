@@ -9,9 +9,8 @@ use uuid::Uuid;
 use crate::domain::event::{NewEvent, StoredEvent};
 use crate::domain::Millis;
 use crate::store::events::EventDialect;
-use crate::store::group_commit::audience_runs;
-use crate::store::sql::to_json;
-use crate::store::{StoreError, StoreResult};
+use crate::store::group_commit::{audience_runs, event_rows, stored_events};
+use crate::store::StoreResult;
 
 impl EventDialect for super::PgStore {
     /// A join, where SQLite needs a correlated subquery.
@@ -74,20 +73,7 @@ pub(super) async fn append_events(
                 r.try_get::<i64, _>("last_seq")?,
             );
         }
-        let mut rows = Vec::new();
-        for (audience, first, count) in chunk {
-            let last = *last_of
-                .get(audience)
-                .ok_or_else(|| StoreError::Corrupt("upsert returned no seq".into()))?;
-            for (k, e) in sorted[*first..first + count].iter().enumerate() {
-                let seq = last - *count as i64 + 1 + k as i64;
-                let ptr = std::sync::Arc::as_ptr(&e.payload) as usize;
-                if let std::collections::hash_map::Entry::Vacant(slot) = json_of.entry(ptr) {
-                    slot.insert(to_json(&*e.payload)?);
-                }
-                rows.push((*e, seq, ptr));
-            }
-        }
+        let rows = event_rows(&sorted, chunk, &last_of, &mut json_of)?;
         for part in rows.chunks(1000) {
             let mut insert = sqlx::QueryBuilder::<sqlx::Postgres>::new(
                 "INSERT INTO events (audience, seq, id, type, occurred_at, payload) ",
@@ -103,16 +89,7 @@ pub(super) async fn append_events(
             });
             insert.build().execute(&mut *conn).await?;
         }
-        for (e, seq, _) in rows {
-            stored.push(StoredEvent {
-                id: e.id,
-                audience: e.audience,
-                seq: seq as u64,
-                event_type: e.event_type.to_string(),
-                occurred_at: now,
-                payload: e.payload.clone(),
-            });
-        }
+        stored_events(rows, now, &mut stored);
     }
     Ok(stored)
 }

@@ -20,8 +20,8 @@ use sqlx::{Postgres, Row as _, TypeInfo as _, ValueRef as _};
 use uuid::Uuid;
 
 use super::group_commit::GroupCommit;
-use super::sql::{Arg, Columns, Database, Executor, Row, Session, Tx};
-use super::{Backend, BaseStore, StoreResult};
+use super::sql::{connection_executor, Arg, Columns, Database, Executor, Row, Session, Tx};
+use super::{Backend, BaseDialect, StoreResult};
 use crate::domain::event::{NewEvent, StoredEvent};
 use crate::domain::Millis;
 
@@ -63,22 +63,12 @@ impl Database for PgStore {
 }
 
 #[async_trait]
-impl BaseStore for PgStore {
-    fn backend(&self) -> Backend {
-        Backend::Postgres
-    }
+impl BaseDialect for PgStore {
+    const BACKEND: Backend = Backend::Postgres;
 
-    async fn migrate(&self) -> StoreResult<()> {
+    async fn run_migrations(&self) -> StoreResult<()> {
         MIGRATOR.run(&self.pool).await?;
-        super::record_sync_epoch(&mut *self.write().await?).await
-    }
-
-    async fn ping(&self) -> StoreResult<()> {
-        super::ping(&mut *self.read().await?).await
-    }
-
-    async fn sync_epoch(&self) -> StoreResult<String> {
-        super::read_sync_epoch(&mut *self.read().await?).await
+        Ok(())
     }
 }
 
@@ -144,38 +134,7 @@ fn query<'q>(sql: &'q str, args: &'q [Arg<'q>]) -> Query<'q, Postgres, PgArgumen
     })
 }
 
-#[async_trait]
-impl Executor for PgConnection {
-    async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<u64> {
-        Ok(query(sql, args).execute(&mut *self).await?.rows_affected())
-    }
-
-    async fn fetch_optional(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Option<Row>> {
-        let row = query(sql, args).fetch_optional(&mut *self).await?;
-        Ok(row.map(Row::Postgres))
-    }
-
-    async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Vec<Row>> {
-        let rows = query(sql, args).fetch_all(&mut *self).await?;
-        Ok(rows.into_iter().map(Row::Postgres).collect())
-    }
-
-    async fn append_events(
-        &mut self,
-        events: &[NewEvent],
-        now: Millis,
-    ) -> StoreResult<Vec<StoredEvent>> {
-        events::append_events(self, events, now).await
-    }
-
-    async fn insert_recipients(
-        &mut self,
-        message_id: Uuid,
-        recipients: &[Uuid],
-    ) -> StoreResult<()> {
-        events::insert_recipients(self, message_id, recipients).await
-    }
-}
+connection_executor!(PgConnection, Row::Postgres);
 
 impl Columns for PgRow {
     fn id(&self, col: &str) -> StoreResult<Uuid> {

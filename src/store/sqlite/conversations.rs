@@ -1,7 +1,6 @@
 //! The SQLite parts of the conversation area: the group-committed writes
 //! of concurrent sends (ADR 0013) and the verdict write.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -12,12 +11,12 @@ use super::events::append_events;
 use super::SqliteStore;
 use crate::store::conversations::{ConversationDialect, Marked};
 use crate::store::group_commit::{
-    assign_seqs, conversation_counts, group_delivery, group_jobs, recipient_pairs, verdict_column,
-    GroupCommit, GroupWriter,
+    group_delivery, group_jobs, group_seqs, message_rows, recipient_pairs, GroupCommit,
+    GroupInsert, PoolSends,
 };
-use crate::store::messages::{insert_one, is_pending, InsertedMessage, MessageOutcome, NewMessage};
-use crate::store::sql::{to_json, Arg, Executor};
-use crate::store::{StoreError, StoreResult};
+use crate::store::messages::{is_pending, InsertedMessage, MessageOutcome, NewMessage};
+use crate::store::sql::{Arg, Executor};
+use crate::store::StoreResult;
 
 #[async_trait]
 impl ConversationDialect for SqliteStore {
@@ -61,44 +60,16 @@ impl ConversationDialect for SqliteStore {
 
 /// The group committer for sends, sharing the store's writer lock.
 pub(super) fn group_commit(writer: Arc<tokio::sync::Mutex<()>>, pool: SqlitePool) -> GroupCommit {
-    GroupCommit::new(writer, Arc::new(SqliteSends { pool }))
-}
-
-/// The SQLite ways of writing sends, for the group committer.
-struct SqliteSends {
-    pool: SqlitePool,
+    GroupCommit::new(writer, Arc::new(PoolSends::new(pool)))
 }
 
 #[async_trait]
-impl GroupWriter for SqliteSends {
-    async fn insert_one(&self, m: &NewMessage) -> StoreResult<InsertedMessage> {
-        let mut tx = self.pool.begin().await?;
-        let done = insert_one(&mut *tx, m).await?;
-        tx.commit().await?;
-        Ok(done)
-    }
-
-    async fn insert_group(&self, group: &[&NewMessage]) -> StoreResult<Vec<InsertedMessage>> {
-        insert_group(&self.pool, group).await
-    }
-}
-
-async fn insert_group(
-    pool: &SqlitePool,
-    group: &[&NewMessage],
-) -> StoreResult<Vec<InsertedMessage>> {
-    let mut tx = pool.begin().await?;
-    match insert_group_in(&mut tx, group).await {
-        Ok(done) => {
-            tx.commit().await?;
-            Ok(done)
-        }
-        Err(e) => {
-            // Before the writer lock passes on, so the next writer does not
-            // meet this transaction still open.
-            let _ = tx.rollback().await;
-            Err(e)
-        }
+impl GroupInsert for SqliteConnection {
+    async fn insert_group_in(
+        &mut self,
+        group: &[&NewMessage],
+    ) -> StoreResult<Vec<InsertedMessage>> {
+        insert_group_in(self, group).await
     }
 }
 
@@ -106,23 +77,8 @@ async fn insert_group_in(
     conn: &mut SqliteConnection,
     group: &[&NewMessage],
 ) -> StoreResult<Vec<InsertedMessage>> {
-    let mut first_seq = HashMap::new();
-    for (conversation, count) in conversation_counts(group) {
-        let last: Option<i64> = sqlx::query_scalar(
-            "UPDATE conversations SET last_message_seq = last_message_seq + ? WHERE id = ? RETURNING last_message_seq",
-        )
-        .bind(count)
-        .bind(conversation.to_string())
-        .fetch_optional(&mut *conn)
-        .await?;
-        first_seq.insert(conversation, last.ok_or(StoreError::NotFound)? - count + 1);
-    }
-    let seqs = assign_seqs(group, first_seq);
-    let mut rows = Vec::with_capacity(group.len());
-    for (m, seq) in group.iter().zip(&seqs) {
-        let parts = to_json(&m.parts)?;
-        rows.push((m, *seq, parts, verdict_column(m)));
-    }
+    let seqs = group_seqs(&mut *conn, group).await?;
+    let rows = message_rows(group, &seqs)?;
     for part in rows.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
@@ -185,6 +141,7 @@ mod tests {
     use crate::domain::conversation::ConversationKind;
     use crate::domain::message::{Origin, Part};
     use crate::domain::PrincipalKind;
+    use crate::store::group_commit::GroupWriter;
     use crate::store::messages::{Fanout, Verdict};
     use crate::store::{
         BaseStore, ConversationStore, EventStore, IdentityStore, JobKind, JobStore,
@@ -274,7 +231,10 @@ mod tests {
             message(big, sender, forward(), false),
         ];
         let refs: Vec<&NewMessage> = group.iter().collect();
-        let results = insert_group(&s.pool, &refs).await.unwrap();
+        let results = PoolSends::new(s.pool.clone())
+            .insert_group(&refs)
+            .await
+            .unwrap();
         let seqs: Vec<u64> = results
             .iter()
             .map(|r| match r {

@@ -23,8 +23,8 @@ use sqlx::{Row as _, Sqlite, SqliteConnection, SqlitePool};
 use uuid::Uuid;
 
 use super::group_commit::GroupCommit;
-use super::sql::{Arg, Columns, Database, Executor, Row, Session, Tx};
-use super::{Backend, BaseStore, StoreError, StoreResult};
+use super::sql::{connection_executor, Arg, Columns, Database, Executor, Row, Session, Tx};
+use super::{Backend, BaseDialect, StoreError, StoreResult};
 use crate::domain::event::{NewEvent, StoredEvent};
 use crate::domain::Millis;
 
@@ -102,22 +102,12 @@ impl Database for SqliteStore {
 }
 
 #[async_trait]
-impl BaseStore for SqliteStore {
-    fn backend(&self) -> Backend {
-        Backend::Sqlite
-    }
+impl BaseDialect for SqliteStore {
+    const BACKEND: Backend = Backend::Sqlite;
 
-    async fn migrate(&self) -> StoreResult<()> {
+    async fn run_migrations(&self) -> StoreResult<()> {
         MIGRATOR.run(&self.pool).await?;
-        super::record_sync_epoch(&mut *self.write().await?).await
-    }
-
-    async fn ping(&self) -> StoreResult<()> {
-        super::ping(&mut *self.read().await?).await
-    }
-
-    async fn sync_epoch(&self) -> StoreResult<String> {
-        super::read_sync_epoch(&mut *self.read().await?).await
+        Ok(())
     }
 }
 
@@ -135,38 +125,7 @@ fn query<'q>(sql: &'q str, args: &'q [Arg<'q>]) -> Query<'q, Sqlite, SqliteArgum
     })
 }
 
-#[async_trait]
-impl Executor for SqliteConnection {
-    async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<u64> {
-        Ok(query(sql, args).execute(&mut *self).await?.rows_affected())
-    }
-
-    async fn fetch_optional(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Option<Row>> {
-        let row = query(sql, args).fetch_optional(&mut *self).await?;
-        Ok(row.map(Row::Sqlite))
-    }
-
-    async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Vec<Row>> {
-        let rows = query(sql, args).fetch_all(&mut *self).await?;
-        Ok(rows.into_iter().map(Row::Sqlite).collect())
-    }
-
-    async fn append_events(
-        &mut self,
-        events: &[NewEvent],
-        now: Millis,
-    ) -> StoreResult<Vec<StoredEvent>> {
-        events::append_events(self, events, now).await
-    }
-
-    async fn insert_recipients(
-        &mut self,
-        message_id: Uuid,
-        recipients: &[Uuid],
-    ) -> StoreResult<()> {
-        events::insert_recipients(self, message_id, recipients).await
-    }
-}
+connection_executor!(SqliteConnection, Row::Sqlite);
 
 /// A stored id; text that is not a uuid is `Corrupt`.
 fn uuid(s: &str) -> StoreResult<Uuid> {
