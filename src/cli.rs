@@ -312,7 +312,7 @@ fn describe(e: identity::IdentityError) -> anyhow::Error {
 }
 
 async fn principal_of_kind(
-    store: &dyn crate::store::Store,
+    store: &(impl crate::store::IdentityStore + ?Sized),
     id: Uuid,
     kind: PrincipalKind,
 ) -> anyhow::Result<crate::domain::Principal> {
@@ -324,7 +324,7 @@ async fn principal_of_kind(
 }
 
 async fn rotate(
-    store: &dyn crate::store::Store,
+    store: &(impl crate::store::IdentityStore + ?Sized),
     id: Uuid,
     kind: PrincipalKind,
 ) -> anyhow::Result<()> {
@@ -340,7 +340,7 @@ async fn rotate(
 }
 
 async fn revoke(
-    store: &dyn crate::store::Store,
+    store: &(impl crate::store::IdentityStore + ?Sized),
     id: Uuid,
     kind: PrincipalKind,
 ) -> anyhow::Result<()> {
