@@ -97,13 +97,7 @@ async fn agents_round_trip(store: DynStore) {
 }
 
 async fn apps_keep_their_manifest(store: DynStore) {
-    let bounds = ManifestBounds {
-        min_hook_timeout_ms: 10,
-        max_hook_timeout_ms: 60_000,
-        max_participants: 100,
-        max_conversations: 8,
-    };
-    let m = manifest::validate(&werewolf_manifest(), &bounds).unwrap();
+    let m = werewolf();
     let p = principal(PrincipalKind::App, "Werewolf");
     let (_, key) = new_key(PrincipalKind::App);
     store.create_app(&p, &m, &key, None).await.unwrap();
@@ -208,15 +202,20 @@ async fn migrations_are_idempotent_and_keep_the_epoch(store: DynStore) {
     store.ping().await.unwrap();
 }
 
-/// An app with the werewolf manifest.
-pub(crate) async fn app_in(store: &DynStore) -> Uuid {
+/// The werewolf manifest, validated.
+fn werewolf() -> switchboard::domain::manifest::Manifest {
     let bounds = ManifestBounds {
         min_hook_timeout_ms: 10,
         max_hook_timeout_ms: 60_000,
         max_participants: 100,
         max_conversations: 8,
     };
-    let m = manifest::validate(&werewolf_manifest(), &bounds).unwrap();
+    manifest::validate(&werewolf_manifest(), &bounds).unwrap()
+}
+
+/// An app with the werewolf manifest.
+pub(crate) async fn app_in(store: &DynStore) -> Uuid {
+    let m = werewolf();
     let app = principal(PrincipalKind::App, "app");
     let (_, key) = new_key(PrincipalKind::App);
     store.create_app(&app, &m, &key, None).await.unwrap();
