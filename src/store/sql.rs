@@ -175,8 +175,11 @@ where
 /// [`Tx::commit`], it rolls back.
 pub struct Tx(Box<dyn Transaction>);
 
+/// What [`Tx`] needs of a backend's transaction.
 #[async_trait]
 pub trait Transaction: Executor {
+    /// Itself as a plain executor: the shared queries take `&mut dyn
+    /// Executor`, and trait upcasting is newer than the crate's MSRV.
     fn executor(&mut self) -> &mut (dyn Executor + 'static);
     fn executor_ref(&self) -> &(dyn Executor + 'static);
     async fn commit(self: Box<Self>) -> StoreResult<()>;
