@@ -11,7 +11,7 @@ use super::messages::{
     find_by_client_id, message_row, InsertedMessage, MessageDecided, MessageOutcome, MessagePage,
     NewMessage, Verdict, MESSAGE_COLUMNS,
 };
-use super::sql::{is_unique_violation, parsed, Arg, Database, Executor, Row};
+use super::sql::{is_unique_violation, parsed, Arg, Database, Executor, Keyset, Row};
 use super::{StoreError, StoreResult};
 use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::event::{rfc3339, NewEvent, StoredEvent};
@@ -224,7 +224,7 @@ async fn direct_conversation(ex: &mut dyn Executor, key: &str) -> StoreResult<Op
 }
 
 #[async_trait]
-impl<D: Database + ConversationDialect> ConversationStore for D {
+impl<D: Database + Keyset + ConversationDialect> ConversationStore for D {
     async fn create_conversation(
         &self,
         c: &NewConversation,
@@ -270,7 +270,8 @@ impl<D: Database + ConversationDialect> ConversationStore for D {
         let sql = format!(
             "SELECT {CONVERSATION_COLUMNS} FROM conversations c \
              JOIN conversation_participants p ON p.conversation_id = c.id \
-             WHERE p.principal_id = $1 AND ($2 IS NULL OR c.id > $2) ORDER BY c.id LIMIT $3"
+             WHERE p.principal_id = $1 AND {} ORDER BY c.id LIMIT $3",
+            D::after("c.id", 2)
         );
         let rows = conn
             .fetch_all(

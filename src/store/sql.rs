@@ -253,6 +253,13 @@ pub trait Database: Send + Sync + 'static {
     async fn begin(&self) -> StoreResult<Tx>;
 }
 
+/// Keyset paging by id, spelled per dialect so SQLite keeps its index
+/// range seek (an `OR` on the parameter would lose it).
+pub trait Keyset {
+    /// `column > $param`, or every row when `$param` is NULL.
+    fn after(column: &str, param: usize) -> String;
+}
+
 pub fn json_err(e: serde_json::Error) -> StoreError {
     StoreError::Corrupt(e.to_string())
 }

@@ -8,7 +8,7 @@ use super::conversations::{load_conversations, CONVERSATION_COLUMNS};
 use super::effects::{apply_effects, Effects};
 use super::jobs::{delete_job, insert_job, NewJob};
 use super::leases::{CreatedLease, LeaseChange, NewLease};
-use super::sql::{parsed, Arg, Database, Executor, Row};
+use super::sql::{parsed, Arg, Database, Executor, Keyset, Row};
 use super::StoreResult;
 use crate::domain::conversation::Conversation;
 use crate::domain::event::{rfc3339, StoredEvent};
@@ -148,7 +148,7 @@ async fn insert_task(ex: &mut dyn Executor, t: &NewTask) -> StoreResult<()> {
 }
 
 #[async_trait]
-impl<D: Database> TaskStore for D {
+impl<D: Database + Keyset> TaskStore for D {
     async fn create_task(&self, t: &NewTask, job: &NewJob) -> StoreResult<()> {
         let mut tx = self.begin().await?;
         insert_task(&mut *tx, t).await?;
@@ -183,7 +183,8 @@ impl<D: Database> TaskStore for D {
         let mut conn = self.read().await?;
         let sql = format!(
             "SELECT {TASK_COLUMNS} FROM tasks t JOIN task_participants p ON p.task_id = t.id \
-             WHERE p.agent_id = $1 AND ($2 IS NULL OR t.id > $2) ORDER BY t.id LIMIT $3"
+             WHERE p.agent_id = $1 AND {} ORDER BY t.id LIMIT $3",
+            D::after("t.id", 2)
         );
         let rows = conn
             .fetch_all(

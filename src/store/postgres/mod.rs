@@ -20,7 +20,7 @@ use sqlx::{Postgres, Row as _, TypeInfo as _, ValueRef as _};
 use uuid::Uuid;
 
 use super::group_commit::GroupCommit;
-use super::sql::{connection_executor, Arg, Columns, Database, Executor, Row, Session, Tx};
+use super::sql::{connection_executor, Arg, Columns, Database, Executor, Keyset, Row, Session, Tx};
 use super::{Backend, BaseDialect, StoreResult};
 use crate::domain::event::{NewEvent, StoredEvent};
 use crate::domain::Millis;
@@ -59,6 +59,13 @@ impl Database for PgStore {
 
     async fn begin(&self) -> StoreResult<Tx> {
         Ok(Tx::new(Session::new(self.pool.begin().await?, None)))
+    }
+}
+
+impl Keyset for PgStore {
+    /// As before: there is no uuid below every id to start from.
+    fn after(column: &str, param: usize) -> String {
+        format!("(${param} IS NULL OR {column} > ${param})")
     }
 }
 

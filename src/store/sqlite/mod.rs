@@ -23,7 +23,7 @@ use sqlx::{Row as _, Sqlite, SqliteConnection, SqlitePool};
 use uuid::Uuid;
 
 use super::group_commit::GroupCommit;
-use super::sql::{connection_executor, Arg, Columns, Database, Executor, Row, Session, Tx};
+use super::sql::{connection_executor, Arg, Columns, Database, Executor, Keyset, Row, Session, Tx};
 use super::{Backend, BaseDialect, StoreError, StoreResult};
 use crate::domain::event::{NewEvent, StoredEvent};
 use crate::domain::Millis;
@@ -98,6 +98,13 @@ impl Database for SqliteStore {
             self.pool.begin().await?,
             Some(writing),
         )))
+    }
+}
+
+impl Keyset for SqliteStore {
+    /// As before: ids are text, and every id sorts after the empty one.
+    fn after(column: &str, param: usize) -> String {
+        format!("{column} > COALESCE(${param}, '')")
     }
 }
 
