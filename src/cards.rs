@@ -325,7 +325,7 @@ fn refused(e: CardError) -> anyhow::Error {
 
 use serde_json::{json, Value};
 
-use crate::store::{CardRecord, Store, StoreError};
+use crate::store::{CardRecord, CardStore, StoreError};
 
 pub const CATALOGUE_SCHEMA: &str = "switchboard/catalogue/1";
 
@@ -352,7 +352,7 @@ fn record_of(card: &AppCard, value: &Value) -> CardRecord {
 }
 
 async fn record(
-    store: &dyn Store,
+    store: &(impl CardStore + ?Sized),
     card: &AppCard,
     value: &Value,
     force_author: bool,
@@ -368,7 +368,7 @@ async fn record(
 
 /// Verifies a package completely (files included) and records it.
 pub async fn install(
-    store: &dyn Store,
+    store: &(impl CardStore + ?Sized),
     app_json: &[u8],
     files: &BTreeMap<String, Vec<u8>>,
     symlinks: &[String],
@@ -382,7 +382,7 @@ pub async fn install(
 
 /// The catalogue as a file another hub can import: every card, signed by the
 /// operator's key over the canonical form without `sig`.
-pub async fn export(store: &dyn Store, key: &SigningKey) -> anyhow::Result<Value> {
+pub async fn export(store: &(impl CardStore + ?Sized), key: &SigningKey) -> anyhow::Result<Value> {
     use ed25519_dalek::Signer;
     let cards: Vec<Value> = store
         .cards()
@@ -406,7 +406,7 @@ pub async fn export(store: &dyn Store, key: &SigningKey) -> anyhow::Result<Value
 /// Only a catalogue signed by `trusted_signer` is accepted; the signer the
 /// file names proves nothing by itself.
 pub async fn import(
-    store: &dyn Store,
+    store: &(impl CardStore + ?Sized),
     bytes: &[u8],
     trusted_signer: &str,
     force_author: bool,

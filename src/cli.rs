@@ -303,7 +303,7 @@ fn describe(e: identity::IdentityError) -> anyhow::Error {
 }
 
 async fn principal_of_kind(
-    store: &dyn crate::store::Store,
+    store: &(impl crate::store::IdentityStore + ?Sized),
     id: Uuid,
     kind: PrincipalKind,
 ) -> anyhow::Result<crate::domain::Principal> {
@@ -315,7 +315,7 @@ async fn principal_of_kind(
 }
 
 async fn rotate(
-    store: &dyn crate::store::Store,
+    store: &(impl crate::store::IdentityStore + ?Sized),
     id: Uuid,
     kind: PrincipalKind,
 ) -> anyhow::Result<()> {
@@ -331,7 +331,7 @@ async fn rotate(
 }
 
 async fn revoke(
-    store: &dyn crate::store::Store,
+    store: &(impl crate::store::IdentityStore + ?Sized),
     id: Uuid,
     kind: PrincipalKind,
 ) -> anyhow::Result<()> {

@@ -11,7 +11,7 @@ use crate::domain::keys::{self, MintedKey};
 use crate::domain::manifest::{self, Manifest, ManifestBounds};
 use crate::domain::validate::FieldProblem;
 use crate::domain::{now_millis, Principal, PrincipalKind};
-use crate::store::{IdempotencyRecord, NewKey, NewPrincipal, Store, StoreError};
+use crate::store::{IdempotencyRecord, IdentityStore, NewKey, NewPrincipal, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
@@ -62,7 +62,7 @@ fn new_key(key: &MintedKey) -> NewKey {
 }
 
 pub async fn register_agent(
-    store: &dyn Store,
+    store: &(impl IdentityStore + ?Sized),
     doc: &Value,
     idem: Option<IdempotencyFor<'_>>,
 ) -> Result<Registered, IdentityError> {
@@ -90,7 +90,7 @@ pub async fn register_agent(
 /// Validates the manifest (every problem reported with a pointer relative to
 /// the manifest) and registers the app.
 pub async fn register_app(
-    store: &dyn Store,
+    store: &(impl IdentityStore + ?Sized),
     manifest_doc: &Value,
     bounds: &ManifestBounds,
     idem: Option<IdempotencyFor<'_>>,
@@ -119,7 +119,7 @@ pub async fn register_app(
 /// Checks a presented key. `expected` restricts the kind (an agent key cannot
 /// connect as an app); a mismatch is answered like any other bad key.
 pub async fn authenticate(
-    store: &dyn Store,
+    store: &(impl IdentityStore + ?Sized),
     presented: &str,
     expected: Option<PrincipalKind>,
 ) -> Result<Authenticated, IdentityError> {
@@ -154,7 +154,7 @@ pub async fn authenticate(
 /// `presented`, only while that key is still active (a key revoked in the
 /// meantime answers `BadKey`).
 pub async fn rotate(
-    store: &dyn Store,
+    store: &(impl IdentityStore + ?Sized),
     principal: Principal,
     presented: Option<&str>,
 ) -> Result<(MintedKey, Vec<String>), IdentityError> {
@@ -170,12 +170,18 @@ pub async fn rotate(
     Ok((key, revoked))
 }
 
-pub async fn revoke(store: &dyn Store, principal_id: Uuid) -> Result<Vec<String>, IdentityError> {
+pub async fn revoke(
+    store: &(impl IdentityStore + ?Sized),
+    principal_id: Uuid,
+) -> Result<Vec<String>, IdentityError> {
     Ok(store.revoke_keys(principal_id, now_millis()).await?)
 }
 
 /// Looks a principal up for the operator CLI.
-pub async fn principal(store: &dyn Store, id: Uuid) -> Result<Principal, IdentityError> {
+pub async fn principal(
+    store: &(impl IdentityStore + ?Sized),
+    id: Uuid,
+) -> Result<Principal, IdentityError> {
     let record = store.principal(id).await?.ok_or(IdentityError::NotFound)?;
     Ok(Principal {
         id: record.id,

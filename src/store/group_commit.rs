@@ -6,11 +6,14 @@
 //! earlier group returns at once; a send given up while still queued is
 //! taken back out, so it is never written behind sends that came after it.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use super::messages::insert_one;
+use super::sql::{to_json, Arg, Executor};
 use super::{Fanout, InsertedMessage, NewJob, NewMessage, StoreError, StoreResult, Verdict};
 use crate::domain::event::{rfc3339, NewEvent, StoredEvent};
 use crate::domain::message::Message;
@@ -24,6 +27,56 @@ pub trait GroupWriter: Send + Sync + 'static {
     async fn insert_one(&self, m: &NewMessage) -> StoreResult<InsertedMessage>;
     /// The whole group in one transaction, results in group order.
     async fn insert_group(&self, group: &[&NewMessage]) -> StoreResult<Vec<InsertedMessage>>;
+}
+
+/// A backend's multi-row write of a whole group, inside the caller's
+/// transaction: the per-dialect part of a group commit.
+#[async_trait]
+pub trait GroupInsert {
+    async fn insert_group_in(&mut self, group: &[&NewMessage])
+        -> StoreResult<Vec<InsertedMessage>>;
+}
+
+/// The [`GroupWriter`] of a pool: each write in its own transaction, the
+/// lone send through the shared [`insert_one`].
+pub struct PoolSends<DB: sqlx::Database> {
+    pool: sqlx::Pool<DB>,
+}
+
+impl<DB: sqlx::Database> PoolSends<DB> {
+    pub fn new(pool: sqlx::Pool<DB>) -> PoolSends<DB> {
+        PoolSends { pool }
+    }
+}
+
+#[async_trait]
+impl<DB> GroupWriter for PoolSends<DB>
+where
+    DB: sqlx::Database,
+    DB::Connection: Executor + GroupInsert,
+{
+    async fn insert_one(&self, m: &NewMessage) -> StoreResult<InsertedMessage> {
+        let mut tx = self.pool.begin().await?;
+        let done = insert_one(&mut *tx, m).await?;
+        tx.commit().await?;
+        Ok(done)
+    }
+
+    async fn insert_group(&self, group: &[&NewMessage]) -> StoreResult<Vec<InsertedMessage>> {
+        let mut tx = self.pool.begin().await?;
+        match tx.insert_group_in(group).await {
+            Ok(done) => {
+                tx.commit().await?;
+                Ok(done)
+            }
+            Err(e) => {
+                // Before the lock passes on, so the next writer does not
+                // meet this transaction still open.
+                let _ = tx.rollback().await;
+                Err(e)
+            }
+        }
+    }
 }
 
 struct Queued {
@@ -166,10 +219,44 @@ fn one_message_at_fault(e: &StoreError) -> bool {
     }
 }
 
+/// Each message's seq, in group order: one update per conversation takes
+/// its whole count at once.
+pub async fn group_seqs(ex: &mut dyn Executor, group: &[&NewMessage]) -> StoreResult<Vec<i64>> {
+    let mut first_seq = HashMap::new();
+    for (conversation, count) in conversation_counts(group) {
+        let last = ex
+            .fetch_optional(
+                "UPDATE conversations SET last_message_seq = last_message_seq + $1 WHERE id = $2 \
+                 RETURNING last_message_seq",
+                &[Arg::Int(count), Arg::Id(conversation)],
+            )
+            .await?
+            .ok_or(StoreError::NotFound)?
+            .int("last_message_seq")?;
+        first_seq.insert(conversation, last - count + 1);
+    }
+    Ok(assign_seqs(group, first_seq))
+}
+
+/// A row of a group's multi-row message insert: the message, its seq, its
+/// parts serialized, its verdict column.
+pub type MessageRow<'a> = (&'a NewMessage, i64, String, &'static str);
+
+pub fn message_rows<'a>(
+    group: &[&'a NewMessage],
+    seqs: &[i64],
+) -> StoreResult<Vec<MessageRow<'a>>> {
+    group
+        .iter()
+        .zip(seqs)
+        .map(|(m, seq)| Ok((*m, *seq, to_json(&m.parts)?, verdict_column(m))))
+        .collect()
+}
+
 /// Seq ranges for a group: one update per conversation, each taking its
 /// count at once. Conversations come in id order, so two groups (on two
 /// nodes) lock their rows in the same order.
-pub fn conversation_counts(group: &[&NewMessage]) -> Vec<(Uuid, i64)> {
+fn conversation_counts(group: &[&NewMessage]) -> Vec<(Uuid, i64)> {
     let mut counts = std::collections::BTreeMap::new();
     for m in group {
         *counts.entry(m.conversation_id).or_insert(0i64) += 1;
@@ -178,10 +265,7 @@ pub fn conversation_counts(group: &[&NewMessage]) -> Vec<(Uuid, i64)> {
 }
 
 /// Each message's seq, in group order, from each conversation's first seq.
-pub fn assign_seqs(
-    group: &[&NewMessage],
-    mut first_seq: std::collections::HashMap<Uuid, i64>,
-) -> Vec<i64> {
+fn assign_seqs(group: &[&NewMessage], mut first_seq: HashMap<Uuid, i64>) -> Vec<i64> {
     group
         .iter()
         .map(|m| {
@@ -196,7 +280,7 @@ pub fn assign_seqs(
 }
 
 /// The column value of a new message's verdict.
-pub fn verdict_column(m: &NewMessage) -> &'static str {
+fn verdict_column(m: &NewMessage) -> &'static str {
     match &m.fanout {
         Fanout::Forward { .. } => "forwarded",
         Fanout::Pending => "pending",
@@ -227,7 +311,7 @@ pub fn recipient_pairs(group: &[&NewMessage]) -> Vec<(Uuid, Uuid)> {
 pub struct GroupDelivery {
     pub messages: Vec<Message>,
     pub events: Vec<NewEvent>,
-    owner: std::collections::HashMap<Uuid, usize>,
+    owner: HashMap<Uuid, usize>,
     /// One time for the group's events (the sends are milliseconds apart).
     pub occurred_at: Millis,
 }
@@ -235,7 +319,7 @@ pub struct GroupDelivery {
 pub fn group_delivery(group: &[&NewMessage], seqs: &[i64]) -> GroupDelivery {
     let mut messages = Vec::with_capacity(group.len());
     let mut events = Vec::new();
-    let mut owner = std::collections::HashMap::new();
+    let mut owner = HashMap::new();
     for (i, (m, seq)) in group.iter().zip(seqs).enumerate() {
         let message = Message {
             id: m.id,
@@ -308,4 +392,48 @@ pub fn audience_runs(events: &[NewEvent]) -> (Vec<&NewEvent>, Vec<(Uuid, usize, 
         }
     }
     (sorted, runs)
+}
+
+/// A row of a multi-row event insert: the event, its seq, and the key of its
+/// payload's serialization in the caller's cache.
+pub type EventRow<'a> = (&'a NewEvent, i64, usize);
+
+/// The events of one upsert chunk with their seqs, counted back from each
+/// audience's new last seq. Each distinct payload is serialized once, keyed
+/// by its allocation, however the sort interleaves the events sharing it.
+pub fn event_rows<'a>(
+    sorted: &[&'a NewEvent],
+    chunk: &[(Uuid, usize, usize)],
+    last_of: &HashMap<Uuid, i64>,
+    json_of: &mut HashMap<usize, String>,
+) -> StoreResult<Vec<EventRow<'a>>> {
+    let mut rows = Vec::new();
+    for (audience, first, count) in chunk {
+        let last = *last_of
+            .get(audience)
+            .ok_or_else(|| StoreError::Corrupt("upsert returned no seq".into()))?;
+        for (k, e) in sorted[*first..first + count].iter().enumerate() {
+            let seq = last - *count as i64 + 1 + k as i64;
+            let ptr = Arc::as_ptr(&e.payload) as usize;
+            if let std::collections::hash_map::Entry::Vacant(slot) = json_of.entry(ptr) {
+                slot.insert(to_json(&*e.payload)?);
+            }
+            rows.push((*e, seq, ptr));
+        }
+    }
+    Ok(rows)
+}
+
+/// The stored form of a chunk's event rows.
+pub fn stored_events(rows: Vec<EventRow<'_>>, now: Millis, into: &mut Vec<StoredEvent>) {
+    for (e, seq, _) in rows {
+        into.push(StoredEvent {
+            id: e.id,
+            audience: e.audience,
+            seq: seq as u64,
+            event_type: e.event_type.to_string(),
+            occurred_at: now,
+            payload: e.payload.clone(),
+        });
+    }
 }

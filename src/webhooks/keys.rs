@@ -15,7 +15,7 @@ use super::signature::{public_key_string, SigningSecret};
 use crate::config::WebhooksConfig;
 use crate::domain::event::rfc3339;
 use crate::domain::Millis;
-use crate::store::{SigningKeyRecord, Store};
+use crate::store::{SigningKeyRecord, SigningKeyStore};
 
 /// The key-encryption key from configuration (the file wins).
 pub fn key_encryption_key(cfg: &WebhooksConfig) -> anyhow::Result<[u8; 32]> {
@@ -91,7 +91,7 @@ fn open_key(kek: &[u8; 32], k: &SigningKeyRecord) -> anyhow::Result<SigningKey> 
 /// Makes a new active key (from `secret`, or fresh) and keeps the previous
 /// one signing for `webhooks.rotation_overlap_hours`. Returns the new key id.
 pub async fn rotate(
-    store: &dyn Store,
+    store: &(impl SigningKeyStore + ?Sized),
     cfg: &WebhooksConfig,
     secret: Option<SigningKey>,
     now: Millis,
@@ -124,7 +124,7 @@ pub async fn rotate(
 
 /// The keys that sign now: the active one and secondaries within overlap.
 pub async fn signers(
-    store: &dyn Store,
+    store: &(impl SigningKeyStore + ?Sized),
     cfg: &WebhooksConfig,
     now: Millis,
 ) -> anyhow::Result<Vec<SigningSecret>> {
@@ -164,7 +164,10 @@ pub struct PublishedKey {
     pub valid_until: Option<String>,
 }
 
-pub async fn published(store: &dyn Store, now: Millis) -> anyhow::Result<Vec<PublishedKey>> {
+pub async fn published(
+    store: &(impl SigningKeyStore + ?Sized),
+    now: Millis,
+) -> anyhow::Result<Vec<PublishedKey>> {
     Ok(store
         .signing_keys()
         .await?

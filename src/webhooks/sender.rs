@@ -7,7 +7,7 @@ use super::egress::{EgressClient, Outcome};
 use super::{keys, signature};
 use crate::config::WebhooksConfig;
 use crate::domain::Millis;
-use crate::store::Store;
+use crate::store::SigningKeyStore;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
@@ -25,7 +25,7 @@ pub struct SignedSend {
 }
 
 pub async fn post_signed(
-    store: &dyn Store,
+    store: &(impl SigningKeyStore + ?Sized),
     cfg: &WebhooksConfig,
     egress: &EgressClient,
     url: &str,

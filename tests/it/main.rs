@@ -15,6 +15,7 @@ mod operations;
 mod schema_drift;
 mod server_calls;
 mod store_contract;
+mod store_reads;
 mod tasks;
 mod webhook_keys;
 mod werewolf;

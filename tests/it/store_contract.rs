@@ -10,14 +10,14 @@ use uuid::Uuid;
 
 use crate::support::{pg, werewolf_manifest};
 
-async fn sqlite() -> (DynStore, tempfile::TempDir) {
+pub(crate) async fn sqlite() -> (DynStore, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::default();
     config.server.data_dir = dir.path().join("nested").join("data");
     (switchboard::store::open(&config).await.unwrap(), dir)
 }
 
-async fn postgres() -> (DynStore, ()) {
+pub(crate) async fn postgres() -> (DynStore, ()) {
     let mut config = Config::default();
     config.storage.database_url = pg::fresh_database().await;
     config.storage.max_connections = 4;
@@ -34,6 +34,7 @@ macro_rules! contract {
         }
     };
 }
+pub(crate) use contract;
 
 contract!(
     agents_round_trip,
@@ -50,7 +51,7 @@ contract!(
     cards_keep_their_author,
 );
 
-fn principal(kind: PrincipalKind, name: &str) -> NewPrincipal {
+pub(crate) fn principal(kind: PrincipalKind, name: &str) -> NewPrincipal {
     NewPrincipal {
         id: Uuid::new_v4(),
         kind,
@@ -60,7 +61,7 @@ fn principal(kind: PrincipalKind, name: &str) -> NewPrincipal {
     }
 }
 
-fn new_key(kind: PrincipalKind) -> (keys::MintedKey, NewKey) {
+pub(crate) fn new_key(kind: PrincipalKind) -> (keys::MintedKey, NewKey) {
     let k = keys::mint(kind);
     let n = NewKey {
         key_id: k.key_id.clone(),
@@ -96,13 +97,7 @@ async fn agents_round_trip(store: DynStore) {
 }
 
 async fn apps_keep_their_manifest(store: DynStore) {
-    let bounds = ManifestBounds {
-        min_hook_timeout_ms: 10,
-        max_hook_timeout_ms: 60_000,
-        max_participants: 100,
-        max_conversations: 8,
-    };
-    let m = manifest::validate(&werewolf_manifest(), &bounds).unwrap();
+    let m = werewolf();
     let p = principal(PrincipalKind::App, "Werewolf");
     let (_, key) = new_key(PrincipalKind::App);
     store.create_app(&p, &m, &key, None).await.unwrap();
@@ -207,14 +202,34 @@ async fn migrations_are_idempotent_and_keep_the_epoch(store: DynStore) {
     store.ping().await.unwrap();
 }
 
-async fn agent_in(store: &DynStore, name: &str) -> Uuid {
+/// The werewolf manifest, validated.
+fn werewolf() -> switchboard::domain::manifest::Manifest {
+    let bounds = ManifestBounds {
+        min_hook_timeout_ms: 10,
+        max_hook_timeout_ms: 60_000,
+        max_participants: 100,
+        max_conversations: 8,
+    };
+    manifest::validate(&werewolf_manifest(), &bounds).unwrap()
+}
+
+/// An app with the werewolf manifest.
+pub(crate) async fn app_in(store: &DynStore) -> Uuid {
+    let m = werewolf();
+    let app = principal(PrincipalKind::App, "app");
+    let (_, key) = new_key(PrincipalKind::App);
+    store.create_app(&app, &m, &key, None).await.unwrap();
+    app.id
+}
+
+pub(crate) async fn agent_in(store: &DynStore, name: &str) -> Uuid {
     let p = principal(PrincipalKind::Agent, name);
     let (_, key) = new_key(PrincipalKind::Agent);
     store.create_agent(&p, &key, None).await.unwrap();
     p.id
 }
 
-async fn group_of(store: &DynStore, members: &[Uuid]) -> Uuid {
+pub(crate) async fn group_of(store: &DynStore, members: &[Uuid]) -> Uuid {
     use switchboard::domain::conversation::ConversationKind;
     use switchboard::store::{CreatedConversation, NewConversation};
     let c = NewConversation {
@@ -234,7 +249,7 @@ async fn group_of(store: &DynStore, members: &[Uuid]) -> Uuid {
     }
 }
 
-async fn send_to(
+pub(crate) async fn send_to(
     store: &DynStore,
     conversation: Uuid,
     sender: Uuid,
@@ -333,22 +348,13 @@ async fn acks_and_retention(store: DynStore) {
 async fn jobs_are_claimed_once(store: DynStore) {
     use switchboard::domain::task::{TaskParticipant, TaskRole};
     use switchboard::store::{JobKind, NewJob, NewTask};
-    let app = principal(PrincipalKind::App, "app");
-    let bounds = ManifestBounds {
-        min_hook_timeout_ms: 10,
-        max_hook_timeout_ms: 60_000,
-        max_participants: 100,
-        max_conversations: 8,
-    };
-    let m = manifest::validate(&werewolf_manifest(), &bounds).unwrap();
-    let (_, key) = new_key(PrincipalKind::App);
-    store.create_app(&app, &m, &key, None).await.unwrap();
+    let app = app_in(&store).await;
     let a = agent_in(&store, "a").await;
     let mut ids = Vec::new();
     for i in 0..5 {
         let task = NewTask {
             id: Uuid::now_v7(),
-            app_id: app.id,
+            app_id: app,
             initiator_id: a,
             participants: vec![TaskParticipant {
                 agent_id: a,
@@ -401,7 +407,7 @@ async fn jobs_are_claimed_once(store: DynStore) {
     // the claim lasts, even once due; a later claim counts as attempt 2.
     let task = NewTask {
         id: Uuid::now_v7(),
-        app_id: app.id,
+        app_id: app,
         initiator_id: a,
         participants: vec![TaskParticipant {
             agent_id: a,

@@ -1,0 +1,388 @@
+//! Principals, their keys, and the idempotency records of their creation.
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::sql::{is_unique_violation, parsed, to_json, Arg, Database, Executor, Row};
+use super::{StoreError, StoreResult};
+use crate::domain::manifest::Manifest;
+use crate::domain::{Millis, PrincipalKind};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrincipalRecord {
+    pub id: Uuid,
+    pub kind: PrincipalKind,
+    pub name: String,
+    pub description: Option<String>,
+    pub created_at: Millis,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AppRecord {
+    pub principal: PrincipalRecord,
+    pub manifest: Manifest,
+}
+
+/// A key as stored: never the secret, only its digest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeyRecord {
+    pub key_id: String,
+    pub principal_id: Uuid,
+    pub kind: PrincipalKind,
+    pub secret_hash: Vec<u8>,
+    pub created_at: Millis,
+    pub revoked_at: Option<Millis>,
+}
+
+/// A new key to store.
+#[derive(Clone, Debug)]
+pub struct NewKey {
+    pub key_id: String,
+    pub secret_hash: [u8; 32],
+}
+
+#[derive(Clone, Debug)]
+pub struct NewPrincipal {
+    pub id: Uuid,
+    pub kind: PrincipalKind,
+    pub name: String,
+    pub description: Option<String>,
+    pub created_at: Millis,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct IdempotentResponse {
+    pub request_hash: String,
+    pub status: u16,
+    pub response: String,
+}
+
+/// The replayable result of a create, written in the create's transaction so
+/// a retry can never create twice.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IdempotencyRecord {
+    pub scope: String,
+    pub key: String,
+    pub result: IdempotentResponse,
+}
+
+#[async_trait]
+pub trait IdentityStore: Send + Sync + 'static {
+    /// Stores an agent and its first key (and the idempotency record, if
+    /// any) in one transaction. `IdempotencyTaken` when the record exists.
+    async fn create_agent(
+        &self,
+        agent: &NewPrincipal,
+        key: &NewKey,
+        idem: Option<&IdempotencyRecord>,
+    ) -> StoreResult<()>;
+
+    /// Stores an app, its manifest and its first key (and the idempotency
+    /// record, if any) in one transaction.
+    async fn create_app(
+        &self,
+        app: &NewPrincipal,
+        manifest: &Manifest,
+        key: &NewKey,
+        idem: Option<&IdempotencyRecord>,
+    ) -> StoreResult<()>;
+
+    async fn principal(&self, id: Uuid) -> StoreResult<Option<PrincipalRecord>>;
+
+    async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>>;
+
+    async fn key(&self, key_id: &str) -> StoreResult<Option<KeyRecord>>;
+
+    /// Revokes every active key of the principal and stores `new` in one
+    /// transaction. Returns the revoked key ids. With `presented`, the
+    /// rotation happens only if that key is still active at that moment
+    /// (`Conflict` otherwise), so a key revoked meanwhile cannot mint a new one.
+    async fn rotate_keys(
+        &self,
+        principal_id: Uuid,
+        new: &NewKey,
+        now: Millis,
+        presented: Option<&str>,
+    ) -> StoreResult<Vec<String>>;
+
+    /// Revokes every active key of the principal. Returns the revoked key ids.
+    async fn revoke_keys(&self, principal_id: Uuid, now: Millis) -> StoreResult<Vec<String>>;
+
+    /// `(principal, key id, revoked_at)` of keys revoked at or after
+    /// `since`, by any process.
+    async fn keys_revoked_since(&self, since: Millis) -> StoreResult<Vec<(Uuid, String, Millis)>>;
+
+    async fn idempotent_response(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> StoreResult<Option<IdempotentResponse>>;
+}
+
+/// What differs per dialect in this area.
+#[async_trait]
+pub trait IdentityDialect {
+    /// Takes the lock a key change holds until commit, so two rotations (or
+    /// a rotation and a revoke) cannot interleave. False when the principal
+    /// does not exist.
+    async fn lock_principal(ex: &mut dyn Executor, id: Uuid) -> StoreResult<bool>;
+}
+
+fn principal_row(row: &Row) -> StoreResult<PrincipalRecord> {
+    Ok(PrincipalRecord {
+        id: row.id("id")?,
+        kind: parsed(row.text("kind")?, "principal kind", PrincipalKind::parse)?,
+        name: row.text("name")?,
+        description: row.opt_text("description")?,
+        created_at: row.int("created_at")?,
+    })
+}
+
+fn key_row(row: &Row) -> StoreResult<KeyRecord> {
+    Ok(KeyRecord {
+        key_id: row.text("key_id")?,
+        principal_id: row.id("principal_id")?,
+        kind: parsed(row.text("kind")?, "principal kind", PrincipalKind::parse)?,
+        secret_hash: row.bytes("secret_hash")?,
+        created_at: row.int("created_at")?,
+        revoked_at: row.opt_int("revoked_at")?,
+    })
+}
+
+async fn insert_principal(
+    ex: &mut dyn Executor,
+    p: &NewPrincipal,
+    key: &NewKey,
+) -> StoreResult<()> {
+    ex.execute(
+        "INSERT INTO principals (id, kind, name, description, created_at) VALUES ($1, $2, $3, $4, $5)",
+        &[
+            Arg::Id(p.id),
+            Arg::Text(p.kind.as_str()),
+            Arg::Text(&p.name),
+            Arg::OptText(p.description.as_deref()),
+            Arg::Int(p.created_at),
+        ],
+    )
+    .await?;
+    insert_key(ex, p.id, key, p.created_at).await
+}
+
+async fn insert_key(
+    ex: &mut dyn Executor,
+    principal_id: Uuid,
+    key: &NewKey,
+    now: Millis,
+) -> StoreResult<()> {
+    ex.execute(
+        "INSERT INTO principal_keys (key_id, principal_id, secret_hash, created_at) VALUES ($1, $2, $3, $4)",
+        &[
+            Arg::Text(&key.key_id),
+            Arg::Id(principal_id),
+            Arg::Bytes(&key.secret_hash[..]),
+            Arg::Int(now),
+        ],
+    )
+    .await
+    .map_err(|e| {
+        if is_unique_violation(&e) {
+            StoreError::Conflict("key id already exists".into())
+        } else {
+            e
+        }
+    })?;
+    Ok(())
+}
+
+async fn revoke_active(
+    ex: &mut dyn Executor,
+    principal_id: Uuid,
+    now: Millis,
+) -> StoreResult<Vec<String>> {
+    let rows = ex
+        .fetch_all(
+            "UPDATE principal_keys SET revoked_at = $1 WHERE principal_id = $2 AND revoked_at IS NULL RETURNING key_id",
+            &[Arg::Int(now), Arg::Id(principal_id)],
+        )
+        .await?;
+    rows.iter().map(|r| r.text("key_id")).collect()
+}
+
+async fn insert_idempotency(
+    ex: &mut dyn Executor,
+    idem: Option<&IdempotencyRecord>,
+    now: Millis,
+) -> StoreResult<()> {
+    let Some(r) = idem else { return Ok(()) };
+    ex.execute(
+        "INSERT INTO idempotency_keys (scope, key, request_hash, status, response, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        &[
+            Arg::Text(&r.scope),
+            Arg::Text(&r.key),
+            Arg::Text(&r.result.request_hash),
+            Arg::Int(i64::from(r.result.status)),
+            Arg::Text(&r.result.response),
+            Arg::Int(now),
+        ],
+    )
+    .await
+    .map_err(|e| if is_unique_violation(&e) { StoreError::IdempotencyTaken } else { e })?;
+    Ok(())
+}
+
+#[async_trait]
+impl<D: Database + IdentityDialect> IdentityStore for D {
+    async fn create_agent(
+        &self,
+        agent: &NewPrincipal,
+        key: &NewKey,
+        idem: Option<&IdempotencyRecord>,
+    ) -> StoreResult<()> {
+        let mut tx = self.begin().await?;
+        insert_idempotency(&mut *tx, idem, agent.created_at).await?;
+        insert_principal(&mut *tx, agent, key).await?;
+        tx.commit().await
+    }
+
+    async fn create_app(
+        &self,
+        app: &NewPrincipal,
+        manifest: &Manifest,
+        key: &NewKey,
+        idem: Option<&IdempotencyRecord>,
+    ) -> StoreResult<()> {
+        let manifest = to_json(manifest)?;
+        let mut tx = self.begin().await?;
+        insert_idempotency(&mut *tx, idem, app.created_at).await?;
+        insert_principal(&mut *tx, app, key).await?;
+        tx.execute(
+            "INSERT INTO apps (app_id, manifest, updated_at) VALUES ($1, $2, $3)",
+            &[
+                Arg::Id(app.id),
+                Arg::Json(&manifest),
+                Arg::Int(app.created_at),
+            ],
+        )
+        .await?;
+        tx.commit().await
+    }
+
+    async fn principal(&self, id: Uuid) -> StoreResult<Option<PrincipalRecord>> {
+        self.read()
+            .await?
+            .fetch_optional(
+                "SELECT id, kind, name, description, created_at FROM principals WHERE id = $1",
+                &[Arg::Id(id)],
+            )
+            .await?
+            .map(|r| principal_row(&r))
+            .transpose()
+    }
+
+    async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>> {
+        let row = self
+            .read()
+            .await?
+            .fetch_optional(
+                "SELECT p.id, p.kind, p.name, p.description, p.created_at, a.manifest \
+                 FROM principals p JOIN apps a ON a.app_id = p.id WHERE p.id = $1",
+                &[Arg::Id(id)],
+            )
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some(AppRecord {
+            principal: principal_row(&row)?,
+            manifest: row.decoded("manifest")?,
+        }))
+    }
+
+    async fn key(&self, key_id: &str) -> StoreResult<Option<KeyRecord>> {
+        self.read()
+            .await?
+            .fetch_optional(
+                "SELECT k.key_id, k.principal_id, p.kind, k.secret_hash, k.created_at, k.revoked_at \
+                 FROM principal_keys k JOIN principals p ON p.id = k.principal_id WHERE k.key_id = $1",
+                &[Arg::Text(key_id)],
+            )
+            .await?
+            .map(|r| key_row(&r))
+            .transpose()
+    }
+
+    async fn rotate_keys(
+        &self,
+        principal_id: Uuid,
+        new: &NewKey,
+        now: Millis,
+        presented: Option<&str>,
+    ) -> StoreResult<Vec<String>> {
+        let mut tx = self.begin().await?;
+        if !D::lock_principal(&mut *tx, principal_id).await? {
+            return Err(StoreError::NotFound);
+        }
+        let revoked = revoke_active(&mut *tx, principal_id, now).await?;
+        if let Some(k) = presented {
+            if !revoked.iter().any(|r| r == k) {
+                return Err(StoreError::Conflict(
+                    "the presented key is no longer active".into(),
+                ));
+            }
+        }
+        insert_key(&mut *tx, principal_id, new, now).await?;
+        tx.commit().await?;
+        Ok(revoked)
+    }
+
+    async fn revoke_keys(&self, principal_id: Uuid, now: Millis) -> StoreResult<Vec<String>> {
+        let mut tx = self.begin().await?;
+        // The same lock rotation takes: a revoke never misses a key that a
+        // concurrent rotation is inserting.
+        D::lock_principal(&mut *tx, principal_id).await?;
+        let revoked = revoke_active(&mut *tx, principal_id, now).await?;
+        tx.commit().await?;
+        Ok(revoked)
+    }
+
+    async fn keys_revoked_since(&self, since: Millis) -> StoreResult<Vec<(Uuid, String, Millis)>> {
+        let rows = self
+            .read()
+            .await?
+            .fetch_all(
+                "SELECT principal_id, key_id, revoked_at FROM principal_keys WHERE revoked_at IS NOT NULL AND revoked_at >= $1",
+                &[Arg::Int(since)],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.id("principal_id")?,
+                    r.text("key_id")?,
+                    r.int("revoked_at")?,
+                ))
+            })
+            .collect()
+    }
+
+    async fn idempotent_response(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> StoreResult<Option<IdempotentResponse>> {
+        let row = self
+            .read()
+            .await?
+            .fetch_optional(
+                "SELECT request_hash, status, response FROM idempotency_keys WHERE scope = $1 AND key = $2",
+                &[Arg::Text(scope), Arg::Text(key)],
+            )
+            .await?;
+        row.map(|r| {
+            Ok(IdempotentResponse {
+                request_hash: r.text("request_hash")?,
+                status: r.int("status")? as u16,
+                response: r.text("response")?,
+            })
+        })
+        .transpose()
+    }
+}

@@ -1,0 +1,241 @@
+//! Jobs: work that must follow a commit, written in the transaction that
+//! makes it necessary and deleted in the one that completes it.
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::sql::{parsed, Arg, Database, Executor, Row};
+use super::StoreResult;
+use crate::domain::Millis;
+
+/// Kinds of work that follow a commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobKind {
+    /// Run the `task_create` gate of a waiting task.
+    TaskCreate,
+    /// Run the `message_authorize` gate of a pending message.
+    MessageAuthorize,
+    /// Run the `dispatch_authorize` gate of a pending lease.
+    DispatchAuthorize,
+    /// Expire a granted lease at its deadline.
+    LeaseExpire,
+    /// Deny a held lease at `leases.max_hold_ms`.
+    HoldExpire,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::TaskCreate => "task_create",
+            JobKind::MessageAuthorize => "message_authorize",
+            JobKind::DispatchAuthorize => "dispatch_authorize",
+            JobKind::LeaseExpire => "lease_expire",
+            JobKind::HoldExpire => "hold_expire",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JobKind> {
+        [
+            JobKind::TaskCreate,
+            JobKind::MessageAuthorize,
+            JobKind::DispatchAuthorize,
+            JobKind::LeaseExpire,
+            JobKind::HoldExpire,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewJob {
+    pub id: Uuid,
+    pub kind: JobKind,
+    /// The task, message or lease the job works on.
+    pub subject: Uuid,
+    pub run_at: Millis,
+    /// Set when the writer runs the job at once itself: the job is stored
+    /// already claimed (locked until then, attempt 1), which saves a claim
+    /// statement on every gated send, task request and lease request.
+    pub claimed_until: Option<Millis>,
+}
+
+impl NewJob {
+    pub fn new(kind: JobKind, subject: Uuid, run_at: Millis) -> NewJob {
+        NewJob {
+            id: Uuid::now_v7(),
+            kind,
+            subject,
+            run_at,
+            claimed_until: None,
+        }
+    }
+
+    pub fn claimed_until(mut self, until: Millis) -> NewJob {
+        self.claimed_until = Some(until);
+        self
+    }
+
+    /// The `attempts` a new row starts with.
+    pub fn initial_attempts(&self) -> i64 {
+        i64::from(self.claimed_until.is_some())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    pub id: Uuid,
+    pub kind: JobKind,
+    pub subject: Uuid,
+    pub attempts: u32,
+}
+
+#[async_trait]
+pub trait JobStore: Send + Sync + 'static {
+    /// Locks one job for the caller until `lock_until`, if it is free.
+    async fn claim_job(
+        &self,
+        id: Uuid,
+        now: Millis,
+        lock_until: Millis,
+    ) -> StoreResult<Option<Job>>;
+
+    /// Locks up to `limit` due, free jobs.
+    async fn claim_due_jobs(
+        &self,
+        now: Millis,
+        lock_until: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<Job>>;
+
+    /// Deletes a job whose subject no longer exists.
+    async fn finish_job(&self, id: Uuid) -> StoreResult<()>;
+
+    /// Unlocks every job. Called at start: a lock held when the hub stopped
+    /// belongs to a process that no longer runs (one hub per database).
+    async fn release_job_locks(&self) -> StoreResult<u64>;
+
+    /// Unlocks a job to run again at `run_at` (after a transient failure).
+    async fn retry_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()>;
+}
+
+/// What differs per dialect in this area.
+pub trait JobDialect {
+    /// Appended to the due-jobs subquery: how concurrent claimers skip
+    /// each other's rows (nothing on SQLite, which has one writer).
+    const SKIP_LOCKED: &'static str;
+}
+
+fn job_row(row: &Row) -> StoreResult<Job> {
+    Ok(Job {
+        id: row.id("id")?,
+        kind: parsed(row.text("kind")?, "job kind", JobKind::parse)?,
+        subject: row.id("subject")?,
+        attempts: row.int("attempts")? as u32,
+    })
+}
+
+pub(super) async fn insert_job(
+    ex: &mut dyn Executor,
+    job: &NewJob,
+    now: Millis,
+) -> StoreResult<()> {
+    ex.execute(
+        "INSERT INTO jobs (id, kind, subject, run_at, created_at, locked_until, attempts) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            Arg::Id(job.id),
+            Arg::Text(job.kind.as_str()),
+            Arg::Id(job.subject),
+            Arg::Int(job.run_at),
+            Arg::Int(now),
+            Arg::OptInt(job.claimed_until),
+            Arg::Int(job.initial_attempts()),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Deletes the job a change completes, if any.
+pub(super) async fn delete_job(ex: &mut dyn Executor, job: Option<Uuid>) -> StoreResult<()> {
+    if let Some(id) = job {
+        ex.execute("DELETE FROM jobs WHERE id = $1", &[Arg::Id(id)])
+            .await?;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl<D: Database + JobDialect> JobStore for D {
+    async fn claim_job(
+        &self,
+        id: Uuid,
+        now: Millis,
+        lock_until: Millis,
+    ) -> StoreResult<Option<Job>> {
+        self.write()
+            .await?
+            .fetch_optional(
+                "UPDATE jobs SET locked_until = $1, attempts = attempts + 1 \
+                 WHERE id = $2 AND (locked_until IS NULL OR locked_until < $3) RETURNING id, kind, subject, attempts",
+                &[Arg::Int(lock_until), Arg::Id(id), Arg::Int(now)],
+            )
+            .await?
+            .map(|r| job_row(&r))
+            .transpose()
+    }
+
+    async fn claim_due_jobs(
+        &self,
+        now: Millis,
+        lock_until: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<Job>> {
+        let sql = format!(
+            "UPDATE jobs SET locked_until = $1, attempts = attempts + 1 WHERE id IN \
+             (SELECT id FROM jobs WHERE run_at <= $2 AND (locked_until IS NULL OR locked_until < $2) \
+             ORDER BY run_at LIMIT $3{}) \
+             RETURNING id, kind, subject, attempts",
+            D::SKIP_LOCKED
+        );
+        let rows = self
+            .write()
+            .await?
+            .fetch_all(
+                &sql,
+                &[
+                    Arg::Int(lock_until),
+                    Arg::Int(now),
+                    Arg::Int(i64::from(limit)),
+                ],
+            )
+            .await?;
+        rows.iter().map(job_row).collect()
+    }
+
+    async fn finish_job(&self, id: Uuid) -> StoreResult<()> {
+        delete_job(&mut *self.write().await?, Some(id)).await
+    }
+
+    async fn release_job_locks(&self) -> StoreResult<u64> {
+        self.write()
+            .await?
+            .execute(
+                "UPDATE jobs SET locked_until = NULL WHERE locked_until IS NOT NULL",
+                &[],
+            )
+            .await
+    }
+
+    async fn retry_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()> {
+        self.write()
+            .await?
+            .execute(
+                "UPDATE jobs SET locked_until = NULL, run_at = $1 WHERE id = $2",
+                &[Arg::Int(run_at), Arg::Id(id)],
+            )
+            .await?;
+        Ok(())
+    }
+}

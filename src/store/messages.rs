@@ -1,0 +1,292 @@
+//! Message records and the message queries both backends share. The
+//! group-committed writes of many sends at once are per dialect.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::jobs::{insert_job, NewJob};
+use super::sql::{parsed, to_json, Arg, Executor, Row};
+use super::{StoreError, StoreResult};
+use crate::domain::event::{rfc3339, NewEvent, StoredEvent};
+use crate::domain::message::{Message, Origin, Part};
+use crate::domain::Millis;
+
+/// What happens to a message's fan-out when it is stored.
+#[derive(Clone, Debug)]
+pub enum Fanout {
+    /// Decided already: deliver `event_type` to these recipients in the same
+    /// transaction.
+    Forward {
+        recipients: Vec<Uuid>,
+        event_type: &'static str,
+    },
+    /// A policy decides later; the message waits as `pending`.
+    Pending,
+}
+
+#[derive(Clone, Debug)]
+pub struct NewMessage {
+    pub id: Uuid,
+    pub conversation_id: Uuid,
+    pub sender_id: Uuid,
+    pub origin: Origin,
+    pub parts: Vec<Part>,
+    pub reply_to: Option<Uuid>,
+    pub client_msg_id: Option<String>,
+    pub request_hash: Option<String>,
+    pub created_at: Millis,
+    pub fanout: Fanout,
+    /// With `Fanout::Pending`: the job that will decide it.
+    pub job: Option<NewJob>,
+}
+
+/// A message verdict, applied only while the message is pending.
+#[derive(Clone, Debug)]
+pub enum MessageOutcome {
+    Forward { recipients: Vec<Uuid> },
+    Block { reason: String },
+}
+
+/// What became of a verdict handed to
+/// [`ConversationStore::decide_message`](super::ConversationStore::decide_message).
+#[derive(Debug)]
+pub enum MessageDecided {
+    /// Recorded, with the effects' events.
+    Applied(Vec<StoredEvent>),
+    /// The message was decided already; only the job was finished.
+    AlreadyDecided,
+    /// A forward found the task no longer active (closed or failed while
+    /// the hook was deciding). Nothing was written; decide again.
+    TaskNotActive,
+}
+
+/// The stored fan-out decision of a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Pending,
+    Forwarded { recipients: u32 },
+    Blocked { reason: String },
+}
+
+#[derive(Clone, Debug)]
+pub enum InsertedMessage {
+    Inserted {
+        message: Message,
+        verdict: Verdict,
+        events: Vec<StoredEvent>,
+    },
+    /// The sender already stored a message with this `clientMsgId`.
+    Duplicate {
+        message: Message,
+        verdict: Verdict,
+        request_hash: Option<String>,
+    },
+}
+
+/// A page of a conversation's history as one viewer may see it.
+#[derive(Clone, Copy, Debug)]
+pub struct MessagePage {
+    pub viewer: Uuid,
+    /// Messages with a greater seq, oldest first.
+    pub after: Option<u64>,
+    /// Messages with a smaller seq, newest first before reversal.
+    pub before: Option<u64>,
+    pub limit: u32,
+}
+
+pub(super) const MESSAGE_COLUMNS: &str =
+    "m.id, m.conversation_id, m.seq, m.sender_id, m.origin, m.parts, m.reply_to, \
+     m.request_hash, m.verdict, m.verdict_reason, m.created_at, \
+     (SELECT COUNT(*) FROM message_recipients r WHERE r.message_id = m.id) AS recipients";
+
+pub(super) fn message_row(row: &Row) -> StoreResult<(Message, Verdict, Option<String>)> {
+    let message = Message {
+        id: row.id("id")?,
+        conversation_id: row.id("conversation_id")?,
+        seq: row.int("seq")? as u64,
+        sender_id: row.id("sender_id")?,
+        origin: parsed(row.text("origin")?, "origin", Origin::parse)?,
+        parts: row.decoded("parts")?,
+        reply_to: row.opt_id("reply_to")?,
+        created_at: rfc3339(row.int("created_at")?),
+    };
+    let verdict = verdict_of(
+        row.text("verdict")?,
+        row.opt_text("verdict_reason")?,
+        row.int("recipients")?,
+    )?;
+    Ok((message, verdict, row.opt_text("request_hash")?))
+}
+
+fn verdict_of(verdict: String, reason: Option<String>, recipients: i64) -> StoreResult<Verdict> {
+    match verdict.as_str() {
+        "pending" => Ok(Verdict::Pending),
+        "forwarded" => Ok(Verdict::Forwarded {
+            recipients: recipients as u32,
+        }),
+        "blocked" => Ok(Verdict::Blocked {
+            reason: reason.unwrap_or_default(),
+        }),
+        other => Err(StoreError::Corrupt(format!("bad verdict {other:?}"))),
+    }
+}
+
+pub(super) async fn find_by_client_id(
+    ex: &mut dyn Executor,
+    sender: Uuid,
+    client_msg_id: &str,
+) -> StoreResult<Option<InsertedMessage>> {
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.sender_id = $1 AND m.client_msg_id = $2"
+    );
+    let row = ex
+        .fetch_optional(&sql, &[Arg::Id(sender), Arg::Text(client_msg_id)])
+        .await?;
+    row.map(|r| {
+        let (message, verdict, request_hash) = message_row(&r)?;
+        Ok(InsertedMessage::Duplicate {
+            message,
+            verdict,
+            request_hash,
+        })
+    })
+    .transpose()
+}
+
+/// The messages of a conversation that `page.viewer` sent or received,
+/// oldest first.
+pub(super) async fn page(
+    ex: &mut dyn Executor,
+    conversation_id: Uuid,
+    page: MessagePage,
+) -> StoreResult<Vec<Message>> {
+    let visible = "m.conversation_id = $1 AND (m.sender_id = $2 OR EXISTS \
+         (SELECT 1 FROM message_recipients r WHERE r.message_id = m.id AND r.recipient_id = $2))";
+    let (cond, order, cursor) = match (page.after, page.before) {
+        (_, Some(before)) => ("m.seq < $3", "DESC", before as i64),
+        (after, None) => ("m.seq > $3", "ASC", after.unwrap_or(0) as i64),
+    };
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE {visible} AND {cond} ORDER BY m.seq {order} LIMIT $4"
+    );
+    let args = [
+        Arg::Id(conversation_id),
+        Arg::Id(page.viewer),
+        Arg::Int(cursor),
+        Arg::Int(i64::from(page.limit)),
+    ];
+    let rows = ex.fetch_all(&sql, &args).await?;
+    let mut out: Vec<Message> = rows
+        .iter()
+        .map(|r| message_row(r).map(|(m, _, _)| m))
+        .collect::<StoreResult<_>>()?;
+    if order == "DESC" {
+        out.reverse();
+    }
+    Ok(out)
+}
+
+/// Whether the message still waits for its verdict.
+pub(super) async fn is_pending(ex: &mut dyn Executor, message_id: Uuid) -> StoreResult<bool> {
+    let row = ex
+        .fetch_optional(
+            "SELECT verdict FROM messages WHERE id = $1",
+            &[Arg::Id(message_id)],
+        )
+        .await?;
+    Ok(match row {
+        Some(r) => r.text("verdict")? == "pending",
+        None => false,
+    })
+}
+
+/// The verdict column and the verdict a new message starts with.
+fn initial_verdict(m: &NewMessage) -> (&'static str, Verdict) {
+    match &m.fanout {
+        Fanout::Forward { recipients, .. } => (
+            "forwarded",
+            Verdict::Forwarded {
+                recipients: recipients.len() as u32,
+            },
+        ),
+        Fanout::Pending => ("pending", Verdict::Pending),
+    }
+}
+
+/// One message inside the caller's transaction: the path for a lone send,
+/// and the fallback when a group's combined write fails.
+pub(super) async fn insert_one(
+    ex: &mut dyn Executor,
+    m: &NewMessage,
+) -> StoreResult<InsertedMessage> {
+    let seq = ex
+        .fetch_optional(
+            "UPDATE conversations SET last_message_seq = last_message_seq + 1 WHERE id = $1 RETURNING last_message_seq",
+            &[Arg::Id(m.conversation_id)],
+        )
+        .await?
+        .ok_or(StoreError::NotFound)?
+        .int("last_message_seq")?;
+    let (verdict_col, verdict) = initial_verdict(m);
+    let parts = to_json(&m.parts)?;
+    ex.execute(
+        "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
+         request_hash, verdict, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        &[
+            Arg::Id(m.id),
+            Arg::Id(m.conversation_id),
+            Arg::Int(seq),
+            Arg::Id(m.sender_id),
+            Arg::Text(m.origin.as_str()),
+            Arg::Json(&parts),
+            Arg::OptId(m.reply_to),
+            Arg::OptText(m.client_msg_id.as_deref()),
+            Arg::OptText(m.request_hash.as_deref()),
+            Arg::Text(verdict_col),
+            Arg::Int(m.created_at),
+        ],
+    )
+    .await?;
+    let message = Message {
+        id: m.id,
+        conversation_id: m.conversation_id,
+        seq: seq as u64,
+        sender_id: m.sender_id,
+        origin: m.origin,
+        parts: m.parts.clone(),
+        reply_to: m.reply_to,
+        created_at: rfc3339(m.created_at),
+    };
+    if let Some(job) = &m.job {
+        insert_job(ex, job, m.created_at).await?;
+    }
+    let events = deliver(ex, m, &message).await?;
+    Ok(InsertedMessage::Inserted {
+        message,
+        verdict,
+        events,
+    })
+}
+
+/// A forwarded message's recipients and their events.
+async fn deliver(
+    ex: &mut dyn Executor,
+    m: &NewMessage,
+    message: &Message,
+) -> StoreResult<Vec<StoredEvent>> {
+    let Fanout::Forward {
+        recipients,
+        event_type,
+    } = &m.fanout
+    else {
+        return Ok(Vec::new());
+    };
+    ex.insert_recipients(m.id, recipients).await?;
+    let payload = Arc::new(serde_json::json!({ "message": message }));
+    let new: Vec<NewEvent> = recipients
+        .iter()
+        .map(|r| NewEvent::new(*r, event_type, payload.clone()))
+        .collect();
+    ex.append_events(&new, m.created_at).await
+}

@@ -1,0 +1,148 @@
+//! The PostgreSQL parts of the conversation area: the group-committed
+//! writes of concurrent sends (ADR 0013) and the verdict write, which holds
+//! the task row against a concurrent close.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+use super::events::append_events;
+use super::PgStore;
+use crate::store::conversations::{ConversationDialect, Marked};
+use crate::store::group_commit::{
+    group_delivery, group_jobs, group_seqs, message_rows, recipient_pairs, GroupCommit,
+    GroupInsert, PoolSends,
+};
+use crate::store::messages::{is_pending, InsertedMessage, MessageOutcome, NewMessage};
+use crate::store::sql::{Arg, Executor};
+use crate::store::StoreResult;
+
+#[async_trait]
+impl ConversationDialect for PgStore {
+    fn sends(&self) -> &GroupCommit {
+        &self.sends
+    }
+
+    async fn mark_decided(
+        ex: &mut dyn Executor,
+        message_id: Uuid,
+        outcome: &MessageOutcome,
+    ) -> StoreResult<Marked> {
+        let (verdict, reason) = match outcome {
+            MessageOutcome::Forward { .. } => ("forwarded", None),
+            MessageOutcome::Block { reason } => ("blocked", Some(reason.as_str())),
+        };
+        if matches!(outcome, MessageOutcome::Forward { .. })
+            && !task_active_held(ex, message_id).await?
+            && is_pending(ex, message_id).await?
+        {
+            return Ok(Marked::TaskNotActive);
+        }
+        let changed = ex
+            .execute(
+                "UPDATE messages SET verdict = $1, verdict_reason = $2 WHERE id = $3 AND verdict = 'pending'",
+                &[Arg::Text(verdict), Arg::OptText(reason), Arg::Id(message_id)],
+            )
+            .await?;
+        Ok(if changed > 0 {
+            Marked::Applied
+        } else {
+            Marked::AlreadyDecided
+        })
+    }
+}
+
+/// Whether the message's task is active, holding its row (FOR SHARE) until
+/// commit: a close waits for this forward, or this forward sees the close
+/// (it re-reads the newest row version after waiting).
+async fn task_active_held(ex: &mut dyn Executor, message_id: Uuid) -> StoreResult<bool> {
+    let row = ex
+        .fetch_optional(
+            "SELECT t.state FROM messages m JOIN conversations c ON c.id = m.conversation_id \
+             JOIN tasks t ON t.id = c.task_id WHERE m.id = $1 FOR SHARE OF t",
+            &[Arg::Id(message_id)],
+        )
+        .await?;
+    Ok(match row {
+        Some(r) => r.text("state")? == "active",
+        None => false,
+    })
+}
+
+/// The group committer for sends; other writes run concurrently.
+pub(super) fn group_commit(pool: PgPool) -> GroupCommit {
+    GroupCommit::new(
+        Arc::new(tokio::sync::Mutex::new(())),
+        Arc::new(PoolSends::new(pool)),
+    )
+}
+
+#[async_trait]
+impl GroupInsert for PgConnection {
+    async fn insert_group_in(
+        &mut self,
+        group: &[&NewMessage],
+    ) -> StoreResult<Vec<InsertedMessage>> {
+        insert_group_in(self, group).await
+    }
+}
+
+async fn insert_group_in(
+    conn: &mut PgConnection,
+    group: &[&NewMessage],
+) -> StoreResult<Vec<InsertedMessage>> {
+    let seqs = group_seqs(&mut *conn, group).await?;
+    let rows = message_rows(group, &seqs)?;
+    for part in rows.chunks(500) {
+        let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
+            "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
+             request_hash, verdict, created_at) ",
+        );
+        q.push_values(part, |mut row, (m, seq, parts, verdict)| {
+            row.push_bind(m.id)
+                .push_bind(m.conversation_id)
+                .push_bind(*seq)
+                .push_bind(m.sender_id)
+                .push_bind(m.origin.as_str())
+                .push_bind(parts.clone())
+                .push_unseparated("::jsonb")
+                .push_bind(m.reply_to)
+                .push_bind(m.client_msg_id.clone())
+                .push_bind(m.request_hash.clone())
+                .push_bind(*verdict)
+                .push_bind(m.created_at);
+        });
+        q.build().execute(&mut *conn).await?;
+    }
+    let jobs = group_jobs(group);
+    for part in jobs.chunks(500) {
+        let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
+            "INSERT INTO jobs (id, kind, subject, run_at, created_at, locked_until, attempts) ",
+        );
+        q.push_values(part, |mut row, (job, now)| {
+            row.push_bind(job.id)
+                .push_bind(job.kind.as_str())
+                .push_bind(job.subject)
+                .push_bind(job.run_at)
+                .push_bind(*now)
+                .push_bind(job.claimed_until)
+                .push_bind(job.initial_attempts());
+        });
+        q.build().execute(&mut *conn).await?;
+    }
+    let pairs = recipient_pairs(group);
+    for part in pairs.chunks(500) {
+        let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
+            "INSERT INTO message_recipients (message_id, recipient_id) ",
+        );
+        q.push_values(part, |mut row, (message, recipient)| {
+            row.push_bind(*message).push_bind(*recipient);
+        });
+        q.build().execute(&mut *conn).await?;
+    }
+    let delivery = group_delivery(group, &seqs);
+    let stored = append_events(conn, &delivery.events, delivery.occurred_at).await?;
+    Ok(delivery.results(group, stored))
+}

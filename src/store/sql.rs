@@ -1,0 +1,336 @@
+//! The narrow executor the shared queries run on (ADR 0014).
+//!
+//! Most queries read the same in both dialects, so they are written once, in
+//! the area modules, against [`Executor`]. Placeholders are `$1, $2, ...`
+//! everywhere (sqlx's SQLite driver maps `$N` to argument N). What differs
+//! is how a value is stored: SQLite keeps ids as hyphenated text and JSON as
+//! text, PostgreSQL has native `uuid` and `jsonb`. So arguments are our own
+//! [`Arg`], which each backend binds its own way, and rows our own [`Row`],
+//! which each backend reads its own way. The multi-row writes of the send
+//! path (events, recipients) stay per dialect behind the same trait.
+
+use std::ops::{Deref, DerefMut};
+
+use async_trait::async_trait;
+use tokio::sync::OwnedMutexGuard;
+use uuid::Uuid;
+
+use super::{StoreError, StoreResult};
+use crate::domain::event::{NewEvent, StoredEvent};
+use crate::domain::Millis;
+
+/// One bound value, named by what it is rather than how it is stored.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    Id(Uuid),
+    OptId(Option<Uuid>),
+    Text(&'a str),
+    OptText(Option<&'a str>),
+    Int(i64),
+    OptInt(Option<i64>),
+    Bool(bool),
+    /// Serialized JSON, for a JSON column (text on SQLite, jsonb on PostgreSQL).
+    Json(&'a str),
+    Bytes(&'a [u8]),
+}
+
+/// A row of either backend.
+pub enum Row {
+    Sqlite(sqlx::sqlite::SqliteRow),
+    Postgres(sqlx::postgres::PgRow),
+}
+
+/// Typed column reads, one implementation per backend row type.
+pub trait Columns {
+    fn id(&self, col: &str) -> StoreResult<Uuid>;
+    fn opt_id(&self, col: &str) -> StoreResult<Option<Uuid>>;
+    fn text(&self, col: &str) -> StoreResult<String>;
+    fn opt_text(&self, col: &str) -> StoreResult<Option<String>>;
+    fn int(&self, col: &str) -> StoreResult<i64>;
+    fn opt_int(&self, col: &str) -> StoreResult<Option<i64>>;
+    /// A JSON column as its text.
+    fn json(&self, col: &str) -> StoreResult<String>;
+    fn bytes(&self, col: &str) -> StoreResult<Vec<u8>>;
+}
+
+impl Row {
+    fn columns(&self) -> &dyn Columns {
+        match self {
+            Row::Sqlite(r) => r,
+            Row::Postgres(r) => r,
+        }
+    }
+
+    pub fn id(&self, col: &str) -> StoreResult<Uuid> {
+        self.columns().id(col)
+    }
+
+    pub fn opt_id(&self, col: &str) -> StoreResult<Option<Uuid>> {
+        self.columns().opt_id(col)
+    }
+
+    pub fn text(&self, col: &str) -> StoreResult<String> {
+        self.columns().text(col)
+    }
+
+    pub fn opt_text(&self, col: &str) -> StoreResult<Option<String>> {
+        self.columns().opt_text(col)
+    }
+
+    pub fn int(&self, col: &str) -> StoreResult<i64> {
+        self.columns().int(col)
+    }
+
+    pub fn opt_int(&self, col: &str) -> StoreResult<Option<i64>> {
+        self.columns().opt_int(col)
+    }
+
+    pub fn json(&self, col: &str) -> StoreResult<String> {
+        self.columns().json(col)
+    }
+
+    pub fn bytes(&self, col: &str) -> StoreResult<Vec<u8>> {
+        self.columns().bytes(col)
+    }
+
+    /// A JSON column decoded into `T`; a bad document is `Corrupt`.
+    pub fn decoded<T: serde::de::DeserializeOwned>(&self, col: &str) -> StoreResult<T> {
+        serde_json::from_str(&self.json(col)?).map_err(json_err)
+    }
+}
+
+/// What the shared queries run on: a connection or an open transaction of
+/// either backend.
+#[async_trait]
+pub trait Executor: Send {
+    /// Runs a statement; returns the rows it affected.
+    async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<u64>;
+    async fn fetch_optional(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Option<Row>>;
+    async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Vec<Row>>;
+    /// Appends events to their audiences' logs, handing out seqs: the
+    /// multi-row upserts of the send path, written per dialect.
+    async fn append_events(
+        &mut self,
+        events: &[NewEvent],
+        now: Millis,
+    ) -> StoreResult<Vec<StoredEvent>>;
+    /// Records a message's recipients, many rows a statement.
+    async fn insert_recipients(&mut self, message_id: Uuid, recipients: &[Uuid])
+        -> StoreResult<()>;
+}
+
+/// A backend connection or transaction, with SQLite's writer lock when it
+/// writes. The connection is declared first so it is released (and an
+/// unfinished transaction rolled back) before the lock passes on.
+pub struct Session<C> {
+    conn: C,
+    _writing: Option<OwnedMutexGuard<()>>,
+}
+
+impl<C> Session<C> {
+    pub fn new(conn: C, writing: Option<OwnedMutexGuard<()>>) -> Session<C> {
+        Session {
+            conn,
+            _writing: writing,
+        }
+    }
+}
+
+#[async_trait]
+impl<C, X> Executor for Session<C>
+where
+    C: DerefMut<Target = X> + Send,
+    X: Executor + ?Sized,
+{
+    async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<u64> {
+        self.conn.execute(sql, args).await
+    }
+
+    async fn fetch_optional(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Option<Row>> {
+        self.conn.fetch_optional(sql, args).await
+    }
+
+    async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Vec<Row>> {
+        self.conn.fetch_all(sql, args).await
+    }
+
+    async fn append_events(
+        &mut self,
+        events: &[NewEvent],
+        now: Millis,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        self.conn.append_events(events, now).await
+    }
+
+    async fn insert_recipients(
+        &mut self,
+        message_id: Uuid,
+        recipients: &[Uuid],
+    ) -> StoreResult<()> {
+        self.conn.insert_recipients(message_id, recipients).await
+    }
+}
+
+/// An open write transaction of either backend. Dropped without
+/// [`Tx::commit`], it rolls back.
+pub struct Tx(Box<dyn Transaction>);
+
+/// What [`Tx`] needs of a backend's transaction.
+#[async_trait]
+pub trait Transaction: Executor {
+    /// Itself as a plain executor: the shared queries take `&mut dyn
+    /// Executor`, and trait upcasting is newer than the crate's MSRV.
+    fn executor(&mut self) -> &mut (dyn Executor + 'static);
+    fn executor_ref(&self) -> &(dyn Executor + 'static);
+    async fn commit(self: Box<Self>) -> StoreResult<()>;
+    async fn rollback(self: Box<Self>) -> StoreResult<()>;
+}
+
+#[async_trait]
+impl<DB> Transaction for Session<sqlx::Transaction<'static, DB>>
+where
+    DB: sqlx::Database,
+    DB::Connection: Executor,
+{
+    fn executor(&mut self) -> &mut (dyn Executor + 'static) {
+        self
+    }
+
+    fn executor_ref(&self) -> &(dyn Executor + 'static) {
+        self
+    }
+
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
+        let Session { conn, _writing } = *self;
+        conn.commit().await?;
+        Ok(())
+    }
+
+    async fn rollback(self: Box<Self>) -> StoreResult<()> {
+        let Session { conn, _writing } = *self;
+        conn.rollback().await?;
+        Ok(())
+    }
+}
+
+impl Tx {
+    pub fn new(t: impl Transaction + 'static) -> Tx {
+        Tx(Box::new(t))
+    }
+
+    pub async fn commit(self) -> StoreResult<()> {
+        self.0.commit().await
+    }
+
+    /// Rolls back now, before a lock held with the transaction passes on.
+    pub async fn rollback(self) -> StoreResult<()> {
+        self.0.rollback().await
+    }
+}
+
+impl Deref for Tx {
+    type Target = dyn Executor;
+    fn deref(&self) -> &(dyn Executor + 'static) {
+        self.0.executor_ref()
+    }
+}
+
+impl DerefMut for Tx {
+    fn deref_mut(&mut self) -> &mut (dyn Executor + 'static) {
+        self.0.executor()
+    }
+}
+
+/// How a backend hands out connections: the one place its locking differs.
+#[async_trait]
+pub trait Database: Send + Sync + 'static {
+    /// A pooled connection for reads.
+    async fn read(&self) -> StoreResult<Box<dyn Executor>>;
+    /// A pooled connection for single-statement writes (on SQLite, under
+    /// the in-process writer lock).
+    async fn write(&self) -> StoreResult<Box<dyn Executor>>;
+    /// A write transaction (on SQLite, under the in-process writer lock).
+    async fn begin(&self) -> StoreResult<Tx>;
+}
+
+/// Keyset paging by id, spelled per dialect so SQLite keeps its index
+/// range seek (an `OR` on the parameter would lose it).
+pub trait Keyset {
+    /// `column > $param`, or every row when `$param` is NULL.
+    fn after(column: &str, param: usize) -> String;
+}
+
+pub fn json_err(e: serde_json::Error) -> StoreError {
+    StoreError::Corrupt(e.to_string())
+}
+
+pub fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> StoreResult<String> {
+    serde_json::to_string(value).map_err(json_err)
+}
+
+/// True for a unique-constraint violation, whichever backend raised it.
+pub fn is_unique_violation(e: &StoreError) -> bool {
+    matches!(e, StoreError::Database(sqlx::Error::Database(db)) if db.is_unique_violation())
+}
+
+/// A stored enum value; an unknown one is `Corrupt`, named by `what`.
+pub fn parsed<T>(
+    value: String,
+    what: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> StoreResult<T> {
+    parse(&value).ok_or_else(|| StoreError::Corrupt(format!("bad {what} {value:?}")))
+}
+
+/// `$first, $first+1, ...`: `n` numbered placeholders.
+pub fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Implements [`Executor`] for a backend's connection type, from the
+/// backend module's `query` (its way of binding an [`Arg`]), its [`Row`]
+/// variant and its `events` module (the per-dialect bulk writes).
+macro_rules! connection_executor {
+    ($conn:ty, $row:path) => {
+        #[async_trait::async_trait]
+        impl Executor for $conn {
+            async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<u64> {
+                Ok(query(sql, args).execute(&mut *self).await?.rows_affected())
+            }
+
+            async fn fetch_optional(
+                &mut self,
+                sql: &str,
+                args: &[Arg<'_>],
+            ) -> StoreResult<Option<Row>> {
+                let row = query(sql, args).fetch_optional(&mut *self).await?;
+                Ok(row.map($row))
+            }
+
+            async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Vec<Row>> {
+                let rows = query(sql, args).fetch_all(&mut *self).await?;
+                Ok(rows.into_iter().map($row).collect())
+            }
+
+            async fn append_events(
+                &mut self,
+                events: &[NewEvent],
+                now: Millis,
+            ) -> StoreResult<Vec<StoredEvent>> {
+                events::append_events(self, events, now).await
+            }
+
+            async fn insert_recipients(
+                &mut self,
+                message_id: Uuid,
+                recipients: &[Uuid],
+            ) -> StoreResult<()> {
+                events::insert_recipients(self, message_id, recipients).await
+            }
+        }
+    };
+}
+pub(super) use connection_executor;

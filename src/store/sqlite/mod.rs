@@ -1,0 +1,242 @@
+//! SQLite: the embedded default. WAL with `synchronous = FULL`, so a write the
+//! hub acknowledged survives a crash of the process or the machine. Ids are
+//! stored as text (readable with the sqlite3 shell), JSON as text, times as
+//! Unix millis. This module binds and reads those; the queries themselves are
+//! shared (ADR 0014), except what `events`, `conversations` and `locks` hold.
+
+mod conversations;
+mod events;
+mod locks;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::query::Query;
+use sqlx::sqlite::{
+    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{Row as _, Sqlite, SqliteConnection, SqlitePool};
+use uuid::Uuid;
+
+use super::group_commit::GroupCommit;
+use super::sql::{connection_executor, Arg, Columns, Database, Executor, Keyset, Row, Session, Tx};
+use super::{Backend, BaseDialect, StoreError, StoreResult};
+use crate::domain::event::{NewEvent, StoredEvent};
+use crate::domain::Millis;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+pub struct SqliteStore {
+    pool: SqlitePool,
+    /// Serializes this process's write transactions. SQLite admits one
+    /// writer at a time anyway; queueing here (FIFO) instead of in SQLite's
+    /// busy handler, which sleeps 1 ms, 2 ms, 5 ms, ... between retries,
+    /// keeps contended writes from waiting on sleeps.
+    writer: Arc<tokio::sync::Mutex<()>>,
+    /// Sends, group-committed under the writer lock (ADR 0013).
+    sends: GroupCommit,
+}
+
+impl SqliteStore {
+    pub async fn open(
+        url: &str,
+        max_connections: u32,
+        busy_timeout_ms: u64,
+        synchronous: crate::config::SqliteSynchronous,
+    ) -> StoreResult<Self> {
+        let synchronous = match synchronous {
+            crate::config::SqliteSynchronous::Full => SqliteSynchronous::Full,
+            crate::config::SqliteSynchronous::Normal => SqliteSynchronous::Normal,
+        };
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(synchronous)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_millis(busy_timeout_ms));
+        if let Some(parent) = Path::new(options.get_filename()).parent() {
+            if !parent.as_os_str().is_empty() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
+            }
+        }
+        let pool = SqlitePoolOptions::new()
+            .max_connections(max_connections)
+            .connect_with(options)
+            .await?;
+        let writer = Arc::new(tokio::sync::Mutex::new(()));
+        let sends = conversations::group_commit(writer.clone(), pool.clone());
+        Ok(SqliteStore {
+            sends,
+            pool,
+            writer,
+        })
+    }
+}
+
+#[async_trait]
+impl Database for SqliteStore {
+    async fn read(&self) -> StoreResult<Box<dyn Executor>> {
+        Ok(Box::new(Session::new(self.pool.acquire().await?, None)))
+    }
+
+    async fn write(&self) -> StoreResult<Box<dyn Executor>> {
+        let writing = self.writer.clone().lock_owned().await;
+        Ok(Box::new(Session::new(
+            self.pool.acquire().await?,
+            Some(writing),
+        )))
+    }
+
+    async fn begin(&self) -> StoreResult<Tx> {
+        let writing = self.writer.clone().lock_owned().await;
+        Ok(Tx::new(Session::new(
+            self.pool.begin().await?,
+            Some(writing),
+        )))
+    }
+}
+
+impl Keyset for SqliteStore {
+    /// As before: ids are text, and every id sorts after the empty one.
+    fn after(column: &str, param: usize) -> String {
+        format!("{column} > COALESCE(${param}, '')")
+    }
+}
+
+#[async_trait]
+impl BaseDialect for SqliteStore {
+    const BACKEND: Backend = Backend::Sqlite;
+
+    async fn run_migrations(&self) -> StoreResult<()> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+}
+
+/// Binds our arguments the SQLite way: ids as hyphenated text, JSON as text.
+fn query<'q>(sql: &'q str, args: &'q [Arg<'q>]) -> Query<'q, Sqlite, SqliteArguments<'q>> {
+    args.iter().fold(sqlx::query(sql), |q, arg| match *arg {
+        Arg::Id(id) => q.bind(id.to_string()),
+        Arg::OptId(id) => q.bind(id.map(|id| id.to_string())),
+        Arg::Text(s) | Arg::Json(s) => q.bind(s),
+        Arg::OptText(s) => q.bind(s),
+        Arg::Int(i) => q.bind(i),
+        Arg::OptInt(i) => q.bind(i),
+        Arg::Bool(b) => q.bind(b),
+        Arg::Bytes(b) => q.bind(b),
+    })
+}
+
+connection_executor!(SqliteConnection, Row::Sqlite);
+
+/// A stored id; text that is not a uuid is `Corrupt`.
+fn uuid(s: &str) -> StoreResult<Uuid> {
+    Uuid::parse_str(s).map_err(|_| StoreError::Corrupt(format!("bad uuid {s:?}")))
+}
+
+impl Columns for SqliteRow {
+    fn id(&self, col: &str) -> StoreResult<Uuid> {
+        uuid(self.try_get(col)?)
+    }
+
+    fn opt_id(&self, col: &str) -> StoreResult<Option<Uuid>> {
+        self.try_get::<Option<&str>, _>(col)?.map(uuid).transpose()
+    }
+
+    fn text(&self, col: &str) -> StoreResult<String> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn opt_text(&self, col: &str) -> StoreResult<Option<String>> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn int(&self, col: &str) -> StoreResult<i64> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn opt_int(&self, col: &str) -> StoreResult<Option<i64>> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn json(&self, col: &str) -> StoreResult<String> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn bytes(&self, col: &str) -> StoreResult<Vec<u8>> {
+        Ok(self.try_get(col)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The `$N` placeholders the shared SQL uses, on SQLite.
+
+    use super::*;
+
+    async fn conn() -> (SqliteConnection, tempfile::TempDir) {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
+        (SqliteConnection::connect(&url).await.unwrap(), dir)
+    }
+
+    #[tokio::test]
+    async fn numbered_placeholders_bind_by_number_not_by_position() {
+        let (mut c, _dir) = conn().await;
+        let row = c
+            .fetch_optional(
+                "SELECT $2 AS b, $1 AS a, $1 || $2 AS ab, $3 AS n",
+                &[Arg::Text("x"), Arg::Int(7), Arg::OptInt(None)],
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.int("b").unwrap(), 7);
+        assert_eq!(row.text("a").unwrap(), "x");
+        assert_eq!(row.text("ab").unwrap(), "x7", "$1 used twice");
+        assert_eq!(row.opt_int("n").unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn ids_are_stored_as_hyphenated_text_and_bad_ones_are_corrupt() {
+        let (mut c, _dir) = conn().await;
+        c.execute("CREATE TABLE t (id TEXT, j TEXT, b BLOB)", &[])
+            .await
+            .unwrap();
+        let id = Uuid::now_v7();
+        c.execute(
+            "INSERT INTO t (id, j, b) VALUES ($1, $2, $3)",
+            &[Arg::Id(id), Arg::Json("{\"k\":1}"), Arg::Bytes(&[1, 2])],
+        )
+        .await
+        .unwrap();
+        let row = c
+            .fetch_optional(
+                "SELECT id, typeof(id) AS ty, j, b FROM t WHERE id = $1",
+                &[Arg::Id(id)],
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.text("id").unwrap(), id.hyphenated().to_string());
+        assert_eq!(row.text("ty").unwrap(), "text");
+        assert_eq!(row.id("id").unwrap(), id);
+        assert_eq!(row.json("j").unwrap(), "{\"k\":1}");
+        assert_eq!(row.bytes("b").unwrap(), vec![1, 2]);
+        c.execute("UPDATE t SET id = 'not-a-uuid'", &[])
+            .await
+            .unwrap();
+        let row = c
+            .fetch_optional("SELECT id FROM t", &[])
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(matches!(row.id("id"), Err(StoreError::Corrupt(_))));
+    }
+}
