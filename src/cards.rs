@@ -226,7 +226,7 @@ pub async fn run_with_store(
 }
 
 /// `card install DIR`: reads the package and installs it into the catalogue.
-async fn install_dir(store: &dyn Store, dir: &Path, force_author: bool) -> anyhow::Result<()> {
+async fn install_dir(store: &(impl CardStore + ?Sized), dir: &Path, force_author: bool) -> anyhow::Result<()> {
     let p = read_package(dir)?;
     if let Some(name) = p.unreadable_names.first() {
         return Err(refused(CardError::BadPath(name.clone())));
@@ -237,7 +237,7 @@ async fn install_dir(store: &dyn Store, dir: &Path, force_author: bool) -> anyho
 }
 
 /// `card show ID`: every installed version of the card.
-async fn show(store: &dyn Store, id: &str) -> anyhow::Result<()> {
+async fn show(store: &(impl CardStore + ?Sized), id: &str) -> anyhow::Result<()> {
     let versions: Vec<_> = store
         .cards()
         .await?
