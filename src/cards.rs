@@ -226,7 +226,11 @@ pub async fn run_with_store(
 }
 
 /// `card install DIR`: reads the package and installs it into the catalogue.
-async fn install_dir(store: &(impl CardStore + ?Sized), dir: &Path, force_author: bool) -> anyhow::Result<()> {
+async fn install_dir(
+    store: &(impl CardStore + ?Sized),
+    dir: &Path,
+    force_author: bool,
+) -> anyhow::Result<()> {
     let p = read_package(dir)?;
     if let Some(name) = p.unreadable_names.first() {
         return Err(refused(CardError::BadPath(name.clone())));
