@@ -20,6 +20,10 @@ pub mod names {
     pub const FRAMES_REJECTED: &str = "switchboard_frames_rejected_total";
     pub const DISCONNECTS: &str = "switchboard_disconnects_total";
     pub const HTTP_REQUESTS: &str = "switchboard_http_requests_total";
+    /// HTTP connections closed by the hub, by `reason` (`idle_timeout`,
+    /// `max_connections`, `max_connections_per_address`).
+    pub const CONNECTIONS_CLOSED: &str = "switchboard_http_connections_closed_total";
+    pub const ACCEPT_ERRORS: &str = "switchboard_accept_errors_total";
     pub const EVENTS_DELIVERED: &str = "switchboard_events_delivered_total";
     pub const EPHEMERAL_DROPPED: &str = "switchboard_ephemeral_events_dropped_total";
     pub const EVENTS_WRITTEN: &str = "switchboard_events_written_total";

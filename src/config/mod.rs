@@ -101,6 +101,7 @@ impl Config {
 
     /// Refuses settings that cannot work, with the key named.
     pub fn validate(&self) -> anyhow::Result<()> {
+        self.server.validate()?;
         self.gateway.validate()?;
         self.storage.validate()?;
         self.limits.validate()?;

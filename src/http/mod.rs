@@ -1,6 +1,7 @@
 //! REST routes and the WebSocket upgrade, on one port.
 
 mod admin;
+mod body;
 mod cards;
 mod error;
 mod events;
@@ -38,6 +39,10 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/metrics", get(ops::metrics))
         .fallback(|| async { ApiError::not_found("no such route") })
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(
+            hub.clone(),
+            body::read_whole,
+        ))
         .layer(middleware::from_fn(count_requests))
         .with_state(hub)
 }

@@ -10,6 +10,7 @@ mod conversations;
 mod egress;
 mod events;
 mod frames;
+mod hostile_http;
 mod identity;
 mod operations;
 mod schema_drift;
