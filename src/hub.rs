@@ -22,6 +22,8 @@ pub struct Hub {
     pub router: Router<RequestContext>,
     /// Calls per principal, across all of its sockets.
     pub limiter: DefaultKeyedRateLimiter<Uuid>,
+    /// Failed connects per source address (key guessing).
+    pub failed_connects: crate::gateway::throttle::FailedConnects,
     /// Cancelled when the hub begins a graceful shutdown.
     pub shutdown: CancellationToken,
     /// Connection loops, so shutdown can wait for them.
@@ -52,6 +54,10 @@ impl Hub {
         let replay_batch = config.events.replay_batch;
         Ok(Arc::new(Hub {
             limiter: RateLimiter::keyed(quota),
+            failed_connects: crate::gateway::throttle::FailedConnects::new(
+                g.failed_connects_per_address,
+                g.failed_connects_refill_per_minute,
+            ),
             config,
             store,
             registry: Registry::default(),

@@ -111,3 +111,61 @@ fn describe() {
         "Forward recipients dropped because they were not participants"
     );
 }
+
+/// A budget for one kind of warning that a peer can cause: at most
+/// `per_minute` lines a minute, the rest counted and reported with the next
+/// line that is let through. No client can flood the log this way.
+pub struct LogBudget {
+    per_minute: u64,
+    state: std::sync::Mutex<Option<BudgetWindow>>,
+}
+
+struct BudgetWindow {
+    started: std::time::Instant,
+    logged: u64,
+    suppressed: u64,
+}
+
+impl LogBudget {
+    pub const fn new(per_minute: u64) -> LogBudget {
+        LogBudget {
+            per_minute,
+            state: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// `Some(suppressed since the last line)` when this one may be logged.
+    pub fn admit(&self) -> Option<u64> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        let w = state.get_or_insert(BudgetWindow {
+            started: now,
+            logged: 0,
+            suppressed: 0,
+        });
+        if now.duration_since(w.started) >= std::time::Duration::from_secs(60) {
+            w.started = now;
+            w.logged = 0;
+        }
+        if w.logged >= self.per_minute {
+            w.suppressed += 1;
+            return None;
+        }
+        w.logged += 1;
+        Some(std::mem::take(&mut w.suppressed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LogBudget;
+
+    #[test]
+    fn a_log_budget_lets_a_few_through_and_counts_the_rest() {
+        let budget = LogBudget::new(2);
+        assert_eq!(budget.admit(), Some(0));
+        assert_eq!(budget.admit(), Some(0));
+        assert_eq!(budget.admit(), None);
+        assert_eq!(budget.admit(), None);
+    }
+}

@@ -25,6 +25,16 @@ pub struct GatewayConfig {
     /// How often the gateway looks for keys revoked by another process (the
     /// operator CLI, another node) and closes their sockets.
     pub revocation_check_interval_ms: u64,
+    /// Frames a socket may send before a connect succeeds; beyond, it is
+    /// closed (1008). Keeps unauthenticated sockets from costing work or log.
+    pub max_unauthenticated_frames: u32,
+    /// Failed connects one socket may make before it is closed (1008).
+    pub max_failed_connects_per_socket: u32,
+    /// Failed connects one source address may make at once; then its
+    /// connects are refused (-32029) without a key lookup until the budget
+    /// refills at `failed_connects_refill_per_minute`.
+    pub failed_connects_per_address: u32,
+    pub failed_connects_refill_per_minute: u32,
 }
 
 impl Default for GatewayConfig {
@@ -42,6 +52,10 @@ impl Default for GatewayConfig {
             socket_read_buffer_bytes: 4096,
             socket_write_buffer_bytes: 8192,
             revocation_check_interval_ms: 2_000,
+            max_unauthenticated_frames: 16,
+            max_failed_connects_per_socket: 3,
+            failed_connects_per_address: 20,
+            failed_connects_refill_per_minute: 10,
         }
     }
 }
@@ -73,6 +87,22 @@ impl GatewayConfig {
             (
                 "gateway.socket_read_buffer_bytes",
                 self.socket_read_buffer_bytes as u64,
+            ),
+            (
+                "gateway.max_unauthenticated_frames",
+                self.max_unauthenticated_frames as u64,
+            ),
+            (
+                "gateway.max_failed_connects_per_socket",
+                self.max_failed_connects_per_socket as u64,
+            ),
+            (
+                "gateway.failed_connects_per_address",
+                self.failed_connects_per_address as u64,
+            ),
+            (
+                "gateway.failed_connects_refill_per_minute",
+                self.failed_connects_refill_per_minute as u64,
             ),
         ])?;
         if self.transport_max_frame_bytes < self.max_frame_bytes {

@@ -6,6 +6,8 @@
 pub mod connection;
 pub mod registry;
 pub mod revocations;
+pub mod throttle;
+mod writer;
 
 pub use connection::{ConnectionInfo, RequestContext};
 pub use registry::Registry;

@@ -8,9 +8,10 @@ mod events;
 mod identity;
 mod ops;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{MatchedPath, Request, State, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State, WebSocketUpgrade};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -47,7 +48,11 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .with_state(hub)
 }
 
-async fn websocket(State(hub): State<Arc<Hub>>, ws: WebSocketUpgrade) -> Response {
+async fn websocket(
+    State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
+    ws: WebSocketUpgrade,
+) -> Response {
     if hub.shutdown.is_cancelled() {
         return ApiError::unavailable("the hub is shutting down").into_response();
     }
@@ -59,7 +64,7 @@ async fn websocket(State(hub): State<Arc<Hub>>, ws: WebSocketUpgrade) -> Respons
         .read_buffer_size(g.socket_read_buffer_bytes)
         .write_buffer_size(g.socket_write_buffer_bytes)
         .on_upgrade(move |socket| {
-            tracker.track_future(crate::gateway::connection::run(hub, socket))
+            tracker.track_future(crate::gateway::connection::run(hub, socket, remote.ip()))
         })
 }
 

@@ -11,6 +11,7 @@ mod egress;
 mod events;
 mod frames;
 mod hostile_http;
+mod hostile_ws;
 mod identity;
 mod operations;
 mod schema_drift;
