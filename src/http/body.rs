@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 
 use super::error::ApiError;
+use crate::domain::strict_json::reject_duplicate_keys;
+use crate::domain::validate::FieldProblem;
 use crate::hub::Hub;
 
 enum Unread {
@@ -75,4 +77,32 @@ async fn collect(body: Body, limit: usize) -> Result<Bytes, Unread> {
         buf.extend_from_slice(&chunk);
     }
     Ok(Bytes::from(buf))
+}
+
+/// A JSON route's body: sent as `application/json` (415 otherwise, so that
+/// no web page can post it cross-site without a preflight) and free of
+/// duplicate keys (400 `duplicate_key` naming the path).
+pub fn checked_json(headers: &HeaderMap, body: &[u8]) -> Result<(), ApiError> {
+    let media_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(str::trim);
+    if !media_type.is_some_and(|m| m.eq_ignore_ascii_case("application/json")) {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "this route takes a JSON body: send Content-Type: application/json",
+        ));
+    }
+    reject_duplicate_keys(body).map_err(|d| {
+        ApiError::invalid(
+            "duplicate_key",
+            format!("the body has a {d}"),
+            vec![FieldProblem {
+                pointer: d.pointer,
+                message: "appears twice in its object".into(),
+            }],
+        )
+    })
 }

@@ -4,13 +4,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
 use super::identity::bearer;
+use super::query::QueryParams;
 use crate::hub::Hub;
 
 fn bad(code: &'static str, message: String) -> ApiError {
@@ -43,7 +44,7 @@ fn store_failure(e: crate::store::StoreError) -> ApiError {
 pub async fn catch_up(
     State(hub): State<Arc<Hub>>,
     headers: HeaderMap,
-    Query(query): Query<HashMap<String, String>>,
+    QueryParams(query): QueryParams,
 ) -> Result<Json<Value>, ApiError> {
     let auth = bearer(&hub, &headers).await?;
     let audience = auth.principal.id;

@@ -118,3 +118,253 @@ async fn slow_and_idle_connections_do_not_starve_real_clients() {
     let log = hub.log();
     assert!(!log.contains("Too many open files"), "{log}");
 }
+
+/// POSTs `body` as is, with the given Content-Type (none when `None`).
+async fn post_raw(
+    client: &reqwest::Client,
+    url: String,
+    content_type: Option<&str>,
+    body: &str,
+    admin: bool,
+) -> (u16, serde_json::Value) {
+    let mut req = client.post(url).body(body.to_string());
+    if let Some(ct) = content_type {
+        req = req.header("content-type", ct);
+    }
+    if admin {
+        req = req.bearer_auth(crate::support::hub::ADMIN_TOKEN);
+    }
+    let r = req.send().await.expect("POST");
+    let status = r.status().as_u16();
+    let text = r.text().await.expect("body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    )
+}
+
+#[tokio::test]
+async fn json_routes_require_application_json() {
+    let hub = TestHub::start().await;
+    let routes = [
+        ("/api/v1/agents/register", r#"{"name": "x"}"#, false),
+        (
+            "/api/v1/apps/register",
+            r#"{"manifest": {"name": "x"}}"#,
+            false,
+        ),
+        ("/api/v1/cards", r#"{"card": {}}"#, true),
+        (
+            "/api/v1/webhooks/test",
+            r#"{"url": "https://x.example"}"#,
+            true,
+        ),
+    ];
+    for (path, body, admin) in routes {
+        for ct in [
+            None,
+            Some("text/plain"),
+            Some("application/x-www-form-urlencoded"),
+        ] {
+            let (status, answer) =
+                post_raw(&hub.http, format!("{}{path}", hub.base), ct, body, admin).await;
+            assert_eq!(status, 415, "{path} with {ct:?}: {answer}");
+            assert_eq!(answer["error"]["code"], json!("unsupported_media_type"));
+            assert!(
+                answer["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("application/json"),
+                "{answer}"
+            );
+        }
+    }
+    let (status, answer) = post_raw(
+        &hub.http,
+        format!("{}/api/v1/agents/register", hub.base),
+        Some("application/json; charset=utf-8"),
+        r#"{"name": "x"}"#,
+        false,
+    )
+    .await;
+    assert_eq!(status, 201, "{answer}");
+}
+
+#[tokio::test]
+async fn duplicate_keys_in_rest_bodies_are_refused_with_their_path() {
+    let hub = TestHub::start().await;
+    let cases = [
+        (
+            "/api/v1/agents/register",
+            r#"{"name": "a", "name": "b"}"#,
+            "/name",
+            false,
+        ),
+        (
+            "/api/v1/apps/register",
+            r#"{"manifest": {"name": "A", "description": "d", "name": "B"}}"#,
+            "/manifest/name",
+            false,
+        ),
+        (
+            "/api/v1/webhooks/test",
+            r#"{"url": "https://a.example", "url": "https://b.example"}"#,
+            "/url",
+            true,
+        ),
+        (
+            "/api/v1/cards",
+            r#"{"card": {"x": [1, {"k": 1, "k": 2}]}}"#,
+            "/card/x/1/k",
+            true,
+        ),
+    ];
+    for (path, body, pointer, admin) in cases {
+        let (status, answer) = post_raw(
+            &hub.http,
+            format!("{}{path}", hub.base),
+            Some("application/json"),
+            body,
+            admin,
+        )
+        .await;
+        assert_eq!(status, 400, "{path}: {answer}");
+        assert_eq!(answer["error"]["code"], json!("duplicate_key"), "{answer}");
+        assert_eq!(
+            answer["error"]["details"][0]["pointer"],
+            json!(pointer),
+            "{answer}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_idempotency_key_never_answers_another_clients_request() {
+    let hub = TestHub::start().await;
+    let register = |client: reqwest::Client| {
+        let url = format!("{}/api/v1/agents/register", hub.base);
+        async move {
+            let r = client
+                .post(url)
+                .header("idempotency-key", "shared-key-1")
+                .json(&json!({"name": "twin"}))
+                .send()
+                .await
+                .unwrap();
+            let replayed = r.headers().contains_key("idempotent-replayed");
+            let status = r.status().as_u16();
+            (
+                status,
+                replayed,
+                r.json::<serde_json::Value>().await.unwrap(),
+            )
+        }
+    };
+    let here = reqwest::Client::new();
+    let elsewhere = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from(Ipv4Addr::new(127, 0, 0, 2)))
+        .build()
+        .unwrap();
+    let (status, replayed, first) = register(here.clone()).await;
+    assert_eq!((status, replayed), (201, false), "{first}");
+    // The same client retrying gets its own answer back.
+    let (_, replayed, retry) = register(here).await;
+    assert!(replayed);
+    assert_eq!(retry["agentId"], first["agentId"]);
+    // Another client with the same key gets an agent of its own.
+    let (status, replayed, other) = register(elsewhere).await;
+    assert_eq!((status, replayed), (201, false), "{other}");
+    assert_ne!(other["agentId"], first["agentId"]);
+    assert!(other["agentKey"].is_string(), "{other}");
+}
+
+#[tokio::test]
+async fn a_405_says_which_methods_the_route_allows() {
+    let hub = TestHub::start().await;
+    let r = hub
+        .http
+        .delete(format!("{}/healthz", hub.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 405);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], json!("method_not_allowed"));
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("DELETE") && message.contains("GET"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_case_insensitive() {
+    let hub = TestHub::start().await;
+    let (_, key) = hub.register_agent("casual").await;
+    let r = hub
+        .http
+        .post(format!("{}/api/v1/keys/rotate", hub.base))
+        .header("authorization", format!("bearer {key}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let missing = "00000000-0000-0000-0000-000000000000";
+    let r = hub
+        .http
+        .post(format!("{}/api/v1/apps/{missing}/ping", hub.base))
+        .header(
+            "authorization",
+            format!("BEARER {}", crate::support::hub::ADMIN_TOKEN),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404, "the operator token was accepted");
+}
+
+#[tokio::test]
+async fn query_string_errors_name_the_parameter_in_our_words() {
+    let hub = TestHub::start().await;
+    let missing = "00000000-0000-0000-0000-000000000000";
+    for (query, field) in [("timeoutMs=abc", "timeoutMs"), ("bogus=1", "bogus")] {
+        let r = hub
+            .http
+            .post(format!("{}/api/v1/apps/{missing}/ping?{query}", hub.base))
+            .bearer_auth(crate::support::hub::ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 400);
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], json!("invalid_query"), "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(field) && !message.contains("Failed to deserialize"),
+            "{body}"
+        );
+        assert_eq!(
+            body["error"]["details"][0]["pointer"],
+            json!(format!("/{field}")),
+            "{body}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_webhook_test_checks_the_url_before_the_signing_key() {
+    let hub = TestHub::start().await;
+    let r = hub
+        .http
+        .post(format!("{}/api/v1/webhooks/test", hub.base))
+        .bearer_auth(crate::support::hub::ADMIN_TOKEN)
+        .json(&json!({"url": "not a url"}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], json!("invalid_url"), "{body}");
+    assert_eq!(body["error"]["details"][0]["pointer"], json!("/url"));
+}
