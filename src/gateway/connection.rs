@@ -3,9 +3,11 @@
 //! The reader classifies each frame: requests go to the router (connect
 //! methods run inline so that the calls pipelined behind them see the new
 //! session; everything else runs as its own task under the in-flight limit),
-//! responses complete the hub's own pending calls. The writer drains the
-//! bounded outbound queue onto the socket, sends heartbeat pings, and writes
-//! the close frame. See docs/architecture.md for the whole path.
+//! responses complete the hub's own pending calls. Until a connect succeeds
+//! the socket is on a short leash: a few frames, a few refused keys, nothing
+//! logged. The writer (`gateway::writer`) drains the bounded outbound queue
+//! onto the socket, sends heartbeat pings, and writes the close frame. See
+//! docs/architecture.md for the whole path.
 
 use std::collections::HashSet;
 use std::net::IpAddr;
