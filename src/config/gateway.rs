@@ -30,9 +30,9 @@ pub struct GatewayConfig {
     pub max_unauthenticated_frames: u32,
     /// Failed connects one socket may make before it is closed (1008).
     pub max_failed_connects_per_socket: u32,
-    /// Failed connects one source address may make at once; then its
-    /// connects are refused (-32029) without a key lookup until the budget
-    /// refills at `failed_connects_refill_per_minute`.
+    /// Refused keys (connects and REST bearer keys) one source address may
+    /// present at once; then its key checks are refused without a lookup
+    /// until the budget refills at `failed_connects_refill_per_minute`.
     pub failed_connects_per_address: u32,
     pub failed_connects_refill_per_minute: u32,
 }

@@ -451,7 +451,7 @@ impl Reader {
             self.finish(&id, name, started, Err(err));
             return;
         }
-        let result = match self.hub.failed_connects.check(self.remote) {
+        let result = match self.hub.refused_keys.check(self.remote) {
             Ok(()) => route.call(ctx, params).await,
             Err(wait) => Err(RpcError::new(
                 ErrorKind::RateLimited,
@@ -471,7 +471,7 @@ impl Reader {
         }
         // Only a refused key cost a lookup; malformed params did not.
         match kind {
-            Some(ErrorKind::Unauthorized) => self.hub.failed_connects.failed(self.remote),
+            Some(ErrorKind::Unauthorized) => self.hub.refused_keys.failed(self.remote),
             Some(ErrorKind::RateLimited) => {}
             _ => return,
         }

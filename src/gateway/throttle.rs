@@ -1,7 +1,8 @@
-//! The per-address budget of failed connects: each failure spends a token,
-//! tokens come back at a steady rate, and while an address has none its
-//! connects are refused before any key lookup. Successful connects cost
-//! nothing, so many agents behind one address connect freely.
+//! The per-address budget of refused keys (WebSocket connects and REST
+//! bearer keys alike): each refusal spends a token, tokens come back at a
+//! steady rate, and while an address has none its key checks are refused
+//! before any lookup. Accepted keys cost nothing, so many agents behind one
+//! address connect freely.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ use dashmap::DashMap;
 /// Entries kept before full (forgiven) buckets are dropped.
 const PRUNE_ABOVE: usize = 10_000;
 
-pub struct FailedConnects {
+pub struct RefusedKeys {
     buckets: DashMap<IpAddr, Bucket>,
     burst: f64,
     refill_per_sec: f64,
@@ -23,10 +24,10 @@ struct Bucket {
     at: Instant,
 }
 
-impl FailedConnects {
+impl RefusedKeys {
     /// `burst` failures at once, then `per_minute` more each minute.
-    pub fn new(burst: u32, per_minute: u32) -> FailedConnects {
-        FailedConnects {
+    pub fn new(burst: u32, per_minute: u32) -> RefusedKeys {
+        RefusedKeys {
             buckets: DashMap::new(),
             burst: burst as f64,
             refill_per_sec: per_minute as f64 / 60.0,
@@ -86,7 +87,7 @@ mod tests {
 
     #[test]
     fn failures_run_out_per_address_and_come_back_with_time() {
-        let t = FailedConnects::new(3, 60);
+        let t = RefusedKeys::new(3, 60);
         let a: IpAddr = "127.0.0.2".parse().unwrap();
         let b: IpAddr = "127.0.0.3".parse().unwrap();
         let now = Instant::now();

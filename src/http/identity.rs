@@ -314,21 +314,44 @@ pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
-/// The principal behind an `Authorization: Bearer <key>` header.
-pub async fn bearer(hub: &Hub, headers: &HeaderMap) -> Result<Authenticated, ApiError> {
+/// The principal behind an `Authorization: Bearer <key>` header. A refused
+/// key spends the source address's budget of failed key checks, shared with
+/// WebSocket connects; while it is spent no key is looked up (429).
+pub async fn bearer(
+    hub: &Hub,
+    headers: &HeaderMap,
+    remote: SocketAddr,
+) -> Result<Authenticated, ApiError> {
     let token = bearer_token(headers).ok_or_else(|| {
         ApiError::unauthorized("an Authorization: Bearer <key> header is required")
     })?;
-    Ok(identity::authenticate(hub.store.as_ref(), token, None).await?)
+    if let Err(wait) = hub.refused_keys.check(remote.ip()) {
+        let wait_ms = wait.as_millis().max(1) as u64;
+        let mut e = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            "too many refused keys from this address (gateway.failed_connects_per_address)",
+        );
+        e.extra = Some(Box::new(json!({ "retryAfterMs": wait_ms })));
+        return Err(e);
+    }
+    match identity::authenticate(hub.store.as_ref(), token, None).await {
+        Err(IdentityError::BadKey) => {
+            hub.refused_keys.failed(remote.ip());
+            Err(IdentityError::BadKey.into())
+        }
+        other => Ok(other?),
+    }
 }
 
 /// Issues a new key for the caller and revokes the presented one (and any
 /// other active key); sockets on revoked keys are closed with 4003.
 pub async fn rotate_key(
     State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let auth = bearer(&hub, &headers).await?;
+    let auth = bearer(&hub, &headers, remote).await?;
     let (key, revoked) =
         identity::rotate(hub.store.as_ref(), auth.principal, Some(&auth.key_id)).await?;
     hub.registry.close_keys(
@@ -357,9 +380,10 @@ pub async fn rotate_key(
 /// key afterwards takes the operator (`switchboard agent rotate-key`).
 pub async fn revoke_key(
     State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
-    let auth = bearer(&hub, &headers).await?;
+    let auth = bearer(&hub, &headers, remote).await?;
     let revoked = identity::revoke(hub.store.as_ref(), auth.principal.id).await?;
     hub.registry.close_keys(
         auth.principal.id,

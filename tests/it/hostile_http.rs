@@ -384,3 +384,54 @@ async fn the_webhook_test_checks_the_url_before_the_signing_key() {
     assert_eq!(body["error"]["code"], json!("invalid_url"), "{body}");
     assert_eq!(body["error"]["details"][0]["pointer"], json!("/url"));
 }
+
+#[tokio::test]
+async fn refused_bearer_keys_spend_the_addresss_budget_shared_with_connects() {
+    // One refusal back a minute: none comes back while the test runs.
+    let hub = TestHub::start_with(
+        crate::support::hub::Options::default()
+            .env("SWITCHBOARD_GATEWAY__FAILED_CONNECTS_REFILL_PER_MINUTE", 1),
+    )
+    .await;
+    let (_, key) = hub.register_agent("legit").await;
+    let events = |client: reqwest::Client, key: String| {
+        let url = format!("{}/api/v1/events", hub.base);
+        async move {
+            let r = client.get(url).bearer_auth(key).send().await.unwrap();
+            (
+                r.status().as_u16(),
+                r.json::<serde_json::Value>().await.unwrap(),
+            )
+        }
+    };
+    let wrong =
+        "sbk_agent_0000000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".to_string();
+    for _ in 0..20 {
+        let (status, body) = events(hub.http.clone(), wrong.clone()).await;
+        assert_eq!(status, 401, "{body}");
+    }
+    // Spent: even the right key is not looked up from this address now.
+    let (status, body) = events(hub.http.clone(), key.clone()).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], json!("rate_limited"));
+    assert!(
+        body["error"]["retryAfterMs"].as_u64().unwrap() > 0,
+        "{body}"
+    );
+    let mut ws = RawSocket::connect(&hub.ws_url()).await;
+    let r = ws
+        .call(json!(1), "agent/network/connect", json!({"agentKey": key}))
+        .await;
+    assert_eq!(
+        r["error"]["code"],
+        json!(-32029),
+        "the budget is shared: {r}"
+    );
+    // Another address is served.
+    let elsewhere = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from(Ipv4Addr::new(127, 0, 0, 3)))
+        .build()
+        .unwrap();
+    let (status, body) = events(elsewhere, key).await;
+    assert_eq!(status, 200, "{body}");
+}
