@@ -357,56 +357,9 @@ impl Reader {
         match route.spec.caller {
             Caller::Unauthenticated => self.connect(id, route, ctx, params).await,
             caller @ (Caller::Agent | Caller::App) => {
-                let Some(session) = self.conn.session.get() else {
-                    self.finish(&id, name, started, Err(RpcError::unauthorized(
-                        "not connected: call agent/network/connect or app/network/connect first",
-                    )));
-                    return;
-                };
-                let expected = match caller {
-                    Caller::Agent => crate::domain::PrincipalKind::Agent,
-                    _ => crate::domain::PrincipalKind::App,
-                };
-                if session.principal.kind != expected {
-                    self.finish(
-                        &id,
-                        name,
-                        started,
-                        Err(RpcError::forbidden(format!(
-                            "{name} may be called only by an {}",
-                            caller.as_str()
-                        ))),
-                    );
-                    return;
-                }
-                if let Err(not_until) = hub.limiter.check_key(&session.principal.id) {
-                    let wait = not_until.wait_time_from(governor::clock::Clock::now(
-                        &governor::clock::DefaultClock::default(),
-                    ));
-                    let err = RpcError::new(
-                        ErrorKind::RateLimited,
-                        "rate limit exceeded (gateway.rate_limit_per_second)",
-                    )
-                    .with_data(json!({ "retryAfterMs": wait.as_millis() as u64 }));
-                    self.finish(&id, name, started, Err(err));
-                    return;
-                }
-                let Some(id_slot) = self.claim_id(&id) else {
-                    let err = RpcError::invalid_request(format!(
-                        "id {} is already in flight on this socket; use a new id per request",
-                        bounded(&id.to_string())
-                    ));
-                    self.finish(&id, name, started, Err(err));
-                    return;
-                };
-                let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
-                    let limit = hub.config.gateway.max_in_flight_requests;
-                    let err = RpcError::new(ErrorKind::RateLimited, format!(
-                        "too many requests in flight on this socket (gateway.max_in_flight_requests = {limit})"
-                    ))
-                    .with_data(json!({ "limit": limit }));
-                    self.finish(&id, name, started, Err(err));
-                    return;
+                let (id_slot, permit) = match self.admit(&id, name, caller) {
+                    Ok(admitted) => admitted,
+                    Err(err) => return self.finish(&id, name, started, Err(err)),
                 };
                 let peer = self.conn.peer.clone();
                 let future = route.call(ctx, params);
@@ -417,18 +370,70 @@ impl Reader {
                         Ok(v) => frame::result(&id, v),
                         Err(e) => frame::error(Some(&id), e),
                     };
-                    // Queue the answer before giving the slot back: a draining
-                    // socket closes once every slot is free, and the answer
-                    // must be in the queue by then.
                     // The id is free once its answer is decided, so a peer
                     // that reuses it after reading the answer is never
-                    // refused.
+                    // refused. The answer is queued before the slot is given
+                    // back: a draining socket closes once every slot is
+                    // free, and the answer must be in the queue by then.
                     drop(id_slot);
                     let _ = peer.send(text);
                     drop(permit);
                 });
             }
         }
+    }
+
+    /// The checks an authenticated method passes before it runs: a session
+    /// of the right kind, the principal's rate, an id not in flight, a free
+    /// in-flight slot.
+    fn admit(
+        &self,
+        id: &Id,
+        name: &'static str,
+        caller: Caller,
+    ) -> Result<(IdSlot, tokio::sync::OwnedSemaphorePermit), RpcError> {
+        let session = self.conn.session.get().ok_or_else(|| {
+            RpcError::unauthorized(
+                "not connected: call agent/network/connect or app/network/connect first",
+            )
+        })?;
+        let expected = match caller {
+            Caller::Agent => crate::domain::PrincipalKind::Agent,
+            _ => crate::domain::PrincipalKind::App,
+        };
+        if session.principal.kind != expected {
+            return Err(RpcError::forbidden(format!(
+                "{name} may be called only by an {}",
+                caller.as_str()
+            )));
+        }
+        if let Err(not_until) = self.hub.limiter.check_key(&session.principal.id) {
+            let wait = not_until.wait_time_from(governor::clock::Clock::now(
+                &governor::clock::DefaultClock::default(),
+            ));
+            return Err(RpcError::new(
+                ErrorKind::RateLimited,
+                "rate limit exceeded (gateway.rate_limit_per_second)",
+            )
+            .with_data(json!({ "retryAfterMs": wait.as_millis() as u64 })));
+        }
+        let id_slot = self.claim_id(id).ok_or_else(|| {
+            RpcError::invalid_request(format!(
+                "id {} is already in flight on this socket; use a new id per request",
+                bounded(&id.to_string())
+            ))
+        })?;
+        let permit = self.in_flight.clone().try_acquire_owned().map_err(|_| {
+            let limit = self.hub.config.gateway.max_in_flight_requests;
+            RpcError::new(
+                ErrorKind::RateLimited,
+                format!(
+                    "too many requests in flight on this socket (gateway.max_in_flight_requests = {limit})"
+                ),
+            )
+            .with_data(json!({ "limit": limit }))
+        })?;
+        Ok((id_slot, permit))
     }
 
     /// A connect runs inline, so requests pipelined behind it see its
