@@ -11,6 +11,7 @@ pub mod lease;
 pub mod manifest;
 pub mod message;
 pub mod principal;
+pub mod strict_json;
 pub mod task;
 pub mod validate;
 
