@@ -43,7 +43,7 @@ impl EgressConfig {
     /// allowlist: an override entry that is not allowlisted would do nothing,
     /// which is almost certainly a mistake worth refusing at startup.
     pub(super) fn validate(&self) -> anyhow::Result<()> {
-        use crate::webhooks::egress_policy::HostPort;
+        use crate::domain::egress_policy::HostPort;
         require_positive(&[
             ("egress.connect_timeout_ms", self.connect_timeout_ms),
             ("egress.request_timeout_ms", self.request_timeout_ms),

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod card;
 pub mod conversation;
+pub mod egress_policy;
 pub mod event;
 pub mod gate;
 pub mod keys;

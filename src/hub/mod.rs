@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 pub mod context;
 pub mod registry;
+pub mod throttle;
 
 pub use context::{ConnectionInfo, RequestContext};
 pub use registry::Registry;
@@ -37,7 +38,7 @@ pub struct Hub {
     pub limiter: Arc<CallLimiter>,
     /// Refused keys per source address (key guessing), over WebSocket
     /// connects and REST bearer keys alike.
-    pub refused_keys: crate::gateway::throttle::RefusedKeys,
+    pub refused_keys: throttle::RefusedKeys,
     /// Cancelled when the hub begins a graceful shutdown.
     pub shutdown: CancellationToken,
     /// Connection loops, so shutdown can wait for them.
@@ -74,7 +75,7 @@ impl Hub {
         let replay_batch = config.events.replay_batch;
         Ok(Arc::new(Hub {
             limiter: Arc::new(RateLimiter::keyed(quota)),
-            refused_keys: crate::gateway::throttle::RefusedKeys::new(
+            refused_keys: throttle::RefusedKeys::new(
                 g.failed_connects_per_address,
                 g.failed_connects_refill_per_minute,
             ),

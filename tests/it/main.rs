@@ -13,6 +13,7 @@ mod frames;
 mod hostile_http;
 mod hostile_ws;
 mod identity;
+mod layout;
 mod operations;
 mod schema_drift;
 mod server_calls;

@@ -1,0 +1,207 @@
+//! The source layout's promises (docs/architecture.md, ADR 0015): the
+//! dependencies between top-level modules of `src/` form no cycle, the
+//! hub's shared state never reaches the layers that use it, `domain` uses
+//! nothing of the crate, and no source file grows past the size a newcomer
+//! can read.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A file past this many lines is split by what it is about.
+const MAX_FILE_LINES: usize = 650;
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Top-level module name -> the files that make it up.
+fn modules() -> BTreeMap<String, Vec<PathBuf>> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(src()).expect("read src") {
+        let path = entry.expect("dir entry").path();
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        if name == "lib" || name == "main" {
+            continue;
+        }
+        let mut files = Vec::new();
+        if path.is_dir() {
+            rust_files(&path, &mut files);
+        } else {
+            files.push(path);
+        }
+        out.insert(name, files);
+    }
+    out
+}
+
+/// Code without `//` comments (doc comments name other modules freely).
+fn code_of(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every top-level module named after `crate::`, also inside a grouped
+/// `crate::{a, b::c}` import.
+fn crate_uses(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        rest = &rest[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            out.extend(group_heads(group));
+        } else {
+            let word: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            out.insert(word);
+        }
+    }
+    out
+}
+
+/// The first path segment of each item of a `{a::b, c, d::{e, f}}` group
+/// (the text after its opening brace), up to its closing brace.
+fn group_heads(group: &str) -> Vec<String> {
+    let mut heads = Vec::new();
+    let (mut depth, mut item_start, mut word) = (0usize, true, String::new());
+    for c in group.chars() {
+        if c.is_alphanumeric() || c == '_' {
+            word.push(c);
+            continue;
+        }
+        if depth == 0 && item_start && !word.is_empty() {
+            heads.push(word.clone());
+        }
+        if !word.is_empty() {
+            item_start = false;
+        }
+        word.clear();
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => item_start = true,
+            _ => {}
+        }
+    }
+    heads
+}
+
+fn dependency_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let modules = modules();
+    let names: BTreeSet<String> = modules.keys().cloned().collect();
+    modules
+        .iter()
+        .map(|(name, files)| {
+            let mut deps = BTreeSet::new();
+            for f in files {
+                let code = code_of(&std::fs::read_to_string(f).expect("read source"));
+                deps.extend(
+                    crate_uses(&code)
+                        .into_iter()
+                        .filter(|d| d != name && names.contains(d)),
+                );
+            }
+            (name.clone(), deps)
+        })
+        .collect()
+}
+
+/// Whether `to` is reachable from `from`, and by which path.
+fn path_between(
+    graph: &BTreeMap<String, BTreeSet<String>>,
+    from: &str,
+    to: &str,
+) -> Option<Vec<String>> {
+    let mut stack = vec![vec![from.to_string()]];
+    let mut seen = BTreeSet::new();
+    while let Some(path) = stack.pop() {
+        let last = path.last().unwrap().clone();
+        if last == to && path.len() > 1 {
+            return Some(path);
+        }
+        if !seen.insert(last.clone()) {
+            continue;
+        }
+        for next in graph.get(&last).into_iter().flatten() {
+            let mut p = path.clone();
+            p.push(next.clone());
+            stack.push(p);
+        }
+    }
+    None
+}
+
+#[test]
+fn grouped_and_plain_crate_uses_are_both_found() {
+    let uses = crate_uses(
+        "use crate::hub::Hub;\nuse crate::{store::{events::A, B}, domain::x};\nlet _ = crate::rpc::frame::parse(s);",
+    );
+    let expected: BTreeSet<String> = ["hub", "store", "domain", "rpc"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(uses, expected);
+}
+
+#[test]
+fn top_level_modules_form_no_cycle() {
+    let graph = dependency_graph();
+    let cycles: Vec<String> = graph
+        .keys()
+        .filter_map(|m| path_between(&graph, m, m).map(|p| p.join(" -> ")))
+        .collect();
+    assert!(cycles.is_empty(), "import cycles: {cycles:#?}");
+}
+
+#[test]
+fn the_hub_and_the_domain_do_not_reach_outward() {
+    let graph = dependency_graph();
+    let outer = [
+        "handlers", "gates", "http", "server", "cli", "jobs", "gateway",
+    ];
+    let hub: Vec<&String> = graph["hub"]
+        .iter()
+        .filter(|d| outer.contains(&d.as_str()))
+        .collect();
+    assert!(hub.is_empty(), "hub uses outer layers: {hub:?}");
+    assert!(
+        graph["domain"].is_empty(),
+        "domain must be pure, uses {:?}",
+        graph["domain"]
+    );
+}
+
+#[test]
+fn no_source_file_is_too_long_to_read() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let n = std::fs::read_to_string(f).ok()?.lines().count();
+            (n > MAX_FILE_LINES).then(|| format!("{} ({n} lines)", f.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "split these by what they are about: {long:?}"
+    );
+}
