@@ -96,10 +96,10 @@ pub fn parse(text: &str) -> Incoming {
         // Only integers survive a JSON round trip unchanged (1e2 would come
         // back as 100.0), so only integers can be echoed as received.
         Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Id::Number(n)),
-        Some(_) => {
+        Some(other) => {
             return Incoming::Invalid {
                 id: None,
-                error: RpcError::invalid_request("id must be a string or an integer"),
+                error: RpcError::invalid_request(id_problem(&other)),
             }
         }
     };
@@ -122,6 +122,21 @@ pub fn parse(text: &str) -> Incoming {
     match id {
         Some(id) => Incoming::Request { id, method, params },
         None => Incoming::Notification { method, params },
+    }
+}
+
+/// Why an id cannot be echoed. An integer beyond 64 bits arrives as a float
+/// (serde_json has no bigger integer), so it is told apart by having no
+/// fraction while lying outside both 64-bit ranges (`u64::MAX as f64` is
+/// 2^64 and `i64::MIN as f64` is -2^63, both exact; an integer written as
+/// -2^63 - 1 rounds to -2^63 and, unlike -2^63 itself, arrives as a float).
+fn id_problem(id: &Value) -> &'static str {
+    match id.as_f64() {
+        Some(f) if f.fract() == 0.0 && (f >= u64::MAX as f64 || f <= i64::MIN as f64) => {
+            "id is beyond 64 bits: ids are limited to 64-bit integers or strings"
+        }
+        Some(_) => "id must be a string or an integer (no fraction or exponent)",
+        None => "id must be a string or an integer",
     }
 }
 
@@ -323,6 +338,26 @@ mod tests {
             panic!()
         };
         assert!(error(Some(&id), &RpcError::internal()).contains(r#""id":"abc""#));
+        for (huge, says) in [
+            ("1e30", "64-bit integers or strings"),
+            (
+                "123456789012345678901234567890",
+                "64-bit integers or strings",
+            ),
+            ("18446744073709551616", "64-bit integers or strings"),
+            ("-9223372036854775809", "64-bit integers or strings"),
+            ("1e2", "no fraction or exponent"),
+            ("2.5", "no fraction or exponent"),
+            ("true", "a string or an integer"),
+        ] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{huge},"method":"x"}}"#);
+            match parse(&text) {
+                Incoming::Invalid { id: None, error } => {
+                    assert!(error.message.contains(says), "{huge}: {}", error.message)
+                }
+                other => panic!("{huge}: {other:?}"),
+            }
+        }
         assert!(error(None, &RpcError::internal()).contains(r#""id":null"#));
     }
 }

@@ -205,3 +205,40 @@ async fn notifications_from_clients_get_no_answer() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn integer_ids_beyond_64_bits_are_refused_saying_so() {
+    let hub = TestHub::start().await;
+    let mut s = RawSocket::connect(&hub.ws_url()).await;
+    for id in [
+        "1e30",
+        "123456789012345678901234567890",
+        "-9223372036854775809",
+    ] {
+        s.send_text(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"agent/identity/get"}}"#
+        ))
+        .await;
+        let f = s.recv().await;
+        let (code, tag, message) = error_of(&f);
+        assert_eq!(
+            (code, tag.as_str()),
+            (-32600, "InvalidRequestError"),
+            "{id}"
+        );
+        assert!(
+            message.contains("64-bit integers or strings"),
+            "{id}: {message}"
+        );
+        assert!(f["id"].is_null(), "{f}");
+    }
+    // A fraction gets the general answer, and the socket lives on.
+    s.send_text(r#"{"jsonrpc":"2.0","id":1.5,"method":"agent/identity/get"}"#)
+        .await;
+    let (_, _, message) = error_of(&s.recv().await);
+    assert!(message.contains("fraction"), "{message}");
+    let f = s
+        .call(json!(u64::MAX), "agent/identity/get", json!({}))
+        .await;
+    assert_eq!(error_of(&f).1, "UnauthorizedError");
+}
