@@ -10,6 +10,7 @@ pub mod keys;
 pub mod lease;
 pub mod manifest;
 pub mod message;
+mod part_decode;
 pub mod principal;
 pub mod task;
 pub mod validate;

@@ -300,7 +300,7 @@ fn check_outgoing(cfg: &MessagesConfig, out: &Outgoing) -> Result<(), RpcError> 
             max_bytes: cfg.max_bytes,
         },
     )
-    .map_err(|e| RpcError::invalid_params(e).with_data(json!({ "field": "parts" })))?;
+    .map_err(|e| RpcError::invalid_params(e.message).with_data(json!({ "field": e.field })))?;
     if let Some(id) = &out.client_msg_id {
         if id.is_empty() || id.len() > 128 || id.chars().any(char::is_control) {
             return Err(invalid(

@@ -35,13 +35,18 @@ fn describe(err: serde_path_to_error::Error<serde_json::Error>) -> RpcError {
         let f = join(field);
         (f.clone(), format!("{f} is required"))
     } else if let Some(field) = backticked(&inner, "unknown field `") {
-        // For an unknown field the path already ends with the field itself.
-        let f = if parent.is_empty() {
-            field.to_string()
-        } else {
+        // A derived struct fails while reading the key, so the path already
+        // ends with it; a hand-written visitor (message parts) fails after
+        // reading the whole object, at the object's own path.
+        let f = if ends_with_member(&parent, field) {
             parent.clone()
+        } else {
+            join(field)
         };
         (f.clone(), format!("{f} is not a known member"))
+    } else if let Some(field) = backticked(&inner, "duplicate field `") {
+        let f = join(field);
+        (f.clone(), format!("{f} appears more than once"))
     } else if parent.is_empty() {
         ("params".to_string(), strip_position(&inner))
     } else {
@@ -51,6 +56,10 @@ fn describe(err: serde_path_to_error::Error<serde_json::Error>) -> RpcError {
         )
     };
     RpcError::invalid_params(detail).with_data(json!({ "field": field }))
+}
+
+fn ends_with_member(path: &str, member: &str) -> bool {
+    path == member || path.ends_with(&format!(".{member}"))
 }
 
 fn backticked<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
@@ -104,6 +113,14 @@ mod tests {
         assert_eq!(
             msg(json!({"conversationId": "c", "inner": {}})),
             "Invalid params: inner.count is required"
+        );
+        assert_eq!(
+            msg(json!({"conversationId": "c", "inner": {"count": 1, "x": 2}})),
+            "Invalid params: inner.x is not a known member"
+        );
+        assert_eq!(
+            msg(json!({"conversationId": "c", "inner": {"count": "many"}})),
+            "Invalid params: inner.count: invalid type: string \"many\", expected u32"
         );
         assert_eq!(
             decode::<P>(Some(json!([1]))).unwrap_err().message,

@@ -303,3 +303,68 @@ async fn history_pages_in_both_directions() {
     assert_eq!(listed.conversations.len(), 1);
     assert_eq!(listed.conversations[0].last_message_seq, 26);
 }
+
+/// Every part error names the exact member, both in the message and in
+/// `data.field`.
+#[tokio::test]
+async fn part_errors_name_the_exact_path() {
+    let hub = TestHub::start().await;
+    let a = agent(&hub, "a").await;
+    let b = agent(&hub, "b").await;
+    let ca = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let conversation = direct(&ca, b.id).await;
+    let mut s = crate::support::RawSocket::connect_agent(&hub.ws_url(), &a.key).await;
+    let ok = json!({"type": "text", "text": "fine"});
+    for (i, (parts, field)) in [
+        (
+            json!([{"type": "text", "text": "a", "extra": 1}]),
+            "parts[0].extra",
+        ),
+        (json!([ok, {"type": "text", "text": 5}]), "parts[1].text"),
+        (json!([{"type": "text"}]), "parts[0].text"),
+        (
+            json!([{"type": "text", "text": "a", "data": {}}]),
+            "parts[0].data",
+        ),
+        (
+            json!([{"type": "data", "data": 1, "text": "a"}]),
+            "parts[0].text",
+        ),
+        (json!([ok, {"type": "image", "url": "x"}]), "parts[1].type"),
+        (json!([{"text": "a"}]), "parts[0].type"),
+        (json!([ok, "text"]), "parts[1]"),
+        (json!([ok, {"type": "text", "text": ""}]), "parts[1].text"),
+        (
+            json!([{"type": "data", "data": {"a": null}}]),
+            "parts[0].data",
+        ),
+        (
+            json!([{"type": "data", "data": 1, "mimeType": ""}]),
+            "parts[0].mimeType",
+        ),
+        (json!([]), "parts"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let f = s
+            .call(
+                json!(i),
+                "agent/message/send",
+                json!({"conversationId": conversation, "parts": parts}),
+            )
+            .await;
+        let e = &f["error"];
+        assert_eq!(e["_tag"], json!("InvalidParamsError"), "{parts}: {f}");
+        assert_eq!(e["data"]["field"], json!(field), "{parts}: {f}");
+        let message = e["message"].as_str().unwrap();
+        let named = message
+            .strip_prefix("Invalid params: ")
+            .and_then(|m| m.strip_prefix(field))
+            .unwrap_or_else(|| panic!("{parts}: {message} does not start with {field}"));
+        assert!(
+            named.starts_with(' ') || named.starts_with(':'),
+            "{parts}: {message} names more than {field}"
+        );
+    }
+}
