@@ -1,10 +1,33 @@
 //! Decoding params so that an error names the field at fault:
 //! `Invalid params: conversationId is required`.
 
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, Deserializer, Error as _};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::rpc::RpcError;
+
+/// The largest seq or cursor a client may send. The log stores sequence
+/// numbers as signed 64-bit integers; a larger u64 would wrap to a negative
+/// number when bound (u64::MAX becomes -1, "from the start").
+pub const MAX_CURSOR: u64 = i64::MAX as u64;
+
+/// `deserialize_with` for a seq or cursor: refuses values above
+/// [`MAX_CURSOR`] while decoding, so the error names the field.
+pub fn cursor<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let value = u64::deserialize(d)?;
+    if value > MAX_CURSOR {
+        return Err(D::Error::custom(format!(
+            "must be at most {MAX_CURSOR} (seq values are signed 64-bit integers)"
+        )));
+    }
+    Ok(value)
+}
+
+/// [`cursor`] for an optional member (use with `#[serde(default)]`).
+pub fn optional_cursor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    cursor(d).map(Some)
+}
 
 pub fn decode<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
     let value = match params {
@@ -97,6 +120,34 @@ mod tests {
 
     fn msg(v: Value) -> String {
         decode::<P>(Some(v)).unwrap_err().message
+    }
+
+    #[derive(Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Cursors {
+        #[serde(deserialize_with = "cursor")]
+        seq: u64,
+        #[serde(default, deserialize_with = "optional_cursor")]
+        after: Option<u64>,
+    }
+
+    #[test]
+    fn cursors_stop_at_i64_max_naming_the_field() {
+        let decode_cursors = |v: Value| decode::<Cursors>(Some(v));
+        assert!(decode_cursors(json!({"seq": i64::MAX, "after": i64::MAX})).is_ok());
+        assert!(decode_cursors(json!({"seq": 0})).unwrap().after.is_none());
+        for (v, field) in [
+            (json!({"seq": u64::MAX}), "seq"),
+            (json!({"seq": 1, "after": (i64::MAX as u64) + 1}), "after"),
+        ] {
+            let e = decode_cursors(v).unwrap_err();
+            assert_eq!(e.data.as_deref().unwrap()["field"], json!(field));
+            assert_eq!(
+                e.message,
+                format!("Invalid params: {field}: must be at most 9223372036854775807 (seq values are signed 64-bit integers)")
+            );
+        }
     }
 
     #[test]
