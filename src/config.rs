@@ -195,6 +195,10 @@ pub struct MessagesConfig {
     pub max_group_participants: usize,
     /// Largest `limit` of history and list pages.
     pub page_max: u32,
+    /// Most nested arrays and objects in a data part (at most
+    /// `domain::message::MAX_DATA_DEPTH`, which leaves room for every
+    /// envelope within the JSON parsers' limit).
+    pub max_data_depth: usize,
 }
 
 impl Default for MessagesConfig {
@@ -204,6 +208,7 @@ impl Default for MessagesConfig {
             max_bytes: 64 * 1024,
             max_group_participants: 256,
             page_max: 200,
+            max_data_depth: crate::domain::message::MAX_DATA_DEPTH,
         }
     }
 }
@@ -552,6 +557,9 @@ impl Config {
                 .saturating_add(self.jobs.inline_grace_ms)
         {
             anyhow::bail!("jobs.lock_ms must exceed hooks.max_timeout_ms plus jobs.inline_grace_ms, or a slow hook's job would run twice");
+        }
+        if !(1..=crate::domain::message::MAX_DATA_DEPTH).contains(&self.messages.max_data_depth) {
+            anyhow::bail!("messages.max_data_depth must be from 1 to {} (deeper data would not fit in its envelope within the JSON parsers' nesting limit)", crate::domain::message::MAX_DATA_DEPTH);
         }
         if self.messages.max_group_participants < 2 {
             anyhow::bail!("messages.max_group_participants must be at least 2");

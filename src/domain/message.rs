@@ -49,10 +49,77 @@ impl Origin {
     }
 }
 
+/// How deeply a JSON document may nest arrays and objects and still parse:
+/// serde_json's recursion limit is 128, so the 128th nested container fails.
+/// The hub and every SDK reader parse with it.
+pub const JSON_MAX_NESTING: usize = 127;
+
+/// Containers around a data part's `data` on each way a message leaves the
+/// hub, from the outermost brace down to the part object itself.
+pub mod envelope_depth {
+    /// A live or replayed event frame: frame, `params` (the envelope),
+    /// `payload`, `message`, `parts`, the part.
+    pub const EVENT_FRAME: usize = 6;
+    /// A REST catch-up page: page, `events`, the envelope, `payload`,
+    /// `message`, `parts`, the part.
+    pub const CATCH_UP_PAGE: usize = 7;
+    /// `agent/message/list`: frame, `result`, `messages`, the message,
+    /// `parts`, the part.
+    pub const MESSAGE_LIST: usize = 6;
+    /// `app/message/authorize` and `app/dispatch/authorize` calls to apps:
+    /// frame, `params`, `message`, `parts`, the part.
+    pub const HOOK_CALL: usize = 5;
+    /// The send's own answer: frame, `result`, `message`, `parts`, the part.
+    pub const SEND_RESULT: usize = 5;
+    /// The deepest of them all.
+    pub const DEEPEST: usize = {
+        let all = [
+            EVENT_FRAME,
+            CATCH_UP_PAGE,
+            MESSAGE_LIST,
+            HOOK_CALL,
+            SEND_RESULT,
+        ];
+        let mut deepest = 0;
+        let mut i = 0;
+        while i < all.len() {
+            if all[i] > deepest {
+                deepest = all[i];
+            }
+            i += 1;
+        }
+        deepest
+    };
+}
+
+/// The deepest `data` the hub can accept and still deliver on every way
+/// out: anything deeper would be stored, then dropped by the recipients'
+/// parsers. The default and the ceiling of `messages.max_data_depth`.
+pub const MAX_DATA_DEPTH: usize = JSON_MAX_NESTING - envelope_depth::DEEPEST;
+
 #[derive(Clone, Copy, Debug)]
 pub struct PartLimits {
     pub max_parts: usize,
     pub max_bytes: usize,
+    /// Most nested arrays and objects in one part's `data`.
+    pub max_data_depth: usize,
+}
+
+/// Nested arrays and objects in `value`: 0 for a scalar, 1 for `[1]`.
+/// Iterative, so a deep value built in-process cannot overflow the stack.
+pub fn nesting(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(a) => Box::new(a.iter()),
+            Value::Object(o) => Box::new(o.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(depth + 1);
+        stack.extend(children.map(|c| (c, depth + 1)));
+    }
+    deepest
 }
 
 /// A part that breaks a rule: `field` is the exact path (`parts[1].text`,
@@ -89,7 +156,7 @@ pub fn validate_parts(parts: &[Part], limits: &PartLimits) -> Result<(), PartErr
     }
     let mut total = 0usize;
     for (i, part) in parts.iter().enumerate() {
-        total = total.saturating_add(validate_part(i, part)?);
+        total = total.saturating_add(validate_part(i, part, limits)?);
     }
     if total > limits.max_bytes {
         return Err(PartError::at(
@@ -104,7 +171,7 @@ pub fn validate_parts(parts: &[Part], limits: &PartLimits) -> Result<(), PartErr
 }
 
 /// One part's own rules; returns the bytes it counts against the limit.
-fn validate_part(i: usize, part: &Part) -> Result<usize, PartError> {
+fn validate_part(i: usize, part: &Part, limits: &PartLimits) -> Result<usize, PartError> {
     match part {
         Part::Text { text } => {
             if text.is_empty() {
@@ -120,6 +187,16 @@ fn validate_part(i: usize, part: &Part) -> Result<usize, PartError> {
                 return Err(PartError::at(
                     format!("parts[{i}].data"),
                     "must not contain null; omit absent members",
+                ));
+            }
+            let depth = nesting(data);
+            if depth > limits.max_data_depth {
+                return Err(PartError::at(
+                    format!("parts[{i}].data"),
+                    format_args!(
+                        "is nested {depth} levels deep, more than messages.max_data_depth ({})",
+                        limits.max_data_depth
+                    ),
                 ));
             }
             if let Some(m) = mime_type {
@@ -162,7 +239,26 @@ mod tests {
     const L: PartLimits = PartLimits {
         max_parts: 2,
         max_bytes: 10,
+        max_data_depth: 3,
     };
+
+    #[test]
+    fn data_deeper_than_the_limit_is_refused_naming_the_part() {
+        assert_eq!(nesting(&json!(1)), 0);
+        assert_eq!(nesting(&json!([1, {"a": [2]}])), 3);
+        assert_eq!(MAX_DATA_DEPTH, 120);
+        let part = |data| Part::Data {
+            data,
+            mime_type: None,
+        };
+        assert!(validate_parts(&[part(json!([[[1]]]))], &L).is_ok());
+        let err = validate_parts(&[part(json!(1)), part(json!([[[[]]]]))], &L).unwrap_err();
+        assert_eq!(err.field, "parts[1].data");
+        assert_eq!(
+            err.message,
+            "parts[1].data is nested 4 levels deep, more than messages.max_data_depth (3)"
+        );
+    }
 
     #[test]
     fn limits_are_enforced_with_the_part_named() {

@@ -298,6 +298,7 @@ fn check_outgoing(cfg: &MessagesConfig, out: &Outgoing) -> Result<(), RpcError> 
         &PartLimits {
             max_parts: cfg.max_parts,
             max_bytes: cfg.max_bytes,
+            max_data_depth: cfg.max_data_depth,
         },
     )
     .map_err(|e| RpcError::invalid_params(e.message).with_data(json!({ "field": e.field })))?;

@@ -368,3 +368,118 @@ async fn part_errors_name_the_exact_path() {
         );
     }
 }
+
+/// `data` nested `depth` containers deep: `{"d": {"d": … 1}}`.
+fn nested(depth: usize) -> serde_json::Value {
+    (0..depth).fold(json!(1), |inner, _| json!({ "d": inner }))
+}
+
+/// The deepest data part the hub accepts still fits, inside its envelope,
+/// within the parser limit of every way out: live and replayed event frames,
+/// the message list, the REST catch-up page. One level more is refused at
+/// send, naming the part.
+#[tokio::test]
+async fn the_deepest_accepted_data_part_reaches_sdk_clients_on_every_way_out() {
+    const DEEPEST: usize = 120;
+    let hub = TestHub::start().await;
+    let a = agent(&hub, "a").await;
+    let b = agent(&hub, "b").await;
+    let ca = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let cb = AgentClient::connect(&hub.base, &b.key).await.unwrap();
+    let mut live = cb.connection.notifications().unwrap();
+    let conversation = direct(&ca, b.id).await;
+    let send = |data: serde_json::Value| {
+        ca.call::<AgentMessageSend>(MessageSendParams {
+            conversation_id: conversation,
+            parts: vec![Part::Data {
+                data,
+                mime_type: None,
+            }],
+            client_msg_id: None,
+            reply_to: None,
+        })
+    };
+
+    let err = send(nested(DEEPEST + 1)).await.unwrap_err();
+    let e = err.rpc().unwrap();
+    assert_eq!(e.tag.as_deref(), Some("InvalidParamsError"));
+    assert_eq!(
+        e.data.as_deref().unwrap()["field"],
+        json!("parts[0].data"),
+        "{e:?}"
+    );
+    assert!(
+        e.message
+            .starts_with("Invalid params: parts[0].data is nested")
+            && e.message.contains("messages.max_data_depth"),
+        "{}",
+        e.message
+    );
+
+    let sent = send(nested(DEEPEST)).await.unwrap();
+    let deepest = Part::Data {
+        data: nested(DEEPEST),
+        mime_type: None,
+    };
+    assert_eq!(sent.message.parts, vec![deepest.clone()]);
+    let parts_of = |envelope: &serde_json::Value| -> Vec<Part> {
+        serde_json::from_value(envelope["payload"]["message"]["parts"].clone()).unwrap()
+    };
+    let received = crate::support::agents::next_of(&mut live, "agent/message/received").await;
+    assert_eq!(parts_of(&received), vec![deepest.clone()], "live");
+    let seq = received["seq"].as_u64().unwrap();
+    drop(cb);
+
+    let replaying = AgentClient::connect_resuming(
+        &hub.base,
+        &b.key,
+        Some(switchboard::protocol::events::Resume {
+            after: seq - 1,
+            sync_epoch: received_epoch(&hub, &b.key).await,
+        }),
+    )
+    .await
+    .unwrap();
+    let mut replay = replaying.connection.notifications().unwrap();
+    let replayed = crate::support::agents::next_of(&mut replay, "agent/message/received").await;
+    assert_eq!(parts_of(&replayed), vec![deepest.clone()], "replay");
+
+    let history = replaying
+        .call::<AgentMessageList>(MessageListParams {
+            conversation_id: conversation,
+            after: None,
+            before: None,
+            limit: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(history.messages[0].parts, vec![deepest.clone()], "history");
+
+    // The REST page, read with the same parser (and limit) as the SDK.
+    let text = hub
+        .http
+        .get(format!("{}/api/v1/events?after={}", hub.base, seq - 1))
+        .bearer_auth(&b.key)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let page: serde_json::Value = serde_json::from_str(&text).expect("the page parses");
+    assert_eq!(parts_of(&page["events"][0]), vec![deepest], "catch-up");
+}
+
+async fn received_epoch(hub: &TestHub, key: &str) -> String {
+    let page: serde_json::Value = hub
+        .http
+        .get(format!("{}/api/v1/events?limit=1&after=0", hub.base))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    page["syncEpoch"].as_str().unwrap().to_string()
+}
