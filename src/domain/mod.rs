@@ -12,6 +12,7 @@ pub mod manifest;
 pub mod message;
 mod part_decode;
 pub mod principal;
+pub mod strict_json;
 pub mod task;
 pub mod validate;
 

@@ -3,12 +3,15 @@
 //! Frames are plain JSON-RPC 2.0 objects: request, response or notification,
 //! told apart by their members alone (no `type` or `direction` field). The
 //! parser is strict on purpose: a frame with members JSON-RPC does not define is
-//! refused, so nobody grows a private dialect on top of the protocol.
+//! refused, so nobody grows a private dialect on top of the protocol, and so
+//! is a frame that repeats a member name anywhere (serde_json would keep the
+//! last value silently; see `domain::strict_json`).
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use super::error::{ErrorKind, RpcError};
+use crate::domain::strict_json::{self, DuplicateKey, StrictError};
 
 /// A request id as the peer sent it: a string, or an integer that fits in 64
 /// bits (fractions and exponents are refused, since they could not be echoed
@@ -57,9 +60,10 @@ const REQUEST_MEMBERS: [&str; 4] = ["jsonrpc", "id", "method", "params"];
 const RESPONSE_MEMBERS: [&str; 4] = ["jsonrpc", "id", "result", "error"];
 
 pub fn parse(text: &str) -> Incoming {
-    let value: Value = match serde_json::from_str(text) {
+    let value: Value = match strict_json::parse(text.as_bytes()) {
         Ok(v) => v,
-        Err(e) => {
+        Err(StrictError::Duplicate(d)) => return duplicate_member(text, d),
+        Err(StrictError::Syntax(e)) => {
             return Incoming::Invalid {
                 id: None,
                 error: RpcError::new(ErrorKind::ParseError, format!("Parse error: {e}")),
@@ -122,6 +126,36 @@ pub fn parse(text: &str) -> Incoming {
     match id {
         Some(id) => Incoming::Request { id, method, params },
         None => Incoming::Notification { method, params },
+    }
+}
+
+/// A frame that repeats a member is refused whole (-32600, `data.pointer`).
+/// It is read again leniently, on this error path only, to address the
+/// answer: the id is echoed unless it is the repeated member, and a response
+/// ends its pending call as a bad result instead of being answered.
+fn duplicate_member(text: &str, duplicate: DuplicateKey) -> Incoming {
+    let lenient = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(obj)) => obj,
+        _ => Map::new(),
+    };
+    let id = match lenient.get("id") {
+        _ if duplicate.pointer == "/id" => None,
+        Some(Value::String(s)) => Some(Id::Str(s.clone())),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Id::Number(n.clone())),
+        _ => None,
+    };
+    let is_response = !lenient.contains_key("method")
+        && (lenient.contains_key("result") || lenient.contains_key("error"));
+    if is_response {
+        return Incoming::MalformedResponse {
+            id,
+            reason: duplicate.to_string(),
+        };
+    }
+    Incoming::Invalid {
+        id,
+        error: RpcError::invalid_request(&duplicate)
+            .with_data(json!({ "pointer": duplicate.pointer })),
     }
 }
 
@@ -310,6 +344,36 @@ mod tests {
             invalid_code(r#"{"jsonrpc":"2.0","id":1,"method":3}"#),
             -32600
         );
+    }
+
+    #[test]
+    fn repeated_members_refuse_the_frame_with_their_pointer() {
+        let Incoming::Invalid { id, error } =
+            parse(r#"{"jsonrpc":"2.0","id":9,"method":"x","params":{"a":{"b":1,"b":2}}}"#)
+        else {
+            panic!()
+        };
+        assert_eq!(id, Some(Id::Number(9.into())));
+        assert_eq!(error.code, -32600);
+        assert_eq!(
+            error.message,
+            "Invalid request: duplicate member at /params/a/b: a member name must appear once per object"
+        );
+        assert_eq!(
+            error.data.as_deref(),
+            Some(&json!({"pointer": "/params/a/b"}))
+        );
+        assert!(matches!(
+            parse(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#),
+            Incoming::Invalid { id: None, .. }
+        ));
+        match parse(r#"{"jsonrpc":"2.0","id":"hub-3","result":{"n":1,"n":1}}"#) {
+            Incoming::MalformedResponse { id, reason } => {
+                assert_eq!(id, Some(Id::Str("hub-3".into())));
+                assert!(reason.contains("/result/n"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

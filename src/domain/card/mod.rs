@@ -88,7 +88,8 @@ pub struct AppCard {
 pub enum CardError {
     #[error("app.json is not valid JSON: {0}")]
     InvalidJson(String),
-    #[error("duplicate key {0:?} in app.json")]
+    /// The JSON pointer of the repeated member.
+    #[error("duplicate key at {0} in app.json")]
     DuplicateKey(String),
     #[error("app.json does not match the schema: {0}")]
     Schema(String),
