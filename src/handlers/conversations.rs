@@ -256,8 +256,6 @@ pub async fn store_message(
             verdict,
             events,
         } => {
-            metrics::counter!(crate::telemetry::names::EVENTS_WRITTEN)
-                .increment(events.len() as u64);
             hub.events.publish(&events);
             let mut delivery = gates::message::delivery_of(&verdict, 0);
             if let Some(job) = job {
