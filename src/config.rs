@@ -663,6 +663,21 @@ mod tests {
     }
 
     #[test]
+    fn data_depth_stays_within_the_envelope_budget() {
+        let mut c = Config::default();
+        c.messages.max_data_depth = crate::domain::message::MAX_DATA_DEPTH + 1;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("messages.max_data_depth must be from 1 to 120"),
+            "{e}"
+        );
+        c.messages.max_data_depth = 0;
+        assert!(c.validate().is_err());
+        c.messages.max_data_depth = 8;
+        c.validate().unwrap();
+    }
+
+    #[test]
     fn open_registration_beyond_loopback_is_refused() {
         let mut c = Config::default();
         c.server.listen = "0.0.0.0:7420".parse().unwrap();

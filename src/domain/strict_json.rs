@@ -21,12 +21,12 @@ use serde_json::{Map, Value};
 
 use super::validate::pointer_escape;
 
-/// A member name that appears twice in one object.
+/// The first member name found twice in one object.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("duplicate member at {pointer}: a member name must appear once per object")]
+#[error("duplicate key at {pointer}")]
 pub struct DuplicateKey {
-    /// JSON pointer (RFC 6901) to the repeated member, from the document's
-    /// root: `/params/parts/0/text`.
+    /// JSON pointer (RFC 6901) to the second occurrence, from the
+    /// document's root: `/params/parts/0/text`.
     pub pointer: String,
 }
 
@@ -200,9 +200,11 @@ mod tests {
         // Equal names in different objects are fine.
         assert_eq!(duplicate(r#"{"a": {"a": 1}, "b": {"a": 2}}"#), None);
         let d = reject_duplicate_keys(br#"{"m": 1, "m": 2}"#).unwrap_err();
+        assert_eq!(d.to_string(), "duplicate key at /m");
         assert_eq!(
-            d.to_string(),
-            "duplicate member at /m: a member name must appear once per object"
+            duplicate(r#"{"\u0061": 1, "a": 2}"#).as_deref(),
+            Some("/a"),
+            "escapes are decoded first"
         );
     }
 

@@ -154,8 +154,10 @@ fn duplicate_member(text: &str, duplicate: DuplicateKey) -> Incoming {
     }
     Incoming::Invalid {
         id,
-        error: RpcError::invalid_request(&duplicate)
-            .with_data(json!({ "pointer": duplicate.pointer })),
+        error: RpcError::invalid_request(format_args!(
+            "{duplicate}: a member name must appear once per object"
+        ))
+        .with_data(json!({ "pointer": duplicate.pointer })),
     }
 }
 
@@ -357,7 +359,7 @@ mod tests {
         assert_eq!(error.code, -32600);
         assert_eq!(
             error.message,
-            "Invalid request: duplicate member at /params/a/b: a member name must appear once per object"
+            "Invalid request: duplicate key at /params/a/b: a member name must appear once per object"
         );
         assert_eq!(
             error.data.as_deref(),

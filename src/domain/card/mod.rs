@@ -88,7 +88,6 @@ pub struct AppCard {
 pub enum CardError {
     #[error("app.json is not valid JSON: {0}")]
     InvalidJson(String),
-    /// The JSON pointer of the repeated member.
     #[error("duplicate key at {0} in app.json")]
     DuplicateKey(String),
     #[error("app.json does not match the schema: {0}")]
