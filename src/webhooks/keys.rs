@@ -17,38 +17,47 @@ use crate::domain::event::rfc3339;
 use crate::domain::Millis;
 use crate::store::{SigningKeyRecord, SigningKeyStore};
 
-/// The setting the key-encryption key comes from (the file wins), if any.
-fn kek_setting(cfg: &WebhooksConfig) -> Option<&'static str> {
-    if !cfg.key_encryption_key_file.is_empty() {
-        Some("webhooks.key_encryption_key_file")
-    } else if !cfg.key_encryption_key.is_empty() {
-        Some("webhooks.key_encryption_key")
-    } else {
-        None
+/// Where the key-encryption key is configured (the file wins).
+enum KekSource<'c> {
+    File(&'c str),
+    Inline(&'c str),
+}
+
+impl<'c> KekSource<'c> {
+    fn of(cfg: &'c WebhooksConfig) -> Option<KekSource<'c>> {
+        if !cfg.key_encryption_key_file.is_empty() {
+            Some(KekSource::File(&cfg.key_encryption_key_file))
+        } else if !cfg.key_encryption_key.is_empty() {
+            Some(KekSource::Inline(&cfg.key_encryption_key))
+        } else {
+            None
+        }
+    }
+
+    /// The setting's name, for errors: never its value.
+    fn setting(&self) -> &'static str {
+        match self {
+            KekSource::File(_) => "webhooks.key_encryption_key_file",
+            KekSource::Inline(_) => "webhooks.key_encryption_key",
+        }
     }
 }
 
 /// The key-encryption key from configuration (the file wins).
 pub fn key_encryption_key(cfg: &WebhooksConfig) -> anyhow::Result<[u8; 32]> {
-    let text = match kek_setting(cfg) {
-        Some("webhooks.key_encryption_key_file") => {
-            std::fs::read_to_string(&cfg.key_encryption_key_file).map_err(|e| {
-                anyhow::anyhow!("cannot read webhooks.key_encryption_key_file: {e}")
-            })?
-        }
-        Some(_) => cfg.key_encryption_key.clone(),
-        None => anyhow::bail!("set webhooks.key_encryption_key or webhooks.key_encryption_key_file (base64 of 32 random bytes)"),
+    let source = KekSource::of(cfg).ok_or_else(|| {
+        anyhow::anyhow!("set webhooks.key_encryption_key or webhooks.key_encryption_key_file (base64 of 32 random bytes)")
+    })?;
+    let text = match source {
+        KekSource::File(path) => std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read webhooks.key_encryption_key_file: {e}"))?,
+        KekSource::Inline(text) => text.to_string(),
     };
     STANDARD
         .decode(text.trim())
         .ok()
         .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "{} must be base64 of exactly 32 bytes",
-                kek_setting(cfg).unwrap_or("the webhook key-encryption key")
-            )
-        })
+        .ok_or_else(|| anyhow::anyhow!("{} must be base64 of exactly 32 bytes", source.setting()))
 }
 
 /// Run at startup: every key that signs now must open with the configured
@@ -67,7 +76,7 @@ pub async fn check_at_startup(
         .into_iter()
         .filter(|k| is_signing(k, now))
         .collect();
-    let Some(setting) = kek_setting(cfg) else {
+    let Some(source) = KekSource::of(cfg) else {
         anyhow::ensure!(
             signing.is_empty(),
             "{} webhook signing key(s) are stored, but neither webhooks.key_encryption_key nor webhooks.key_encryption_key_file is set to open them",
@@ -78,7 +87,10 @@ pub async fn check_at_startup(
     let kek = key_encryption_key(cfg)?;
     for k in &signing {
         open_key(&kek, k).map_err(|e| {
-            anyhow::anyhow!("{setting} is not the key that sealed the stored signing keys: {e}")
+            anyhow::anyhow!(
+                "{} is not the key that sealed the stored signing keys: {e}",
+                source.setting()
+            )
         })?;
     }
     Ok(())
