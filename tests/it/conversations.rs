@@ -380,7 +380,9 @@ fn nested(depth: usize) -> serde_json::Value {
 /// send, naming the part.
 #[tokio::test]
 async fn the_deepest_accepted_data_part_reaches_sdk_clients_on_every_way_out() {
+    use switchboard::domain::message::{envelope_depth, nesting, JSON_MAX_NESTING, MAX_DATA_DEPTH};
     const DEEPEST: usize = 120;
+    assert_eq!(MAX_DATA_DEPTH, DEEPEST);
     let hub = TestHub::start().await;
     let a = agent(&hub, "a").await;
     let b = agent(&hub, "b").await;
@@ -427,6 +429,12 @@ async fn the_deepest_accepted_data_part_reaches_sdk_clients_on_every_way_out() {
     };
     let received = crate::support::agents::next_of(&mut live, "agent/message/received").await;
     assert_eq!(parts_of(&received), vec![deepest.clone()], "live");
+    // The notification's params are the envelope; the frame adds one level.
+    assert_eq!(
+        nesting(&received) + 1,
+        DEEPEST + envelope_depth::EVENT_FRAME,
+        "the event frame's envelope depth is what the budget assumes"
+    );
     let seq = received["seq"].as_u64().unwrap();
     drop(cb);
 
@@ -467,6 +475,11 @@ async fn the_deepest_accepted_data_part_reaches_sdk_clients_on_every_way_out() {
         .await
         .unwrap();
     let page: serde_json::Value = serde_json::from_str(&text).expect("the page parses");
+    assert_eq!(
+        nesting(&page),
+        JSON_MAX_NESTING,
+        "the catch-up page is the deepest way out, exactly at the parsers' limit"
+    );
     assert_eq!(parts_of(&page["events"][0]), vec![deepest], "catch-up");
 }
 
