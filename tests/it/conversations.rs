@@ -380,10 +380,26 @@ fn nested(depth: usize) -> serde_json::Value {
 /// send, naming the part.
 #[tokio::test]
 async fn the_deepest_accepted_data_part_reaches_sdk_clients_on_every_way_out() {
+    the_deepest_accepted_data_part_reaches_sdk_clients_on(crate::support::hub::Options::default())
+        .await;
+}
+
+#[tokio::test]
+async fn the_deepest_accepted_data_part_reaches_sdk_clients_on_every_way_out_on_postgres() {
+    the_deepest_accepted_data_part_reaches_sdk_clients_on(crate::support::hub::Options {
+        database_url: Some(crate::support::pg::fresh_database().await),
+        ..Default::default()
+    })
+    .await;
+}
+
+async fn the_deepest_accepted_data_part_reaches_sdk_clients_on(
+    options: crate::support::hub::Options,
+) {
     use switchboard::domain::message::{envelope_depth, nesting, JSON_MAX_NESTING, MAX_DATA_DEPTH};
     const DEEPEST: usize = 120;
     assert_eq!(MAX_DATA_DEPTH, DEEPEST);
-    let hub = TestHub::start().await;
+    let hub = TestHub::start_with(options).await;
     let a = agent(&hub, "a").await;
     let b = agent(&hub, "b").await;
     let ca = AgentClient::connect(&hub.base, &a.key).await.unwrap();
