@@ -20,6 +20,10 @@ pub mod names {
     pub const FRAMES_REJECTED: &str = "switchboard_frames_rejected_total";
     pub const DISCONNECTS: &str = "switchboard_disconnects_total";
     pub const HTTP_REQUESTS: &str = "switchboard_http_requests_total";
+    /// HTTP connections closed by the hub, by `reason` (`idle_timeout`,
+    /// `max_connections`, `max_connections_per_address`).
+    pub const CONNECTIONS_CLOSED: &str = "switchboard_http_connections_closed_total";
+    pub const ACCEPT_ERRORS: &str = "switchboard_accept_errors_total";
     pub const EVENTS_DELIVERED: &str = "switchboard_events_delivered_total";
     pub const EPHEMERAL_DROPPED: &str = "switchboard_ephemeral_events_dropped_total";
     pub const EVENTS_WRITTEN: &str = "switchboard_events_written_total";
@@ -109,4 +113,62 @@ fn describe() {
         names::RECIPIENTS_DROPPED,
         "Forward recipients dropped because they were not participants"
     );
+}
+
+/// A budget for one kind of warning that a peer can cause: at most
+/// `per_minute` lines a minute, the rest counted and reported with the next
+/// line that is let through. No client can flood the log this way.
+pub struct LogBudget {
+    per_minute: u64,
+    state: std::sync::Mutex<Option<BudgetWindow>>,
+}
+
+struct BudgetWindow {
+    started: std::time::Instant,
+    logged: u64,
+    suppressed: u64,
+}
+
+impl LogBudget {
+    pub const fn new(per_minute: u64) -> LogBudget {
+        LogBudget {
+            per_minute,
+            state: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// `Some(suppressed since the last line)` when this one may be logged.
+    pub fn admit(&self) -> Option<u64> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        let w = state.get_or_insert(BudgetWindow {
+            started: now,
+            logged: 0,
+            suppressed: 0,
+        });
+        if now.duration_since(w.started) >= std::time::Duration::from_secs(60) {
+            w.started = now;
+            w.logged = 0;
+        }
+        if w.logged >= self.per_minute {
+            w.suppressed += 1;
+            return None;
+        }
+        w.logged += 1;
+        Some(std::mem::take(&mut w.suppressed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LogBudget;
+
+    #[test]
+    fn a_log_budget_lets_a_few_through_and_counts_the_rest() {
+        let budget = LogBudget::new(2);
+        assert_eq!(budget.admit(), Some(0));
+        assert_eq!(budget.admit(), Some(0));
+        assert_eq!(budget.admit(), None);
+        assert_eq!(budget.admit(), None);
+    }
 }

@@ -141,6 +141,12 @@ async fn spawn_hub(
             (64 * k + 4096).to_string(),
         )
         .env("SWITCHBOARD_STORAGE__SQLITE_SYNCHRONOUS", "normal")
+        // Every idle socket comes from this one address.
+        .env("SWITCHBOARD_SERVER__MAX_CONNECTIONS", (k + 100).to_string())
+        .env(
+            "SWITCHBOARD_SERVER__MAX_CONNECTIONS_PER_ADDRESS",
+            (k + 100).to_string(),
+        )
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

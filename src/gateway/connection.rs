@@ -3,29 +3,36 @@
 //! The reader classifies each frame: requests go to the router (connect
 //! methods run inline so that the calls pipelined behind them see the new
 //! session; everything else runs as its own task under the in-flight limit),
-//! responses complete the hub's own pending calls. The writer drains the
-//! bounded outbound queue onto the socket, sends heartbeat pings, and writes
-//! the close frame. See docs/architecture.md for the whole path.
+//! responses complete the hub's own pending calls. Until a connect succeeds
+//! the socket is on a short leash: a few frames, a few refused keys, nothing
+//! logged. The writer (`gateway::writer`) drains the bounded outbound queue
+//! onto the socket, sends heartbeat pings, and writes the close frame. See
+//! docs/architecture.md for the whole path.
 
+use std::collections::HashSet;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
-use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{SinkExt, StreamExt};
+use axum::extract::ws::{Message, WebSocket};
+use futures_util::stream::SplitStream;
+use futures_util::StreamExt;
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 use uuid::Uuid;
 
+use super::writer::write_loop;
 use crate::hub::{ConnectionInfo, Hub, RequestContext};
-use crate::protocol::router::Route;
 use crate::protocol::Caller;
 use crate::rpc::frame::{self, Id, Incoming};
-use crate::rpc::peer::CloseRequest;
 use crate::rpc::{close_code, CallOutcome, ErrorKind, Peer, RpcError};
-use crate::telemetry::names;
+use crate::telemetry::{names, LogBudget};
+
+/// Unmatched and malformed answers, hub-wide: counted always, logged a few
+/// times a minute.
+static UNMATCHED_LOG: LogBudget = LogBudget::new(10);
 
 struct Reader {
     hub: Arc<Hub>,
@@ -37,9 +44,15 @@ struct Reader {
     /// Whether a connect call succeeded (the socket left the
     /// unauthenticated gauge).
     authenticated: bool,
+    remote: IpAddr,
+    /// Frames read before a connect succeeded.
+    unauthenticated_frames: u32,
+    failed_connects: u32,
+    /// Ids of this socket's requests being handled, as the peer wrote them.
+    in_flight_ids: Arc<Mutex<HashSet<String>>>,
 }
 
-pub async fn run(hub: Arc<Hub>, socket: WebSocket) {
+pub async fn run(hub: Arc<Hub>, socket: WebSocket, remote: IpAddr) {
     let cfg = hub.config.gateway.clone();
     let (peer, queue) = Peer::new("hub-", cfg.outbound_queue_capacity as usize);
     let conn = Arc::new(ConnectionInfo {
@@ -72,6 +85,10 @@ pub async fn run(hub: Arc<Hub>, socket: WebSocket) {
         last_seen_ms,
         draining: false,
         authenticated: false,
+        remote,
+        unauthenticated_frames: 0,
+        failed_connects: 0,
+        in_flight_ids: Arc::default(),
     };
     reader.read_loop(stream).await;
 
@@ -152,17 +169,25 @@ impl Reader {
                     let msg = match msg {
                         Some(Ok(msg)) => msg,
                         Some(Err(e)) => {
-                            if is_capacity_error(e) {
-                                metrics::counter!(names::FRAMES_REJECTED, "reason" => "transport_too_large").increment(1);
-                                peer.close(
-                                    close_code::MESSAGE_TOO_BIG,
-                                    "frame exceeds gateway.transport_max_frame_bytes",
-                                );
+                            if let Some((code, reason, label)) = transport_violation(e) {
+                                metrics::counter!(names::FRAMES_REJECTED, "reason" => label).increment(1);
+                                peer.close(code, reason);
                             }
                             break;
                         }
                         None => break,
                     };
+                    if !self.authenticated && !matches!(msg, Message::Close(_)) {
+                        self.unauthenticated_frames += 1;
+                        if self.unauthenticated_frames > cfg.max_unauthenticated_frames {
+                            metrics::counter!(names::DISCONNECTS, "reason" => "unauthenticated_frames").increment(1);
+                            peer.close(
+                                close_code::POLICY_VIOLATION,
+                                "too many frames before a connect (gateway.max_unauthenticated_frames)",
+                            );
+                            break;
+                        }
+                    }
                     self.last_seen_ms
                         .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
                     match msg {
@@ -227,7 +252,9 @@ impl Reader {
                 });
                 if !completed {
                     metrics::counter!(names::UNMATCHED_RESPONSES).increment(1);
-                    warn!(connection = %self.conn.id, %reason, "malformed response matches no pending call");
+                    if let Some(suppressed) = self.warn_budget() {
+                        warn!(connection = %self.conn.id, %reason, suppressed, "malformed response matches no pending call");
+                    }
                 }
             }
             Incoming::Invalid { id, error } => {
@@ -243,11 +270,25 @@ impl Reader {
 
     fn unmatched(&self, id: &Id) {
         metrics::counter!(names::UNMATCHED_RESPONSES).increment(1);
-        warn!(
-            connection = %self.conn.id,
-            id = %bounded(&id.to_string()),
-            "response matches no pending call (late, duplicate or unknown id)"
-        );
+        if let Some(suppressed) = self.warn_budget() {
+            warn!(
+                connection = %self.conn.id,
+                id = %bounded(&id.to_string()),
+                suppressed,
+                "response matches no pending call (late, duplicate or unknown id)"
+            );
+        }
+    }
+
+    /// Whether a peer-caused warning may be logged (`Some(lines suppressed
+    /// before it)`). An unauthenticated socket never makes the hub warn: it
+    /// has called nothing that could be answered.
+    fn warn_budget(&self) -> Option<u64> {
+        if !self.authenticated {
+            debug!(connection = %self.conn.id, "answer on an unauthenticated socket ignored");
+            return None;
+        }
+        UNMATCHED_LOG.admit()
     }
 
     async fn on_request(&mut self, id: Id, method: String, params: Option<Value>) {
@@ -275,14 +316,11 @@ impl Reader {
         };
         let started = Instant::now();
         match route.spec.caller {
-            Caller::Unauthenticated => self.connect(id, route, ctx, params, started).await,
+            Caller::Unauthenticated => self.connect(id, route, ctx, params).await,
             caller @ (Caller::Agent | Caller::App) => {
-                let permit = match self.admit(caller, name) {
-                    Ok(permit) => permit,
-                    Err(err) => {
-                        self.finish(&id, name, started, Err(err));
-                        return;
-                    }
+                let (id_slot, permit) = match self.admit(&id, name, caller) {
+                    Ok(admitted) => admitted,
+                    Err(err) => return self.finish(&id, name, started, Err(err)),
                 };
                 let peer = self.conn.peer.clone();
                 let future = route.call(ctx, params);
@@ -293,9 +331,12 @@ impl Reader {
                         Ok(v) => frame::result(&id, v),
                         Err(e) => frame::error(Some(&id), e),
                     };
-                    // Queue the answer before giving the slot back: a draining
-                    // socket closes once every slot is free, and the answer
-                    // must be in the queue by then.
+                    // The id is free once its answer is decided, so a peer
+                    // that reuses it after reading the answer is never
+                    // refused. The answer is queued before the slot is given
+                    // back: a draining socket closes once every slot is
+                    // free, and the answer must be in the queue by then.
+                    drop(id_slot);
                     let _ = peer.send(text);
                     drop(permit);
                 });
@@ -316,46 +357,20 @@ impl Reader {
         ));
     }
 
-    /// A connect call, once per socket. Inline, so requests pipelined behind
-    /// the connect see its session.
-    async fn connect(
-        &mut self,
-        id: Id,
-        route: &Route<RequestContext>,
-        ctx: RequestContext,
-        params: Option<Value>,
-        started: Instant,
-    ) {
-        let name = route.spec.name;
-        if let Some(s) = self.conn.session.get() {
-            let err = RpcError::conflict(format!(
-                "this socket is already connected as {} {}",
-                s.principal.kind, s.principal.id
-            ));
-            self.finish(&id, name, started, Err(err));
-            return;
-        }
-        let result = route.call(ctx, params).await;
-        let connected = result.is_ok();
-        self.finish(&id, name, started, result);
-        if connected {
-            self.authenticated = true;
-            metrics::gauge!(names::CONNECTIONS, "kind" => "unauthenticated").decrement(1.0);
-            // After the answer is queued, so events follow it.
-            self.start_events();
-        }
-    }
-
-    /// Whether this socket may run an agent or app method now: a session of
-    /// the right kind, a token from the principal's rate limiter, and a free
-    /// in-flight slot (returned as the permit the call holds).
-    fn admit(&self, caller: Caller, name: &str) -> Result<OwnedSemaphorePermit, RpcError> {
-        let hub = &self.hub;
-        let Some(session) = self.conn.session.get() else {
-            return Err(RpcError::unauthorized(
+    /// The checks an authenticated method passes before it runs: a session
+    /// of the right kind, the principal's rate, an id not in flight, a free
+    /// in-flight slot.
+    fn admit(
+        &self,
+        id: &Id,
+        name: &'static str,
+        caller: Caller,
+    ) -> Result<(IdSlot, tokio::sync::OwnedSemaphorePermit), RpcError> {
+        let session = self.conn.session.get().ok_or_else(|| {
+            RpcError::unauthorized(
                 "not connected: call agent/network/connect or app/network/connect first",
-            ));
-        };
+            )
+        })?;
         let expected = match caller {
             Caller::Agent => crate::domain::PrincipalKind::Agent,
             _ => crate::domain::PrincipalKind::App,
@@ -366,7 +381,7 @@ impl Reader {
                 caller.as_str()
             )));
         }
-        if let Err(not_until) = hub.limiter.check_key(&session.principal.id) {
+        if let Err(not_until) = self.hub.limiter.check_key(&session.principal.id) {
             let wait = not_until.wait_time_from(governor::clock::Clock::now(
                 &governor::clock::DefaultClock::default(),
             ));
@@ -376,14 +391,87 @@ impl Reader {
             )
             .with_data(json!({ "retryAfterMs": wait.as_millis() as u64 })));
         }
-        let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
-            let limit = hub.config.gateway.max_in_flight_requests;
-            return Err(RpcError::new(ErrorKind::RateLimited, format!(
-                "too many requests in flight on this socket (gateway.max_in_flight_requests = {limit})"
+        let id_slot = self.claim_id(id).ok_or_else(|| {
+            RpcError::invalid_request(format!(
+                "id {} is already in flight on this socket; use a new id per request",
+                bounded(&id.to_string())
             ))
-            .with_data(json!({ "limit": limit })));
+        })?;
+        let permit = self.in_flight.clone().try_acquire_owned().map_err(|_| {
+            let limit = self.hub.config.gateway.max_in_flight_requests;
+            RpcError::new(
+                ErrorKind::RateLimited,
+                format!(
+                    "too many requests in flight on this socket (gateway.max_in_flight_requests = {limit})"
+                ),
+            )
+            .with_data(json!({ "limit": limit }))
+        })?;
+        Ok((id_slot, permit))
+    }
+
+    /// A connect runs inline, so requests pipelined behind it see its
+    /// session. Refused keys are budgeted per socket and per source address:
+    /// past either budget no key is looked up any more.
+    async fn connect(
+        &mut self,
+        id: Id,
+        route: &crate::protocol::router::Route<RequestContext>,
+        ctx: RequestContext,
+        params: Option<Value>,
+    ) {
+        let name = route.spec.name;
+        let started = Instant::now();
+        if let Some(s) = self.conn.session.get() {
+            let err = RpcError::conflict(format!(
+                "this socket is already connected as {} {}",
+                s.principal.kind, s.principal.id
+            ));
+            self.finish(&id, name, started, Err(err));
+            return;
+        }
+        let result = match self.hub.refused_keys.check(self.remote) {
+            Ok(()) => route.call(ctx, params).await,
+            Err(wait) => Err(RpcError::new(
+                ErrorKind::RateLimited,
+                "too many failed connects from this address (gateway.failed_connects_per_address)",
+            )
+            .with_data(json!({ "retryAfterMs": wait.as_millis().max(1) as u64 }))),
         };
-        Ok(permit)
+        let connected = result.is_ok();
+        let kind = result.as_ref().err().and_then(RpcError::kind);
+        self.finish(&id, name, started, result);
+        if connected {
+            self.authenticated = true;
+            metrics::gauge!(names::CONNECTIONS, "kind" => "unauthenticated").decrement(1.0);
+            // After the answer is queued, so events follow it.
+            self.start_events();
+            return;
+        }
+        // Only a refused key cost a lookup; malformed params did not.
+        match kind {
+            Some(ErrorKind::Unauthorized) => self.hub.refused_keys.failed(self.remote),
+            Some(ErrorKind::RateLimited) => {}
+            _ => return,
+        }
+        self.failed_connects += 1;
+        if self.failed_connects >= self.hub.config.gateway.max_failed_connects_per_socket {
+            metrics::counter!(names::DISCONNECTS, "reason" => "failed_connects").increment(1);
+            self.conn.peer.close(
+                close_code::POLICY_VIOLATION,
+                "too many failed connects (gateway.max_failed_connects_per_socket)",
+            );
+        }
+    }
+
+    /// Marks `id` as in flight; `None` when it already is.
+    fn claim_id(&self, id: &Id) -> Option<IdSlot> {
+        let key = id.to_string();
+        let mut ids = self.in_flight_ids.lock().unwrap_or_else(|p| p.into_inner());
+        ids.insert(key.clone()).then(|| IdSlot {
+            ids: self.in_flight_ids.clone(),
+            key,
+        })
     }
 
     fn start_events(&self) {
@@ -415,6 +503,21 @@ impl Reader {
     }
 }
 
+/// A request id in flight; freed when dropped.
+struct IdSlot {
+    ids: Arc<Mutex<HashSet<String>>>,
+    key: String,
+}
+
+impl Drop for IdSlot {
+    fn drop(&mut self) {
+        self.ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.key);
+    }
+}
+
 fn record(name: &'static str, started: Instant, result: &Result<Value, RpcError>) {
     let outcome = match result {
         Ok(_) => "ok",
@@ -425,101 +528,37 @@ fn record(name: &'static str, started: Instant, result: &Result<Value, RpcError>
         .record(started.elapsed().as_secs_f64());
 }
 
-/// A frame beyond the transport limit: the socket cannot be read further,
-/// but the close frame can still say why.
-fn is_capacity_error(e: axum::Error) -> bool {
+/// A read error the peer caused by breaking the transport's rules: the
+/// socket cannot be read further, but the close frame can still say why
+/// (code, reason, metric label). `None` for a socket that just ended.
+fn transport_violation(e: axum::Error) -> Option<(u16, &'static str, &'static str)> {
+    use tokio_tungstenite::tungstenite::error::ProtocolError;
     use tokio_tungstenite::tungstenite::Error;
-    matches!(
-        e.into_inner().downcast_ref::<Error>(),
-        Some(Error::Capacity(_))
-    )
+    match e.into_inner().downcast_ref::<Error>()? {
+        Error::Capacity(_) => Some((
+            close_code::MESSAGE_TOO_BIG,
+            "frame exceeds gateway.transport_max_frame_bytes",
+            "transport_too_large",
+        )),
+        Error::Utf8(_) => Some((
+            close_code::INVALID_PAYLOAD,
+            "text frame is not valid UTF-8",
+            "invalid_utf8",
+        )),
+        Error::Protocol(
+            ProtocolError::ResetWithoutClosingHandshake | ProtocolError::ReceivedAfterClosing,
+        ) => None,
+        Error::Protocol(_) => Some((
+            close_code::PROTOCOL_ERROR,
+            "WebSocket protocol violation",
+            "protocol_violation",
+        )),
+        _ => None,
+    }
 }
 
 /// Peer-supplied strings in logs are cut short; they are never trusted to be
 /// small.
 fn bounded(s: &str) -> String {
     s.chars().take(100).collect()
-}
-
-async fn write_loop(
-    mut sink: SplitSink<WebSocket, Message>,
-    mut queue: mpsc::Receiver<String>,
-    peer: Peer,
-    started: Instant,
-    last_seen_ms: Arc<AtomicU64>,
-    heartbeat_interval: Duration,
-    heartbeat_timeout: Duration,
-) {
-    let mut ticker = tokio::time::interval(heartbeat_interval);
-    ticker.tick().await;
-    loop {
-        tokio::select! {
-            biased;
-            _ = peer.closing() => break,
-            frame = queue.recv() => {
-                let Some(text) = frame else { break };
-                // Feed what is queued, then flush once: one syscall for a burst.
-                let mut ok = within(heartbeat_timeout, sink.feed(Message::Text(text.into()))).await;
-                let mut fed = 1;
-                while ok && fed < 64 {
-                    match queue.try_recv() {
-                        Ok(more) => {
-                            ok = within(heartbeat_timeout, sink.feed(Message::Text(more.into()))).await;
-                            fed += 1;
-                        }
-                        Err(_) => break,
-                    }
-                }
-                if !ok || !within(heartbeat_timeout, sink.flush()).await {
-                    peer.shutdown();
-                    return;
-                }
-                peer.frames_drained();
-            }
-            _ = ticker.tick() => {
-                let silent = started.elapsed().saturating_sub(Duration::from_millis(last_seen_ms.load(Ordering::Relaxed)));
-                if silent > heartbeat_timeout {
-                    metrics::counter!(names::DISCONNECTS, "reason" => "heartbeat_timeout").increment(1);
-                    peer.close(close_code::HEARTBEAT_TIMEOUT, "heartbeat timeout");
-                    break;
-                }
-                if !within(heartbeat_timeout, sink.send(Message::Ping(Vec::new().into()))).await {
-                    peer.shutdown();
-                    return;
-                }
-            }
-        }
-    }
-    let close = peer.close_requested().cloned().unwrap_or(CloseRequest {
-        code: close_code::NORMAL,
-        reason: String::new(),
-    });
-    // Frames queued before a graceful close (answers to in-flight requests)
-    // still go out; a slow or dead peer gets only the close frame.
-    if close.code != close_code::SLOW_CONSUMER && close.code != close_code::HEARTBEAT_TIMEOUT {
-        while let Ok(text) = queue.try_recv() {
-            if !within(heartbeat_timeout, sink.send(Message::Text(text.into()))).await {
-                return;
-            }
-        }
-    }
-    if close.code == close_code::SLOW_CONSUMER {
-        metrics::counter!(names::DISCONNECTS, "reason" => "slow_consumer").increment(1);
-    }
-    let close_frame = Message::Close(Some(CloseFrame {
-        code: close.code,
-        reason: Utf8Bytes::from(close.reason),
-    }));
-    if within(heartbeat_timeout, sink.send(close_frame)).await {
-        let _ = within(heartbeat_timeout, sink.close()).await;
-    }
-}
-
-/// A socket write that must finish within `limit`: a peer that stopped
-/// reading must not hold the writer (and its socket) forever.
-async fn within<E>(
-    limit: Duration,
-    write: impl std::future::Future<Output = Result<(), E>>,
-) -> bool {
-    matches!(tokio::time::timeout(limit, write).await, Ok(Ok(())))
 }

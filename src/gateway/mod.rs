@@ -5,6 +5,8 @@
 
 pub mod connection;
 pub mod revocations;
+pub mod throttle;
+mod writer;
 
 // The registry and the request context belong to the hub's shared state;
 // these names stay for the gateway's callers.

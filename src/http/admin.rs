@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap};
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
 use axum::Json;
 use rand::RngCore;
 use serde::Deserialize;
@@ -13,7 +13,9 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
+use super::body::checked_json;
 use super::error::ApiError;
+use super::query::QueryParams;
 use crate::domain::PrincipalKind;
 use crate::hooks::{self, HookOutcome};
 use crate::hub::Hub;
@@ -24,11 +26,7 @@ pub(super) fn check_admin(hub: &Hub, headers: &HeaderMap) -> Result<(), ApiError
     if configured.is_empty() {
         return Err(ApiError::not_found("no such route"));
     }
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
+    let presented = super::identity::bearer_token(headers).unwrap_or("");
     let equal: bool = Sha256::digest(presented.as_bytes())
         .ct_eq(&Sha256::digest(configured.as_bytes()))
         .into();
@@ -38,23 +36,17 @@ pub(super) fn check_admin(hub: &Hub, headers: &HeaderMap) -> Result<(), ApiError
     Ok(())
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PingQuery {
-    timeout_ms: Option<u64>,
-}
-
 /// Sends `app/network/ping` to the app's callback socket and reports the
 /// outcome exactly as a gate hook would see it.
 pub async fn ping_app(
     State(hub): State<Arc<Hub>>,
     headers: HeaderMap,
     Path(app_id): Path<String>,
-    query: Result<Query<PingQuery>, axum::extract::rejection::QueryRejection>,
+    query: QueryParams,
 ) -> Result<Json<Value>, ApiError> {
     check_admin(&hub, &headers)?;
-    let Query(query) =
-        query.map_err(|e| ApiError::invalid("invalid_query", e.body_text(), Vec::new()))?;
+    query.only(&["timeoutMs"])?;
+    let timeout_ms = query.number("timeoutMs")?;
     let hidden = || ApiError::not_found("no such app");
     let app_id = Uuid::parse_str(&app_id).map_err(|_| hidden())?;
     let principal = hub.store.principal(app_id).await.map_err(|e| {
@@ -65,7 +57,7 @@ pub async fn ping_app(
         return Err(hidden());
     }
     let bounds = &hub.config.hooks;
-    let timeout_ms = query.timeout_ms.unwrap_or(5_000);
+    let timeout_ms = timeout_ms.unwrap_or(5_000);
     if !(bounds.min_timeout_ms..=bounds.max_timeout_ms).contains(&timeout_ms) {
         return Err(ApiError::invalid(
             "invalid_query",
@@ -102,6 +94,48 @@ pub async fn ping_app(
     Ok(Json(body))
 }
 
+/// The rules a URL must meet whatever the allowlist says (an https URL
+/// without user info, naming a host), checked before anything else so that
+/// a malformed URL is reported as such. The allowlist and the addresses are
+/// the send's outcome (`blocked`), as for a real delivery.
+fn check_url_form(url: &str) -> Result<(), ApiError> {
+    use crate::webhooks::egress_policy::{check_url, BlockReason};
+    match check_url(url, &[], &[]) {
+        Ok(_) | Err(BlockReason::NotAllowed) => Ok(()),
+        Err(reason) => {
+            let mut e = ApiError::invalid(
+                "invalid_url",
+                format!("url cannot be sent to: {}", reason.label()),
+                vec![crate::domain::validate::FieldProblem {
+                    pointer: "/url".into(),
+                    message: format!("is refused ({})", reason.label()),
+                }],
+            );
+            e.extra = Some(Box::new(json!({ "reason": reason.label() })));
+            Err(e)
+        }
+    }
+}
+
+/// A typed body, with the path of the member at fault.
+fn decode_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let pointer = if path == "." {
+            String::new()
+        } else {
+            format!("/{}", path.replace('.', "/"))
+        };
+        let message = e.into_inner().to_string();
+        ApiError::invalid(
+            "invalid_body",
+            format!("the body is invalid: {message}"),
+            vec![crate::domain::validate::FieldProblem { pointer, message }],
+        )
+    })
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TestWebhookBody {
@@ -115,11 +149,12 @@ pub struct TestWebhookBody {
 pub async fn send_test_webhook(
     State(hub): State<Arc<Hub>>,
     headers: HeaderMap,
-    body: Result<Json<TestWebhookBody>, axum::extract::rejection::JsonRejection>,
+    body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     check_admin(&hub, &headers)?;
-    let Json(body) =
-        body.map_err(|e| ApiError::invalid("invalid_body", e.body_text(), Vec::new()))?;
+    checked_json(&headers, &body)?;
+    let body: TestWebhookBody = decode_body(&body)?;
+    check_url_form(&body.url)?;
     let now = crate::domain::now_millis();
     let payload = json!({
         "type": "webhook.test",

@@ -13,6 +13,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use super::admin::check_admin;
+use super::body::checked_json;
 use super::error::ApiError;
 use super::identity::json_object;
 use crate::cards::{self, InstallError};
@@ -25,6 +26,7 @@ pub async fn install(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     check_admin(&hub, &headers)?;
+    checked_json(&headers, &body)?;
     // Strict: a duplicate key anywhere in the card is refused here too.
     let doc = crate::domain::card::strict::parse(&body)
         .map_err(|e| ApiError::invalid(e.code(), e.to_string(), Vec::new()))?;

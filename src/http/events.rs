@@ -1,10 +1,11 @@
 //! `GET /api/v1/events`: catch-up over REST, with an optional long-poll.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde_json::{json, Value};
@@ -13,6 +14,7 @@ use super::error::ApiError;
 use super::identity::bearer;
 use uuid::Uuid;
 
+use super::query::QueryParams;
 use crate::config::EventsConfig;
 use crate::domain::event::{StoredEvent, StreamPosition};
 use crate::hub::Hub;
@@ -50,10 +52,11 @@ fn store_failure(e: crate::store::StoreError) -> ApiError {
 /// acknowledged seq), oldest first, in the same envelope as the gateway.
 pub async fn catch_up(
     State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    Query(query): Query<HashMap<String, String>>,
+    QueryParams(query): QueryParams,
 ) -> Result<Json<Value>, ApiError> {
-    let auth = bearer(&hub, &headers).await?;
+    let auth = bearer(&hub, &headers, remote).await?;
     let audience = auth.principal.id;
     let (limit, wait) = check_query(&hub.config.events, &query)?;
     let pos = hub

@@ -1,9 +1,10 @@
 //! Registration, key rotation and revocation over REST.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -12,6 +13,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tracing::info;
 
+use super::body::checked_json;
 use super::error::ApiError;
 use crate::config::RegistrationMode;
 use crate::domain::validate::{FieldProblem, Problems};
@@ -93,16 +95,39 @@ fn created_with_key(body: Value) -> Response {
 
 const IDEMPOTENCY_HEADER: &str = "idempotency-key";
 
+/// Who made an anonymous create, as far as the hub can tell: the source
+/// address, and in `secret` mode the digest of the registration secret
+/// presented (never the secret itself).
+struct Client(String);
+
+impl Client {
+    fn of(hub: &Hub, headers: &HeaderMap, remote: SocketAddr) -> Client {
+        let mut client = format!("addr:{}", remote.ip());
+        if hub.config.registration.mode == RegistrationMode::Secret {
+            let presented = headers
+                .get(REGISTRATION_SECRET_HEADER)
+                .map(|v| v.as_bytes())
+                .unwrap_or_default();
+            client.push_str("|secret:");
+            client.push_str(&hex::encode(&Sha256::digest(presented)[..16]));
+        }
+        Client(client)
+    }
+}
+
 /// The `Idempotency-Key` of a create, with the hash of the body it came with.
+/// Keys are the client's own: the scope names the client, so one client's
+/// key never answers another's request (ADR 0008).
 struct Idempotency {
-    scope: &'static str,
+    scope: String,
     key: String,
     request_hash: String,
 }
 
 impl Idempotency {
     fn from_request(
-        scope: &'static str,
+        create: &'static str,
+        client: &Client,
         headers: &HeaderMap,
         body: &Bytes,
     ) -> Result<Option<Idempotency>, ApiError> {
@@ -121,7 +146,7 @@ impl Idempotency {
                 )
             })?;
         Ok(Some(Idempotency {
-            scope,
+            scope: format!("{create}|{}", client.0),
             key: key.to_string(),
             request_hash: hex::encode(Sha256::digest(body)),
         }))
@@ -134,7 +159,7 @@ impl Idempotency {
         id_field: &'static str,
     ) -> impl Fn(uuid::Uuid) -> IdempotencyRecord + Send + Sync + '_ {
         move |id| IdempotencyRecord {
-            scope: self.scope.to_string(),
+            scope: self.scope.clone(),
             key: self.key.clone(),
             result: IdempotentResponse {
                 request_hash: self.request_hash.clone(),
@@ -148,7 +173,7 @@ impl Idempotency {
     async fn replay(&self, hub: &Hub) -> Result<Option<Response>, ApiError> {
         let stored = hub
             .store
-            .idempotent_response(self.scope, &self.key)
+            .idempotent_response(&self.scope, &self.key)
             .await
             .map_err(|e| {
                 tracing::error!(error = %e, "store failure");
@@ -176,11 +201,14 @@ impl Idempotency {
 
 pub async fn register_agent(
     State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    checked_json(&headers, &body)?;
     check_registration(&hub, &headers)?;
-    let idem = Idempotency::from_request("register:agent", &headers, &body)?;
+    let client = Client::of(&hub, &headers, remote);
+    let idem = Idempotency::from_request("register:agent", &client, &headers, &body)?;
     if let Some(idem) = &idem {
         if let Some(replayed) = idem.replay(&hub).await? {
             return Ok(replayed);
@@ -213,11 +241,14 @@ pub async fn register_agent(
 
 pub async fn register_app(
     State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    checked_json(&headers, &body)?;
     check_registration(&hub, &headers)?;
-    let idem = Idempotency::from_request("register:app", &headers, &body)?;
+    let client = Client::of(&hub, &headers, remote);
+    let idem = Idempotency::from_request("register:app", &client, &headers, &body)?;
     if let Some(idem) = &idem {
         if let Some(replayed) = idem.replay(&hub).await? {
             return Ok(replayed);
@@ -272,25 +303,55 @@ pub async fn register_app(
     })))
 }
 
-/// The principal behind an `Authorization: Bearer <key>` header.
-pub async fn bearer(hub: &Hub, headers: &HeaderMap) -> Result<Authenticated, ApiError> {
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(|| {
-            ApiError::unauthorized("an Authorization: Bearer <key> header is required")
-        })?;
-    Ok(identity::authenticate(hub.store.as_ref(), token.trim(), None).await?)
+/// The credentials of an `Authorization: Bearer <token>` header. The scheme
+/// name is case-insensitive (RFC 9110, section 11.1).
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// The principal behind an `Authorization: Bearer <key>` header. A refused
+/// key spends the source address's budget of failed key checks, shared with
+/// WebSocket connects; while it is spent no key is looked up (429).
+pub async fn bearer(
+    hub: &Hub,
+    headers: &HeaderMap,
+    remote: SocketAddr,
+) -> Result<Authenticated, ApiError> {
+    let token = bearer_token(headers).ok_or_else(|| {
+        ApiError::unauthorized("an Authorization: Bearer <key> header is required")
+    })?;
+    if let Err(wait) = hub.refused_keys.check(remote.ip()) {
+        let wait_ms = wait.as_millis().max(1) as u64;
+        let mut e = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            "too many refused keys from this address (gateway.failed_connects_per_address)",
+        );
+        e.extra = Some(Box::new(json!({ "retryAfterMs": wait_ms })));
+        return Err(e);
+    }
+    match identity::authenticate(hub.store.as_ref(), token, None).await {
+        Err(IdentityError::BadKey) => {
+            hub.refused_keys.failed(remote.ip());
+            Err(IdentityError::BadKey.into())
+        }
+        other => Ok(other?),
+    }
 }
 
 /// Issues a new key for the caller and revokes the presented one (and any
 /// other active key); sockets on revoked keys are closed with 4003.
 pub async fn rotate_key(
     State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let auth = bearer(&hub, &headers).await?;
+    let auth = bearer(&hub, &headers, remote).await?;
     let (key, revoked) =
         identity::rotate(hub.store.as_ref(), auth.principal, Some(&auth.key_id)).await?;
     hub.registry.close_keys(
@@ -319,9 +380,10 @@ pub async fn rotate_key(
 /// key afterwards takes the operator (`switchboard agent rotate-key`).
 pub async fn revoke_key(
     State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
-    let auth = bearer(&hub, &headers).await?;
+    let auth = bearer(&hub, &headers, remote).await?;
     let revoked = identity::revoke(hub.store.as_ref(), auth.principal.id).await?;
     hub.registry.close_keys(
         auth.principal.id,

@@ -1,15 +1,18 @@
 //! REST routes and the WebSocket upgrade, on one port.
 
 mod admin;
+mod body;
 mod cards;
 mod error;
 mod events;
 mod identity;
 mod ops;
+mod query;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{MatchedPath, Request, State, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State, WebSocketUpgrade};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -22,7 +25,7 @@ pub use error::ApiError;
 
 pub fn router(hub: Arc<Hub>) -> Router {
     let body_limit = hub.config.server.max_http_body_bytes;
-    Router::new()
+    let routes = Router::new()
         .route("/ws", get(websocket))
         .route("/api/v1/agents/register", post(identity::register_agent))
         .route("/api/v1/apps/register", post(identity::register_app))
@@ -38,11 +41,24 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/metrics", get(ops::metrics))
         .fallback(|| async { ApiError::not_found("no such route") })
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(
+            hub.clone(),
+            body::read_whole,
+        ))
         .layer(middleware::from_fn(count_requests))
-        .with_state(hub)
+        .with_state(hub);
+    // Outside the routes: only there does a 405 already carry its `Allow`
+    // header, which the error message names.
+    Router::new()
+        .fallback_service(routes)
+        .layer(middleware::from_fn(rewrite_errors))
 }
 
-async fn websocket(State(hub): State<Arc<Hub>>, ws: WebSocketUpgrade) -> Response {
+async fn websocket(
+    State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
+    ws: WebSocketUpgrade,
+) -> Response {
     if hub.shutdown.is_cancelled() {
         return ApiError::unavailable("the hub is shutting down").into_response();
     }
@@ -54,7 +70,7 @@ async fn websocket(State(hub): State<Arc<Hub>>, ws: WebSocketUpgrade) -> Respons
         .read_buffer_size(g.socket_read_buffer_bytes)
         .write_buffer_size(g.socket_write_buffer_bytes)
         .on_upgrade(move |socket| {
-            tracker.track_future(crate::gateway::connection::run(hub, socket))
+            tracker.track_future(crate::gateway::connection::run(hub, socket, remote.ip()))
         })
 }
 
@@ -78,12 +94,17 @@ async fn count_requests(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     metrics::counter!(names::HTTP_REQUESTS, "route" => route, "status" => response.status().as_u16().to_string())
         .increment(1);
-    json_errors(response).await
+    response
+}
+
+async fn rewrite_errors(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    json_errors(next.run(request).await, &method).await
 }
 
 /// Errors produced outside our handlers (axum's rejections: 405, 413, 415,
 /// ...) come as plain text; give them the documented JSON error body.
-async fn json_errors(response: Response) -> Response {
+async fn json_errors(response: Response, method: &axum::http::Method) -> Response {
     let status = response.status();
     let is_json = response
         .headers()
@@ -104,7 +125,19 @@ async fn json_errors(response: Response) -> Response {
         s if s >= 500 => "internal",
         _ => "invalid_request",
     };
-    let message = String::from_utf8_lossy(&text).trim().to_string();
+    let mut message = String::from_utf8_lossy(&text).trim().to_string();
+    if message.is_empty() {
+        message = match parts.headers.get(axum::http::header::ALLOW) {
+            Some(allow) if status == axum::http::StatusCode::METHOD_NOT_ALLOWED => format!(
+                "{method} is not allowed on this route; it allows {}",
+                allow.to_str().unwrap_or("other methods").replace(',', ", ")
+            ),
+            _ => status
+                .canonical_reason()
+                .unwrap_or("request failed")
+                .to_lowercase(),
+        };
+    }
     let mut rebuilt = (
         status,
         axum::Json(serde_json::json!({ "error": { "code": code, "message": message } })),

@@ -35,6 +35,9 @@ pub struct Hub {
     pub router: Router<RequestContext>,
     /// Calls per principal, across all of its sockets.
     pub limiter: Arc<CallLimiter>,
+    /// Refused keys per source address (key guessing), over WebSocket
+    /// connects and REST bearer keys alike.
+    pub refused_keys: crate::gateway::throttle::RefusedKeys,
     /// Cancelled when the hub begins a graceful shutdown.
     pub shutdown: CancellationToken,
     /// Connection loops, so shutdown can wait for them.
@@ -71,6 +74,10 @@ impl Hub {
         let replay_batch = config.events.replay_batch;
         Ok(Arc::new(Hub {
             limiter: Arc::new(RateLimiter::keyed(quota)),
+            refused_keys: crate::gateway::throttle::RefusedKeys::new(
+                g.failed_connects_per_address,
+                g.failed_connects_refill_per_minute,
+            ),
             config,
             store,
             registry: Registry::default(),

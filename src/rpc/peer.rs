@@ -57,6 +57,12 @@ pub enum SendError {
 pub mod close_code {
     pub const NORMAL: u16 = 1000;
     pub const GOING_AWAY: u16 = 1001;
+    /// The peer broke the WebSocket framing rules (RFC 6455 section 7.4.1).
+    pub const PROTOCOL_ERROR: u16 = 1002;
+    /// A text frame that is not UTF-8.
+    pub const INVALID_PAYLOAD: u16 = 1007;
+    /// Too many frames before a connect, or too many failed connects.
+    pub const POLICY_VIOLATION: u16 = 1008;
     pub const MESSAGE_TOO_BIG: u16 = 1009;
     pub const INTERNAL: u16 = 1011;
     pub const HEARTBEAT_TIMEOUT: u16 = 4000;

@@ -144,6 +144,11 @@ pub(super) async fn insert_conversation(
     ex: &mut dyn Executor,
     c: &NewConversation,
 ) -> StoreResult<()> {
+    insert_conversation_row(ex, c).await?;
+    insert_participants(ex, c).await
+}
+
+async fn insert_conversation_row(ex: &mut dyn Executor, c: &NewConversation) -> StoreResult<()> {
     ex.execute(
         "INSERT INTO conversations (id, kind, name, task_id, direct_key, created_by, created_at, template_key) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -159,7 +164,7 @@ pub(super) async fn insert_conversation(
         ],
     )
     .await?;
-    insert_participants(ex, c).await
+    Ok(())
 }
 
 async fn insert_participants(ex: &mut dyn Executor, c: &NewConversation) -> StoreResult<()> {
@@ -231,20 +236,26 @@ impl<D: Database + Keyset + ConversationDialect> ConversationStore for D {
         events: &[NewEvent],
     ) -> StoreResult<CreatedConversation> {
         if let Some(key) = &c.direct_key {
-            if let Some(id) = direct_conversation(&mut *self.read().await?, key).await? {
+            // Bound first, so the read connection is back in the pool before
+            // the conversation is loaded on another one.
+            let existing = direct_conversation(&mut *self.read().await?, key).await?;
+            if let Some(id) = existing {
                 let found = self.conversation(id).await?.ok_or(StoreError::NotFound)?;
                 return Ok(CreatedConversation::Existing(found));
             }
         }
         let mut tx = self.begin().await?;
-        if let Err(e) = insert_conversation(&mut *tx, c).await {
+        if let Err(e) = insert_conversation_row(&mut *tx, c).await {
             if is_unique_violation(&e) && c.direct_key.is_some() {
                 // Another writer created the pair's conversation meanwhile.
-                drop(tx);
+                // Only the conversations row retries: a participant conflict
+                // would fail the same way again.
+                tx.rollback().await?;
                 return self.create_conversation(c, events).await;
             }
             return Err(e);
         }
+        insert_participants(&mut *tx, c).await?;
         let stored = tx.append_events(events, c.created_at).await?;
         tx.commit().await?;
         let conversation = self.conversation(c.id).await?.ok_or(StoreError::NotFound)?;

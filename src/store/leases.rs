@@ -109,9 +109,12 @@ pub(super) async fn create<D: Database + ?Sized>(
         if !is_unique_violation(&e) {
             return Err(e);
         }
-        drop(tx);
-        let found = live_lease(&mut *db.read().await?, recipient, message).await?;
-        return found.map(CreatedLease::Existing).ok_or(e);
+        // Read the winner while this transaction still holds SQLite's
+        // writer lock, so no other writer moves it out of a live state in
+        // between; then roll back before the lock passes on.
+        let found = live_lease(&mut *db.read().await?, recipient, message).await;
+        tx.rollback().await?;
+        return found?.map(CreatedLease::Existing).ok_or(e);
     }
     insert_job(&mut *tx, job, lease.created_at).await?;
     tx.commit().await?;

@@ -120,8 +120,10 @@ pub trait Executor: Send {
 }
 
 /// A backend connection or transaction, with SQLite's writer lock when it
-/// writes. The connection is declared first so it is released (and an
-/// unfinished transaction rolled back) before the lock passes on.
+/// writes. The connection is declared first so it is released before the
+/// lock passes on. A transaction dropped unfinished only queues its rollback
+/// on the driver's worker (sqlx cannot await in `Drop`), so paths that go on
+/// writing after a failure call `Tx::rollback` explicitly.
 pub struct Session<C> {
     conn: C,
     _writing: Option<OwnedMutexGuard<()>>,

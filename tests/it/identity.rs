@@ -128,6 +128,7 @@ async fn bad_manifests_get_a_pointer_to_each_offending_field() {
     let r = hub
         .http
         .post(format!("{}/api/v1/agents/register", hub.base))
+        .header("content-type", "application/json")
         .body("{nope")
         .send()
         .await

@@ -10,6 +10,8 @@ mod conversations;
 mod egress;
 mod events;
 mod frames;
+mod hostile_http;
+mod hostile_ws;
 mod identity;
 mod operations;
 mod schema_drift;

@@ -265,8 +265,12 @@ async fn published_keys_verify_the_hubs_signed_requests() {
         (200, Some("blocked"), Some("not_allowed"))
     );
     let plain = format!("http://localhost:{}/verified", receiver.port());
-    let (_, body) = send(plain, token).await;
-    assert_eq!(body["reason"], "not_https");
+    let (status, body) = send(plain, token).await;
+    assert_eq!(
+        (status, &body["error"]["reason"]),
+        (400, &serde_json::json!("not_https")),
+        "a URL that can never be sent to is a bad request: {body}"
+    );
     assert_eq!(receiver.received().len(), 2);
     assert_eq!(
         proxied.load(std::sync::atomic::Ordering::SeqCst),

@@ -1,6 +1,6 @@
-//! `app.json` is parsed with the hub's strict JSON parser: a duplicate key
-//! could let a signed card hide a second value (serde_json keeps the last
-//! one silently).
+//! `app.json` is parsed with the hub's strict JSON parser, shared with every
+//! frame and REST body (`domain::strict_json`): a duplicate key could let a
+//! signed card hide a second value (serde_json keeps the last one silently).
 
 use serde_json::Value;
 

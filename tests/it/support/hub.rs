@@ -24,6 +24,8 @@ pub struct Options {
     pub database_url: Option<String>,
     /// Reuse this directory (and so its SQLite file) instead of a new one.
     pub dir: Option<std::path::PathBuf>,
+    /// Run the hub with this open-file limit (soft and hard).
+    pub nofile: Option<u64>,
 }
 
 impl Options {
@@ -62,6 +64,22 @@ impl TestHub {
         }
         for (k, v) in &options.env {
             cmd.env(k, v);
+        }
+        if let Some(n) = options.nofile {
+            // SAFETY: setrlimit is async-signal-safe; nothing else runs
+            // between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let lim = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         let mut child = cmd.spawn().expect("spawn switchboard serve");
         let stdout = child.stdout.take().expect("stdout");

@@ -5,7 +5,7 @@ pub mod raw;
 pub mod receiver;
 
 pub use hub::TestHub;
-pub use raw::{RawEvent, RawSocket};
+pub use raw::{HandMadeSocket, RawEvent, RawSocket};
 
 use serde_json::{json, Value};
 

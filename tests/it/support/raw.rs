@@ -125,3 +125,127 @@ impl RawSocket {
         s
     }
 }
+
+impl RawSocket {
+    /// A client socket from another loopback source address.
+    pub async fn connect_from(url: &str, source: std::net::Ipv4Addr) -> RawSocket {
+        let addr: std::net::SocketAddr = url
+            .trim_start_matches("ws://")
+            .split('/')
+            .next()
+            .expect("host")
+            .parse()
+            .expect("address");
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(std::net::SocketAddr::new(source.into(), 0))
+            .expect("bind");
+        let tcp = socket.connect(addr).await.expect("connect");
+        let (ws, _) = tokio_tungstenite::client_async(url, MaybeTls::Plain(tcp))
+            .await
+            .expect("ws handshake");
+        RawSocket { ws }
+    }
+
+    /// Sends unless the hub has closed the socket.
+    pub async fn try_send_text(&mut self, text: impl Into<String>) -> bool {
+        self.ws
+            .send(Message::Text(text.into().into()))
+            .await
+            .is_ok()
+    }
+}
+
+use tokio_tungstenite::MaybeTlsStream as MaybeTls;
+
+/// A WebSocket whose frames are written byte by byte, to send what no
+/// well-behaved library would: unmasked frames, reserved bits and opcodes.
+pub struct HandMadeSocket {
+    tcp: tokio::net::TcpStream,
+}
+
+impl HandMadeSocket {
+    pub async fn open(url: &str) -> HandMadeSocket {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let host = url.trim_start_matches("ws://").split('/').next().unwrap();
+        let mut tcp = tokio::net::TcpStream::connect(host).await.expect("connect");
+        let head = format!(
+            "GET /ws HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        );
+        tcp.write_all(head.as_bytes()).await.expect("handshake");
+        let mut answer = Vec::new();
+        while !answer.ends_with(b"\r\n\r\n") {
+            let mut byte = [0u8; 1];
+            let n = tokio::time::timeout(DEADLINE, tcp.read(&mut byte))
+                .await
+                .expect("handshake answer in time")
+                .expect("read");
+            assert_eq!(n, 1, "socket closed during the handshake");
+            answer.push(byte[0]);
+        }
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 101"), "{answer}");
+        HandMadeSocket { tcp }
+    }
+
+    /// Writes one frame: `first` is FIN, RSV and opcode; a client frame is
+    /// masked unless `masked` is false.
+    pub async fn frame(&mut self, first: u8, masked: bool, payload: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        let mask_bit = if masked { 0x80 } else { 0 };
+        let mut out = vec![first];
+        match payload.len() {
+            n if n < 126 => out.push(mask_bit | n as u8),
+            n if n < 65536 => {
+                out.push(mask_bit | 126);
+                out.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            n => {
+                out.push(mask_bit | 127);
+                out.extend_from_slice(&(n as u64).to_be_bytes());
+            }
+        }
+        let key = [0x11u8, 0x22, 0x33, 0x44];
+        if masked {
+            out.extend_from_slice(&key);
+            out.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+        } else {
+            out.extend_from_slice(payload);
+        }
+        let _ = self.tcp.write_all(&out).await;
+    }
+
+    /// The code of the hub's close frame (frames before it are skipped);
+    /// `None` when the socket ends without one.
+    pub async fn close_code(&mut self) -> Option<u16> {
+        use tokio::io::AsyncReadExt;
+        tokio::time::timeout(DEADLINE, async {
+            loop {
+                let mut head = [0u8; 2];
+                self.tcp.read_exact(&mut head).await.ok()?;
+                let len = match head[1] & 0x7f {
+                    126 => {
+                        let mut l = [0u8; 2];
+                        self.tcp.read_exact(&mut l).await.ok()?;
+                        u16::from_be_bytes(l) as usize
+                    }
+                    127 => {
+                        let mut l = [0u8; 8];
+                        self.tcp.read_exact(&mut l).await.ok()?;
+                        u64::from_be_bytes(l) as usize
+                    }
+                    n => n as usize,
+                };
+                let mut payload = vec![0u8; len];
+                self.tcp.read_exact(&mut payload).await.ok()?;
+                if head[0] & 0x0f == 0x8 {
+                    return (payload.len() >= 2)
+                        .then(|| u16::from_be_bytes([payload[0], payload[1]]));
+                }
+            }
+        })
+        .await
+        .expect("the hub neither closed nor ended the socket in time")
+    }
+}

@@ -1,6 +1,10 @@
 //! Starting and stopping a hub: open the store, bind, serve REST and the
 //! gateway on one port, and shut down gracefully.
 
+mod connection;
+mod listener;
+mod slots;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,17 +60,23 @@ impl Server {
             );
         }
         hub.tasks.spawn(crate::jobs::run(hub.clone()));
-        let shutdown = hub.shutdown.clone();
+        let cfg = &hub.config.server;
+        let max_connections = fit_descriptor_limit(cfg.max_connections, &hub.config);
+        let listener = listener::Listener {
+            listener,
+            app,
+            slots: slots::Slots::new(
+                max_connections,
+                cfg.max_connections_per_address.min(max_connections),
+            ),
+            timeouts: connection::Timeouts {
+                header_read: Duration::from_millis(cfg.header_read_timeout_ms),
+                idle: Duration::from_millis(cfg.idle_timeout_ms),
+            },
+            shutdown: hub.shutdown.clone(),
+        };
         let task = tokio::spawn(async move {
-            // Small frames must not wait for Nagle's algorithm and delayed
-            // ACKs (a 40 ms stall per frame otherwise).
-            let listener =
-                axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
-                    let _ = tcp.set_nodelay(true);
-                });
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move { shutdown.cancelled().await })
-                .await?;
+            listener.run().await;
             Ok(())
         });
         Ok(Server { addr, hub, task })
@@ -101,6 +111,62 @@ impl Server {
         info!("hub stopped");
         Ok(())
     }
+}
+
+/// Descriptors kept free for everything that is not a client connection:
+/// the listener, logs, the store's files (an SQLite connection holds the
+/// database, its WAL and its shared-memory file), outgoing requests.
+fn reserved_descriptors(config: &Config) -> usize {
+    64 + 3 * config.storage.max_connections as usize
+}
+
+/// Raises the soft descriptor limit to the hard one, then lowers
+/// `server.max_connections` to what still fits, so that accepting can never
+/// exhaust the descriptor table.
+fn fit_descriptor_limit(wanted: usize, config: &Config) -> usize {
+    let Some(limit) = raise_descriptor_limit() else {
+        return wanted;
+    };
+    let room = limit.saturating_sub(reserved_descriptors(config)).max(1);
+    if room < wanted {
+        warn!(
+            configured = wanted,
+            effective = room,
+            descriptor_limit = limit,
+            "server.max_connections lowered to fit the open-file limit"
+        );
+        return room;
+    }
+    wanted
+}
+
+#[cfg(unix)]
+fn raise_descriptor_limit() -> Option<usize> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return None;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+            }
+        }
+    }
+    usize::try_from(lim.rlim_cur).ok()
+}
+
+#[cfg(not(unix))]
+fn raise_descriptor_limit() -> Option<usize> {
+    None
 }
 
 /// `switchboard serve`: runs until SIGINT or SIGTERM.

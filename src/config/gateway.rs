@@ -1,0 +1,120 @@
+//! `[gateway]`: the WebSocket side — authentication, heartbeats, frame and
+//! rate limits, socket buffers.
+
+use serde::{Deserialize, Serialize};
+
+use super::require_positive;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    pub auth_timeout_ms: u64,
+    pub heartbeat_interval_ms: u64,
+    pub heartbeat_timeout_ms: u64,
+    pub max_frame_bytes: usize,
+    pub transport_max_frame_bytes: usize,
+    pub max_in_flight_requests: u32,
+    pub outbound_queue_capacity: u32,
+    pub rate_limit_per_second: u32,
+    pub rate_limit_burst: u32,
+    /// Per-socket read buffer. Small keeps idle sockets cheap; frames
+    /// larger than it are still read (the buffer grows for them).
+    pub socket_read_buffer_bytes: usize,
+    /// Per-socket write buffer before a flush.
+    pub socket_write_buffer_bytes: usize,
+    /// How often the gateway looks for keys revoked by another process (the
+    /// operator CLI, another node) and closes their sockets.
+    pub revocation_check_interval_ms: u64,
+    /// Frames a socket may send before a connect succeeds; beyond, it is
+    /// closed (1008). Keeps unauthenticated sockets from costing work or log.
+    pub max_unauthenticated_frames: u32,
+    /// Failed connects one socket may make before it is closed (1008).
+    pub max_failed_connects_per_socket: u32,
+    /// Refused keys (connects and REST bearer keys) one source address may
+    /// present at once; then its key checks are refused without a lookup
+    /// until the budget refills at `failed_connects_refill_per_minute`.
+    pub failed_connects_per_address: u32,
+    pub failed_connects_refill_per_minute: u32,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            auth_timeout_ms: 10_000,
+            heartbeat_interval_ms: 20_000,
+            heartbeat_timeout_ms: 60_000,
+            max_frame_bytes: 1024 * 1024,
+            transport_max_frame_bytes: 4 * 1024 * 1024,
+            max_in_flight_requests: 64,
+            outbound_queue_capacity: 1024,
+            rate_limit_per_second: 100,
+            rate_limit_burst: 200,
+            socket_read_buffer_bytes: 4096,
+            socket_write_buffer_bytes: 8192,
+            revocation_check_interval_ms: 2_000,
+            max_unauthenticated_frames: 16,
+            max_failed_connects_per_socket: 3,
+            failed_connects_per_address: 20,
+            failed_connects_refill_per_minute: 10,
+        }
+    }
+}
+
+impl GatewayConfig {
+    pub(super) fn validate(&self) -> anyhow::Result<()> {
+        require_positive(&[
+            ("gateway.auth_timeout_ms", self.auth_timeout_ms),
+            ("gateway.heartbeat_interval_ms", self.heartbeat_interval_ms),
+            ("gateway.heartbeat_timeout_ms", self.heartbeat_timeout_ms),
+            ("gateway.max_frame_bytes", self.max_frame_bytes as u64),
+            (
+                "gateway.max_in_flight_requests",
+                self.max_in_flight_requests as u64,
+            ),
+            (
+                "gateway.outbound_queue_capacity",
+                self.outbound_queue_capacity as u64,
+            ),
+            (
+                "gateway.rate_limit_per_second",
+                self.rate_limit_per_second as u64,
+            ),
+            ("gateway.rate_limit_burst", self.rate_limit_burst as u64),
+            (
+                "gateway.revocation_check_interval_ms",
+                self.revocation_check_interval_ms,
+            ),
+            (
+                "gateway.socket_read_buffer_bytes",
+                self.socket_read_buffer_bytes as u64,
+            ),
+            (
+                "gateway.max_unauthenticated_frames",
+                self.max_unauthenticated_frames as u64,
+            ),
+            (
+                "gateway.max_failed_connects_per_socket",
+                self.max_failed_connects_per_socket as u64,
+            ),
+            (
+                "gateway.failed_connects_per_address",
+                self.failed_connects_per_address as u64,
+            ),
+            (
+                "gateway.failed_connects_refill_per_minute",
+                self.failed_connects_refill_per_minute as u64,
+            ),
+        ])?;
+        if self.transport_max_frame_bytes < self.max_frame_bytes {
+            anyhow::bail!(
+                "gateway.transport_max_frame_bytes must be at least gateway.max_frame_bytes"
+            );
+        }
+        if self.heartbeat_timeout_ms <= self.heartbeat_interval_ms {
+            anyhow::bail!(
+                "gateway.heartbeat_timeout_ms must be greater than gateway.heartbeat_interval_ms"
+            );
+        }
+        Ok(())
+    }
+}

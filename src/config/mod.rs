@@ -1,0 +1,251 @@
+//! Configuration: defaults, then a TOML file, then `SWITCHBOARD_*` environment
+//! variables (`__` separates sections: `SWITCHBOARD_GATEWAY__MAX_FRAME_BYTES`),
+//! then command-line flags. Every key is documented in docs/configuration.md.
+//!
+//! One file per group of sections, each with its structs, defaults and the
+//! checks that need only that section; checks across sections live here.
+
+mod events;
+mod gateway;
+mod hooks;
+mod log;
+mod registration;
+mod server;
+mod storage;
+mod webhooks;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+use crate::domain::manifest::ManifestBounds;
+
+pub use events::{EventsConfig, JobsConfig, LeasesConfig, MessagesConfig};
+pub use gateway::GatewayConfig;
+pub use hooks::{HooksConfig, LimitsConfig};
+pub use log::{LogConfig, LogFormat};
+pub use registration::{AdminConfig, RegistrationConfig, RegistrationMode};
+pub use server::ServerConfig;
+pub use storage::{SqliteSynchronous, StorageConfig};
+pub use webhooks::{EgressConfig, WebhooksConfig};
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub storage: StorageConfig,
+    pub gateway: GatewayConfig,
+    pub registration: RegistrationConfig,
+    pub hooks: HooksConfig,
+    pub limits: LimitsConfig,
+    pub admin: AdminConfig,
+    pub log: LogConfig,
+    pub events: EventsConfig,
+    pub messages: MessagesConfig,
+    pub leases: LeasesConfig,
+    pub jobs: JobsConfig,
+    pub webhooks: WebhooksConfig,
+    pub egress: EgressConfig,
+}
+
+/// Refuses the first key whose value is 0, naming it.
+fn require_positive(keys: &[(&str, u64)]) -> anyhow::Result<()> {
+    for (key, value) in keys {
+        if *value == 0 {
+            anyhow::bail!("{key} must be greater than 0");
+        }
+    }
+    Ok(())
+}
+
+/// Values given as command-line flags; they win over everything else.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FlagOverrides {
+    pub listen: Option<SocketAddr>,
+    pub data_dir: Option<PathBuf>,
+    pub database_url: Option<String>,
+}
+
+impl Config {
+    pub fn load(file: Option<&Path>, flags: &FlagOverrides) -> anyhow::Result<Config> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            if !file.exists() {
+                anyhow::bail!("configuration file {} does not exist", file.display());
+            }
+            figment = figment.merge(Toml::file(file));
+        }
+        figment = figment.merge(
+            Env::prefixed("SWITCHBOARD_")
+                .split("__")
+                .ignore(&["config"]),
+        );
+        if let Some(listen) = flags.listen {
+            figment = figment.merge(Serialized::default("server.listen", listen));
+        }
+        if let Some(dir) = &flags.data_dir {
+            figment = figment.merge(Serialized::default("server.data_dir", dir));
+        }
+        if let Some(url) = &flags.database_url {
+            figment = figment.merge(Serialized::default("storage.database_url", url));
+        }
+        let config: Config = figment
+            .extract()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Refuses settings that cannot work, with the key named.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        self.server.validate()?;
+        self.gateway.validate()?;
+        self.storage.validate()?;
+        self.limits.validate()?;
+        self.hooks.validate()?;
+        self.events.validate()?;
+        self.messages.validate()?;
+        self.leases.validate()?;
+        self.jobs.validate()?;
+        self.webhooks.validate()?;
+        self.egress.validate()?;
+        self.registration.validate()?;
+        // A handler's job is locked from before its insert: the lock must
+        // outlast the wait for the writer, the hook and the grace period.
+        if self.jobs.lock_ms
+            <= self
+                .hooks
+                .max_timeout_ms
+                .saturating_add(self.jobs.inline_grace_ms)
+        {
+            anyhow::bail!("jobs.lock_ms must exceed hooks.max_timeout_ms plus jobs.inline_grace_ms, or a slow hook's job would run twice");
+        }
+        Ok(())
+    }
+
+    /// Open registration on a hub reachable beyond this machine needs the
+    /// operator's explicit consent.
+    pub fn check_exposure(&self) -> anyhow::Result<()> {
+        if self.registration.mode == RegistrationMode::Open
+            && !self.server.listen.ip().is_loopback()
+            && !self.registration.allow_open_beyond_loopback
+        {
+            anyhow::bail!(
+                "server.listen = {} is reachable beyond loopback and registration.mode = \"open\": \
+                 set registration.mode = \"secret\" (with registration.secret) or \"closed\", \
+                 or set registration.allow_open_beyond_loopback = true",
+                self.server.listen
+            );
+        }
+        Ok(())
+    }
+
+    pub fn database_url(&self) -> String {
+        if self.storage.database_url.is_empty() {
+            format!(
+                "sqlite://{}",
+                self.server.data_dir.join("switchboard.db").display()
+            )
+        } else {
+            self.storage.database_url.clone()
+        }
+    }
+
+    pub fn manifest_bounds(&self) -> ManifestBounds {
+        ManifestBounds {
+            min_hook_timeout_ms: self.hooks.min_timeout_ms,
+            max_hook_timeout_ms: self.hooks.max_timeout_ms,
+            max_participants: self.limits.max_participants,
+            max_conversations: self.limits.max_manifest_conversations,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_local() {
+        let c = Config::default();
+        c.validate().unwrap();
+        c.check_exposure().unwrap();
+        assert!(c.server.listen.ip().is_loopback());
+    }
+
+    #[test]
+    fn data_depth_stays_within_the_envelope_budget() {
+        let mut c = Config::default();
+        c.messages.max_data_depth = crate::domain::message::MAX_DATA_DEPTH + 1;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("messages.max_data_depth must be from 1 to 120"),
+            "{e}"
+        );
+        c.messages.max_data_depth = 0;
+        assert!(c.validate().is_err());
+        c.messages.max_data_depth = 8;
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn egress_entries_are_checked_and_the_override_only_narrows() {
+        let err = |c: &Config| c.validate().unwrap_err().to_string();
+        let mut c = Config::default();
+        c.egress.allowlist = vec!["hooks.example.com".into(), "ops.example.com:8443".into()];
+        c.egress.private_override = vec!["ops.example.com:8443".into()];
+        c.validate().unwrap();
+        c.egress.private_override = vec!["ops.example.com".into()];
+        assert!(
+            err(&c).contains("is not on egress.allowlist"),
+            "{}",
+            err(&c)
+        );
+        c.egress.private_override = vec!["internal.example.com".into()];
+        assert!(err(&c).contains("egress.private_override"));
+        c.egress.private_override.clear();
+        c.egress.allowlist.push("10.0.0.1".into());
+        assert!(err(&c).contains("egress.allowlist") && err(&c).contains("IP literals"));
+        c.egress.allowlist.pop();
+        c.egress.allowlist.push("host:http".into());
+        assert!(err(&c).contains("egress.allowlist"));
+        c.egress.allowlist.pop();
+        c.egress.connect_timeout_ms = c.egress.request_timeout_ms + 1;
+        assert!(err(&c).contains("egress.connect_timeout_ms"));
+        c.egress.connect_timeout_ms = 0;
+        assert!(err(&c).contains("egress.connect_timeout_ms must be greater than 0"));
+    }
+
+    #[test]
+    fn open_registration_beyond_loopback_is_refused() {
+        let mut c = Config::default();
+        c.server.listen = "0.0.0.0:7420".parse().unwrap();
+        assert!(c.check_exposure().is_err());
+        c.registration.allow_open_beyond_loopback = true;
+        c.check_exposure().unwrap();
+    }
+
+    #[test]
+    fn file_values_load_and_flags_win() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(
+            &file,
+            "[gateway]\nmax_frame_bytes = 2048\n[server]\nlisten = \"127.0.0.1:1\"\n",
+        )
+        .unwrap();
+        let flags = FlagOverrides {
+            listen: Some("127.0.0.1:2".parse().unwrap()),
+            ..Default::default()
+        };
+        let c = Config::load(Some(&file), &flags).unwrap();
+        assert_eq!(c.gateway.max_frame_bytes, 2048);
+        assert_eq!(c.server.listen.port(), 2);
+        std::fs::write(&file, "[gateway]\nmax_frame_bytez = 1\n").unwrap();
+        let err = Config::load(Some(&file), &FlagOverrides::default()).unwrap_err();
+        assert!(err.to_string().contains("max_frame_bytez"), "{err}");
+    }
+}

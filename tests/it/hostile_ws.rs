@@ -1,0 +1,238 @@
+//! What a hostile WebSocket client tries: broken frames, floods before and
+//! after connecting, key guessing, reused request ids. Each test fails on a
+//! hub without the matching defence.
+
+use std::net::Ipv4Addr;
+
+use serde_json::{json, Value};
+
+use crate::support::{HandMadeSocket, RawSocket, TestHub};
+
+fn warn_lines(log: &str, containing: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("WARN") && l.contains(containing))
+        .count()
+}
+
+#[tokio::test]
+async fn protocol_violations_close_with_1002_and_bad_utf8_with_1007() {
+    let hub = TestHub::start().await;
+    let cases: [(&str, u8, bool, &[u8], u16); 7] = [
+        (
+            "invalid UTF-8 text",
+            0x81,
+            true,
+            &[b'"', 0xff, 0xfe, b'"'],
+            1007,
+        ),
+        (
+            "invalid UTF-8 across fragments",
+            0x01,
+            true,
+            &[b'"', 0xe2],
+            1007,
+        ),
+        ("unmasked frame", 0x81, false, b"{}", 1002),
+        ("reserved opcode", 0x83, true, b"{}", 1002),
+        ("RSV1 bit", 0xc1, true, b"{}", 1002),
+        ("oversized ping", 0x89, true, &[0u8; 126], 1002),
+        ("lone continuation", 0x80, true, b"{}", 1002),
+    ];
+    for (what, first, masked, payload, expected) in cases {
+        let mut s = HandMadeSocket::open(&hub.ws_url()).await;
+        s.frame(first, masked, payload).await;
+        if what == "invalid UTF-8 across fragments" {
+            // The rest of the character never comes: a bad continuation byte.
+            s.frame(0x80, true, b"x\"").await;
+        }
+        assert_eq!(s.close_code().await, Some(expected), "{what}");
+    }
+}
+
+#[tokio::test]
+async fn an_unauthenticated_socket_cannot_flood_the_log() {
+    let hub = TestHub::start().await;
+    let mut s = RawSocket::connect(&hub.ws_url()).await;
+    let mut sent = 0;
+    for i in 0..10_000 {
+        let frame = json!({"jsonrpc": "2.0", "id": 1_000_000 + i, "result": {}});
+        if !s.try_send_text(frame.to_string()).await {
+            break;
+        }
+        sent += 1;
+    }
+    let closed = s.closed().await;
+    assert_eq!(
+        closed.as_ref().map(|c| c.0),
+        Some(1008),
+        "{closed:?} after {sent} frames"
+    );
+    // The hub still serves others.
+    let (_, key) = hub.register_agent("after-flood").await;
+    RawSocket::connect_agent(&hub.ws_url(), &key).await;
+    let log = hub.log();
+    assert!(warn_lines(&log, "") < 10, "{}", warn_lines(&log, ""));
+}
+
+#[tokio::test]
+async fn unmatched_answers_on_a_connected_socket_are_not_logged_one_by_one() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let (_, key) = hub.register_agent("noisy").await;
+    let mut s = RawSocket::connect_agent(&hub.ws_url(), &key).await;
+    for i in 0..10_000 {
+        s.send_json(&json!({"jsonrpc": "2.0", "id": 5_000_000 + i, "result": {}}))
+            .await;
+    }
+    // Frames are read in order: once this is answered all were handled.
+    let r = s
+        .call(
+            json!("after"),
+            "agent/network/connect",
+            json!({"agentKey": key}),
+        )
+        .await;
+    assert!(r.get("error").is_some(), "{r}");
+    let log = hub.log();
+    let warned = warn_lines(&log, "no pending call");
+    assert!(
+        warned <= 20,
+        "{warned} warnings for 10000 unmatched answers"
+    );
+    assert_eq!(
+        hub.metric("switchboard_unmatched_responses_total", "")
+            .await,
+        10_000.0,
+        "every one is still counted"
+    );
+}
+
+fn code_tag(answer: &Value) -> &str {
+    answer["error"]["data"]["_tag"]
+        .as_str()
+        .or(answer["error"]["_tag"].as_str())
+        .unwrap_or("")
+}
+
+#[tokio::test]
+async fn failed_connects_close_the_socket_and_are_throttled_per_address() {
+    // One failure back a minute: none comes back while the test runs.
+    let hub = TestHub::start_with(
+        crate::support::hub::Options::default()
+            .env("SWITCHBOARD_GATEWAY__FAILED_CONNECTS_REFILL_PER_MINUTE", 1),
+    )
+    .await;
+    let (_, key) = hub.register_agent("legit").await;
+    let wrong = json!({"agentKey": "sbk_agent_0000000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"});
+
+    // Ten wrong keys pipelined on one socket: three answers, then closed.
+    let mut s = RawSocket::connect(&hub.ws_url()).await;
+    for i in 0..10 {
+        let frame =
+            json!({"jsonrpc": "2.0", "id": i, "method": "agent/network/connect", "params": wrong});
+        // The hub may close the socket while these are still being written.
+        if !s.try_send_text(frame.to_string()).await {
+            break;
+        }
+    }
+    let mut answers = 0;
+    let close = loop {
+        match s.next_event().await {
+            crate::support::RawEvent::Text(v) => {
+                assert!(v.get("error").is_some(), "{v}");
+                answers += 1;
+            }
+            crate::support::RawEvent::Close(c) => break c,
+            crate::support::RawEvent::Ended => break None,
+        }
+    };
+    assert_eq!(
+        (answers, close.map(|c| c.0)),
+        (3, Some(1008)),
+        "answers, close code"
+    );
+
+    // From the same address, more failures on new sockets run into the
+    // per-address throttle: refused without a key lookup.
+    let mut failures = 3;
+    let throttled = 'outer: loop {
+        let mut s = RawSocket::connect(&hub.ws_url()).await;
+        for i in 0..3 {
+            let r = s
+                .call(json!(i), "agent/network/connect", wrong.clone())
+                .await;
+            if r["error"]["code"] == json!(-32029) {
+                break 'outer r;
+            }
+            failures += 1;
+            assert!(failures <= 20, "never throttled: {r}");
+        }
+    };
+    assert_eq!(failures, 20, "{throttled}");
+    assert!(throttled["error"]["data"]["retryAfterMs"].as_u64().unwrap() > 0);
+    assert!(code_tag(&throttled).contains("RateLimited"), "{throttled}");
+
+    // Another address is not affected.
+    let mut other = RawSocket::connect_from(&hub.ws_url(), Ipv4Addr::new(127, 0, 0, 9)).await;
+    let r = other
+        .call(json!(1), "agent/network/connect", json!({"agentKey": key}))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+}
+
+/// The next answer with this id (notifications are skipped).
+async fn answer_to(s: &mut RawSocket, id: u64) -> Value {
+    loop {
+        let frame = s.recv().await;
+        if frame["id"] == json!(id) && frame.get("method").is_none() {
+            return frame;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_second_request_with_an_id_in_flight_is_refused() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let manifest = json!({
+        "name": "Slow", "description": "Decides task creation slowly",
+        "limits": { "maxParticipants": 4 },
+        "conversations": [{ "key": "all", "name": "Everyone", "participantFilter": "all" }],
+        "hooks": {
+            "task_create": { "kind": "hook", "timeoutMs": 10000 },
+            "message_authorize": { "kind": "forwardAllExceptSender" },
+            "dispatch_authorize": { "kind": "grant" }
+        }
+    });
+    let (app_id, app_key) = hub.register_app(&manifest).await;
+    let (_, agent_key) = hub.register_agent("asker").await;
+    let (invited_id, _) = hub.register_agent("invited").await;
+    let mut app = RawSocket::connect_app(&hub.ws_url(), &app_key).await;
+    let mut agent = RawSocket::connect_agent(&hub.ws_url(), &agent_key).await;
+    let request = json!({"jsonrpc": "2.0", "id": 7, "method": "agent/task/request",
+        "params": {"appId": app_id, "invitedAgentIds": [invited_id]}});
+    agent.send_json(&request).await;
+    // The first is in flight once the app is asked.
+    let hook = app.recv_request().await;
+    assert_eq!(hook["method"], json!("app/task/create"));
+    agent.send_json(&request).await;
+    let refused = answer_to(&mut agent, 7).await;
+    assert_eq!(refused["id"], json!(7), "{refused}");
+    assert_eq!(refused["error"]["code"], json!(-32600), "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("id 7 is already in flight"),
+        "{refused}"
+    );
+    // The first one still completes, once.
+    app.send_json(
+        &json!({"jsonrpc": "2.0", "id": hook["id"], "result": {"verdict": {"decision": "Accept"}}}),
+    )
+    .await;
+    let answer = answer_to(&mut agent, 7).await;
+    assert_eq!(answer["id"], json!(7));
+    assert!(answer.get("result").is_some(), "{answer}");
+    // The id is free again.
+    let again = agent.call(json!(7), "agent/task/list", json!({})).await;
+    assert!(again.get("result").is_some(), "{again}");
+}
