@@ -61,7 +61,12 @@ impl<'de> Visitor<'de> for PartVisitor {
                 Member::Type => set(&mut m.kind, map.next_value()?, "type")?,
                 Member::Text => set(&mut m.text, map.next_value()?, "text")?,
                 Member::Data => set(&mut m.data, map.next_value()?, "data")?,
-                Member::MimeType => set(&mut m.mime_type, map.next_value()?, "mimeType")?,
+                // `null` means absent, as for every optional member.
+                Member::MimeType => {
+                    if let Some(v) = map.next_value::<Option<String>>()? {
+                        set(&mut m.mime_type, v, "mimeType")?;
+                    }
+                }
             }
         }
         assemble(m)
@@ -126,6 +131,13 @@ mod tests {
             let wire = serde_json::to_value(&part).unwrap();
             assert_eq!(decode(wire).unwrap(), part);
         }
+        assert_eq!(
+            decode(json!({"type": "data", "data": 1, "mimeType": null})).unwrap(),
+            Part::Data {
+                data: json!(1),
+                mime_type: None
+            }
+        );
         assert_eq!(
             decode(json!({"text": "later", "type": "text"})).unwrap(),
             Part::Text {
