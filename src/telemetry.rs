@@ -103,7 +103,10 @@ fn describe() {
         names::EPHEMERAL_DROPPED,
         "Ephemeral events dropped for sockets with a nearly full queue"
     );
-    describe_counter!(names::EVENTS_WRITTEN, "Events written to the log");
+    describe_counter!(
+        names::EVENTS_WRITTEN,
+        "Events written to the log, by type (the event method, from the catalogue)"
+    );
     describe_counter!(names::JOBS, "Jobs run by kind and outcome");
     describe_counter!(names::GATE_VERDICTS, "Gate verdicts by gate and verdict");
     describe_counter!(

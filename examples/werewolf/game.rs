@@ -445,7 +445,7 @@ pub async fn play_round(base: &str) -> anyhow::Result<Summary> {
     let app = AppClient::builder(base, &creds.app_key)
         .handle::<AppTaskCreate, _, _>(|_| async {
             Ok(TaskCreateAnswer {
-                verdict: TaskVerdict::Accept,
+                verdict: TaskVerdict::Accept {},
             })
         })
         .handle::<AppMessageAuthorize, _, _>(move |p| {

@@ -66,6 +66,10 @@ pub struct MessagesConfig {
     pub max_group_participants: usize,
     /// Largest `limit` of history and list pages.
     pub page_max: u32,
+    /// Most nested arrays and objects in a data part (at most
+    /// `domain::message::MAX_DATA_DEPTH`, which leaves room for every
+    /// envelope within the JSON parsers' limit).
+    pub max_data_depth: usize,
 }
 
 impl Default for MessagesConfig {
@@ -75,6 +79,7 @@ impl Default for MessagesConfig {
             max_bytes: 64 * 1024,
             max_group_participants: 256,
             page_max: 200,
+            max_data_depth: crate::domain::message::MAX_DATA_DEPTH,
         }
     }
 }
@@ -92,6 +97,10 @@ impl MessagesConfig {
         ])?;
         if self.max_group_participants < 2 {
             anyhow::bail!("messages.max_group_participants must be at least 2");
+        }
+        let deepest = crate::domain::message::MAX_DATA_DEPTH;
+        if !(1..=deepest).contains(&self.max_data_depth) {
+            anyhow::bail!("messages.max_data_depth must be from 1 to {deepest} (deeper data would not fit in its envelope within the JSON parsers' nesting limit)");
         }
         Ok(())
     }

@@ -177,6 +177,21 @@ mod tests {
     }
 
     #[test]
+    fn data_depth_stays_within_the_envelope_budget() {
+        let mut c = Config::default();
+        c.messages.max_data_depth = crate::domain::message::MAX_DATA_DEPTH + 1;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("messages.max_data_depth must be from 1 to 120"),
+            "{e}"
+        );
+        c.messages.max_data_depth = 0;
+        assert!(c.validate().is_err());
+        c.messages.max_data_depth = 8;
+        c.validate().unwrap();
+    }
+
+    #[test]
     fn egress_entries_are_checked_and_the_override_only_narrows() {
         let err = |c: &Config| c.validate().unwrap_err().to_string();
         let mut c = Config::default();

@@ -64,15 +64,18 @@ pub fn task_create_gate(policy: &TaskCreatePolicy) -> Gate<TaskDecision> {
 /// `app/task/create` answers `{verdict: {decision: "Accept"}}` or
 /// `{verdict: {decision: "Reject", reason}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskCreateAnswer {
     pub verdict: TaskVerdict,
 }
 
+// Every variant is a struct variant, even the member-less `Accept {}`:
+// serde ignores extra members of a unit variant in an internally tagged
+// enum, and an answer with members the hub does not know must fail closed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "decision")]
+#[serde(tag = "decision", deny_unknown_fields)]
 pub enum TaskVerdict {
-    Accept,
+    Accept {},
     Reject {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
@@ -82,7 +85,7 @@ pub enum TaskVerdict {
 pub fn task_decision(answer: Result<TaskCreateAnswer, HookFailure>) -> TaskDecision {
     match answer {
         Ok(TaskCreateAnswer {
-            verdict: TaskVerdict::Accept,
+            verdict: TaskVerdict::Accept {},
         }) => TaskDecision::Accept,
         Ok(TaskCreateAnswer {
             verdict: TaskVerdict::Reject { reason },
@@ -133,13 +136,13 @@ pub fn message_gate(policy: &MessagePolicy) -> MessageGate {
 /// `app/message/authorize` answers `{verdict: {decision: "Forward",
 /// recipients}}` or `{verdict: {decision: "Block", reason}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MessageAuthorizeAnswer {
     pub verdict: MessageVerdict,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "decision")]
+#[serde(tag = "decision", deny_unknown_fields)]
 pub enum MessageVerdict {
     Forward {
         recipients: Vec<Uuid>,
@@ -223,13 +226,13 @@ pub fn dispatch_gate(policy: &DispatchPolicy, default_lease_ms: u64) -> Gate<Adm
 /// leaseTimeoutMs?}}`, `{admission: {decision: "deny", reason}}` or
 /// `{admission: {decision: "hold", reason}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DispatchAuthorizeAnswer {
     pub admission: AdmissionAnswer,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "decision", rename_all = "lowercase")]
+#[serde(tag = "decision", rename_all = "lowercase", deny_unknown_fields)]
 pub enum AdmissionAnswer {
     Grant {
         #[serde(

@@ -7,7 +7,10 @@ use uuid::Uuid;
 
 use super::event::contains_null;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+// Decoded by hand (see `part_decode`), not derived: serde buffers an
+// internally tagged enum before picking the variant, which hides the member
+// at fault from error paths (`parts[0]` instead of `parts[0].text`).
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
 pub enum Part {
     Text {
@@ -46,56 +49,169 @@ impl Origin {
     }
 }
 
+/// How deeply a JSON document may nest arrays and objects and still parse:
+/// serde_json's recursion limit is 128, so the 128th nested container fails.
+/// The hub and every SDK reader parse with it.
+pub const JSON_MAX_NESTING: usize = 127;
+
+/// Containers around a data part's `data` on each way a message leaves the
+/// hub, from the outermost brace down to the part object itself.
+pub mod envelope_depth {
+    /// A live or replayed event frame: frame, `params` (the envelope),
+    /// `payload`, `message`, `parts`, the part.
+    pub const EVENT_FRAME: usize = 6;
+    /// A REST catch-up page: page, `events`, the envelope, `payload`,
+    /// `message`, `parts`, the part.
+    pub const CATCH_UP_PAGE: usize = 7;
+    /// `agent/message/list`: frame, `result`, `messages`, the message,
+    /// `parts`, the part.
+    pub const MESSAGE_LIST: usize = 6;
+    /// `app/message/authorize` and `app/dispatch/authorize` calls to apps:
+    /// frame, `params`, `message`, `parts`, the part.
+    pub const HOOK_CALL: usize = 5;
+    /// The send's own answer: frame, `result`, `message`, `parts`, the part.
+    pub const SEND_RESULT: usize = 5;
+    /// The deepest of them all.
+    pub const DEEPEST: usize = {
+        let all = [
+            EVENT_FRAME,
+            CATCH_UP_PAGE,
+            MESSAGE_LIST,
+            HOOK_CALL,
+            SEND_RESULT,
+        ];
+        let mut deepest = 0;
+        let mut i = 0;
+        while i < all.len() {
+            if all[i] > deepest {
+                deepest = all[i];
+            }
+            i += 1;
+        }
+        deepest
+    };
+}
+
+/// The deepest `data` the hub can accept and still deliver on every way
+/// out: anything deeper would be stored, then dropped by the recipients'
+/// parsers. The default and the ceiling of `messages.max_data_depth`.
+pub const MAX_DATA_DEPTH: usize = JSON_MAX_NESTING - envelope_depth::DEEPEST;
+
 #[derive(Clone, Copy, Debug)]
 pub struct PartLimits {
     pub max_parts: usize,
     pub max_bytes: usize,
+    /// Most nested arrays and objects in one part's `data`.
+    pub max_data_depth: usize,
+}
+
+/// Nested arrays and objects in `value`: 0 for a scalar, 1 for `[1]`.
+/// Iterative, so a deep value built in-process cannot overflow the stack.
+pub fn nesting(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(a) => Box::new(a.iter()),
+            Value::Object(o) => Box::new(o.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(depth + 1);
+        stack.extend(children.map(|c| (c, depth + 1)));
+    }
+    deepest
+}
+
+/// A part that breaks a rule: `field` is the exact path (`parts[1].text`,
+/// or `parts` for the list as a whole) and `message` starts with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartError {
+    pub field: String,
+    pub message: String,
+}
+
+impl PartError {
+    fn at(field: String, rule: impl std::fmt::Display) -> PartError {
+        PartError {
+            message: format!("{field} {rule}"),
+            field,
+        }
+    }
 }
 
 /// Checks parts against the configured limits. The error names the part.
-pub fn validate_parts(parts: &[Part], limits: &PartLimits) -> Result<(), String> {
+pub fn validate_parts(parts: &[Part], limits: &PartLimits) -> Result<(), PartError> {
+    let whole = || "parts".to_string();
     if parts.is_empty() {
-        return Err("parts must not be empty".into());
+        return Err(PartError::at(whole(), "must not be empty"));
     }
     if parts.len() > limits.max_parts {
-        return Err(format!(
-            "parts must have at most {} entries (messages.max_parts)",
-            limits.max_parts
+        return Err(PartError::at(
+            whole(),
+            format_args!(
+                "must have at most {} entries (messages.max_parts)",
+                limits.max_parts
+            ),
         ));
     }
     let mut total = 0usize;
     for (i, part) in parts.iter().enumerate() {
-        match part {
-            Part::Text { text } => {
-                if text.is_empty() {
-                    return Err(format!("parts[{i}].text must not be empty"));
-                }
-                total += text.len();
-            }
-            Part::Data { data, mime_type } => {
-                if contains_null(data) {
-                    return Err(format!(
-                        "parts[{i}].data must not contain null; omit absent members"
-                    ));
-                }
-                if let Some(m) = mime_type {
-                    if m.is_empty() || m.len() > 255 {
-                        return Err(format!("parts[{i}].mimeType must be 1 to 255 characters"));
-                    }
-                }
-                total += serde_json::to_string(data)
-                    .map(|s| s.len())
-                    .unwrap_or(usize::MAX);
-            }
-        }
+        total = total.saturating_add(validate_part(i, part, limits)?);
     }
     if total > limits.max_bytes {
-        return Err(format!(
-            "parts hold {total} bytes, more than messages.max_bytes ({})",
-            limits.max_bytes
+        return Err(PartError::at(
+            whole(),
+            format_args!(
+                "hold {total} bytes, more than messages.max_bytes ({})",
+                limits.max_bytes
+            ),
         ));
     }
     Ok(())
+}
+
+/// One part's own rules; returns the bytes it counts against the limit.
+fn validate_part(i: usize, part: &Part, limits: &PartLimits) -> Result<usize, PartError> {
+    match part {
+        Part::Text { text } => {
+            if text.is_empty() {
+                return Err(PartError::at(
+                    format!("parts[{i}].text"),
+                    "must not be empty",
+                ));
+            }
+            Ok(text.len())
+        }
+        Part::Data { data, mime_type } => {
+            if contains_null(data) {
+                return Err(PartError::at(
+                    format!("parts[{i}].data"),
+                    "must not contain null; omit absent members",
+                ));
+            }
+            let depth = nesting(data);
+            if depth > limits.max_data_depth {
+                return Err(PartError::at(
+                    format!("parts[{i}].data"),
+                    format_args!(
+                        "is nested {depth} levels deep, more than messages.max_data_depth ({})",
+                        limits.max_data_depth
+                    ),
+                ));
+            }
+            if let Some(m) = mime_type {
+                if m.is_empty() || m.len() > 255 {
+                    return Err(PartError::at(
+                        format!("parts[{i}].mimeType"),
+                        "must be 1 to 255 characters",
+                    ));
+                }
+            }
+            Ok(serde_json::to_string(data)
+                .map(|s| s.len())
+                .unwrap_or(usize::MAX))
+        }
+    }
 }
 
 /// A stored message as participants see it.
@@ -123,15 +239,38 @@ mod tests {
     const L: PartLimits = PartLimits {
         max_parts: 2,
         max_bytes: 10,
+        max_data_depth: 3,
     };
+
+    #[test]
+    fn data_deeper_than_the_limit_is_refused_naming_the_part() {
+        assert_eq!(nesting(&json!(1)), 0);
+        assert_eq!(nesting(&json!([1, {"a": [2]}])), 3);
+        assert_eq!(MAX_DATA_DEPTH, 120);
+        let part = |data| Part::Data {
+            data,
+            mime_type: None,
+        };
+        assert!(validate_parts(&[part(json!([[[1]]]))], &L).is_ok());
+        let err = validate_parts(&[part(json!(1)), part(json!([[[[]]]]))], &L).unwrap_err();
+        assert_eq!(err.field, "parts[1].data");
+        assert_eq!(
+            err.message,
+            "parts[1].data is nested 4 levels deep, more than messages.max_data_depth (3)"
+        );
+    }
 
     #[test]
     fn limits_are_enforced_with_the_part_named() {
         assert!(validate_parts(&[Part::Text { text: "hi".into() }], &L).is_ok());
-        assert!(validate_parts(&[], &L).unwrap_err().contains("empty"));
+        assert!(validate_parts(&[], &L)
+            .unwrap_err()
+            .message
+            .contains("empty"));
         let three = vec![Part::Text { text: "a".into() }; 3];
         assert!(validate_parts(&three, &L)
             .unwrap_err()
+            .message
             .contains("max_parts"));
         assert!(validate_parts(
             &[Part::Text {
@@ -140,21 +279,26 @@ mod tests {
             &L
         )
         .unwrap_err()
+        .message
         .contains("max_bytes"));
         let null = Part::Data {
             data: json!({"a": null}),
             mime_type: None,
         };
-        assert!(validate_parts(&[null], &L)
+        assert_eq!(
+            validate_parts(&[null], &L).unwrap_err().field,
+            "parts[0].data"
+        );
+        assert!(
+            validate_parts(
+                &[Part::Text {
+                    text: String::new()
+                }],
+                &L
+            )
             .unwrap_err()
-            .contains("parts[0].data"));
-        assert!(validate_parts(
-            &[Part::Text {
-                text: String::new()
-            }],
-            &L
-        )
-        .unwrap_err()
-        .contains("parts[0].text"));
+            .field
+                == "parts[0].text"
+        );
     }
 }

@@ -11,6 +11,7 @@ pub mod keys;
 pub mod lease;
 pub mod manifest;
 pub mod message;
+mod part_decode;
 pub mod principal;
 pub mod strict_json;
 pub mod task;

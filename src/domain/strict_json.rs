@@ -1,118 +1,172 @@
-//! Duplicate object keys, refused. serde_json keeps the last of two equal
-//! keys silently, so a reader and a signer (or a validator and a handler)
-//! could see different values in the same bytes. Every body the hub reads
-//! from a peer goes through this check first.
+//! JSON parsing that refuses duplicate object members, shared by every
+//! input the hub reads: WebSocket frames, REST bodies, App Cards.
+//!
+//! serde_json keeps the last of two equal member names silently, so
+//! `{"to": "a", "to": "b"}` means one thing to the hub and maybe another to
+//! a proxy, a log reader or a signature checker. Refusing them is the only
+//! reading every party agrees on.
+//!
+//! The parse builds the `Value` in the same single pass that checks the
+//! names (one map insert per member, exactly as serde_json's own `Value`
+//! does), so the strict parser costs about what the lenient one did. The
+//! path of a duplicate is assembled only on the error path: the failing
+//! member's name is recorded, and each enclosing object or array adds its
+//! own segment while the error unwinds.
 
 use std::cell::RefCell;
-use std::fmt;
 
-use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use serde::Deserializer;
+use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
+use serde_json::{Map, Value};
 
-/// The first duplicate key found, by the JSON pointer of its second
-/// occurrence (`/manifest/name`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+use super::validate::pointer_escape;
+
+/// The first member name found twice in one object.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("duplicate key at {pointer}")]
 pub struct DuplicateKey {
+    /// JSON pointer (RFC 6901) to the second occurrence, from the
+    /// document's root: `/params/parts/0/text`.
     pub pointer: String,
 }
 
-impl fmt::Display for DuplicateKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "duplicate key at {}", self.pointer)
-    }
+/// Why a strict parse failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StrictError {
+    /// Not JSON at all (or trailing data, or nested too deep).
+    #[error("{0}")]
+    Syntax(serde_json::Error),
+    #[error(transparent)]
+    Duplicate(DuplicateKey),
 }
 
-impl std::error::Error for DuplicateKey {}
-
-/// `Err` for the first duplicate key in `bytes`. Bytes that are not JSON
-/// pass: the caller's own parse reports them, with its own message.
-pub fn reject_duplicate_keys(bytes: &[u8]) -> Result<(), DuplicateKey> {
-    let found = RefCell::new(None);
+/// Parses `bytes` as one JSON document, refusing duplicate member names at
+/// any depth.
+pub fn parse(bytes: &[u8]) -> Result<Value, StrictError> {
+    let trail = RefCell::new(None);
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let _ = Checked {
-        pointer: String::new(),
-        found: &found,
+    let parsed = StrictValue { trail: &trail }
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v));
+    parsed.map_err(|e| match trail.into_inner() {
+        Some(segments) => StrictError::Duplicate(DuplicateKey {
+            pointer: pointer(segments),
+        }),
+        None => StrictError::Syntax(e),
+    })
+}
+
+/// Only the duplicate check, for callers that parse with their own types
+/// afterwards. Invalid JSON passes: reporting it is the caller's parser's
+/// job, with its own error.
+pub fn reject_duplicate_keys(bytes: &[u8]) -> Result<(), DuplicateKey> {
+    match parse(bytes) {
+        Err(StrictError::Duplicate(d)) => Err(d),
+        _ => Ok(()),
     }
-    .deserialize(&mut de);
-    match found.into_inner() {
-        Some(pointer) => Err(DuplicateKey { pointer }),
-        None => Ok(()),
+}
+
+/// Segments were pushed innermost first.
+fn pointer(segments: Vec<String>) -> String {
+    segments
+        .iter()
+        .rev()
+        .map(|s| format!("/{}", pointer_escape(s)))
+        .collect()
+}
+
+/// The path of the duplicate being reported, innermost segment first;
+/// `None` while no duplicate was found.
+type Trail = RefCell<Option<Vec<String>>>;
+
+#[derive(Clone, Copy)]
+struct StrictValue<'t> {
+    trail: &'t Trail,
+}
+
+impl StrictValue<'_> {
+    /// Adds an enclosing segment to a duplicate's path while its error
+    /// unwinds; other errors pass untouched.
+    fn enclose<E>(&self, segment: impl FnOnce() -> String, err: E) -> E {
+        if let Some(segments) = self.trail.borrow_mut().as_mut() {
+            segments.push(segment());
+        }
+        err
     }
 }
 
-/// One value at `pointer`; a duplicate is written to `found` and stops the
-/// walk.
-struct Checked<'a> {
-    pointer: String,
-    found: &'a RefCell<Option<String>>,
-}
+impl<'de> DeserializeSeed<'de> for StrictValue<'_> {
+    type Value = Value;
 
-fn escape(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
-}
-
-impl<'de> DeserializeSeed<'de> for Checked<'_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Checked<'_> {
-    type Value = ();
+impl<'de> Visitor<'de> for StrictValue<'_> {
+    type Value = Value;
 
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a JSON value")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
     }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
     }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
     }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
     }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
     }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
     }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let mut index = 0usize;
-        while seq
-            .next_element_seed(Checked {
-                pointer: format!("{}/{index}", self.pointer),
-                found: self.found,
-            })?
-            .is_some()
-        {
-            index += 1;
-        }
-        Ok(())
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = std::collections::HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let pointer = format!("{}/{}", self.pointer, escape(&key));
-            if !seen.insert(key) {
-                *self.found.borrow_mut() = Some(pointer);
-                return Err(serde::de::Error::custom("duplicate key"));
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        loop {
+            match seq.next_element_seed(self) {
+                Ok(Some(v)) => out.push(v),
+                Ok(None) => return Ok(Value::Array(out)),
+                Err(e) => {
+                    let index = out.len();
+                    return Err(self.enclose(|| index.to_string(), e));
+                }
             }
-            map.next_value_seed(Checked {
-                pointer,
-                found: self.found,
-            })?;
         }
-        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = match map.next_value_seed(self) {
+                Ok(v) => v,
+                Err(e) => return Err(self.enclose(|| key, e)),
+            };
+            match out.entry(key) {
+                Entry::Vacant(slot) => {
+                    slot.insert(value);
+                }
+                Entry::Occupied(taken) => {
+                    *self.trail.borrow_mut() = Some(vec![taken.key().clone()]);
+                    return Err(A::Error::custom("duplicate member"));
+                }
+            }
+        }
+        Ok(Value::Object(out))
     }
 }
 
@@ -120,34 +174,59 @@ impl<'de> Visitor<'de> for Checked<'_> {
 mod tests {
     use super::*;
 
-    fn dup(json: &str) -> Option<String> {
-        reject_duplicate_keys(json.as_bytes())
+    fn duplicate(text: &str) -> Option<String> {
+        reject_duplicate_keys(text.as_bytes())
             .err()
             .map(|d| d.pointer)
     }
 
     #[test]
-    fn duplicates_are_found_at_any_depth_with_their_pointer() {
-        assert_eq!(dup(r#"{"a": 1, "b": {"c": [1, {"d": 2}]}}"#), None);
-        assert_eq!(dup(r#"{"a": 1, "a": 2}"#), Some("/a".into()));
+    fn duplicates_are_refused_at_any_depth_with_their_pointer() {
+        assert_eq!(duplicate(r#"{"a": 1, "b": {"c": [1, {"d": 2}]}}"#), None);
+        assert_eq!(duplicate(r#"{"a": 1, "a": 2}"#).as_deref(), Some("/a"));
         assert_eq!(
-            dup(r#"{"x": [0, {"k": 1, "k": 1}]}"#),
-            Some("/x/1/k".into())
+            duplicate(r#"{"x": [0, {"k": 1, "k": 1}]}"#).as_deref(),
+            Some("/x/1/k")
         );
         assert_eq!(
-            dup(r#"{"a/b~": {"q": 1, "q": 2}}"#),
-            Some("/a~1b~0/q".into())
+            duplicate(r#"{"p": {"a/b": {"~": 1, "~": 2}}}"#).as_deref(),
+            Some("/p/a~1b/~0")
         );
         assert_eq!(
-            dup(r#"{"\u0061": 1, "a": 2}"#),
-            Some("/a".into()),
+            duplicate(r#"[{"a": 1}, [{"b": [], "b": []}]]"#).as_deref(),
+            Some("/1/0/b")
+        );
+        // Equal names in different objects are fine.
+        assert_eq!(duplicate(r#"{"a": {"a": 1}, "b": {"a": 2}}"#), None);
+        let d = reject_duplicate_keys(br#"{"m": 1, "m": 2}"#).unwrap_err();
+        assert_eq!(d.to_string(), "duplicate key at /m");
+        assert_eq!(
+            duplicate(r#"{"\u0061": 1, "a": 2}"#).as_deref(),
+            Some("/a"),
             "escapes are decoded first"
         );
+    }
+
+    #[test]
+    fn the_parse_matches_serde_json_and_reports_syntax_errors_as_such() {
+        let text = r#"{"s": "é\n", "n": [-1, 18446744073709551615, 1.5e3, true, null], "o": {}}"#;
         assert_eq!(
-            dup(r#"[{"a": 1}, {"a": 1}]"#),
-            None,
-            "siblings may share keys"
+            parse(text.as_bytes()).unwrap(),
+            serde_json::from_str::<Value>(text).unwrap()
         );
-        assert_eq!(dup("{"), None, "not JSON: left to the caller's parse");
+        for bad in ["{", "{} {}", "[1,]", ""] {
+            assert!(
+                matches!(parse(bad.as_bytes()), Err(StrictError::Syntax(_))),
+                "{bad}"
+            );
+            assert_eq!(reject_duplicate_keys(bad.as_bytes()), Ok(()), "{bad}");
+        }
+        // The same nesting limit as serde_json: 127 containers parse, 128 do not.
+        let nest = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(parse(nest(127).as_bytes()).is_ok());
+        assert!(matches!(
+            parse(nest(128).as_bytes()),
+            Err(StrictError::Syntax(_))
+        ));
     }
 }

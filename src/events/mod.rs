@@ -86,7 +86,11 @@ impl EventBus {
 
     /// Hands committed events to the sockets and long-polls of their
     /// audiences. Call it after the commit, never inside a transaction.
+    ///
+    /// Every writer publishes exactly the events its commit stored, so this
+    /// is also the one place that counts `switchboard_events_written_total`.
     pub fn publish(&self, events: &[StoredEvent]) {
+        count_written(events);
         for event in events {
             if let Some(subs) = self.subscriptions.get(&event.audience) {
                 for s in subs.iter() {
@@ -167,6 +171,15 @@ impl EventBus {
     /// Drops notifiers nobody waits on.
     pub fn sweep_waiters(&self) {
         self.waiters.retain(|_, n| Arc::strong_count(n) > 1);
+    }
+}
+
+/// Counts events by type, once per run of equal types: a fan-out of a
+/// thousand copies is one increment, not a thousand label lookups.
+fn count_written(events: &[StoredEvent]) {
+    for run in events.chunk_by(|a, b| a.event_type == b.event_type) {
+        metrics::counter!(names::EVENTS_WRITTEN, "type" => run[0].event_type.clone())
+            .increment(run.len() as u64);
     }
 }
 

@@ -256,8 +256,6 @@ pub async fn store_message(
             verdict,
             events,
         } => {
-            metrics::counter!(crate::telemetry::names::EVENTS_WRITTEN)
-                .increment(events.len() as u64);
             hub.events.publish(&events);
             let mut delivery = gates::message::delivery_of(&verdict, 0);
             if let Some(job) = job {
@@ -298,9 +296,10 @@ fn check_outgoing(cfg: &MessagesConfig, out: &Outgoing) -> Result<(), RpcError> 
         &PartLimits {
             max_parts: cfg.max_parts,
             max_bytes: cfg.max_bytes,
+            max_data_depth: cfg.max_data_depth,
         },
     )
-    .map_err(|e| RpcError::invalid_params(e).with_data(json!({ "field": "parts" })))?;
+    .map_err(|e| RpcError::invalid_params(e.message).with_data(json!({ "field": e.field })))?;
     if let Some(id) = &out.client_msg_id {
         if id.is_empty() || id.len() > 128 || id.chars().any(char::is_control) {
             return Err(invalid(

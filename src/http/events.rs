@@ -18,6 +18,7 @@ use super::query::QueryParams;
 use crate::config::EventsConfig;
 use crate::domain::event::{StoredEvent, StreamPosition};
 use crate::hub::Hub;
+use crate::protocol::params::MAX_CURSOR;
 
 fn bad(code: &'static str, message: String) -> ApiError {
     ApiError::invalid(code, message, Vec::new())
@@ -26,16 +27,19 @@ fn bad(code: &'static str, message: String) -> ApiError {
 fn number(query: &HashMap<String, String>, name: &str) -> Result<Option<u64>, ApiError> {
     match query.get(name) {
         None => Ok(None),
-        Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
-            bad(
+        // The same bound as the gateway's cursors: the log binds them as
+        // signed 64-bit integers.
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if n <= MAX_CURSOR => Ok(Some(n)),
+            _ => Err(bad(
                 match name {
                     "after" => "invalid_cursor",
                     "limit" => "invalid_limit",
                     _ => "invalid_query",
                 },
-                format!("{name} must be a non-negative integer"),
-            )
-        }),
+                format!("{name} must be an integer from 0 to {MAX_CURSOR}"),
+            )),
+        },
     }
 }
 

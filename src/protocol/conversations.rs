@@ -118,11 +118,21 @@ pub struct MessageSendResult {
 pub struct MessageListParams {
     pub conversation_id: Uuid,
     /// Messages after this seq, oldest first.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::params::optional_cursor"
+    )]
+    #[schemars(range(max = 9223372036854775807u64))]
     pub after: Option<u64>,
     /// Messages before this seq (the newest ones first when paging back);
     /// the page itself is always oldest first.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::params::optional_cursor"
+    )]
+    #[schemars(range(max = 9223372036854775807u64))]
     pub before: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,

@@ -13,6 +13,8 @@ use crate::rpc::ErrorKind;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Resume {
+    #[serde(deserialize_with = "super::params::cursor")]
+    #[schemars(range(max = 9223372036854775807u64))]
     pub after: u64,
     pub sync_epoch: String,
 }
@@ -44,6 +46,8 @@ pub struct ResyncInfo {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AckParams {
     /// Highest seq the client has processed.
+    #[serde(deserialize_with = "super::params::cursor")]
+    #[schemars(range(max = 9223372036854775807u64))]
     pub seq: u64,
 }
 

@@ -210,6 +210,82 @@ pub fn find(name: &str) -> Option<MethodSpec> {
 mod tests {
     use super::*;
 
+    /// The envelope depths the data-depth budget assumes, measured on the
+    /// frames the hub really writes around a part of depth 0.
+    #[test]
+    fn envelope_depths_are_those_of_the_real_frames() {
+        use crate::domain::conversation::{Conversation, ConversationKind};
+        use crate::domain::message::{envelope_depth, nesting, Message, Origin, Part};
+        use crate::rpc::frame::{self, Id};
+        use uuid::Uuid;
+
+        let message = Message {
+            id: Uuid::nil(),
+            conversation_id: Uuid::nil(),
+            seq: 1,
+            sender_id: Uuid::nil(),
+            origin: Origin::Agent,
+            parts: vec![Part::Data {
+                data: serde_json::json!(1),
+                mime_type: None,
+            }],
+            reply_to: None,
+            created_at: String::new(),
+        };
+        let conversation = Conversation {
+            id: Uuid::nil(),
+            kind: ConversationKind::Task,
+            name: None,
+            key: None,
+            task_id: None,
+            created_by: Uuid::nil(),
+            participants: vec![],
+            last_message_seq: 0,
+            created_at: String::new(),
+        };
+        let depth = |text: String| nesting(&serde_json::from_str(&text).unwrap());
+        let id = Id::Number(1.into());
+        let delivery = conversations::Delivery {
+            state: conversations::DeliveryState::Forwarded,
+            recipients: None,
+            reason: None,
+            dropped: None,
+        };
+        assert_eq!(
+            depth(frame::result(
+                &id,
+                &conversations::MessageListResult {
+                    messages: vec![message.clone()],
+                    has_more: false,
+                }
+            )),
+            envelope_depth::MESSAGE_LIST
+        );
+        assert_eq!(
+            depth(frame::result(
+                &id,
+                &conversations::MessageSendResult {
+                    message: message.clone(),
+                    delivery,
+                    duplicate: false,
+                }
+            )),
+            envelope_depth::SEND_RESULT
+        );
+        assert_eq!(
+            depth(frame::request(
+                &id,
+                "app/message/authorize",
+                &tasks::MessageAuthorizeCallback {
+                    task_id: Uuid::nil(),
+                    conversation,
+                    message,
+                }
+            )),
+            envelope_depth::HOOK_CALL
+        );
+    }
+
     #[test]
     fn names_are_unique_and_prefixed_by_their_principal() {
         let specs = catalogue();

@@ -1,10 +1,33 @@
 //! Decoding params so that an error names the field at fault:
 //! `Invalid params: conversationId is required`.
 
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, Deserializer, Error as _};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::rpc::RpcError;
+
+/// The largest seq or cursor a client may send. The log stores sequence
+/// numbers as signed 64-bit integers; a larger u64 would wrap to a negative
+/// number when bound (u64::MAX becomes -1, "from the start").
+pub const MAX_CURSOR: u64 = i64::MAX as u64;
+
+/// `deserialize_with` for a seq or cursor: refuses values above
+/// [`MAX_CURSOR`] while decoding, so the error names the field.
+pub fn cursor<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let value = u64::deserialize(d)?;
+    if value > MAX_CURSOR {
+        return Err(D::Error::custom(format!(
+            "must be at most {MAX_CURSOR} (seq values are signed 64-bit integers)"
+        )));
+    }
+    Ok(value)
+}
+
+/// [`cursor`] for an optional member (use with `#[serde(default)]`).
+pub fn optional_cursor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    cursor(d).map(Some)
+}
 
 pub fn decode<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
     let value = match params {
@@ -35,13 +58,18 @@ fn describe(err: serde_path_to_error::Error<serde_json::Error>) -> RpcError {
         let f = join(field);
         (f.clone(), format!("{f} is required"))
     } else if let Some(field) = backticked(&inner, "unknown field `") {
-        // For an unknown field the path already ends with the field itself.
-        let f = if parent.is_empty() {
-            field.to_string()
-        } else {
+        // A derived struct fails while reading the key, so the path already
+        // ends with it; a hand-written visitor (message parts) fails after
+        // reading the whole object, at the object's own path.
+        let f = if ends_with_member(&parent, field) {
             parent.clone()
+        } else {
+            join(field)
         };
         (f.clone(), format!("{f} is not a known member"))
+    } else if let Some(field) = backticked(&inner, "duplicate field `") {
+        let f = join(field);
+        (f.clone(), format!("{f} appears more than once"))
     } else if parent.is_empty() {
         ("params".to_string(), strip_position(&inner))
     } else {
@@ -51,6 +79,10 @@ fn describe(err: serde_path_to_error::Error<serde_json::Error>) -> RpcError {
         )
     };
     RpcError::invalid_params(detail).with_data(json!({ "field": field }))
+}
+
+fn ends_with_member(path: &str, member: &str) -> bool {
+    path == member || path.ends_with(&format!(".{member}"))
 }
 
 fn backticked<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
@@ -90,6 +122,34 @@ mod tests {
         decode::<P>(Some(v)).unwrap_err().message
     }
 
+    #[derive(Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Cursors {
+        #[serde(deserialize_with = "cursor")]
+        seq: u64,
+        #[serde(default, deserialize_with = "optional_cursor")]
+        after: Option<u64>,
+    }
+
+    #[test]
+    fn cursors_stop_at_i64_max_naming_the_field() {
+        let decode_cursors = |v: Value| decode::<Cursors>(Some(v));
+        assert!(decode_cursors(json!({"seq": i64::MAX, "after": i64::MAX})).is_ok());
+        assert!(decode_cursors(json!({"seq": 0})).unwrap().after.is_none());
+        for (v, field) in [
+            (json!({"seq": u64::MAX}), "seq"),
+            (json!({"seq": 1, "after": (i64::MAX as u64) + 1}), "after"),
+        ] {
+            let e = decode_cursors(v).unwrap_err();
+            assert_eq!(e.data.as_deref().unwrap()["field"], json!(field));
+            assert_eq!(
+                e.message,
+                format!("Invalid params: {field}: must be at most 9223372036854775807 (seq values are signed 64-bit integers)")
+            );
+        }
+    }
+
     #[test]
     fn messages_name_the_field() {
         assert_eq!(msg(json!({})), "Invalid params: conversationId is required");
@@ -104,6 +164,14 @@ mod tests {
         assert_eq!(
             msg(json!({"conversationId": "c", "inner": {}})),
             "Invalid params: inner.count is required"
+        );
+        assert_eq!(
+            msg(json!({"conversationId": "c", "inner": {"count": 1, "x": 2}})),
+            "Invalid params: inner.x is not a known member"
+        );
+        assert_eq!(
+            msg(json!({"conversationId": "c", "inner": {"count": "many"}})),
+            "Invalid params: inner.count: invalid type: string \"many\", expected u32"
         );
         assert_eq!(
             decode::<P>(Some(json!([1]))).unwrap_err().message,

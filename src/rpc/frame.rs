@@ -3,12 +3,15 @@
 //! Frames are plain JSON-RPC 2.0 objects: request, response or notification,
 //! told apart by their members alone (no `type` or `direction` field). The
 //! parser is strict on purpose: a frame with members JSON-RPC does not define is
-//! refused, so nobody grows a private dialect on top of the protocol.
+//! refused, so nobody grows a private dialect on top of the protocol, and so
+//! is a frame that repeats a member name anywhere (serde_json would keep the
+//! last value silently; see `domain::strict_json`).
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use super::error::{ErrorKind, RpcError};
+use crate::domain::strict_json::{self, DuplicateKey, StrictError};
 
 /// A request id as the peer sent it: a string, or an integer that fits in 64
 /// bits (fractions and exponents are refused, since they could not be echoed
@@ -57,9 +60,10 @@ const REQUEST_MEMBERS: [&str; 4] = ["jsonrpc", "id", "method", "params"];
 const RESPONSE_MEMBERS: [&str; 4] = ["jsonrpc", "id", "result", "error"];
 
 pub fn parse(text: &str) -> Incoming {
-    let value: Value = match serde_json::from_str(text) {
+    let value: Value = match strict_json::parse(text.as_bytes()) {
         Ok(v) => v,
-        Err(e) => {
+        Err(StrictError::Duplicate(d)) => return duplicate_member(text, d),
+        Err(StrictError::Syntax(e)) => {
             return Incoming::Invalid {
                 id: None,
                 error: RpcError::new(ErrorKind::ParseError, format!("Parse error: {e}")),
@@ -96,10 +100,10 @@ pub fn parse(text: &str) -> Incoming {
         // Only integers survive a JSON round trip unchanged (1e2 would come
         // back as 100.0), so only integers can be echoed as received.
         Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Id::Number(n)),
-        Some(_) => {
+        Some(other) => {
             return Incoming::Invalid {
                 id: None,
-                error: RpcError::invalid_request("id must be a string or an integer"),
+                error: RpcError::invalid_request(id_problem(&other)),
             }
         }
     };
@@ -122,6 +126,53 @@ pub fn parse(text: &str) -> Incoming {
     match id {
         Some(id) => Incoming::Request { id, method, params },
         None => Incoming::Notification { method, params },
+    }
+}
+
+/// A frame that repeats a member is refused whole (-32600, `data.pointer`).
+/// It is read again leniently, on this error path only, to address the
+/// answer: the id is echoed unless it is the repeated member, and a response
+/// ends its pending call as a bad result instead of being answered.
+fn duplicate_member(text: &str, duplicate: DuplicateKey) -> Incoming {
+    let lenient = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(obj)) => obj,
+        _ => Map::new(),
+    };
+    let id = match lenient.get("id") {
+        _ if duplicate.pointer == "/id" => None,
+        Some(Value::String(s)) => Some(Id::Str(s.clone())),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Id::Number(n.clone())),
+        _ => None,
+    };
+    let is_response = !lenient.contains_key("method")
+        && (lenient.contains_key("result") || lenient.contains_key("error"));
+    if is_response {
+        return Incoming::MalformedResponse {
+            id,
+            reason: duplicate.to_string(),
+        };
+    }
+    Incoming::Invalid {
+        id,
+        error: RpcError::invalid_request(format_args!(
+            "{duplicate}: a member name must appear once per object"
+        ))
+        .with_data(json!({ "pointer": duplicate.pointer })),
+    }
+}
+
+/// Why an id cannot be echoed. An integer beyond 64 bits arrives as a float
+/// (serde_json has no bigger integer), so it is told apart by having no
+/// fraction while lying outside both 64-bit ranges (`u64::MAX as f64` is
+/// 2^64 and `i64::MIN as f64` is -2^63, both exact; an integer written as
+/// -2^63 - 1 rounds to -2^63 and, unlike -2^63 itself, arrives as a float).
+fn id_problem(id: &Value) -> &'static str {
+    match id.as_f64() {
+        Some(f) if f.fract() == 0.0 && (f >= u64::MAX as f64 || f <= i64::MIN as f64) => {
+            "id is beyond 64 bits: ids are limited to 64-bit integers or strings"
+        }
+        Some(_) => "id must be a string or an integer (no fraction or exponent)",
+        None => "id must be a string or an integer",
     }
 }
 
@@ -298,6 +349,36 @@ mod tests {
     }
 
     #[test]
+    fn repeated_members_refuse_the_frame_with_their_pointer() {
+        let Incoming::Invalid { id, error } =
+            parse(r#"{"jsonrpc":"2.0","id":9,"method":"x","params":{"a":{"b":1,"b":2}}}"#)
+        else {
+            panic!()
+        };
+        assert_eq!(id, Some(Id::Number(9.into())));
+        assert_eq!(error.code, -32600);
+        assert_eq!(
+            error.message,
+            "Invalid request: duplicate key at /params/a/b: a member name must appear once per object"
+        );
+        assert_eq!(
+            error.data.as_deref(),
+            Some(&json!({"pointer": "/params/a/b"}))
+        );
+        assert!(matches!(
+            parse(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#),
+            Incoming::Invalid { id: None, .. }
+        ));
+        match parse(r#"{"jsonrpc":"2.0","id":"hub-3","result":{"n":1,"n":1}}"#) {
+            Incoming::MalformedResponse { id, reason } => {
+                assert_eq!(id, Some(Id::Str("hub-3".into())));
+                assert!(reason.contains("/result/n"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn ids_echo_exactly() {
         let Incoming::Request { id, .. } = parse(r#"{"jsonrpc":"2.0","id":-15,"method":"x"}"#)
         else {
@@ -323,6 +404,26 @@ mod tests {
             panic!()
         };
         assert!(error(Some(&id), &RpcError::internal()).contains(r#""id":"abc""#));
+        for (huge, says) in [
+            ("1e30", "64-bit integers or strings"),
+            (
+                "123456789012345678901234567890",
+                "64-bit integers or strings",
+            ),
+            ("18446744073709551616", "64-bit integers or strings"),
+            ("-9223372036854775809", "64-bit integers or strings"),
+            ("1e2", "no fraction or exponent"),
+            ("2.5", "no fraction or exponent"),
+            ("true", "a string or an integer"),
+        ] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{huge},"method":"x"}}"#);
+            match parse(&text) {
+                Incoming::Invalid { id: None, error } => {
+                    assert!(error.message.contains(says), "{huge}: {}", error.message)
+                }
+                other => panic!("{huge}: {other:?}"),
+            }
+        }
         assert!(error(None, &RpcError::internal()).contains(r#""id":null"#));
     }
 }

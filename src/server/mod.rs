@@ -29,6 +29,12 @@ impl Server {
     pub async fn start(config: Config) -> anyhow::Result<Server> {
         config.check_exposure()?;
         let store = crate::store::open(&config).await?;
+        crate::webhooks::keys::check_at_startup(
+            store.as_ref(),
+            &config.webhooks,
+            crate::domain::now_millis(),
+        )
+        .await?;
         let listener = TcpListener::bind(config.server.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.server.listen))?;

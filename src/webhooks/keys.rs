@@ -17,23 +17,83 @@ use crate::domain::event::rfc3339;
 use crate::domain::Millis;
 use crate::store::{SigningKeyRecord, SigningKeyStore};
 
+/// Where the key-encryption key is configured (the file wins).
+enum KekSource<'c> {
+    File(&'c str),
+    Inline(&'c str),
+}
+
+impl<'c> KekSource<'c> {
+    fn of(cfg: &'c WebhooksConfig) -> Option<KekSource<'c>> {
+        if !cfg.key_encryption_key_file.is_empty() {
+            Some(KekSource::File(&cfg.key_encryption_key_file))
+        } else if !cfg.key_encryption_key.is_empty() {
+            Some(KekSource::Inline(&cfg.key_encryption_key))
+        } else {
+            None
+        }
+    }
+
+    /// The setting's name, for errors: never its value.
+    fn setting(&self) -> &'static str {
+        match self {
+            KekSource::File(_) => "webhooks.key_encryption_key_file",
+            KekSource::Inline(_) => "webhooks.key_encryption_key",
+        }
+    }
+}
+
 /// The key-encryption key from configuration (the file wins).
 pub fn key_encryption_key(cfg: &WebhooksConfig) -> anyhow::Result<[u8; 32]> {
-    let text = if !cfg.key_encryption_key_file.is_empty() {
-        std::fs::read_to_string(&cfg.key_encryption_key_file)
-            .map_err(|e| anyhow::anyhow!("cannot read webhooks.key_encryption_key_file: {e}"))?
-    } else if !cfg.key_encryption_key.is_empty() {
-        cfg.key_encryption_key.clone()
-    } else {
-        anyhow::bail!("set webhooks.key_encryption_key or webhooks.key_encryption_key_file (base64 of 32 random bytes)");
+    let source = KekSource::of(cfg).ok_or_else(|| {
+        anyhow::anyhow!("set webhooks.key_encryption_key or webhooks.key_encryption_key_file (base64 of 32 random bytes)")
+    })?;
+    let text = match source {
+        KekSource::File(path) => std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read webhooks.key_encryption_key_file: {e}"))?,
+        KekSource::Inline(text) => text.to_string(),
     };
     STANDARD
         .decode(text.trim())
         .ok()
         .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| {
-            anyhow::anyhow!("the webhook key-encryption key must be base64 of exactly 32 bytes")
-        })
+        .ok_or_else(|| anyhow::anyhow!("{} must be base64 of exactly 32 bytes", source.setting()))
+}
+
+/// Run at startup: every key that signs now must open with the configured
+/// key-encryption key, so a wrong or missing one stops the hub with an error
+/// naming the setting (never its value) instead of failing the first signed
+/// request. A configured key is checked for its format even before any
+/// signing key exists.
+pub async fn check_at_startup(
+    store: &dyn SigningKeyStore,
+    cfg: &WebhooksConfig,
+    now: Millis,
+) -> anyhow::Result<()> {
+    let signing: Vec<SigningKeyRecord> = store
+        .signing_keys()
+        .await?
+        .into_iter()
+        .filter(|k| is_signing(k, now))
+        .collect();
+    let Some(source) = KekSource::of(cfg) else {
+        anyhow::ensure!(
+            signing.is_empty(),
+            "{} webhook signing key(s) are stored, but neither webhooks.key_encryption_key nor webhooks.key_encryption_key_file is set to open them",
+            signing.len()
+        );
+        return Ok(());
+    };
+    let kek = key_encryption_key(cfg)?;
+    for k in &signing {
+        open_key(&kek, k).map_err(|e| {
+            anyhow::anyhow!(
+                "{} is not the key that sealed the stored signing keys: {e}",
+                source.setting()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// `nonce || ciphertext`, with the key id as associated data so a sealed

@@ -303,3 +303,212 @@ async fn history_pages_in_both_directions() {
     assert_eq!(listed.conversations.len(), 1);
     assert_eq!(listed.conversations[0].last_message_seq, 26);
 }
+
+/// Every part error names the exact member, both in the message and in
+/// `data.field`.
+#[tokio::test]
+async fn part_errors_name_the_exact_path() {
+    let hub = TestHub::start().await;
+    let a = agent(&hub, "a").await;
+    let b = agent(&hub, "b").await;
+    let ca = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let conversation = direct(&ca, b.id).await;
+    let mut s = crate::support::RawSocket::connect_agent(&hub.ws_url(), &a.key).await;
+    let ok = json!({"type": "text", "text": "fine"});
+    for (i, (parts, field)) in [
+        (
+            json!([{"type": "text", "text": "a", "extra": 1}]),
+            "parts[0].extra",
+        ),
+        (json!([ok, {"type": "text", "text": 5}]), "parts[1].text"),
+        (json!([{"type": "text"}]), "parts[0].text"),
+        (
+            json!([{"type": "text", "text": "a", "data": {}}]),
+            "parts[0].data",
+        ),
+        (
+            json!([{"type": "data", "data": 1, "text": "a"}]),
+            "parts[0].text",
+        ),
+        (json!([ok, {"type": "image", "url": "x"}]), "parts[1].type"),
+        (json!([{"text": "a"}]), "parts[0].type"),
+        (json!([ok, "text"]), "parts[1]"),
+        (json!([ok, {"type": "text", "text": ""}]), "parts[1].text"),
+        (
+            json!([{"type": "data", "data": {"a": null}}]),
+            "parts[0].data",
+        ),
+        (
+            json!([{"type": "data", "data": 1, "mimeType": ""}]),
+            "parts[0].mimeType",
+        ),
+        (json!([]), "parts"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let f = s
+            .call(
+                json!(i),
+                "agent/message/send",
+                json!({"conversationId": conversation, "parts": parts}),
+            )
+            .await;
+        let e = &f["error"];
+        assert_eq!(e["_tag"], json!("InvalidParamsError"), "{parts}: {f}");
+        assert_eq!(e["data"]["field"], json!(field), "{parts}: {f}");
+        let message = e["message"].as_str().unwrap();
+        let named = message
+            .strip_prefix("Invalid params: ")
+            .and_then(|m| m.strip_prefix(field))
+            .unwrap_or_else(|| panic!("{parts}: {message} does not start with {field}"));
+        assert!(
+            named.starts_with(' ') || named.starts_with(':'),
+            "{parts}: {message} names more than {field}"
+        );
+    }
+}
+
+/// `data` nested `depth` containers deep: `{"d": {"d": … 1}}`.
+fn nested(depth: usize) -> serde_json::Value {
+    (0..depth).fold(json!(1), |inner, _| json!({ "d": inner }))
+}
+
+/// The deepest data part the hub accepts still fits, inside its envelope,
+/// within the parser limit of every way out: live and replayed event frames,
+/// the message list, the REST catch-up page. One level more is refused at
+/// send, naming the part.
+#[tokio::test]
+async fn the_deepest_accepted_data_part_reaches_sdk_clients_on_every_way_out() {
+    the_deepest_accepted_data_part_reaches_sdk_clients_on(crate::support::hub::Options::default())
+        .await;
+}
+
+#[tokio::test]
+async fn the_deepest_accepted_data_part_reaches_sdk_clients_on_every_way_out_on_postgres() {
+    the_deepest_accepted_data_part_reaches_sdk_clients_on(crate::support::hub::Options {
+        database_url: Some(crate::support::pg::fresh_database().await),
+        ..Default::default()
+    })
+    .await;
+}
+
+async fn the_deepest_accepted_data_part_reaches_sdk_clients_on(
+    options: crate::support::hub::Options,
+) {
+    use switchboard::domain::message::{envelope_depth, nesting, JSON_MAX_NESTING, MAX_DATA_DEPTH};
+    const DEEPEST: usize = 120;
+    assert_eq!(MAX_DATA_DEPTH, DEEPEST);
+    let hub = TestHub::start_with(options).await;
+    let a = agent(&hub, "a").await;
+    let b = agent(&hub, "b").await;
+    let ca = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let cb = AgentClient::connect(&hub.base, &b.key).await.unwrap();
+    let mut live = cb.connection.notifications().unwrap();
+    let conversation = direct(&ca, b.id).await;
+    let send = |data: serde_json::Value| {
+        ca.call::<AgentMessageSend>(MessageSendParams {
+            conversation_id: conversation,
+            parts: vec![Part::Data {
+                data,
+                mime_type: None,
+            }],
+            client_msg_id: None,
+            reply_to: None,
+        })
+    };
+
+    let err = send(nested(DEEPEST + 1)).await.unwrap_err();
+    let e = err.rpc().unwrap();
+    assert_eq!(e.tag.as_deref(), Some("InvalidParamsError"));
+    assert_eq!(
+        e.data.as_deref().unwrap()["field"],
+        json!("parts[0].data"),
+        "{e:?}"
+    );
+    assert!(
+        e.message
+            .starts_with("Invalid params: parts[0].data is nested")
+            && e.message.contains("messages.max_data_depth"),
+        "{}",
+        e.message
+    );
+
+    let sent = send(nested(DEEPEST)).await.unwrap();
+    let deepest = Part::Data {
+        data: nested(DEEPEST),
+        mime_type: None,
+    };
+    assert_eq!(sent.message.parts, vec![deepest.clone()]);
+    let parts_of = |envelope: &serde_json::Value| -> Vec<Part> {
+        serde_json::from_value(envelope["payload"]["message"]["parts"].clone()).unwrap()
+    };
+    let received = crate::support::agents::next_of(&mut live, "agent/message/received").await;
+    assert_eq!(parts_of(&received), vec![deepest.clone()], "live");
+    // The notification's params are the envelope; the frame adds one level.
+    assert_eq!(
+        nesting(&received) + 1,
+        DEEPEST + envelope_depth::EVENT_FRAME,
+        "the event frame's envelope depth is what the budget assumes"
+    );
+    let seq = received["seq"].as_u64().unwrap();
+    drop(cb);
+
+    let replaying = AgentClient::connect_resuming(
+        &hub.base,
+        &b.key,
+        Some(switchboard::protocol::events::Resume {
+            after: seq - 1,
+            sync_epoch: received_epoch(&hub, &b.key).await,
+        }),
+    )
+    .await
+    .unwrap();
+    let mut replay = replaying.connection.notifications().unwrap();
+    let replayed = crate::support::agents::next_of(&mut replay, "agent/message/received").await;
+    assert_eq!(parts_of(&replayed), vec![deepest.clone()], "replay");
+
+    let history = replaying
+        .call::<AgentMessageList>(MessageListParams {
+            conversation_id: conversation,
+            after: None,
+            before: None,
+            limit: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(history.messages[0].parts, vec![deepest.clone()], "history");
+
+    // The REST page, read with the same parser (and limit) as the SDK.
+    let text = hub
+        .http
+        .get(format!("{}/api/v1/events?after={}", hub.base, seq - 1))
+        .bearer_auth(&b.key)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let page: serde_json::Value = serde_json::from_str(&text).expect("the page parses");
+    assert_eq!(
+        nesting(&page),
+        JSON_MAX_NESTING,
+        "the catch-up page is the deepest way out, exactly at the parsers' limit"
+    );
+    assert_eq!(parts_of(&page["events"][0]), vec![deepest], "catch-up");
+}
+
+async fn received_epoch(hub: &TestHub, key: &str) -> String {
+    let page: serde_json::Value = hub
+        .http
+        .get(format!("{}/api/v1/events?limit=1&after=0", hub.base))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    page["syncEpoch"].as_str().unwrap().to_string()
+}

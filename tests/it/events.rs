@@ -564,3 +564,86 @@ async fn nothing_acknowledged_is_lost_when_postgres_hub_is_terminated() {
     })
     .await;
 }
+
+/// Every seq, cursor and limit that arrives as a u64 is refused above
+/// i64::MAX at decoding, with an error naming the field: the store binds them
+/// as signed 64-bit integers, where u64::MAX would wrap to -1.
+#[tokio::test]
+async fn cursors_beyond_i64_are_refused_naming_the_field() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let a = agent(&hub, "a").await;
+    let b = agent(&hub, "b").await;
+    let ca = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let conversation = direct(&ca, b.id).await;
+    send_many(&ca, conversation, 0, 3, 1).await;
+    let mut s = crate::support::RawSocket::connect_agent(&hub.ws_url(), &a.key).await;
+    let too_big = json!(u64::MAX);
+    let refused = |frame: &Value, field: &str| {
+        let e = &frame["error"];
+        assert_eq!(e["_tag"], json!("InvalidParamsError"), "{frame}");
+        assert_eq!(e["data"]["field"], json!(field), "{frame}");
+        let message = e["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("Invalid params: {field}"))
+                && message.contains("9223372036854775807"),
+            "{message}"
+        );
+    };
+    for field in ["after", "before"] {
+        let f = s
+            .call(
+                json!(field),
+                "agent/message/list",
+                json!({"conversationId": conversation, field: too_big}),
+            )
+            .await;
+        refused(&f, field);
+    }
+    let f = s
+        .call(json!("ack"), "agent/event/ack", json!({"seq": too_big}))
+        .await;
+    refused(&f, "seq");
+    let mut fresh = crate::support::RawSocket::connect(&hub.ws_url()).await;
+    let f = fresh
+        .call(
+            json!("resume"),
+            "agent/network/connect",
+            json!({"agentKey": a.key, "resume": {"after": too_big, "syncEpoch": "e"}}),
+        )
+        .await;
+    refused(&f, "resume.after");
+
+    // The largest stored value is still a cursor: after it nothing, before it all.
+    let max = json!(i64::MAX);
+    let f = s
+        .call(
+            json!("max-after"),
+            "agent/message/list",
+            json!({"conversationId": conversation, "after": max}),
+        )
+        .await;
+    assert_eq!(f["result"]["messages"], json!([]), "{f}");
+    let f = s
+        .call(
+            json!("max-before"),
+            "agent/message/list",
+            json!({"conversationId": conversation, "before": max}),
+        )
+        .await;
+    assert_eq!(f["result"]["messages"].as_array().unwrap().len(), 3, "{f}");
+
+    for (query, code) in [
+        ("after=18446744073709551615", "invalid_cursor"),
+        ("limit=18446744073709551615", "invalid_limit"),
+        ("wait=18446744073709551615", "invalid_query"),
+    ] {
+        let (status, body) = rest_events(&hub, &a.key, query).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert_eq!(body["error"]["code"], json!(code), "{query}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("9223372036854775807"),
+            "{query}: {message}"
+        );
+    }
+}

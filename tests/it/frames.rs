@@ -205,3 +205,98 @@ async fn notifications_from_clients_get_no_answer() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn integer_ids_beyond_64_bits_are_refused_saying_so() {
+    let hub = TestHub::start().await;
+    let mut s = RawSocket::connect(&hub.ws_url()).await;
+    for id in [
+        "1e30",
+        "123456789012345678901234567890",
+        "-9223372036854775809",
+    ] {
+        s.send_text(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"agent/identity/get"}}"#
+        ))
+        .await;
+        let f = s.recv().await;
+        let (code, tag, message) = error_of(&f);
+        assert_eq!(
+            (code, tag.as_str()),
+            (-32600, "InvalidRequestError"),
+            "{id}"
+        );
+        assert!(
+            message.contains("64-bit integers or strings"),
+            "{id}: {message}"
+        );
+        assert!(f["id"].is_null(), "{f}");
+    }
+    // A fraction gets the general answer, and the socket lives on.
+    s.send_text(r#"{"jsonrpc":"2.0","id":1.5,"method":"agent/identity/get"}"#)
+        .await;
+    let (_, _, message) = error_of(&s.recv().await);
+    assert!(message.contains("fraction"), "{message}");
+    let f = s
+        .call(json!(u64::MAX), "agent/identity/get", json!({}))
+        .await;
+    assert_eq!(error_of(&f).1, "UnauthorizedError");
+}
+
+/// A repeated member anywhere in a frame refuses the whole frame with
+/// -32600 and the member's JSON pointer; the id is echoed unless it is the
+/// repeated member itself. serde_json alone would keep the last value.
+#[tokio::test]
+async fn frames_with_duplicate_members_are_refused_with_the_path() {
+    let hub = TestHub::start().await;
+    let (_, key) = hub.register_agent("dups").await;
+    let mut s = RawSocket::connect(&hub.ws_url()).await;
+    for (text, pointer, id) in [
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"agent/network/connect","params":{"agentKey":"x","agentKey":"y"}}"#,
+            "/params/agentKey",
+            json!(1),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"m","method":"agent/does/not-exist","method":"agent/identity/get"}"#,
+            "/method",
+            json!("m"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":3,"id":4,"method":"agent/identity/get"}"#,
+            "/id",
+            json!(null),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"agent/message/send","params":{"parts":[{"type":"text"},{"type":"text","text":"a","text":"b"}]}}"#,
+            "/params/parts/1/text",
+            json!(5),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":6,"method":"x","params":{"a/b":{"~":1,"~":2}}}"#,
+            "/params/a~1b/~0",
+            json!(6),
+        ),
+    ] {
+        s.send_text(text).await;
+        let f = s.recv().await;
+        let (code, tag, message) = error_of(&f);
+        assert_eq!(
+            (code, tag.as_str()),
+            (-32600, "InvalidRequestError"),
+            "{text}: {f}"
+        );
+        assert!(message.contains(pointer), "{text}: {message}");
+        assert_eq!(f["error"]["data"]["pointer"], json!(pointer), "{text}: {f}");
+        assert_eq!(f["id"], id, "{text}: {f}");
+    }
+    // Refused, not half-read: a duplicated key never connects, and the
+    // socket still works for a clean frame.
+    let f = s.call(json!(7), "agent/identity/get", json!({})).await;
+    assert_eq!(error_of(&f).1, "UnauthorizedError");
+    s.send_text(format!(
+        r#"{{"jsonrpc":"2.0","id":8,"method":"agent/network/connect","params":{{"agentKey":"{key}"}}}}"#
+    ))
+    .await;
+    assert!(s.recv().await["result"]["agentId"].is_string());
+}

@@ -252,3 +252,89 @@ async fn requests_beyond_the_in_flight_limit_are_refused_and_the_socket_lives_on
     let f = agent.call(json!(3), "agent/identity/get", json!({})).await;
     assert_eq!(f["result"]["name"], json!("busy"));
 }
+
+/// `switchboard_events_written_total{type}` counts every event written to
+/// the log, whoever wrote it: conversations, messages, tasks and leases.
+#[tokio::test]
+async fn every_event_written_to_the_log_is_counted_by_type() {
+    use switchboard::domain::message::Part;
+    use switchboard::protocol::conversations::{AgentMessageSend, MessageSendParams};
+    use switchboard::protocol::tasks::{
+        AgentDispatchRequest, AgentTaskRequest, DispatchRequestParams, TaskRequestParams,
+    };
+
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let mut manifest = werewolf_manifest();
+    manifest["hooks"] = json!({
+        "task_create": {"kind": "accept"},
+        "message_authorize": {"kind": "forwardAllExceptSender"},
+        "dispatch_authorize": {"kind": "grant"}
+    });
+    let (app_id, app_key) = hub.register_app(&manifest).await;
+    let (a_id, a_key) = hub.register_agent("a").await;
+    let (b_id, b_key) = hub.register_agent("b").await;
+    let a = AgentClient::connect(&hub.base, &a_key).await.unwrap();
+    let b = AgentClient::connect(&hub.base, &b_key).await.unwrap();
+    let mut b_events = b.connection.notifications().unwrap();
+
+    let direct = crate::support::agents::direct(&a, b_id.parse().unwrap()).await;
+    crate::support::agents::send(&a, direct, "hello").await;
+    let task = a
+        .call::<AgentTaskRequest>(TaskRequestParams {
+            app_id: app_id.parse().unwrap(),
+            invited_agent_ids: vec![b_id.parse().unwrap()],
+            initial_conversation: None,
+        })
+        .await
+        .unwrap();
+    let town = task.conversations[0].id;
+    let sent = a
+        .call::<AgentMessageSend>(MessageSendParams {
+            conversation_id: town,
+            parts: vec![Part::Text {
+                text: "to the town".into(),
+            }],
+            client_msg_id: None,
+            reply_to: None,
+        })
+        .await
+        .unwrap();
+    b.call::<AgentDispatchRequest>(DispatchRequestParams {
+        conversation_id: town,
+        message_id: sent.message.id,
+    })
+    .await
+    .unwrap();
+    crate::support::agents::next_of(&mut b_events, "agent/dispatch/released").await;
+
+    let mut written = 0.0;
+    for key in [&a_key, &b_key, &app_key] {
+        let page: serde_json::Value = hub
+            .http
+            .get(format!("{}/api/v1/events?after=0&limit=1", hub.base))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        written += page["latestSeq"].as_f64().unwrap();
+    }
+    assert!(written >= 9.0, "{written} events in the logs");
+    let metric = "switchboard_events_written_total";
+    assert_eq!(hub.metric(metric, "").await, written, "a={a_id}");
+    for kind in [
+        "agent/conversation/created",
+        "agent/message/received",
+        "agent/task/accepted",
+        "agent/task/invited",
+        "app/task/activated",
+        "agent/dispatch/released",
+    ] {
+        assert!(
+            hub.metric(metric, &format!("type=\"{kind}\"")).await >= 1.0,
+            "{kind} is counted"
+        );
+    }
+}

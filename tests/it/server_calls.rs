@@ -248,3 +248,28 @@ async fn the_admin_api_needs_the_operator_token_and_hides_non_apps() {
         assert_eq!(body["error"]["message"], json!("no such app"));
     }
 }
+
+#[tokio::test]
+async fn a_ping_answer_with_an_unknown_member_is_a_bad_result() {
+    let hub = TestHub::start().await;
+    let (app_id, mut app) = fake_app(&hub).await;
+    let (task, request) = ping_and_receive(&hub, &mut app, &app_id, 5_000).await;
+    app.send_json(&json!({"jsonrpc":"2.0","id": request["id"],
+        "result":{"nonce": request["params"]["nonce"], "extra": true}}))
+        .await;
+    assert_eq!(task.await.unwrap()["outcome"], json!("bad_result"));
+}
+
+#[tokio::test]
+async fn a_ping_answer_with_a_duplicate_member_is_a_bad_result() {
+    let hub = TestHub::start().await;
+    let (app_id, mut app) = fake_app(&hub).await;
+    let (task, request) = ping_and_receive(&hub, &mut app, &app_id, 5_000).await;
+    let id = request["id"].as_str().unwrap();
+    let nonce = request["params"]["nonce"].as_str().unwrap();
+    app.send_text(format!(
+        r#"{{"jsonrpc":"2.0","id":"{id}","result":{{"nonce":"{nonce}","nonce":"{nonce}"}}}}"#
+    ))
+    .await;
+    assert_eq!(task.await.unwrap()["outcome"], json!("bad_result"));
+}

@@ -302,3 +302,93 @@ async fn published_keys_verify_the_hubs_signed_requests() {
     assert!(!log.contains("/verified"), "the URL path stays out of logs");
     assert!(!log.contains(signature), "signatures stay out of logs");
 }
+
+/// Runs `switchboard serve` on `data` and expects it to refuse to start:
+/// returns its stderr. A hub that starts instead is stopped and fails the test.
+async fn serve_refuses(data: &Path, env: &[(&str, &str)]) -> String {
+    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    c.arg("serve")
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--data-dir")
+        .arg(data)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let child = c.spawn().unwrap();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("the hub started although its key-encryption key is wrong")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success() && !stdout.contains("switchboard listening"),
+        "{stdout}\n{stderr}"
+    );
+    stderr
+}
+
+#[tokio::test]
+async fn a_wrong_key_encryption_key_stops_the_hub_at_startup() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    // A hub with the right key runs, makes a signing key, and stops.
+    let mut hub = TestHub::start_with(Options {
+        dir: Some(data.clone()),
+        ..Options::default().env("SWITCHBOARD_WEBHOOKS__KEY_ENCRYPTION_KEY", KEK)
+    })
+    .await;
+    let (ok, _, err) = keys_cli(&["rotate"], &data, Some(KEK));
+    assert!(ok, "{err}");
+    hub.signal(libc::SIGTERM);
+    assert!(hub
+        .wait_exit(std::time::Duration::from_secs(30))
+        .await
+        .success());
+
+    let wrong = "HyAhIiMkJSYnKCkqKywtLi8wMTIzNDU2Nzg5Ojs8PT4=";
+    let err = serve_refuses(
+        &data,
+        &[("SWITCHBOARD_WEBHOOKS__KEY_ENCRYPTION_KEY", wrong)],
+    )
+    .await;
+    assert!(
+        err.contains("webhooks.key_encryption_key") && err.contains("does not open"),
+        "{err}"
+    );
+    assert!(!err.contains(wrong), "the key is never printed: {err}");
+
+    let file = root.path().join("kek");
+    std::fs::write(&file, wrong).unwrap();
+    let err = serve_refuses(
+        &data,
+        &[(
+            "SWITCHBOARD_WEBHOOKS__KEY_ENCRYPTION_KEY_FILE",
+            file.to_str().unwrap(),
+        )],
+    )
+    .await;
+    assert!(
+        err.contains("webhooks.key_encryption_key_file") && err.contains("does not open"),
+        "{err}"
+    );
+    assert!(!err.contains(wrong), "the key is never printed: {err}");
+
+    let err = serve_refuses(&data, &[]).await;
+    assert!(
+        err.contains("neither webhooks.key_encryption_key nor webhooks.key_encryption_key_file"),
+        "{err}"
+    );
+
+    // The right key still starts it.
+    let _hub = TestHub::start_with(Options {
+        dir: Some(data.clone()),
+        ..Options::default().env("SWITCHBOARD_WEBHOOKS__KEY_ENCRYPTION_KEY", KEK)
+    })
+    .await;
+}

@@ -1,15 +1,17 @@
-//! JSON parsing that refuses duplicate object keys (serde_json keeps the
-//! last one silently, so a signed card could hide a second value). The
-//! check itself is shared with every REST body: `domain::strict_json`.
+//! `app.json` is parsed with the hub's strict JSON parser, shared with every
+//! frame and REST body (`domain::strict_json`): a duplicate key could let a
+//! signed card hide a second value (serde_json keeps the last one silently).
 
 use serde_json::Value;
 
 use super::CardError;
-use crate::domain::strict_json::reject_duplicate_keys;
+use crate::domain::strict_json::{self, StrictError};
 
 pub fn parse(bytes: &[u8]) -> Result<Value, CardError> {
-    reject_duplicate_keys(bytes).map_err(|d| CardError::DuplicateKey(d.pointer))?;
-    serde_json::from_slice(bytes).map_err(|e| CardError::InvalidJson(e.to_string()))
+    strict_json::parse(bytes).map_err(|e| match e {
+        StrictError::Duplicate(d) => CardError::DuplicateKey(d.pointer),
+        StrictError::Syntax(e) => CardError::InvalidJson(e.to_string()),
+    })
 }
 
 #[cfg(test)]
