@@ -5,6 +5,7 @@
 
 mod ceiling;
 mod connections;
+mod layout;
 mod report;
 mod scenarios;
 mod stats;
@@ -18,7 +19,7 @@ pub use report::Report;
 
 #[derive(Args, Clone, Debug)]
 pub struct BenchArgs {
-    /// Scenarios to run: fanout, hook, connections, catchup, or all.
+    /// Scenarios to run: fanout, hook, connections, catchup, layout, or all.
     /// (fanout always runs the bare-socket ceiling beside it.)
     #[arg(long, default_value = "all")]
     pub scenario: String,
@@ -119,6 +120,9 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Report> {
     }
     if args.wants("catchup") {
         report.push(scenarios::catchup(args.catchup_events).await?);
+    }
+    if args.wants("layout") {
+        layout::run(&layout::LayoutArgs::from(&args)?, &mut report).await?;
     }
     throwaway_pg::stop();
     if let Some(path) = &args.json {

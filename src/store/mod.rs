@@ -23,7 +23,7 @@ mod leases;
 mod messages;
 mod postgres;
 mod signing_keys;
-mod sql;
+pub(crate) mod sql;
 mod sqlite;
 mod tasks;
 

@@ -40,5 +40,20 @@ async fn bench_smoke_run_reports_every_scenario() {
             f["params"]["n"].as_u64().unwrap() * f["params"]["messages"].as_u64().unwrap()
         );
     }
+    let layouts: Vec<&serde_json::Value> = report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["scenario"] == "layout")
+        .collect();
+    assert_eq!(layouts.len(), 12, "3 layouts, write and read, 2 backends");
+    for l in layouts.iter().filter(|l| l["params"]["layout"] != "today") {
+        let figure = if l["params"]["phase"] == "write" {
+            "deliveries_per_second_over_today"
+        } else {
+            "events_per_second_over_today"
+        };
+        assert!(l["results"][figure].as_f64().unwrap() > 0.0, "{l}");
+    }
     assert!(report["machine"]["cores"].as_u64().unwrap() >= 1);
 }
