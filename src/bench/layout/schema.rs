@@ -11,7 +11,9 @@ const TODAY_POSTGRES: &str =
 /// Candidate A on SQLite: per delivery one `(stream, seq, payload)` row of
 /// three integers in a clustered (`WITHOUT ROWID`) table; the envelope's
 /// header once per event in `event_payloads`, and a message's body stays in
-/// `messages`. Recipients are listed only for forward subsets.
+/// `messages`; `refs` counts the index rows pointing at a header, so
+/// retention drops the header with its last reference. Recipients are
+/// listed only for forward subsets.
 const THIN_SQLITE: &str = "
 DROP TABLE events;
 DROP TABLE event_streams;
@@ -28,6 +30,7 @@ CREATE TABLE event_payloads (
     occurred_at INTEGER NOT NULL,
     message_id  TEXT REFERENCES messages (id),
     body        TEXT,
+    refs        INTEGER NOT NULL,
     CHECK ((message_id IS NULL) <> (body IS NULL))
 );
 CREATE INDEX event_payloads_by_time ON event_payloads (occurred_at);
@@ -56,6 +59,7 @@ CREATE TABLE event_payloads (
     occurred_at BIGINT NOT NULL,
     message_id  UUID REFERENCES messages (id),
     body        JSONB,
+    refs        INTEGER NOT NULL,
     CHECK ((message_id IS NULL) <> (body IS NULL))
 );
 CREATE INDEX event_payloads_by_time ON event_payloads (occurred_at);

@@ -368,22 +368,24 @@ async fn append_thin(
 ) -> StoreResult<()> {
     let event_ids: Vec<Uuid> = messages.iter().map(|_| Uuid::now_v7()).collect();
     let values: Vec<String> = (0..messages.len())
-        .map(|r| format!("({})", marks(w.postgres, 1 + 4 * r, 4)))
+        .map(|r| format!("({})", marks(w.postgres, 1 + 5 * r, 5)))
         .collect();
     let args: Vec<Arg> = messages
         .iter()
         .zip(&event_ids)
-        .flat_map(|(m, e)| {
+        .zip(group)
+        .flat_map(|((m, e), send)| {
             [
                 Arg::Id(*e),
                 Arg::Text(EVENT_TYPE),
                 Arg::Int(now),
                 Arg::Id(m.id),
+                Arg::Int(w.recipients(*send).count() as i64),
             ]
         })
         .collect();
     let sql = format!(
-        "INSERT INTO event_payloads (event_id, type, occurred_at, message_id) VALUES {} \
+        "INSERT INTO event_payloads (event_id, type, occurred_at, message_id, refs) VALUES {} \
          RETURNING id, message_id",
         values.join(", ")
     );
