@@ -430,8 +430,10 @@ impl Reader {
             self.finish(&id, name, started, Err(err));
             return;
         }
-        let result = match self.hub.refused_keys.check(self.remote) {
-            Ok(()) => route.call(ctx, params).await,
+        let hub = self.hub.clone();
+        let attempt = hub.refused_keys.begin(self.remote);
+        let result = match attempt {
+            Ok(_) => route.call(ctx, params).await,
             Err(wait) => Err(RpcError::new(
                 ErrorKind::RateLimited,
                 "too many failed connects from this address (gateway.failed_connects_per_address)",
@@ -441,18 +443,20 @@ impl Reader {
         let connected = result.is_ok();
         let kind = result.as_ref().err().and_then(RpcError::kind);
         self.finish(&id, name, started, result);
-        if connected {
-            self.authenticated = true;
-            metrics::gauge!(names::CONNECTIONS, "kind" => "unauthenticated").decrement(1.0);
-            // After the answer is queued, so events follow it.
-            self.start_events();
-            return;
-        }
-        // Only a refused key cost a lookup; malformed params did not.
-        match kind {
-            Some(ErrorKind::Unauthorized) => self.hub.refused_keys.failed(self.remote),
-            Some(ErrorKind::RateLimited) => {}
-            _ => return,
+        // Only a refused key keeps its failure spent; malformed params cost
+        // no lookup.
+        match (attempt, kind) {
+            (Ok(attempt), _) if connected => {
+                attempt.accepted();
+                self.authenticated = true;
+                metrics::gauge!(names::CONNECTIONS, "kind" => "unauthenticated").decrement(1.0);
+                // After the answer is queued, so events follow it.
+                self.start_events();
+                return;
+            }
+            (Ok(attempt), Some(ErrorKind::Unauthorized)) => attempt.refused(),
+            (Err(_), _) => {}
+            (Ok(attempt), _) => return attempt.unchecked(),
         }
         self.failed_connects += 1;
         if self.failed_connects >= self.hub.config.gateway.max_failed_connects_per_socket {

@@ -325,23 +325,37 @@ pub async fn bearer(
     let token = bearer_token(headers).ok_or_else(|| {
         ApiError::unauthorized("an Authorization: Bearer <key> header is required")
     })?;
-    if let Err(wait) = hub.refused_keys.check(remote.ip()) {
-        let wait_ms = wait.as_millis().max(1) as u64;
-        let mut e = ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            "too many refused keys from this address (gateway.failed_connects_per_address)",
-        );
-        e.extra = Some(Box::new(json!({ "retryAfterMs": wait_ms })));
-        return Err(e);
-    }
+    let attempt = hub
+        .refused_keys
+        .begin(remote.ip())
+        .map_err(|wait| rate_limited(wait, "refused keys"))?;
     match identity::authenticate(hub.store.as_ref(), token, None).await {
         Err(IdentityError::BadKey) => {
-            hub.refused_keys.failed(remote.ip());
+            attempt.refused();
             Err(IdentityError::BadKey.into())
         }
-        other => Ok(other?),
+        Ok(auth) => {
+            attempt.accepted();
+            Ok(auth)
+        }
+        Err(other) => {
+            attempt.unchecked();
+            Err(other.into())
+        }
     }
+}
+
+/// 429 while the source address has spent its budget of refused
+/// credentials (`what`).
+fn rate_limited(wait: std::time::Duration, what: &str) -> ApiError {
+    let wait_ms = wait.as_millis().max(1) as u64;
+    let mut e = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        format!("too many {what} from this address (gateway.failed_connects_per_address)"),
+    );
+    e.extra = Some(Box::new(json!({ "retryAfterMs": wait_ms })));
+    e
 }
 
 /// Issues a new key for the caller and revokes the presented one (and any

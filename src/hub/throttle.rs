@@ -1,8 +1,10 @@
 //! The per-address budget of refused keys (WebSocket connects and REST
 //! bearer keys alike): each refusal spends a token, tokens come back at a
 //! steady rate, and while an address has none its key checks are refused
-//! before any lookup. Accepted keys cost nothing, so many agents behind one
-//! address connect freely.
+//! before any lookup. A check spends its token when it starts and gets it
+//! back if the key is accepted, so accepted keys cost nothing (many agents
+//! behind one address connect freely) and concurrent checks cannot all pass
+//! on the last token.
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -62,39 +64,61 @@ impl RefusedKeys {
         }
     }
 
-    /// `Err(wait)` while `address` has no failure left to spend.
-    pub fn check(&self, address: IpAddr) -> Result<(), Duration> {
-        self.check_at(address, Instant::now())
+    /// Starts a key check from `address`: spends one of its failures at
+    /// once (so concurrent checks cannot all pass on the last one), or
+    /// `Err(wait)` while it has none. The attempt gives the failure back
+    /// when the key is accepted or no key was checked.
+    pub fn begin(&self, address: IpAddr) -> Result<Attempt<'_>, Duration> {
+        self.begin_at(address, Instant::now())
     }
 
-    fn check_at(&self, address: IpAddr, now: Instant) -> Result<(), Duration> {
-        let Some(b) = self.buckets.get(&source_of(address)).map(|b| *b) else {
-            return Ok(());
-        };
-        let b = self.refilled(b, now);
-        if b.tokens >= 1.0 {
-            return Ok(());
-        }
-        let wait = (1.0 - b.tokens) / self.refill_per_sec;
-        Err(Duration::from_secs_f64(wait.min(86_400.0)).max(Duration::from_millis(1)))
-    }
-
-    /// Spends one of `address`'s failures.
-    pub fn failed(&self, address: IpAddr) {
-        self.failed_at(address, Instant::now());
-    }
-
-    fn failed_at(&self, address: IpAddr, now: Instant) {
+    fn begin_at(&self, address: IpAddr, now: Instant) -> Result<Attempt<'_>, Duration> {
+        let source = source_of(address);
         self.prune_if_grown(now);
-        let mut entry = self.buckets.entry(source_of(address)).or_insert(Bucket {
+        let mut entry = self.buckets.entry(source).or_insert(Bucket {
             tokens: self.burst,
             at: now,
         });
         let b = self.refilled(*entry, now);
+        if b.tokens < 1.0 {
+            *entry = b;
+            let wait = (1.0 - b.tokens) / self.refill_per_sec;
+            return Err(Duration::from_secs_f64(wait.min(86_400.0)).max(Duration::from_millis(1)));
+        }
         *entry = Bucket {
-            tokens: (b.tokens - 1.0).max(0.0),
+            tokens: b.tokens - 1.0,
             at: now,
         };
+        Ok(Attempt { keys: self, source })
+    }
+
+    fn refund(&self, source: IpAddr) {
+        if let Some(mut b) = self.buckets.get_mut(&source) {
+            b.tokens = (b.tokens + 1.0).min(self.burst);
+        }
+    }
+}
+
+/// One key check under way, holding one failure of its source. Dropped
+/// without a word (or `refused`), the failure stays spent.
+pub struct Attempt<'a> {
+    keys: &'a RefusedKeys,
+    source: IpAddr,
+}
+
+impl Attempt<'_> {
+    /// The key was refused: its failure stays spent.
+    pub fn refused(self) {}
+
+    /// The key was accepted: accepted keys cost nothing.
+    pub fn accepted(self) {
+        self.keys.refund(self.source);
+    }
+
+    /// No key was checked (malformed params, a store failure): nothing
+    /// was guessed, so nothing is spent.
+    pub fn unchecked(self) {
+        self.keys.refund(self.source);
     }
 }
 
@@ -130,6 +154,11 @@ impl RefusedKeys {
 mod tests {
     use super::*;
 
+    /// A refused key from `a` at `now`.
+    fn refuse(t: &RefusedKeys, a: IpAddr, now: Instant) {
+        t.begin_at(a, now).expect("budget left").refused();
+    }
+
     #[test]
     fn failures_run_out_per_address_and_come_back_with_time() {
         let t = RefusedKeys::new(3, 60);
@@ -137,18 +166,35 @@ mod tests {
         let b: IpAddr = "127.0.0.3".parse().unwrap();
         let now = Instant::now();
         for _ in 0..3 {
-            assert!(t.check_at(a, now).is_ok());
-            t.failed_at(a, now);
+            refuse(&t, a, now);
         }
-        let wait = t.check_at(a, now).unwrap_err();
+        let wait = t.begin_at(a, now).err().unwrap();
         assert!(wait <= Duration::from_secs(1) && wait > Duration::ZERO);
         assert!(
-            t.check_at(b, now).is_ok(),
+            t.begin_at(b, now).is_ok(),
             "other addresses are not affected"
         );
-        assert!(t.check_at(a, now + Duration::from_secs(1)).is_ok());
-        t.failed_at(a, now + Duration::from_secs(1));
-        assert!(t.check_at(a, now + Duration::from_secs(1)).is_err());
+        refuse(&t, a, now + Duration::from_secs(1));
+        assert!(t.begin_at(a, now + Duration::from_secs(1)).is_err());
+    }
+
+    #[test]
+    fn checks_under_way_hold_their_failure_so_concurrent_ones_cannot_all_pass() {
+        let t = RefusedKeys::new(3, 60);
+        let a: IpAddr = "127.0.0.2".parse().unwrap();
+        let now = Instant::now();
+        let under_way: Vec<_> = (0..3).map(|_| t.begin_at(a, now).unwrap()).collect();
+        assert!(
+            t.begin_at(a, now).is_err(),
+            "a fourth concurrent check must wait"
+        );
+        // Accepted and unchecked attempts give their failure back.
+        let mut under_way = under_way.into_iter();
+        under_way.next().unwrap().accepted();
+        under_way.next().unwrap().unchecked();
+        assert!(t.begin_at(a, now).is_ok());
+        assert!(t.begin_at(a, now).is_ok());
+        assert!(t.begin_at(a, now).is_err());
     }
 
     #[test]
@@ -158,17 +204,17 @@ mod tests {
         let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
         let same_64: IpAddr = "2001:db8:1:2:ffff:1:2:3".parse().unwrap();
         let other_64: IpAddr = "2001:db8:1:3::1".parse().unwrap();
-        t.failed_at(a, now);
-        t.failed_at(same_64, now);
-        assert!(t.check_at(a, now).is_err(), "one /64 shares one budget");
-        assert!(t.check_at(other_64, now).is_ok());
+        refuse(&t, a, now);
+        refuse(&t, same_64, now);
+        assert!(t.begin_at(a, now).is_err(), "one /64 shares one budget");
+        assert!(t.begin_at(other_64, now).is_ok());
 
         let v4: IpAddr = "192.0.2.7".parse().unwrap();
         let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
-        t.failed_at(mapped, now);
-        t.failed_at(v4, now);
+        refuse(&t, mapped, now);
+        refuse(&t, v4, now);
         assert!(
-            t.check_at(v4, now).is_err(),
+            t.begin_at(v4, now).is_err(),
             "mapped IPv4 is the IPv4 address"
         );
         assert_eq!(source_of(mapped), v4);
@@ -181,20 +227,20 @@ mod tests {
         let nth = |i: usize| IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i as u32));
         // Buckets still spending (not full) are kept by a prune.
         for i in 0..=PRUNE_ABOVE {
-            t.failed_at(nth(i), now);
+            refuse(&t, nth(i), now);
         }
         // They all refill; the next failure prunes them all but its own.
         let later = now + Duration::from_secs(10);
-        t.failed_at(nth(PRUNE_ABOVE + 1), later);
+        refuse(&t, nth(PRUNE_ABOVE + 1), later);
         assert_eq!(t.len(), 1, "the full buckets were dropped");
         assert_eq!(t.prune_at.load(Ordering::Relaxed), PRUNE_ABOVE);
         // Spending buckets are kept, and the next prune waits for doubling.
         for i in 0..=PRUNE_ABOVE {
-            t.failed_at(nth(i), later);
+            refuse(&t, nth(i), later);
         }
         assert_eq!(t.prune_at.load(Ordering::Relaxed), 2 * (PRUNE_ABOVE + 1));
         let before = t.len();
-        t.failed_at(nth(PRUNE_ABOVE + 2), later + Duration::from_secs(10));
+        refuse(&t, nth(PRUNE_ABOVE + 2), later + Duration::from_secs(10));
         assert_eq!(t.len(), before + 1, "no scan before the map doubles");
     }
 }
