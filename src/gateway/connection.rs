@@ -431,7 +431,8 @@ impl Reader {
             return;
         }
         let hub = self.hub.clone();
-        let attempt = hub.refused_keys.begin(self.remote);
+        let key_id = presented_key_id(params.as_ref());
+        let attempt = hub.refused_keys.begin(self.remote, key_id.as_deref());
         let result = match attempt {
             Ok(_) => route.call(ctx, params).await,
             Err(wait) => Err(RpcError::new(
@@ -559,6 +560,17 @@ fn transport_violation(e: axum::Error) -> Option<(u16, &'static str, &'static st
         )),
         _ => None,
     }
+}
+
+/// The key id of the key a connect presents, if it has one: known key ids
+/// are still looked up while the address's budget is spent.
+fn presented_key_id(params: Option<&Value>) -> Option<String> {
+    let params = params?;
+    let key = params
+        .get("agentKey")
+        .or_else(|| params.get("appKey"))?
+        .as_str()?;
+    crate::domain::keys::parse(key).map(|k| k.key_id)
 }
 
 /// Peer-supplied strings in logs are cut short; they are never trusted to be

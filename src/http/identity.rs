@@ -325,9 +325,10 @@ pub async fn bearer(
     let token = bearer_token(headers).ok_or_else(|| {
         ApiError::unauthorized("an Authorization: Bearer <key> header is required")
     })?;
+    let key_id = crate::domain::keys::parse(token).map(|k| k.key_id);
     let attempt = hub
         .refused_keys
-        .begin(remote.ip())
+        .begin(remote.ip(), key_id.as_deref())
         .map_err(|wait| rate_limited(wait, "refused keys"))?;
     match identity::authenticate(hub.store.as_ref(), token, None).await {
         Err(IdentityError::BadKey) => {

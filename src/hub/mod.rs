@@ -78,6 +78,7 @@ impl Hub {
             refused_keys: throttle::RefusedKeys::new(
                 g.failed_connects_per_address,
                 g.failed_connects_refill_per_minute,
+                std::time::Duration::from_secs(g.known_key_ttl_seconds),
             ),
             config,
             store,

@@ -15,6 +15,10 @@ use dashmap::DashMap;
 /// Entries kept before full (forgiven) buckets are dropped.
 const PRUNE_ABOVE: usize = 10_000;
 
+/// Key ids remembered as accepted, over all addresses; past it the oldest
+/// is forgotten.
+pub const KNOWN_KEYS_MAX: usize = 10_000;
+
 /// The source a connection is counted against, for the connection slots
 /// and the refused-key budget alike: an IPv4 address, or the /64 of an IPv6
 /// one (a single host is routinely given a whole /64, so counting by /128
@@ -37,6 +41,9 @@ pub struct RefusedKeys {
     /// The map size at which the next prune runs: it doubles after each, so
     /// a map of many live buckets is not scanned on every failure.
     prune_at: AtomicUsize,
+    /// Key ids accepted recently from a source, and when.
+    known: DashMap<(IpAddr, String), Instant>,
+    known_ttl: Duration,
 }
 
 #[derive(Clone, Copy)]
@@ -46,13 +53,17 @@ struct Bucket {
 }
 
 impl RefusedKeys {
-    /// `burst` failures at once, then `per_minute` more each minute.
-    pub fn new(burst: u32, per_minute: u32) -> RefusedKeys {
+    /// `burst` failures at once, then `per_minute` more each minute; key ids
+    /// accepted from a source are still looked up there for `known_ttl`
+    /// while its budget is spent.
+    pub fn new(burst: u32, per_minute: u32, known_ttl: Duration) -> RefusedKeys {
         RefusedKeys {
             buckets: DashMap::new(),
             burst: burst as f64,
             refill_per_sec: per_minute as f64 / 60.0,
             prune_at: AtomicUsize::new(PRUNE_ABOVE),
+            known: DashMap::new(),
+            known_ttl,
         }
     }
 
@@ -64,16 +75,28 @@ impl RefusedKeys {
         }
     }
 
-    /// Starts a key check from `address`: spends one of its failures at
-    /// once (so concurrent checks cannot all pass on the last one), or
-    /// `Err(wait)` while it has none. The attempt gives the failure back
-    /// when the key is accepted or no key was checked.
-    pub fn begin(&self, address: IpAddr) -> Result<Attempt<'_>, Duration> {
-        self.begin_at(address, Instant::now())
+    /// Starts a check of the key `key_id` (if the presented key has one)
+    /// from `address`: spends one of its failures at once (so concurrent
+    /// checks cannot all pass on the last one), or `Err(wait)` while it has
+    /// none, unless `key_id` was accepted from there recently. The attempt
+    /// gives the failure back when the key is accepted or no key was checked.
+    pub fn begin(&self, address: IpAddr, key_id: Option<&str>) -> Result<Attempt<'_>, Duration> {
+        self.begin_at(address, key_id, Instant::now())
     }
 
-    fn begin_at(&self, address: IpAddr, now: Instant) -> Result<Attempt<'_>, Duration> {
+    fn begin_at(
+        &self,
+        address: IpAddr,
+        key_id: Option<&str>,
+        now: Instant,
+    ) -> Result<Attempt<'_>, Duration> {
         let source = source_of(address);
+        let attempt = |spent| Attempt {
+            keys: self,
+            source,
+            key_id: key_id.map(str::to_string),
+            spent,
+        };
         self.prune_if_grown(now);
         let mut entry = self.buckets.entry(source).or_insert(Bucket {
             tokens: self.burst,
@@ -82,6 +105,10 @@ impl RefusedKeys {
         let b = self.refilled(*entry, now);
         if b.tokens < 1.0 {
             *entry = b;
+            drop(entry);
+            if key_id.is_some_and(|k| self.is_known(source, k, now)) {
+                return Ok(attempt(false));
+            }
             let wait = (1.0 - b.tokens) / self.refill_per_sec;
             return Err(Duration::from_secs_f64(wait.min(86_400.0)).max(Duration::from_millis(1)));
         }
@@ -89,7 +116,37 @@ impl RefusedKeys {
             tokens: b.tokens - 1.0,
             at: now,
         };
-        Ok(Attempt { keys: self, source })
+        Ok(attempt(true))
+    }
+
+    fn is_known(&self, source: IpAddr, key_id: &str, now: Instant) -> bool {
+        self.known
+            .get(&(source, key_id.to_string()))
+            .is_some_and(|at| now.saturating_duration_since(*at) < self.known_ttl)
+    }
+
+    /// Remembers an accepted key id, forgetting expired ones (then the
+    /// oldest) when the map is full.
+    fn remember(&self, source: IpAddr, key_id: String, now: Instant) {
+        if self.known_ttl.is_zero() {
+            return;
+        }
+        let entry = (source, key_id);
+        if !self.known.contains_key(&entry) && self.known.len() >= KNOWN_KEYS_MAX {
+            self.known
+                .retain(|_, at| now.saturating_duration_since(*at) < self.known_ttl);
+            if self.known.len() >= KNOWN_KEYS_MAX {
+                let oldest = self
+                    .known
+                    .iter()
+                    .min_by_key(|e| *e.value())
+                    .map(|e| e.key().clone());
+                if let Some(oldest) = oldest {
+                    self.known.remove(&oldest);
+                }
+            }
+        }
+        self.known.insert(entry, now);
     }
 
     fn refund(&self, source: IpAddr) {
@@ -104,21 +161,42 @@ impl RefusedKeys {
 pub struct Attempt<'a> {
     keys: &'a RefusedKeys,
     source: IpAddr,
+    key_id: Option<String>,
+    /// False for a known key id let through a spent budget.
+    spent: bool,
 }
 
 impl Attempt<'_> {
-    /// The key was refused: its failure stays spent.
-    pub fn refused(self) {}
+    /// The key was refused: its failure stays spent, and its key id is no
+    /// longer known from this source (a revoked key, or someone who learned
+    /// the id, gets no lookups past the budget).
+    pub fn refused(self) {
+        if let Some(key_id) = self.key_id {
+            self.keys.known.remove(&(self.source, key_id));
+        }
+    }
 
-    /// The key was accepted: accepted keys cost nothing.
+    /// The key was accepted: accepted keys cost nothing, and its id is
+    /// known from this source for `gateway.known_key_ttl_seconds`.
     pub fn accepted(self) {
-        self.keys.refund(self.source);
+        self.accepted_at(Instant::now());
+    }
+
+    fn accepted_at(self, now: Instant) {
+        if self.spent {
+            self.keys.refund(self.source);
+        }
+        if let Some(key_id) = self.key_id {
+            self.keys.remember(self.source, key_id, now);
+        }
     }
 
     /// No key was checked (malformed params, a store failure): nothing
     /// was guessed, so nothing is spent.
     pub fn unchecked(self) {
-        self.keys.refund(self.source);
+        if self.spent {
+            self.keys.refund(self.source);
+        }
     }
 }
 
@@ -156,65 +234,68 @@ mod tests {
 
     /// A refused key from `a` at `now`.
     fn refuse(t: &RefusedKeys, a: IpAddr, now: Instant) {
-        t.begin_at(a, now).expect("budget left").refused();
+        t.begin_at(a, None, now).expect("budget left").refused();
     }
 
     #[test]
     fn failures_run_out_per_address_and_come_back_with_time() {
-        let t = RefusedKeys::new(3, 60);
+        let t = RefusedKeys::new(3, 60, Duration::from_secs(60));
         let a: IpAddr = "127.0.0.2".parse().unwrap();
         let b: IpAddr = "127.0.0.3".parse().unwrap();
         let now = Instant::now();
         for _ in 0..3 {
             refuse(&t, a, now);
         }
-        let wait = t.begin_at(a, now).err().unwrap();
+        let wait = t.begin_at(a, None, now).err().unwrap();
         assert!(wait <= Duration::from_secs(1) && wait > Duration::ZERO);
         assert!(
-            t.begin_at(b, now).is_ok(),
+            t.begin_at(b, None, now).is_ok(),
             "other addresses are not affected"
         );
         refuse(&t, a, now + Duration::from_secs(1));
-        assert!(t.begin_at(a, now + Duration::from_secs(1)).is_err());
+        assert!(t.begin_at(a, None, now + Duration::from_secs(1)).is_err());
     }
 
     #[test]
     fn checks_under_way_hold_their_failure_so_concurrent_ones_cannot_all_pass() {
-        let t = RefusedKeys::new(3, 60);
+        let t = RefusedKeys::new(3, 60, Duration::from_secs(60));
         let a: IpAddr = "127.0.0.2".parse().unwrap();
         let now = Instant::now();
-        let under_way: Vec<_> = (0..3).map(|_| t.begin_at(a, now).unwrap()).collect();
+        let under_way: Vec<_> = (0..3).map(|_| t.begin_at(a, None, now).unwrap()).collect();
         assert!(
-            t.begin_at(a, now).is_err(),
+            t.begin_at(a, None, now).is_err(),
             "a fourth concurrent check must wait"
         );
         // Accepted and unchecked attempts give their failure back.
         let mut under_way = under_way.into_iter();
         under_way.next().unwrap().accepted();
         under_way.next().unwrap().unchecked();
-        assert!(t.begin_at(a, now).is_ok());
-        assert!(t.begin_at(a, now).is_ok());
-        assert!(t.begin_at(a, now).is_err());
+        assert!(t.begin_at(a, None, now).is_ok());
+        assert!(t.begin_at(a, None, now).is_ok());
+        assert!(t.begin_at(a, None, now).is_err());
     }
 
     #[test]
     fn ipv6_counts_by_its_64_and_mapped_ipv4_as_the_ipv4_address() {
-        let t = RefusedKeys::new(2, 60);
+        let t = RefusedKeys::new(2, 60, Duration::from_secs(60));
         let now = Instant::now();
         let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
         let same_64: IpAddr = "2001:db8:1:2:ffff:1:2:3".parse().unwrap();
         let other_64: IpAddr = "2001:db8:1:3::1".parse().unwrap();
         refuse(&t, a, now);
         refuse(&t, same_64, now);
-        assert!(t.begin_at(a, now).is_err(), "one /64 shares one budget");
-        assert!(t.begin_at(other_64, now).is_ok());
+        assert!(
+            t.begin_at(a, None, now).is_err(),
+            "one /64 shares one budget"
+        );
+        assert!(t.begin_at(other_64, None, now).is_ok());
 
         let v4: IpAddr = "192.0.2.7".parse().unwrap();
         let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
         refuse(&t, mapped, now);
         refuse(&t, v4, now);
         assert!(
-            t.begin_at(v4, now).is_err(),
+            t.begin_at(v4, None, now).is_err(),
             "mapped IPv4 is the IPv4 address"
         );
         assert_eq!(source_of(mapped), v4);
@@ -222,7 +303,7 @@ mod tests {
 
     #[test]
     fn pruning_runs_when_the_map_has_doubled_not_on_every_failure() {
-        let t = RefusedKeys::new(2, 60);
+        let t = RefusedKeys::new(2, 60, Duration::from_secs(60));
         let now = Instant::now();
         let nth = |i: usize| IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i as u32));
         // Buckets still spending (not full) are kept by a prune.
@@ -242,5 +323,62 @@ mod tests {
         let before = t.len();
         refuse(&t, nth(PRUNE_ABOVE + 2), later + Duration::from_secs(10));
         assert_eq!(t.len(), before + 1, "no scan before the map doubles");
+    }
+
+    #[test]
+    fn key_ids_accepted_before_a_spent_budget_are_still_looked_up() {
+        let t = RefusedKeys::new(2, 1, Duration::from_secs(600));
+        let a: IpAddr = "127.0.0.2".parse().unwrap();
+        let now = Instant::now();
+        t.begin_at(a, Some("k1"), now).unwrap().accepted_at(now);
+        refuse(&t, a, now);
+        refuse(&t, a, now);
+        assert!(t.begin_at(a, None, now).is_err(), "spent");
+        assert!(
+            t.begin_at(a, Some("k2"), now).is_err(),
+            "an unknown key waits"
+        );
+        let known = t
+            .begin_at(a, Some("k1"), now)
+            .expect("a known key is looked up");
+        known.accepted_at(now);
+        assert!(
+            t.begin_at(a, None, now).is_err(),
+            "and gives back nothing it did not spend"
+        );
+        // Not from another source, and not after the TTL.
+        let b: IpAddr = "127.0.0.3".parse().unwrap();
+        t.begin_at(b, None, now).unwrap().refused();
+        t.begin_at(b, None, now).unwrap().refused();
+        assert!(t.begin_at(b, Some("k1"), now).is_err());
+        let later = now + Duration::from_secs(601);
+        // The budget has refilled by then; spend it again.
+        while let Ok(attempt) = t.begin_at(a, None, later) {
+            attempt.refused();
+        }
+        assert!(t.begin_at(a, Some("k1"), later).is_err(), "expired");
+        // A refusal forgets the key id.
+        let c: IpAddr = "127.0.0.4".parse().unwrap();
+        t.begin_at(c, Some("k4"), now).unwrap().accepted_at(now);
+        t.begin_at(c, Some("k4"), now).unwrap().refused();
+        refuse(&t, c, now);
+        assert!(t.begin_at(c, Some("k4"), now).is_err(), "forgotten");
+    }
+
+    #[test]
+    fn the_known_key_map_is_bounded() {
+        let t = RefusedKeys::new(2, 60, Duration::from_secs(600));
+        let a: IpAddr = "127.0.0.2".parse().unwrap();
+        let now = Instant::now();
+        for i in 0..KNOWN_KEYS_MAX + 5 {
+            let at = now + Duration::from_millis(i as u64);
+            t.begin_at(a, Some(&format!("k{i}")), at)
+                .unwrap()
+                .accepted_at(at);
+        }
+        assert_eq!(t.known.len(), KNOWN_KEYS_MAX);
+        let at = now + Duration::from_secs(1);
+        assert!(!t.is_known(source_of(a), "k0", at), "the oldest went first");
+        assert!(t.is_known(source_of(a), &format!("k{}", KNOWN_KEYS_MAX + 4), at));
     }
 }
