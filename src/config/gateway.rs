@@ -28,6 +28,10 @@ pub struct GatewayConfig {
     /// Frames a socket may send before a connect succeeds; beyond, it is
     /// closed (1008). Keeps unauthenticated sockets from costing work or log.
     pub max_unauthenticated_frames: u32,
+    /// The largest frame a socket may send before a connect succeeds (a
+    /// connect is small); a larger one closes it (1009), so a stranger
+    /// cannot make the hub parse megabytes.
+    pub unauthenticated_max_frame_bytes: usize,
     /// Failed connects one socket may make before it is closed (1008).
     pub max_failed_connects_per_socket: u32,
     /// Refused keys (connects and REST bearer keys) one source address may
@@ -60,6 +64,7 @@ impl Default for GatewayConfig {
             socket_write_buffer_bytes: 8192,
             revocation_check_interval_ms: 2_000,
             max_unauthenticated_frames: 16,
+            unauthenticated_max_frame_bytes: 16 * 1024,
             max_failed_connects_per_socket: 3,
             failed_connects_per_address: 20,
             failed_connects_refill_per_minute: 10,
@@ -100,6 +105,10 @@ impl GatewayConfig {
             (
                 "gateway.max_unauthenticated_frames",
                 self.max_unauthenticated_frames as u64,
+            ),
+            (
+                "gateway.unauthenticated_max_frame_bytes",
+                self.unauthenticated_max_frame_bytes as u64,
             ),
             (
                 "gateway.max_failed_connects_per_socket",

@@ -30,6 +30,10 @@ use crate::rpc::frame::{self, Id, Incoming};
 use crate::rpc::{close_code, CallOutcome, ErrorKind, Peer, RpcError};
 use crate::telemetry::{names, LogBudget};
 
+/// The longest string request id, in bytes: ids are copied into the
+/// socket's in-flight set and echoed in the answer, so they stay small.
+pub const MAX_ID_BYTES: usize = 256;
+
 /// Unmatched and malformed answers, hub-wide: counted always, logged a few
 /// times a minute.
 static UNMATCHED_LOG: LogBudget = LogBudget::new(10);
@@ -188,6 +192,14 @@ impl Reader {
                             break;
                         }
                     }
+                    if !self.authenticated && frame_len(&msg) > cfg.unauthenticated_max_frame_bytes {
+                        metrics::counter!(names::DISCONNECTS, "reason" => "unauthenticated_frame_size").increment(1);
+                        peer.close(
+                            close_code::MESSAGE_TOO_BIG,
+                            "frame before a connect exceeds gateway.unauthenticated_max_frame_bytes",
+                        );
+                        break;
+                    }
                     self.last_seen_ms
                         .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
                     match msg {
@@ -292,6 +304,17 @@ impl Reader {
     }
 
     async fn on_request(&mut self, id: Id, method: String, params: Option<Value>) {
+        if let Id::Str(s) = &id {
+            if s.len() > MAX_ID_BYTES {
+                // Not echoed: the id is what is too large.
+                let error = RpcError::invalid_request(format!(
+                    "request id of {} bytes exceeds {MAX_ID_BYTES} bytes; use a shorter string id",
+                    s.len()
+                ))
+                .with_data(json!({ "limit": MAX_ID_BYTES, "size": s.len() }));
+                return self.reject(None, error, "id_too_long");
+            }
+        }
         let hub = self.hub.clone();
         let Some(route) = hub.router.route(&method) else {
             self.method_not_found(&id, &method);
@@ -559,6 +582,15 @@ fn transport_violation(e: axum::Error) -> Option<(u16, &'static str, &'static st
             "protocol_violation",
         )),
         _ => None,
+    }
+}
+
+/// A data frame's payload size (control frames count as empty).
+fn frame_len(msg: &Message) -> usize {
+    match msg {
+        Message::Text(t) => t.len(),
+        Message::Binary(b) => b.len(),
+        _ => 0,
     }
 }
 

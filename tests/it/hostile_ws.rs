@@ -336,3 +336,60 @@ async fn clients_connected_before_the_budget_ran_out_keep_reconnecting() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 200, "over REST too");
 }
+
+#[tokio::test]
+async fn a_large_frame_before_a_connect_closes_the_socket_with_1009() {
+    let hub = TestHub::start().await;
+    let mut s = RawSocket::connect(&hub.ws_url()).await;
+    // Well within gateway.max_frame_bytes, beyond the 16 KiB before a connect.
+    let padding = "x".repeat(20 * 1024);
+    let frame = json!({"jsonrpc": "2.0", "id": 1, "method": "agent/network/connect",
+        "params": {"agentKey": padding}});
+    s.send_text(frame.to_string()).await;
+    let close = s.closed().await;
+    assert_eq!(close.map(|c| c.0), Some(1009), "close code");
+
+    // A connected socket may send frames of that size.
+    let (_, key) = hub.register_agent("big-frames").await;
+    let mut s = RawSocket::connect_agent(&hub.ws_url(), &key).await;
+    let r = s
+        .call(
+            json!(2),
+            "agent/conversation/list",
+            json!({"padding": "x".repeat(20 * 1024)}),
+        )
+        .await;
+    assert_eq!(r["id"], json!(2), "answered, not closed: {r}");
+}
+
+#[tokio::test]
+async fn string_ids_longer_than_256_bytes_are_refused() {
+    let hub = TestHub::start().await;
+    let (_, key) = hub.register_agent("long-ids").await;
+    let mut s = RawSocket::connect_agent(&hub.ws_url(), &key).await;
+    let long = "i".repeat(257);
+    s.send_json(
+        &json!({"jsonrpc": "2.0", "id": long, "method": "agent/conversation/list", "params": {}}),
+    )
+    .await;
+    let r = loop {
+        let frame = s.recv().await;
+        if frame.get("method").is_none() {
+            break frame;
+        }
+    };
+    assert_eq!(r["id"], Value::Null, "the long id is not echoed: {r}");
+    assert_eq!(r["error"]["code"], json!(-32600), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("256 bytes"),
+        "{r}"
+    );
+    // 256 bytes is fine.
+    let r = s
+        .call(json!("i".repeat(256)), "agent/conversation/list", json!({}))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+}
