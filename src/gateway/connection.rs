@@ -23,16 +23,15 @@ use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 use uuid::Uuid;
 
+use super::hygiene::{
+    answer_even_if_it_panics, frame_len, presented_key_id, transport_violation, MAX_ID_BYTES,
+};
 use super::writer::write_loop;
 use crate::hub::{ConnectionInfo, Hub, RequestContext};
 use crate::protocol::Caller;
 use crate::rpc::frame::{self, Id, Incoming};
 use crate::rpc::{close_code, CallOutcome, ErrorKind, Peer, RpcError};
 use crate::telemetry::{names, LogBudget};
-
-/// The longest string request id, in bytes: ids are copied into the
-/// socket's in-flight set and echoed in the answer, so they stay small.
-pub const MAX_ID_BYTES: usize = 256;
 
 /// Unmatched and malformed answers, hub-wide: counted always, logged a few
 /// times a minute.
@@ -347,8 +346,9 @@ impl Reader {
                 };
                 let peer = self.conn.peer.clone();
                 let future = route.call(ctx, params);
+                let connection = self.conn.id;
                 hub.tasks.spawn(async move {
-                    let result = future.await;
+                    let result = answer_even_if_it_panics(name, connection, future).await;
                     record(name, started, &result);
                     let text = match &result {
                         Ok(v) => frame::result(&id, v),
@@ -457,7 +457,7 @@ impl Reader {
         let key_id = presented_key_id(params.as_ref());
         let attempt = hub.refused_keys.begin(self.remote, key_id.as_deref());
         let result = match attempt {
-            Ok(_) => route.call(ctx, params).await,
+            Ok(_) => answer_even_if_it_panics(name, self.conn.id, route.call(ctx, params)).await,
             Err(wait) => Err(RpcError::new(
                 ErrorKind::RateLimited,
                 "too many failed connects from this address (gateway.failed_connects_per_address)",
@@ -554,55 +554,6 @@ fn record(name: &'static str, started: Instant, result: &Result<Value, RpcError>
     metrics::counter!(names::RPC_CALLS, "method" => name, "outcome" => outcome).increment(1);
     metrics::histogram!(names::RPC_DURATION, "method" => name)
         .record(started.elapsed().as_secs_f64());
-}
-
-/// A read error the peer caused by breaking the transport's rules: the
-/// socket cannot be read further, but the close frame can still say why
-/// (code, reason, metric label). `None` for a socket that just ended.
-fn transport_violation(e: axum::Error) -> Option<(u16, &'static str, &'static str)> {
-    use tokio_tungstenite::tungstenite::error::ProtocolError;
-    use tokio_tungstenite::tungstenite::Error;
-    match e.into_inner().downcast_ref::<Error>()? {
-        Error::Capacity(_) => Some((
-            close_code::MESSAGE_TOO_BIG,
-            "frame exceeds gateway.transport_max_frame_bytes",
-            "transport_too_large",
-        )),
-        Error::Utf8(_) => Some((
-            close_code::INVALID_PAYLOAD,
-            "text frame is not valid UTF-8",
-            "invalid_utf8",
-        )),
-        Error::Protocol(
-            ProtocolError::ResetWithoutClosingHandshake | ProtocolError::ReceivedAfterClosing,
-        ) => None,
-        Error::Protocol(_) => Some((
-            close_code::PROTOCOL_ERROR,
-            "WebSocket protocol violation",
-            "protocol_violation",
-        )),
-        _ => None,
-    }
-}
-
-/// A data frame's payload size (control frames count as empty).
-fn frame_len(msg: &Message) -> usize {
-    match msg {
-        Message::Text(t) => t.len(),
-        Message::Binary(b) => b.len(),
-        _ => 0,
-    }
-}
-
-/// The key id of the key a connect presents, if it has one: known key ids
-/// are still looked up while the address's budget is spent.
-fn presented_key_id(params: Option<&Value>) -> Option<String> {
-    let params = params?;
-    let key = params
-        .get("agentKey")
-        .or_else(|| params.get("appKey"))?
-        .as_str()?;
-    crate::domain::keys::parse(key).map(|k| k.key_id)
 }
 
 /// Peer-supplied strings in logs are cut short; they are never trusted to be
