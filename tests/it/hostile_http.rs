@@ -343,7 +343,12 @@ async fn the_bearer_scheme_is_case_insensitive() {
 async fn query_string_errors_name_the_parameter_in_our_words() {
     let hub = TestHub::start().await;
     let missing = "00000000-0000-0000-0000-000000000000";
-    for (query, field) in [("timeoutMs=abc", "timeoutMs"), ("bogus=1", "bogus")] {
+    for (query, field) in [
+        ("timeoutMs=abc", "timeoutMs"),
+        ("bogus=1", "bogus"),
+        // Both values are in bounds: taking either would be a guess.
+        ("timeoutMs=1000&timeoutMs=2000", "timeoutMs"),
+    ] {
         let r = hub
             .http
             .post(format!("{}/api/v1/apps/{missing}/ping?{query}", hub.base))
