@@ -392,10 +392,8 @@ async fn a_wrong_key_encryption_key_stops_the_hub_at_startup() {
     })
     .await;
     hub.signal(libc::SIGTERM);
-    assert!(hub
-        .wait_exit(std::time::Duration::from_secs(30))
-        .await
-        .success());
+    let status = hub.wait_exit(std::time::Duration::from_secs(30)).await;
+    assert!(status.success(), "{status:?} {}", hub.log());
 
     // The way back for an operator who lost the key: a plain rotation under
     // a new key refuses (it must open the keys that sign now), a discarding
