@@ -70,12 +70,7 @@ pub async fn check_at_startup(
     cfg: &WebhooksConfig,
     now: Millis,
 ) -> anyhow::Result<()> {
-    let signing: Vec<SigningKeyRecord> = store
-        .signing_keys()
-        .await?
-        .into_iter()
-        .filter(|k| is_signing(k, now))
-        .collect();
+    let signing = signing_now(store, now).await?;
     let Some(source) = KekSource::of(cfg) else {
         anyhow::ensure!(
             signing.is_empty(),
@@ -206,12 +201,7 @@ pub async fn signers(
     cfg: &WebhooksConfig,
     now: Millis,
 ) -> anyhow::Result<Vec<SigningSecret>> {
-    let signing: Vec<SigningKeyRecord> = store
-        .signing_keys()
-        .await?
-        .into_iter()
-        .filter(|k| is_signing(k, now))
-        .collect();
+    let signing = signing_now(store, now).await?;
     // No key yet is its own answer, whether or not a key-encryption key is
     // configured.
     if signing.is_empty() {
@@ -222,6 +212,20 @@ pub async fn signers(
         .iter()
         .map(|k| Ok(SigningSecret::Ed25519(open_key(&kek, k)?)))
         .collect()
+}
+
+/// The stored keys that sign at `now`: the active one and secondaries
+/// within their overlap.
+async fn signing_now(
+    store: &(impl SigningKeyStore + ?Sized),
+    now: Millis,
+) -> anyhow::Result<Vec<SigningKeyRecord>> {
+    Ok(store
+        .signing_keys()
+        .await?
+        .into_iter()
+        .filter(|k| is_signing(k, now))
+        .collect())
 }
 
 fn is_signing(k: &SigningKeyRecord, now: Millis) -> bool {
