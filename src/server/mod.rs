@@ -201,6 +201,9 @@ fn raise_descriptor_limit() -> Option<usize> {
 
 /// `switchboard serve`: runs until SIGINT or SIGTERM.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
+    // Installed before the hub announces itself, so a signal sent as soon
+    // as the listening line appears drains the hub instead of killing it.
+    let signals = ShutdownSignals::install()?;
     let server = Server::start(config).await?;
     info!(
         addr = %server.addr,
@@ -209,25 +212,45 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     );
     // A stable line on stdout that scripts and tests wait for.
     println!("switchboard listening on http://{}", server.addr);
-    wait_for_signal().await;
+    signals.wait().await;
     info!("shutdown requested; draining");
     server.shutdown().await
 }
 
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// SIGINT and SIGTERM, registered with the OS when installed (tokio's
+/// `ctrl_c()` registers only when first polled).
+struct ShutdownSignals {
     #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    fn install() -> anyhow::Result<ShutdownSignals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(ShutdownSignals {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+            })
         }
+        #[cfg(not(unix))]
+        Ok(ShutdownSignals {})
     }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+
+    async fn wait(mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = &mut self;
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

@@ -9,6 +9,7 @@ mod cards;
 mod conversations;
 mod egress;
 mod events;
+mod fanout_crash;
 mod frames;
 mod hostile_http;
 mod hostile_ws;
