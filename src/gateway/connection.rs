@@ -455,7 +455,7 @@ impl Reader {
         }
         let hub = self.hub.clone();
         let key_id = presented_key_id(params.as_ref());
-        let attempt = hub.refused_keys.begin(self.remote, key_id.as_deref());
+        let attempt = hub.refused_keys.begin(self.remote, key_id.as_deref()).await;
         let result = match attempt {
             Ok(_) => answer_even_if_it_panics(name, self.conn.id, route.call(ctx, params)).await,
             Err(wait) => Err(RpcError::new(

@@ -25,7 +25,7 @@ use crate::protocol::network::{AppPing, PingParams};
 /// The operator token's check. A wrong token spends the source address's
 /// budget of refused credentials, shared with keys and the registration
 /// secret; while it is spent the token is not compared (429).
-pub(super) fn check_admin(
+pub(super) async fn check_admin(
     hub: &Hub,
     headers: &HeaderMap,
     remote: SocketAddr,
@@ -37,6 +37,7 @@ pub(super) fn check_admin(
     let attempt = hub
         .refused_keys
         .begin(remote.ip(), None)
+        .await
         .map_err(|wait| super::identity::rate_limited(wait, "refused operator tokens"))?;
     let presented = super::identity::bearer_token(headers).unwrap_or("");
     let equal: bool = Sha256::digest(presented.as_bytes())
@@ -59,7 +60,7 @@ pub async fn ping_app(
     Path(app_id): Path<String>,
     query: QueryParams,
 ) -> Result<Json<Value>, ApiError> {
-    check_admin(&hub, &headers, remote)?;
+    check_admin(&hub, &headers, remote).await?;
     query.only(&["timeoutMs"])?;
     let timeout_ms = query.number("timeoutMs")?;
     let hidden = || ApiError::not_found("no such app");
@@ -167,7 +168,7 @@ pub async fn send_test_webhook(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    check_admin(&hub, &headers, remote)?;
+    check_admin(&hub, &headers, remote).await?;
     checked_json(&headers, &body)?;
     let body: TestWebhookBody = decode_body(&body)?;
     check_url_form(&body.url)?;

@@ -26,7 +26,7 @@ pub async fn install(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    check_admin(&hub, &headers, remote)?;
+    check_admin(&hub, &headers, remote).await?;
     checked_json(&headers, &body)?;
     // Strict: a duplicate key anywhere in the card is refused here too.
     let doc = crate::domain::card::strict::parse(&body)

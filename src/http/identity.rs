@@ -61,7 +61,11 @@ fn secret_eq(a: &str, b: &str) -> bool {
 /// spends the source address's budget of refused credentials, shared with
 /// keys and the operator token; while it is spent the secret is not
 /// compared (429).
-fn check_registration(hub: &Hub, headers: &HeaderMap, remote: SocketAddr) -> Result<(), ApiError> {
+async fn check_registration(
+    hub: &Hub,
+    headers: &HeaderMap,
+    remote: SocketAddr,
+) -> Result<(), ApiError> {
     let cfg = &hub.config.registration;
     match cfg.mode {
         RegistrationMode::Open => Ok(()),
@@ -74,6 +78,7 @@ fn check_registration(hub: &Hub, headers: &HeaderMap, remote: SocketAddr) -> Res
             let attempt = hub
                 .refused_keys
                 .begin(remote.ip(), None)
+                .await
                 .map_err(|wait| rate_limited(wait, "refused registration secrets"))?;
             let presented = headers
                 .get(REGISTRATION_SECRET_HEADER)
@@ -207,7 +212,7 @@ pub async fn register_agent(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    check_registration(&hub, &headers, remote)?;
+    check_registration(&hub, &headers, remote).await?;
     checked_json(&headers, &body)?;
     let client = Client::of(remote);
     let idem = Idempotency::from_request("register:agent", &client, &headers, &body)?;
@@ -247,7 +252,7 @@ pub async fn register_app(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    check_registration(&hub, &headers, remote)?;
+    check_registration(&hub, &headers, remote).await?;
     checked_json(&headers, &body)?;
     let client = Client::of(remote);
     let idem = Idempotency::from_request("register:app", &client, &headers, &body)?;
@@ -331,6 +336,7 @@ pub async fn bearer(
     let attempt = hub
         .refused_keys
         .begin(remote.ip(), key_id.as_deref())
+        .await
         .map_err(|wait| rate_limited(wait, "refused keys"))?;
     match identity::authenticate(hub.store.as_ref(), token, None).await {
         Err(IdentityError::BadKey) => {

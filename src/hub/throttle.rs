@@ -11,9 +11,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
+use tokio::sync::Notify;
 
 /// Entries kept before full (forgiven) buckets are dropped.
 const PRUNE_ABOVE: usize = 10_000;
+
+/// How long a check waits for failures held by checks under way.
+const WAIT_FOR_HELD: Duration = Duration::from_secs(5);
 
 /// Key ids remembered as accepted, over all addresses; past it the oldest
 /// is forgotten.
@@ -44,11 +48,15 @@ pub struct RefusedKeys {
     /// Key ids accepted recently from a source, and when.
     known: DashMap<(IpAddr, String), Instant>,
     known_ttl: Duration,
+    /// Woken when a held failure is released.
+    released: Notify,
 }
 
 #[derive(Clone, Copy)]
 struct Bucket {
     tokens: f64,
+    /// Failures held by checks under way (already taken from `tokens`).
+    held: u32,
     at: Instant,
 }
 
@@ -64,6 +72,7 @@ impl RefusedKeys {
             prune_at: AtomicUsize::new(PRUNE_ABOVE),
             known: DashMap::new(),
             known_ttl,
+            released: Notify::new(),
         }
     }
 
@@ -71,17 +80,40 @@ impl RefusedKeys {
         let earned = now.saturating_duration_since(b.at).as_secs_f64() * self.refill_per_sec;
         Bucket {
             tokens: (b.tokens + earned).min(self.burst),
+            held: b.held,
             at: now,
         }
     }
 
     /// Starts a check of the key `key_id` (if the presented key has one)
-    /// from `address`: spends one of its failures at once (so concurrent
-    /// checks cannot all pass on the last one), or `Err(wait)` while it has
-    /// none, unless `key_id` was accepted from there recently. The attempt
-    /// gives the failure back when the key is accepted or no key was checked.
-    pub fn begin(&self, address: IpAddr, key_id: Option<&str>) -> Result<Attempt<'_>, Duration> {
-        self.begin_at(address, key_id, Instant::now())
+    /// from `address`. The check holds one of the address's failures while
+    /// it runs, so concurrent checks cannot all pass on the last one; when
+    /// every failure left is held by checks under way, it waits for one of
+    /// them (good keys give theirs back at once, so many agents behind one
+    /// address still connect together) for at most `WAIT_FOR_HELD`.
+    /// `Err(wait)` while the address has no failure left, unless `key_id`
+    /// was accepted from there recently.
+    pub async fn begin(
+        &self,
+        address: IpAddr,
+        key_id: Option<&str>,
+    ) -> Result<Attempt<'_>, Duration> {
+        let deadline = tokio::time::Instant::now() + WAIT_FOR_HELD;
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            // Registered before looking, so a release in between is not missed.
+            released.as_mut().enable();
+            match self.begin_at(address, key_id, Instant::now()) {
+                Ok(attempt) => return Ok(attempt),
+                Err(NotNow::Spent(wait)) => return Err(wait),
+                Err(NotNow::Busy) => {
+                    if tokio::time::timeout_at(deadline, released).await.is_err() {
+                        return Err(Duration::from_secs(1));
+                    }
+                }
+            }
+        }
     }
 
     fn begin_at(
@@ -89,34 +121,42 @@ impl RefusedKeys {
         address: IpAddr,
         key_id: Option<&str>,
         now: Instant,
-    ) -> Result<Attempt<'_>, Duration> {
+    ) -> Result<Attempt<'_>, NotNow> {
         let source = source_of(address);
-        let attempt = |spent| Attempt {
+        let attempt = |held| Attempt {
             keys: self,
             source,
             key_id: key_id.map(str::to_string),
-            spent,
+            held,
+            outcome: Outcome::Refused,
         };
         self.prune_if_grown(now);
         let mut entry = self.buckets.entry(source).or_insert(Bucket {
             tokens: self.burst,
+            held: 0,
             at: now,
         });
         let b = self.refilled(*entry, now);
-        if b.tokens < 1.0 {
-            *entry = b;
-            drop(entry);
-            if key_id.is_some_and(|k| self.is_known(source, k, now)) {
-                return Ok(attempt(false));
-            }
-            let wait = (1.0 - b.tokens) / self.refill_per_sec;
-            return Err(Duration::from_secs_f64(wait.min(86_400.0)).max(Duration::from_millis(1)));
+        if b.tokens >= 1.0 {
+            *entry = Bucket {
+                tokens: b.tokens - 1.0,
+                held: b.held + 1,
+                at: now,
+            };
+            return Ok(attempt(true));
         }
-        *entry = Bucket {
-            tokens: b.tokens - 1.0,
-            at: now,
-        };
-        Ok(attempt(true))
+        *entry = b;
+        drop(entry);
+        if key_id.is_some_and(|k| self.is_known(source, k, now)) {
+            return Ok(attempt(false));
+        }
+        if b.held > 0 {
+            return Err(NotNow::Busy);
+        }
+        let wait = (1.0 - b.tokens) / self.refill_per_sec;
+        Err(NotNow::Spent(
+            Duration::from_secs_f64(wait.min(86_400.0)).max(Duration::from_millis(1)),
+        ))
     }
 
     fn is_known(&self, source: IpAddr, key_id: &str, now: Instant) -> bool {
@@ -149,32 +189,52 @@ impl RefusedKeys {
         self.known.insert(entry, now);
     }
 
-    fn refund(&self, source: IpAddr) {
+    /// Ends a held check: the failure comes back unless the key was
+    /// refused, and checks waiting for one look again.
+    fn release(&self, source: IpAddr, refund: bool) {
         if let Some(mut b) = self.buckets.get_mut(&source) {
-            b.tokens = (b.tokens + 1.0).min(self.burst);
+            b.held = b.held.saturating_sub(1);
+            if refund {
+                b.tokens = (b.tokens + 1.0).min(self.burst);
+            }
         }
+        self.released.notify_waiters();
     }
 }
 
-/// One key check under way, holding one failure of its source. Dropped
-/// without a word (or `refused`), the failure stays spent.
+/// Why a check cannot start now.
+#[derive(Debug)]
+enum NotNow {
+    /// No failure left: wait this long.
+    Spent(Duration),
+    /// The failures left are all held by checks under way.
+    Busy,
+}
+
+#[derive(Clone, Copy)]
+enum Outcome {
+    Refused,
+    Accepted(Instant),
+    Unchecked,
+}
+
+/// One key check under way, holding one failure of its source until it is
+/// dropped. Unless it is marked `accepted` or `unchecked`, the failure
+/// stays spent (a check abandoned halfway counts as refused).
 pub struct Attempt<'a> {
     keys: &'a RefusedKeys,
     source: IpAddr,
     key_id: Option<String>,
     /// False for a known key id let through a spent budget.
-    spent: bool,
+    held: bool,
+    outcome: Outcome,
 }
 
 impl Attempt<'_> {
     /// The key was refused: its failure stays spent, and its key id is no
     /// longer known from this source (a revoked key, or someone who learned
     /// the id, gets no lookups past the budget).
-    pub fn refused(self) {
-        if let Some(key_id) = self.key_id {
-            self.keys.known.remove(&(self.source, key_id));
-        }
-    }
+    pub fn refused(self) {}
 
     /// The key was accepted: accepted keys cost nothing, and its id is
     /// known from this source for `gateway.known_key_ttl_seconds`.
@@ -182,20 +242,32 @@ impl Attempt<'_> {
         self.accepted_at(Instant::now());
     }
 
-    fn accepted_at(self, now: Instant) {
-        if self.spent {
-            self.keys.refund(self.source);
-        }
-        if let Some(key_id) = self.key_id {
-            self.keys.remember(self.source, key_id, now);
-        }
+    fn accepted_at(mut self, now: Instant) {
+        self.outcome = Outcome::Accepted(now);
     }
 
     /// No key was checked (malformed params, a store failure): nothing
     /// was guessed, so nothing is spent.
-    pub fn unchecked(self) {
-        if self.spent {
-            self.keys.refund(self.source);
+    pub fn unchecked(mut self) {
+        self.outcome = Outcome::Unchecked;
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        if self.held {
+            let refund = !matches!(self.outcome, Outcome::Refused);
+            self.keys.release(self.source, refund);
+        }
+        let Some(key_id) = self.key_id.take() else {
+            return;
+        };
+        match self.outcome {
+            Outcome::Accepted(now) => self.keys.remember(self.source, key_id, now),
+            Outcome::Refused => {
+                self.keys.known.remove(&(self.source, key_id));
+            }
+            Outcome::Unchecked => {}
         }
     }
 }
@@ -217,7 +289,7 @@ impl RefusedKeys {
             return;
         }
         self.buckets
-            .retain(|_, b| self.refilled(*b, now).tokens < self.burst);
+            .retain(|_, b| b.held > 0 || self.refilled(*b, now).tokens < self.burst);
         let next = (self.buckets.len() * 2).max(PRUNE_ABOVE);
         self.prune_at.store(next, Ordering::Release);
     }
@@ -246,7 +318,9 @@ mod tests {
         for _ in 0..3 {
             refuse(&t, a, now);
         }
-        let wait = t.begin_at(a, None, now).err().unwrap();
+        let Err(NotNow::Spent(wait)) = t.begin_at(a, None, now) else {
+            panic!("not spent");
+        };
         assert!(wait <= Duration::from_secs(1) && wait > Duration::ZERO);
         assert!(
             t.begin_at(b, None, now).is_ok(),
@@ -380,5 +454,30 @@ mod tests {
         let at = now + Duration::from_secs(1);
         assert!(!t.is_known(source_of(a), "k0", at), "the oldest went first");
         assert!(t.is_known(source_of(a), &format!("k{}", KNOWN_KEYS_MAX + 4), at));
+    }
+
+    #[tokio::test]
+    async fn a_check_waits_for_held_failures_and_then_passes_or_is_refused() {
+        let t = std::sync::Arc::new(RefusedKeys::new(1, 1, Duration::from_secs(60)));
+        let a: IpAddr = "127.0.0.2".parse().unwrap();
+        let held = t.begin(a, None).await.unwrap();
+        assert!(
+            matches!(t.begin_at(a, None, Instant::now()), Err(NotNow::Busy)),
+            "busy, not spent, while the last failure is held"
+        );
+        let waiting = t.clone();
+        let second =
+            tokio::spawn(async move { waiting.begin(a, None).await.map(Attempt::accepted) });
+        held.accepted();
+        assert!(
+            second.await.unwrap().is_ok(),
+            "a good key gives the failure back"
+        );
+
+        let held = t.begin(a, None).await.unwrap();
+        let waiting = t.clone();
+        let third = tokio::spawn(async move { waiting.begin(a, None).await.is_err() });
+        held.refused();
+        assert!(third.await.unwrap(), "a refused key keeps it spent");
     }
 }

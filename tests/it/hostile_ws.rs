@@ -393,3 +393,30 @@ async fn string_ids_longer_than_256_bytes_are_refused() {
         .await;
     assert!(r.get("result").is_some(), "{r}");
 }
+
+#[tokio::test]
+async fn many_good_keys_connect_at_once_from_one_address_beyond_the_budget() {
+    // Two failures to spend: thirty concurrent checks hold more than that.
+    let hub = TestHub::start_with(
+        crate::support::hub::Options::default()
+            .env("SWITCHBOARD_GATEWAY__FAILED_CONNECTS_PER_ADDRESS", 2),
+    )
+    .await;
+    let mut keys = Vec::new();
+    for i in 0..30 {
+        keys.push(hub.register_agent(&format!("crowd-{i}")).await.1);
+    }
+    let url = hub.ws_url();
+    let connects = keys.into_iter().map(|key| {
+        let url = url.clone();
+        tokio::spawn(async move {
+            let mut s = RawSocket::connect(&url).await;
+            s.call(json!(1), "agent/network/connect", json!({"agentKey": key}))
+                .await
+        })
+    });
+    for answer in futures_util::future::join_all(connects).await {
+        let answer = answer.unwrap();
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+}
