@@ -81,7 +81,9 @@ impl RefusedKeys {
         Bucket {
             tokens: (b.tokens + earned).min(self.burst),
             held: b.held,
-            at: now,
+            // A racing check may have read an earlier `now`: time only moves
+            // forward, so no interval is credited twice.
+            at: now.max(b.at),
         }
     }
 
@@ -107,10 +109,14 @@ impl RefusedKeys {
             match self.begin_at(address, key_id, Instant::now()) {
                 Ok(attempt) => return Ok(attempt),
                 Err(NotNow::Spent(wait)) => return Err(wait),
-                Err(NotNow::Busy) => {
-                    if tokio::time::timeout_at(deadline, released).await.is_err() {
+                Err(NotNow::Busy(next_token)) => {
+                    // Look again when a check releases, when the next token
+                    // is earned, and once more at the deadline.
+                    let now = tokio::time::Instant::now();
+                    if now >= deadline {
                         return Err(Duration::from_secs(1));
                     }
+                    let _ = tokio::time::timeout_at(deadline.min(now + next_token), released).await;
                 }
             }
         }
@@ -128,7 +134,7 @@ impl RefusedKeys {
             source,
             key_id: key_id.map(str::to_string),
             held,
-            outcome: Outcome::Refused,
+            outcome: Outcome::Pending,
         };
         self.prune_if_grown(now);
         let mut entry = self.buckets.entry(source).or_insert(Bucket {
@@ -150,13 +156,12 @@ impl RefusedKeys {
         if key_id.is_some_and(|k| self.is_known(source, k, now)) {
             return Ok(attempt(false));
         }
-        if b.held > 0 {
-            return Err(NotNow::Busy);
-        }
         let wait = (1.0 - b.tokens) / self.refill_per_sec;
-        Err(NotNow::Spent(
-            Duration::from_secs_f64(wait.min(86_400.0)).max(Duration::from_millis(1)),
-        ))
+        let wait = Duration::from_secs_f64(wait.min(86_400.0)).max(Duration::from_millis(1));
+        if b.held > 0 {
+            return Err(NotNow::Busy(wait));
+        }
+        Err(NotNow::Spent(wait))
     }
 
     fn is_known(&self, source: IpAddr, key_id: &str, now: Instant) -> bool {
@@ -207,12 +212,17 @@ impl RefusedKeys {
 enum NotNow {
     /// No failure left: wait this long.
     Spent(Duration),
-    /// The failures left are all held by checks under way.
-    Busy,
+    /// The failures left are all held by checks under way; the next one
+    /// is earned after this long.
+    Busy(Duration),
 }
 
 #[derive(Clone, Copy)]
 enum Outcome {
+    /// The check never finished (its future was dropped mid-lookup): the
+    /// failure stays spent, so abandoning lookups buys no extra ones, but
+    /// nothing was learned about the key, so a known id stays known.
+    Pending,
     Refused,
     Accepted(Instant),
     Unchecked,
@@ -220,7 +230,7 @@ enum Outcome {
 
 /// One key check under way, holding one failure of its source until it is
 /// dropped. Unless it is marked `accepted` or `unchecked`, the failure
-/// stays spent (a check abandoned halfway counts as refused).
+/// stays spent (a check abandoned halfway spends it, but forgets no key id).
 pub struct Attempt<'a> {
     keys: &'a RefusedKeys,
     source: IpAddr,
@@ -234,7 +244,9 @@ impl Attempt<'_> {
     /// The key was refused: its failure stays spent, and its key id is no
     /// longer known from this source (a revoked key, or someone who learned
     /// the id, gets no lookups past the budget).
-    pub fn refused(self) {}
+    pub fn refused(mut self) {
+        self.outcome = Outcome::Refused;
+    }
 
     /// The key was accepted: accepted keys cost nothing, and its id is
     /// known from this source for `gateway.known_key_ttl_seconds`.
@@ -256,7 +268,7 @@ impl Attempt<'_> {
 impl Drop for Attempt<'_> {
     fn drop(&mut self) {
         if self.held {
-            let refund = !matches!(self.outcome, Outcome::Refused);
+            let refund = !matches!(self.outcome, Outcome::Refused | Outcome::Pending);
             self.keys.release(self.source, refund);
         }
         let Some(key_id) = self.key_id.take() else {
@@ -267,7 +279,7 @@ impl Drop for Attempt<'_> {
             Outcome::Refused => {
                 self.keys.known.remove(&(self.source, key_id));
             }
-            Outcome::Unchecked => {}
+            Outcome::Unchecked | Outcome::Pending => {}
         }
     }
 }
@@ -462,7 +474,7 @@ mod tests {
         let a: IpAddr = "127.0.0.2".parse().unwrap();
         let held = t.begin(a, None).await.unwrap();
         assert!(
-            matches!(t.begin_at(a, None, Instant::now()), Err(NotNow::Busy)),
+            matches!(t.begin_at(a, None, Instant::now()), Err(NotNow::Busy(_))),
             "busy, not spent, while the last failure is held"
         );
         let waiting = t.clone();
@@ -479,5 +491,33 @@ mod tests {
         let third = tokio::spawn(async move { waiting.begin(a, None).await.is_err() });
         held.refused();
         assert!(third.await.unwrap(), "a refused key keeps it spent");
+    }
+
+    #[tokio::test]
+    async fn a_waiting_check_takes_a_failure_earned_meanwhile() {
+        // 600 a minute: the next failure is earned 100 ms after the last.
+        let t = RefusedKeys::new(1, 600, Duration::from_secs(60));
+        let a: IpAddr = "127.0.0.2".parse().unwrap();
+        let held = t.begin(a, None).await.unwrap();
+        let started = tokio::time::Instant::now();
+        let second = t.begin(a, None).await;
+        assert!(second.is_ok(), "the refill, not a release, lets it pass");
+        assert!(started.elapsed() < WAIT_FOR_HELD, "before the deadline");
+        drop(held);
+    }
+
+    #[test]
+    fn an_abandoned_check_spends_its_failure_but_forgets_no_key_id() {
+        let t = RefusedKeys::new(1, 1, Duration::from_secs(600));
+        let a: IpAddr = "127.0.0.5".parse().unwrap();
+        let now = Instant::now();
+        t.begin_at(a, Some("k"), now).unwrap().accepted_at(now);
+        // Dropped mid-lookup, as when a client hangs up on a REST call.
+        drop(t.begin_at(a, Some("k"), now).unwrap());
+        assert!(t.begin_at(a, None, now).is_err(), "its failure stays spent");
+        assert!(
+            t.begin_at(a, Some("k"), now).is_ok(),
+            "the id is still known"
+        );
     }
 }
