@@ -15,6 +15,7 @@ mod hostile_http;
 mod hostile_ws;
 mod identity;
 mod layout;
+mod membership;
 mod operations;
 mod schema_drift;
 mod server_calls;
