@@ -103,6 +103,10 @@ pub enum KeysCommand {
         /// an existing key).
         #[arg(long)]
         secret_file: Option<PathBuf>,
+        /// Retire the current keys at once without opening them: for a lost
+        /// webhooks.key_encryption_key (receivers must fetch the new key).
+        #[arg(long)]
+        discard_unreadable: bool,
     },
 }
 
@@ -216,7 +220,10 @@ async fn keys(command: KeysCommand, config: Config) -> anyhow::Result<()> {
                 );
             }
         }
-        KeysCommand::Rotate { secret_file } => {
+        KeysCommand::Rotate {
+            secret_file,
+            discard_unreadable,
+        } => {
             let secret = match secret_file {
                 None => None,
                 Some(path) => {
@@ -227,8 +234,19 @@ async fn keys(command: KeysCommand, config: Config) -> anyhow::Result<()> {
                     }
                 }
             };
-            let id = crate::webhooks::keys::rotate(store.as_ref(), &config.webhooks, secret, now)
-                .await?;
+            let previous = if discard_unreadable {
+                crate::webhooks::keys::Previous::Discard
+            } else {
+                crate::webhooks::keys::Previous::Overlap
+            };
+            let id = crate::webhooks::keys::rotate(
+                store.as_ref(),
+                &config.webhooks,
+                secret,
+                previous,
+                now,
+            )
+            .await?;
             println!("active signing key: {id}");
         }
     }

@@ -14,6 +14,7 @@ pub mod names {
     pub const CONNECTIONS: &str = "switchboard_connections";
     pub const RPC_CALLS: &str = "switchboard_rpc_calls_total";
     pub const RPC_DURATION: &str = "switchboard_rpc_call_duration_seconds";
+    pub const RPC_PANICS: &str = "switchboard_rpc_handler_panics_total";
     pub const SERVER_CALLS: &str = "switchboard_server_calls_total";
     pub const SERVER_CALL_DURATION: &str = "switchboard_server_call_duration_seconds";
     pub const UNMATCHED_RESPONSES: &str = "switchboard_unmatched_responses_total";
@@ -90,6 +91,10 @@ fn describe() {
         "Responses that matched no pending hub call (late or unknown id)"
     );
     describe_counter!(names::FRAMES_REJECTED, "Inbound frames refused, by reason");
+    describe_counter!(
+        names::RPC_PANICS,
+        "RPC handlers that panicked (answered -32603), by method"
+    );
     describe_counter!(
         names::DISCONNECTS,
         "Connections closed by the hub, by reason"

@@ -10,6 +10,7 @@ mod report;
 mod scenarios;
 mod stats;
 pub mod throwaway_pg;
+mod written;
 
 use std::path::PathBuf;
 
@@ -39,6 +40,9 @@ pub struct BenchArgs {
     /// Deliveries to aim for per fanout size (messages = deliveries / N).
     #[arg(long, default_value_t = 50_000)]
     pub fanout_deliveries: usize,
+    /// Sends in flight at once in fanout (1 measures latency unloaded).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    pub inflight: u64,
     /// Offered loads (messages per second) for the hook scenario.
     #[arg(long, value_delimiter = ',', default_value = "100,1000,5000")]
     pub hook_rates: Vec<u64>,
@@ -103,8 +107,14 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Report> {
                         anyhow::bail!("--sqlite-synchronous must be full or normal, not {other}")
                     }
                 };
-                let mut hub =
-                    scenarios::fanout(n, args.fanout_deliveries, backend, url, sync).await?;
+                let run = scenarios::FanoutRun {
+                    deliveries: args.fanout_deliveries,
+                    inflight: args.inflight as usize,
+                    backend,
+                    database_url: url,
+                    sync,
+                };
+                let mut hub = scenarios::fanout(n, run).await?;
                 hub.ratio("deliveries_per_second", &ceiling, "hub_over_ceiling");
                 report.push(hub);
             }

@@ -201,13 +201,24 @@ pub(super) async fn send_text(
     Ok(())
 }
 
-pub async fn fanout(
-    n: usize,
-    deliveries: usize,
-    backend: &str,
-    database_url: Option<String>,
-    sync: SqliteSynchronous,
-) -> anyhow::Result<Entry> {
+/// How a fanout run is shaped, beside its group size.
+pub struct FanoutRun<'a> {
+    pub deliveries: usize,
+    /// Sends in flight at once (`--inflight`).
+    pub inflight: usize,
+    pub backend: &'a str,
+    pub database_url: Option<String>,
+    pub sync: SqliteSynchronous,
+}
+
+pub async fn fanout(n: usize, run: FanoutRun<'_>) -> anyhow::Result<Entry> {
+    let FanoutRun {
+        deliveries,
+        inflight,
+        backend,
+        database_url,
+        sync,
+    } = run;
     let queue = 8192;
     let (server, _dir) = start_hub(database_url, |c| {
         c.storage.sqlite_synchronous = sync;
@@ -239,11 +250,13 @@ pub async fn fanout(
         .into_iter()
         .map(|ws| tokio::spawn(receive(ws, messages)))
         .collect();
+    let store_url = server.hub.config.database_url();
+    let before = super::written::mark(&store_url).await?;
     let cpu0 = own_cpu_seconds();
     let started = Instant::now();
     futures_util::stream::iter(0..messages)
         .map(|_| send_text(&sender, group, format!("{} {}", stamp(), "x".repeat(100))))
-        .buffer_unordered(16)
+        .buffer_unordered(inflight.max(1))
         .collect::<Vec<_>>()
         .await
         .into_iter()
@@ -252,13 +265,16 @@ pub async fn fanout(
         .param("n", n)
         .param("messages", messages)
         .param("backend", backend)
+        .param("inflight", inflight)
         .param("outbound_queue_capacity", queue);
     if backend == "sqlite" {
         entry = entry.param("sqlite_synchronous", format!("{sync:?}").to_lowercase());
     }
     summarize(&mut entry, handles, started, messages * n).await?;
     entry.result("cpu_seconds", own_cpu_seconds() - cpu0);
+    // The store is read once the hub has stopped, so nothing still writes.
     server.shutdown().await?;
+    super::written::record(&mut entry, &store_url, before, messages * n).await?;
     Ok(entry)
 }
 

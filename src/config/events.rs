@@ -56,6 +56,10 @@ impl EventsConfig {
     }
 }
 
+/// A bound on `messages.membership_cache_entries`: each entry holds up to
+/// `messages.max_group_participants` ids, so a million is already gigabytes.
+const MAX_MEMBERSHIP_CACHE_ENTRIES: usize = 1_000_000;
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MessagesConfig {
@@ -70,6 +74,9 @@ pub struct MessagesConfig {
     /// `domain::message::MAX_DATA_DEPTH`, which leaves room for every
     /// envelope within the JSON parsers' limit).
     pub max_data_depth: usize,
+    /// Conversations whose membership the hub keeps in memory for the send
+    /// path (0: read it from the store on every send).
+    pub membership_cache_entries: usize,
 }
 
 impl Default for MessagesConfig {
@@ -80,6 +87,7 @@ impl Default for MessagesConfig {
             max_group_participants: 256,
             page_max: 200,
             max_data_depth: crate::domain::message::MAX_DATA_DEPTH,
+            membership_cache_entries: 10_000,
         }
     }
 }
@@ -97,6 +105,9 @@ impl MessagesConfig {
         ])?;
         if self.max_group_participants < 2 {
             anyhow::bail!("messages.max_group_participants must be at least 2");
+        }
+        if self.membership_cache_entries > MAX_MEMBERSHIP_CACHE_ENTRIES {
+            anyhow::bail!("messages.membership_cache_entries must be at most {MAX_MEMBERSHIP_CACHE_ENTRIES} (0 disables the cache)");
         }
         let deepest = crate::domain::message::MAX_DATA_DEPTH;
         if !(1..=deepest).contains(&self.max_data_depth) {

@@ -28,6 +28,10 @@ pub struct GatewayConfig {
     /// Frames a socket may send before a connect succeeds; beyond, it is
     /// closed (1008). Keeps unauthenticated sockets from costing work or log.
     pub max_unauthenticated_frames: u32,
+    /// The largest frame a socket may send before a connect succeeds (a
+    /// connect is small); a larger one closes it (1009), so a stranger
+    /// cannot make the hub parse megabytes.
+    pub unauthenticated_max_frame_bytes: usize,
     /// Failed connects one socket may make before it is closed (1008).
     pub max_failed_connects_per_socket: u32,
     /// Refused keys (connects and REST bearer keys) one source address may
@@ -35,6 +39,13 @@ pub struct GatewayConfig {
     /// until the budget refills at `failed_connects_refill_per_minute`.
     pub failed_connects_per_address: u32,
     pub failed_connects_refill_per_minute: u32,
+    /// How long a key id accepted from an address stays known there: while
+    /// the address's budget is spent, known key ids are still looked up, so
+    /// clients connected before an attack keep reconnecting. 0 turns it off.
+    pub known_key_ttl_seconds: u64,
+    /// `Origin` values allowed on `/ws` upgrades; an upgrade with any other
+    /// `Origin` is refused (403), one without is not a browser's.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for GatewayConfig {
@@ -53,9 +64,12 @@ impl Default for GatewayConfig {
             socket_write_buffer_bytes: 8192,
             revocation_check_interval_ms: 2_000,
             max_unauthenticated_frames: 16,
+            unauthenticated_max_frame_bytes: 16 * 1024,
             max_failed_connects_per_socket: 3,
             failed_connects_per_address: 20,
             failed_connects_refill_per_minute: 10,
+            known_key_ttl_seconds: 86_400,
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -93,6 +107,10 @@ impl GatewayConfig {
                 self.max_unauthenticated_frames as u64,
             ),
             (
+                "gateway.unauthenticated_max_frame_bytes",
+                self.unauthenticated_max_frame_bytes as u64,
+            ),
+            (
                 "gateway.max_failed_connects_per_socket",
                 self.max_failed_connects_per_socket as u64,
             ),
@@ -110,11 +128,53 @@ impl GatewayConfig {
                 "gateway.transport_max_frame_bytes must be at least gateway.max_frame_bytes"
             );
         }
+        for origin in &self.allowed_origins {
+            check_origin(origin)?;
+        }
         if self.heartbeat_timeout_ms <= self.heartbeat_interval_ms {
             anyhow::bail!(
                 "gateway.heartbeat_timeout_ms must be greater than gateway.heartbeat_interval_ms"
             );
         }
         Ok(())
+    }
+}
+
+/// An origin as browsers send it: `scheme://host[:port]`, nothing after.
+fn check_origin(origin: &str) -> anyhow::Result<()> {
+    let rest = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"));
+    let well_formed = rest.is_some_and(|host| {
+        !host.is_empty() && !host.contains(['/', '?', '#', '@', ' ', '*']) && host.is_ascii()
+    });
+    if !well_formed {
+        anyhow::bail!(
+            "gateway.allowed_origins: {origin:?} is not an origin (scheme://host[:port], http or https, no path)"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowed_origins_are_bare_origins() {
+        for good in ["https://console.example", "http://127.0.0.1:8080"] {
+            assert!(check_origin(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "*",
+            "console.example",
+            "https://console.example/",
+            "https://a/b",
+            "ftp://x",
+            "https://",
+        ] {
+            let e = check_origin(bad).unwrap_err().to_string();
+            assert!(e.contains("gateway.allowed_origins"), "{e}");
+        }
     }
 }

@@ -192,6 +192,16 @@ mod tests {
     }
 
     #[test]
+    fn the_membership_cache_is_bounded_and_may_be_off() {
+        let mut c = Config::default();
+        c.messages.membership_cache_entries = 1_000_001;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("messages.membership_cache_entries"), "{e}");
+        c.messages.membership_cache_entries = 0;
+        c.validate().unwrap();
+    }
+
+    #[test]
     fn egress_entries_are_checked_and_the_override_only_narrows() {
         let err = |c: &Config| c.validate().unwrap_err().to_string();
         let mut c = Config::default();

@@ -36,7 +36,8 @@ struct Members {
     kind: Option<Kind>,
     text: Option<String>,
     data: Option<Value>,
-    mime_type: Option<String>,
+    /// `Some(None)`: the member was there, as `null`.
+    mime_type: Option<Option<String>>,
 }
 
 impl<'de> Deserialize<'de> for Part {
@@ -61,12 +62,9 @@ impl<'de> Visitor<'de> for PartVisitor {
                 Member::Type => set(&mut m.kind, map.next_value()?, "type")?,
                 Member::Text => set(&mut m.text, map.next_value()?, "text")?,
                 Member::Data => set(&mut m.data, map.next_value()?, "data")?,
-                // `null` means absent, as for every optional member.
-                Member::MimeType => {
-                    if let Some(v) = map.next_value::<Option<String>>()? {
-                        set(&mut m.mime_type, v, "mimeType")?;
-                    }
-                }
+                // On a data part `null` means absent, as for every optional
+                // member; a text part has no mimeType at all, not even null.
+                Member::MimeType => set(&mut m.mime_type, map.next_value()?, "mimeType")?,
             }
         }
         assemble(m)
@@ -100,7 +98,7 @@ fn assemble<E: Error>(m: Members) -> Result<Part, E> {
             }
             Ok(Part::Data {
                 data: m.data.ok_or_else(|| E::missing_field("data"))?,
-                mime_type: m.mime_type,
+                mime_type: m.mime_type.flatten(),
             })
         }
     }
@@ -155,6 +153,10 @@ mod tests {
             ),
             (
                 json!({"type": "text", "text": "a", "mimeType": "x"}),
+                "unknown field `mimeType`",
+            ),
+            (
+                json!({"type": "text", "text": "a", "mimeType": null}),
                 "unknown field `mimeType`",
             ),
             (

@@ -11,6 +11,7 @@
 //! only forward and only by one, a socket gets every event once, in order.
 //! See docs/adr/0007-event-log.md.
 
+pub mod frames;
 pub mod retention;
 
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,7 @@ use crate::rpc::frame;
 use crate::rpc::{close_code, Peer};
 use crate::store::DynStore;
 use crate::telemetry::names;
+use frames::FrameWriter;
 
 struct Cursor {
     /// Highest seq sent on this socket.
@@ -45,14 +47,16 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    fn offer(&self, event: &StoredEvent) {
+    /// Sends the event if it is exactly the next one; the frame is written
+    /// only then, by the publish call's shared writer.
+    fn offer<'a>(&self, event: &'a StoredEvent, frames: &mut FrameWriter<'a>) {
         let mut c = self.cursor.lock().expect("cursor lock");
         c.latest_known = c.latest_known.max(event.seq);
         if !c.live || event.seq <= c.delivered {
             return;
         }
         if event.seq == c.delivered + 1 {
-            if self.peer.send(notification(event)).is_ok() {
+            if self.peer.send(frames.frame(event)).is_ok() {
                 c.delivered = event.seq;
                 metrics::counter!(names::EVENTS_DELIVERED, "path" => "live").increment(1);
             }
@@ -61,10 +65,6 @@ impl Subscription {
             self.wake.notify_one();
         }
     }
-}
-
-fn notification(event: &StoredEvent) -> String {
-    frame::notification(&event.event_type, &event.envelope_ref())
 }
 
 pub struct EventBus {
@@ -89,12 +89,14 @@ impl EventBus {
     ///
     /// Every writer publishes exactly the events its commit stored, so this
     /// is also the one place that counts `switchboard_events_written_total`.
+    /// The copies of one fan-out share a payload, serialized once here.
     pub fn publish(&self, events: &[StoredEvent]) {
         count_written(events);
+        let mut frames = FrameWriter::new();
         for event in events {
             if let Some(subs) = self.subscriptions.get(&event.audience) {
                 for s in subs.iter() {
-                    s.offer(event);
+                    s.offer(event, &mut frames);
                 }
             }
             if let Some(w) = self.waiters.get(&event.audience) {
@@ -209,8 +211,11 @@ async fn pump(store: DynStore, sub: Arc<Subscription>, batch: u32) {
                     return;
                 }
             }
+            // Events read from the log have a payload each, so this writer
+            // saves only the repeated type and timestamp texts.
+            let mut frames = FrameWriter::new();
             for event in &events {
-                if sub.peer.send_bulk(notification(event)).await.is_err() {
+                if sub.peer.send_bulk(frames.frame(event)).await.is_err() {
                     return;
                 }
                 sub.cursor.lock().expect("cursor lock").delivered = event.seq;

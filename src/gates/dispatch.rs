@@ -73,17 +73,7 @@ async fn ask_gate(hub: &Arc<Hub>, lease: &Lease) -> Result<Admission, StoreError
             lease_timeout_ms: cfg.default_timeout_ms,
         });
     };
-    let task = hub
-        .store
-        .task(task_id)
-        .await?
-        .ok_or(StoreError::NotFound)?
-        .task;
-    let app = hub
-        .store
-        .app(task.app_id)
-        .await?
-        .ok_or(StoreError::NotFound)?;
+    let (task, app) = super::task_and_app(hub, task_id).await?;
     Ok(
         match dispatch_gate(
             &app.manifest.hooks.dispatch_authorize,

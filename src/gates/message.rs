@@ -154,17 +154,7 @@ async fn load_subject(hub: &Arc<Hub>, message: Message) -> Result<Subject, Store
         .await?
         .ok_or(StoreError::NotFound)?;
     let task_id = conversation.task_id.ok_or(StoreError::NotFound)?;
-    let task = hub
-        .store
-        .task(task_id)
-        .await?
-        .ok_or(StoreError::NotFound)?
-        .task;
-    let app = hub
-        .store
-        .app(task.app_id)
-        .await?
-        .ok_or(StoreError::NotFound)?;
+    let (task, app) = super::task_and_app(hub, task_id).await?;
     Ok(Subject {
         message,
         conversation,

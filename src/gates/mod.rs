@@ -12,10 +12,11 @@ pub mod task;
 use std::sync::Arc;
 
 use crate::domain::gate::HookFailure;
+use crate::domain::task::Task;
 use crate::domain::{now_millis, Millis};
 use crate::hooks::HookOutcome;
 use crate::hub::Hub;
-use crate::store::{Job, JobKind, NewJob, StoreError};
+use crate::store::{AppRecord, Job, JobKind, NewJob, StoreError};
 
 /// A hook's outcome as the domain sees it: an answer or a failure kind.
 pub fn hook_answer<T>(outcome: HookOutcome<T>) -> Result<T, HookFailure> {
@@ -26,6 +27,23 @@ pub fn hook_answer<T>(outcome: HookOutcome<T>) -> Result<T, HookFailure> {
         HookOutcome::Disconnected | HookOutcome::Unavailable => Err(HookFailure::Unavailable),
         HookOutcome::BadResult(_) => Err(HookFailure::InvalidAnswer),
     }
+}
+
+/// The task a conversation belongs to and the app that owns it: whose
+/// manifest decides the gate. Either missing is `NotFound`.
+pub async fn task_and_app(hub: &Hub, task_id: uuid::Uuid) -> Result<(Task, AppRecord), StoreError> {
+    let task = hub
+        .store
+        .task(task_id)
+        .await?
+        .ok_or(StoreError::NotFound)?
+        .task;
+    let app = hub
+        .store
+        .app(task.app_id)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    Ok((task, app))
 }
 
 /// When a job written for inline execution becomes the runner's: after the

@@ -23,6 +23,9 @@ use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 use uuid::Uuid;
 
+use super::hygiene::{
+    answer_even_if_it_panics, frame_len, presented_key_id, transport_violation, MAX_ID_BYTES,
+};
 use super::writer::write_loop;
 use crate::hub::{ConnectionInfo, Hub, RequestContext};
 use crate::protocol::Caller;
@@ -188,6 +191,14 @@ impl Reader {
                             break;
                         }
                     }
+                    if !self.authenticated && frame_len(&msg) > cfg.unauthenticated_max_frame_bytes {
+                        metrics::counter!(names::DISCONNECTS, "reason" => "unauthenticated_frame_size").increment(1);
+                        peer.close(
+                            close_code::MESSAGE_TOO_BIG,
+                            "frame before a connect exceeds gateway.unauthenticated_max_frame_bytes",
+                        );
+                        break;
+                    }
                     self.last_seen_ms
                         .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
                     match msg {
@@ -292,6 +303,17 @@ impl Reader {
     }
 
     async fn on_request(&mut self, id: Id, method: String, params: Option<Value>) {
+        if let Id::Str(s) = &id {
+            if s.len() > MAX_ID_BYTES {
+                // Not echoed: the id is what is too large.
+                let error = RpcError::invalid_request(format!(
+                    "request id of {} bytes exceeds {MAX_ID_BYTES} bytes; use a shorter string id",
+                    s.len()
+                ))
+                .with_data(json!({ "limit": MAX_ID_BYTES, "size": s.len() }));
+                return self.reject(None, error, "id_too_long");
+            }
+        }
         let hub = self.hub.clone();
         let Some(route) = hub.router.route(&method) else {
             self.method_not_found(&id, &method);
@@ -324,8 +346,9 @@ impl Reader {
                 };
                 let peer = self.conn.peer.clone();
                 let future = route.call(ctx, params);
+                let connection = self.conn.id;
                 hub.tasks.spawn(async move {
-                    let result = future.await;
+                    let result = answer_even_if_it_panics(name, connection, future).await;
                     record(name, started, &result);
                     let text = match &result {
                         Ok(v) => frame::result(&id, v),
@@ -430,8 +453,11 @@ impl Reader {
             self.finish(&id, name, started, Err(err));
             return;
         }
-        let result = match self.hub.refused_keys.check(self.remote) {
-            Ok(()) => route.call(ctx, params).await,
+        let hub = self.hub.clone();
+        let key_id = presented_key_id(params.as_ref());
+        let attempt = hub.refused_keys.begin(self.remote, key_id.as_deref()).await;
+        let result = match attempt {
+            Ok(_) => answer_even_if_it_panics(name, self.conn.id, route.call(ctx, params)).await,
             Err(wait) => Err(RpcError::new(
                 ErrorKind::RateLimited,
                 "too many failed connects from this address (gateway.failed_connects_per_address)",
@@ -441,18 +467,20 @@ impl Reader {
         let connected = result.is_ok();
         let kind = result.as_ref().err().and_then(RpcError::kind);
         self.finish(&id, name, started, result);
-        if connected {
-            self.authenticated = true;
-            metrics::gauge!(names::CONNECTIONS, "kind" => "unauthenticated").decrement(1.0);
-            // After the answer is queued, so events follow it.
-            self.start_events();
-            return;
-        }
-        // Only a refused key cost a lookup; malformed params did not.
-        match kind {
-            Some(ErrorKind::Unauthorized) => self.hub.refused_keys.failed(self.remote),
-            Some(ErrorKind::RateLimited) => {}
-            _ => return,
+        // Only a refused key keeps its failure spent; malformed params cost
+        // no lookup.
+        match (attempt, kind) {
+            (Ok(attempt), _) if connected => {
+                attempt.accepted();
+                self.authenticated = true;
+                metrics::gauge!(names::CONNECTIONS, "kind" => "unauthenticated").decrement(1.0);
+                // After the answer is queued, so events follow it.
+                self.start_events();
+                return;
+            }
+            (Ok(attempt), Some(ErrorKind::Unauthorized)) => attempt.refused(),
+            (Err(_), _) => {}
+            (Ok(attempt), _) => return attempt.unchecked(),
         }
         self.failed_connects += 1;
         if self.failed_connects >= self.hub.config.gateway.max_failed_connects_per_socket {
@@ -526,35 +554,6 @@ fn record(name: &'static str, started: Instant, result: &Result<Value, RpcError>
     metrics::counter!(names::RPC_CALLS, "method" => name, "outcome" => outcome).increment(1);
     metrics::histogram!(names::RPC_DURATION, "method" => name)
         .record(started.elapsed().as_secs_f64());
-}
-
-/// A read error the peer caused by breaking the transport's rules: the
-/// socket cannot be read further, but the close frame can still say why
-/// (code, reason, metric label). `None` for a socket that just ended.
-fn transport_violation(e: axum::Error) -> Option<(u16, &'static str, &'static str)> {
-    use tokio_tungstenite::tungstenite::error::ProtocolError;
-    use tokio_tungstenite::tungstenite::Error;
-    match e.into_inner().downcast_ref::<Error>()? {
-        Error::Capacity(_) => Some((
-            close_code::MESSAGE_TOO_BIG,
-            "frame exceeds gateway.transport_max_frame_bytes",
-            "transport_too_large",
-        )),
-        Error::Utf8(_) => Some((
-            close_code::INVALID_PAYLOAD,
-            "text frame is not valid UTF-8",
-            "invalid_utf8",
-        )),
-        Error::Protocol(
-            ProtocolError::ResetWithoutClosingHandshake | ProtocolError::ReceivedAfterClosing,
-        ) => None,
-        Error::Protocol(_) => Some((
-            close_code::PROTOCOL_ERROR,
-            "WebSocket protocol violation",
-            "protocol_violation",
-        )),
-        _ => None,
-    }
 }
 
 /// Peer-supplied strings in logs are cut short; they are never trusted to be

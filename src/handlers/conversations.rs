@@ -2,6 +2,7 @@
 //! participant but the sender receives).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::json;
@@ -15,7 +16,7 @@ use crate::domain::message::{self, Origin, PartLimits};
 use crate::domain::now_millis;
 use crate::domain::task::TaskState;
 use crate::gates;
-use crate::hub::RequestContext;
+use crate::hub::{Membership, RequestContext};
 use crate::protocol::conversations::*;
 use crate::protocol::Notification;
 use crate::rpc::RpcError;
@@ -38,6 +39,27 @@ pub async fn visible_conversation(
         .map_err(store_failure)?
     {
         Some(c) if c.participants.contains(&me) => Ok(c),
+        _ => Err(RpcError::not_found("conversation not found")
+            .with_data(json!({ "conversationId": id }))),
+    }
+}
+
+/// The conversation's membership if the caller takes part in it, from the
+/// hub's cache: what the send path checks. Anything else is the same NotFound
+/// as [`visible_conversation`].
+pub async fn visible_membership(
+    ctx: &RequestContext,
+    id: Uuid,
+) -> Result<Arc<Membership>, RpcError> {
+    let me = ctx.principal().id;
+    match ctx
+        .hub
+        .memberships
+        .get(&ctx.hub.store, id)
+        .await
+        .map_err(store_failure)?
+    {
+        Some(m) if m.includes(me) => Ok(m),
         _ => Err(RpcError::not_found("conversation not found")
             .with_data(json!({ "conversationId": id }))),
     }
@@ -71,13 +93,9 @@ pub async fn create(
         created_at: now_millis(),
     };
     let events = created_events(new.view(), &p.participants);
-    match ctx
-        .hub
-        .store
-        .create_conversation(&new, &events)
-        .await
-        .map_err(store_failure)?
-    {
+    let created = ctx.hub.store.create_conversation(&new, &events).await;
+    ctx.hub.memberships.invalidate(new.id);
+    match created.map_err(store_failure)? {
         CreatedConversation::Created(conversation, stored) => {
             ctx.hub.events.publish(&stored);
             Ok(ConversationCreateResult {
@@ -222,7 +240,7 @@ pub struct Outgoing {
 /// inside tasks. The answer carries the verdict when it is ready.
 pub async fn store_message(
     ctx: &RequestContext,
-    conversation: &Conversation,
+    conversation: &Membership,
     out: Outgoing,
 ) -> Result<MessageSendResult, RpcError> {
     let hub = &ctx.hub;
@@ -315,7 +333,7 @@ fn check_outgoing(cfg: &MessagesConfig, out: &Outgoing) -> Result<(), RpcError> 
 /// sent or received.
 async fn check_reply_to(
     ctx: &RequestContext,
-    conversation: &Conversation,
+    conversation: &Membership,
     out: &Outgoing,
 ) -> Result<(), RpcError> {
     let hub = &ctx.hub;
@@ -344,7 +362,7 @@ async fn check_reply_to(
 /// back with it (0 for a static policy). The task must be active.
 async fn fanout_of(
     ctx: &RequestContext,
-    conversation: &Conversation,
+    conversation: &Membership,
     out: &Outgoing,
 ) -> Result<(Fanout, Option<u64>), RpcError> {
     let hub = &ctx.hub;
@@ -394,7 +412,7 @@ async fn fanout_of(
 
 /// What a retried send must repeat for its `clientMsgId` to count as the
 /// same message.
-fn request_hash(conversation: &Conversation, out: &Outgoing) -> Result<String, RpcError> {
+fn request_hash(conversation: &Membership, out: &Outgoing) -> Result<String, RpcError> {
     Ok(hex::encode(Sha256::digest(
         serde_json::to_vec(&HashedSend {
             conversation_id: conversation.id,
@@ -425,7 +443,7 @@ pub async fn send(
     ctx: RequestContext,
     p: MessageSendParams,
 ) -> Result<MessageSendResult, RpcError> {
-    let conversation = visible_conversation(&ctx, p.conversation_id).await?;
+    let conversation = visible_membership(&ctx, p.conversation_id).await?;
     let out = Outgoing {
         sender: ctx.principal().id,
         origin: Origin::Agent,
@@ -444,7 +462,7 @@ pub async fn history(
         return Err(invalid("before", "give after or before, not both"));
     }
     let limit = page_limit(&ctx, p.limit)?;
-    let conversation = visible_conversation(&ctx, p.conversation_id).await?;
+    let conversation = visible_membership(&ctx, p.conversation_id).await?;
     let page = MessagePage {
         viewer: ctx.principal().id,
         after: p.after,
@@ -470,7 +488,7 @@ pub async fn history(
 
 pub async fn typing(ctx: RequestContext, p: TypingSendParams) -> Result<Empty, RpcError> {
     let me = ctx.principal().id;
-    let conversation = visible_conversation(&ctx, p.conversation_id).await?;
+    let conversation = visible_membership(&ctx, p.conversation_id).await?;
     let payload = serde_json::to_value(TypingPayload {
         conversation_id: conversation.id,
         agent_id: me,

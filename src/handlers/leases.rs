@@ -4,7 +4,7 @@
 use serde_json::json;
 use uuid::Uuid;
 
-use super::conversations::visible_conversation;
+use super::conversations::visible_membership;
 use super::store_failure;
 use super::task_conversations::app_conversation;
 use super::tasks::invalid;
@@ -25,7 +25,7 @@ pub async fn dispatch_request(
     let me = ctx.principal().id;
     let hidden =
         || RpcError::not_found("message not found").with_data(json!({ "messageId": p.message_id }));
-    let conversation = visible_conversation(&ctx, p.conversation_id).await?;
+    let conversation = visible_membership(&ctx, p.conversation_id).await?;
     let (message, _) = hub
         .store
         .message(p.message_id)

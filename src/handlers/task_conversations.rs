@@ -13,7 +13,7 @@ use crate::domain::event::NewEvent;
 use crate::domain::message::Origin;
 use crate::domain::now_millis;
 use crate::domain::task::Task;
-use crate::hub::RequestContext;
+use crate::hub::{Membership, RequestContext};
 use crate::protocol::conversations::{created_events, MessageSendParams, MessageSendResult};
 use crate::protocol::tasks::*;
 use crate::protocol::Notification;
@@ -58,13 +58,9 @@ pub async fn app_conversation_create(
         created_at: now_millis(),
     };
     let events = created_events(new.view(), &new.participants);
-    match ctx
-        .hub
-        .store
-        .create_conversation(&new, &events)
-        .await
-        .map_err(store_failure)?
-    {
+    let created = ctx.hub.store.create_conversation(&new, &events).await;
+    ctx.hub.memberships.invalidate(new.id);
+    match created.map_err(store_failure)? {
         CreatedConversation::Created(conversation, stored) => {
             ctx.hub.events.publish(&stored);
             Ok(ConversationResult { conversation })
@@ -115,12 +111,14 @@ pub async fn app_conversation_add(
         .iter()
         .map(|a| NewEvent::new(*a, ConversationJoined::NAME, body.clone()))
         .collect();
-    let stored = ctx
+    let added = ctx
         .hub
         .store
         .add_participants(conversation.id, &added, &events, now_millis())
-        .await
-        .map_err(store_failure)?;
+        .await;
+    // Whatever the outcome: a failed call may still have committed.
+    ctx.hub.memberships.invalidate(conversation.id);
+    let stored = added.map_err(store_failure)?;
     ctx.hub.events.publish(&stored);
     let conversation = ctx
         .hub
@@ -145,5 +143,5 @@ pub async fn app_message_send(
         client_msg_id: p.client_msg_id,
         reply_to: p.reply_to,
     };
-    store_message(&ctx, &conversation, out).await
+    store_message(&ctx, &Membership::of(&conversation), out).await
 }

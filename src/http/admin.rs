@@ -1,9 +1,10 @@
 //! The operator API, behind `admin.token`. Disabled (404) when no token is set.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::HeaderMap;
 use axum::Json;
 use rand::RngCore;
@@ -21,18 +22,32 @@ use crate::hooks::{self, HookOutcome};
 use crate::hub::Hub;
 use crate::protocol::network::{AppPing, PingParams};
 
-pub(super) fn check_admin(hub: &Hub, headers: &HeaderMap) -> Result<(), ApiError> {
+/// The operator token's check. A wrong token spends the source address's
+/// budget of refused credentials, shared with keys and the registration
+/// secret; while it is spent the token is not compared (429).
+pub(super) async fn check_admin(
+    hub: &Hub,
+    headers: &HeaderMap,
+    remote: SocketAddr,
+) -> Result<(), ApiError> {
     let configured = &hub.config.admin.token;
     if configured.is_empty() {
         return Err(ApiError::not_found("no such route"));
     }
+    let attempt = hub
+        .refused_keys
+        .begin(remote.ip(), None)
+        .await
+        .map_err(|wait| super::identity::rate_limited(wait, "refused operator tokens"))?;
     let presented = super::identity::bearer_token(headers).unwrap_or("");
     let equal: bool = Sha256::digest(presented.as_bytes())
         .ct_eq(&Sha256::digest(configured.as_bytes()))
         .into();
     if presented.is_empty() || !equal {
+        attempt.refused();
         return Err(ApiError::unauthorized("a valid operator token is required"));
     }
+    attempt.accepted();
     Ok(())
 }
 
@@ -40,11 +55,12 @@ pub(super) fn check_admin(hub: &Hub, headers: &HeaderMap) -> Result<(), ApiError
 /// outcome exactly as a gate hook would see it.
 pub async fn ping_app(
     State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Path(app_id): Path<String>,
     query: QueryParams,
 ) -> Result<Json<Value>, ApiError> {
-    check_admin(&hub, &headers)?;
+    check_admin(&hub, &headers, remote).await?;
     query.only(&["timeoutMs"])?;
     let timeout_ms = query.number("timeoutMs")?;
     let hidden = || ApiError::not_found("no such app");
@@ -148,10 +164,11 @@ pub struct TestWebhookBody {
 /// on them.
 pub async fn send_test_webhook(
     State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    check_admin(&hub, &headers)?;
+    check_admin(&hub, &headers, remote).await?;
     checked_json(&headers, &body)?;
     let body: TestWebhookBody = decode_body(&body)?;
     check_url_form(&body.url)?;

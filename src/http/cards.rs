@@ -22,10 +22,11 @@ use crate::hub::Hub;
 /// `POST /api/v1/cards` `{card, files: {path: base64}, forceAuthor?}`.
 pub async fn install(
     State(hub): State<Arc<Hub>>,
+    axum::extract::ConnectInfo(remote): axum::extract::ConnectInfo<std::net::SocketAddr>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    check_admin(&hub, &headers)?;
+    check_admin(&hub, &headers, remote).await?;
     checked_json(&headers, &body)?;
     // Strict: a duplicate key anywhere in the card is refused here too.
     let doc = crate::domain::card::strict::parse(&body)

@@ -57,10 +57,14 @@ pub fn router(hub: Arc<Hub>) -> Router {
 async fn websocket(
     State(hub): State<Arc<Hub>>,
     ConnectInfo(remote): ConnectInfo<SocketAddr>,
+    headers: axum::http::HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
     if hub.shutdown.is_cancelled() {
         return ApiError::unavailable("the hub is shutting down").into_response();
+    }
+    if let Err(refused) = check_origin(&hub, &headers) {
+        return refused.into_response();
     }
     let limit = hub.config.gateway.transport_max_frame_bytes;
     let tracker = hub.connections.clone();
@@ -72,6 +76,32 @@ async fn websocket(
         .on_upgrade(move |socket| {
             tracker.track_future(crate::gateway::connection::run(hub, socket, remote.ip()))
         })
+}
+
+/// A browser sends `Origin` on every WebSocket upgrade and lets any page
+/// open one to any host, loopback included; agents and apps send none. An
+/// upgrade with an origin not in `gateway.allowed_origins` is refused, so a
+/// web page the operator visits cannot use the hub (cross-site WebSocket
+/// hijacking) or spend the address's refused-key budget.
+fn check_origin(hub: &Hub, headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
+    let Some(origin) = headers.get(axum::http::header::ORIGIN) else {
+        return Ok(());
+    };
+    let allowed = origin.to_str().is_ok_and(|origin| {
+        hub.config
+            .gateway
+            .allowed_origins
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(origin))
+    });
+    if allowed {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        axum::http::StatusCode::FORBIDDEN,
+        "origin_not_allowed",
+        "WebSocket upgrades from this Origin are refused (gateway.allowed_origins)",
+    ))
 }
 
 /// The public webhook signing keys, for receivers to verify with.

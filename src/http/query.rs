@@ -28,19 +28,32 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
-            .map(|Query(map)| QueryParams(map))
-            .map_err(|_| {
+        let Query(pairs) =
+            Query::<Vec<(String, String)>>::try_from_uri(&parts.uri).map_err(|_| {
                 ApiError::invalid(
                     "invalid_query",
                     "the query string is not form-encoded name=value pairs",
                     Vec::new(),
                 )
-            })
+            })?;
+        QueryParams::from_pairs(pairs)
     }
 }
 
 impl QueryParams {
+    /// Refuses a parameter given twice (`?after=5&after=0`): taking either
+    /// value would be a guess, as it would be for a repeated JSON key.
+    fn from_pairs(pairs: Vec<(String, String)>) -> Result<QueryParams, ApiError> {
+        let mut map = HashMap::with_capacity(pairs.len());
+        for (name, value) in pairs {
+            if map.contains_key(&name) {
+                return Err(invalid(&name, "is given more than once".into()));
+            }
+            map.insert(name, value);
+        }
+        Ok(QueryParams(map))
+    }
+
     /// Refuses any parameter not in `known`.
     pub fn only(&self, known: &[&str]) -> Result<(), ApiError> {
         match self.0.keys().find(|k| !known.contains(&k.as_str())) {
@@ -60,5 +73,22 @@ impl QueryParams {
                     .map_err(|_| invalid(name, "must be a non-negative integer".into()))
             })
             .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parameter_given_twice_is_refused_by_name() {
+        let pair = |n: &str, v: &str| (n.to_string(), v.to_string());
+        let e = QueryParams::from_pairs(vec![pair("after", "5"), pair("after", "0")])
+            .err()
+            .expect("refused");
+        let e = format!("{e:?}");
+        assert!(e.contains("/after") && e.contains("more than once"), "{e}");
+        let q = QueryParams::from_pairs(vec![pair("after", "5"), pair("limit", "2")]).unwrap();
+        assert_eq!(q.number("after").unwrap(), Some(5));
     }
 }

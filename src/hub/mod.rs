@@ -14,10 +14,12 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 pub mod context;
+pub mod membership;
 pub mod registry;
 pub mod throttle;
 
 pub use context::{ConnectionInfo, RequestContext};
+pub use membership::{Membership, MembershipCache};
 pub use registry::Registry;
 
 use crate::config::Config;
@@ -48,6 +50,8 @@ pub struct Hub {
     pub metrics: PrometheusHandle,
     pub sync_epoch: String,
     pub events: Arc<EventBus>,
+    /// Who takes part in which conversation, for the send path's checks.
+    pub memberships: MembershipCache,
     /// Signed webhooks and other requests to app-owned URLs.
     pub webhook_egress: crate::webhooks::egress::EgressClient,
 }
@@ -73,11 +77,13 @@ impl Hub {
             crate::webhooks::egress::EgressClient::from_config("webhook", &config.egress)?;
         let store_for_events = store.clone();
         let replay_batch = config.events.replay_batch;
+        let memberships = MembershipCache::new(config.messages.membership_cache_entries);
         Ok(Arc::new(Hub {
             limiter: Arc::new(RateLimiter::keyed(quota)),
             refused_keys: throttle::RefusedKeys::new(
                 g.failed_connects_per_address,
                 g.failed_connects_refill_per_minute,
+                std::time::Duration::from_secs(g.known_key_ttl_seconds),
             ),
             config,
             store,
@@ -89,6 +95,7 @@ impl Hub {
             metrics: crate::telemetry::metrics_handle(),
             sync_epoch,
             events: Arc::new(EventBus::new(store_for_events, replay_batch)),
+            memberships,
             webhook_egress,
         }))
     }

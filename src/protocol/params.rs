@@ -24,9 +24,15 @@ pub fn cursor<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     Ok(value)
 }
 
-/// [`cursor`] for an optional member (use with `#[serde(default)]`).
+/// [`cursor`] for an optional member (use with `#[serde(default)]`):
+/// `null` means absent, as the schema says.
 pub fn optional_cursor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    cursor(d).map(Some)
+    match Option::<u64>::deserialize(d)? {
+        Some(value) if value > MAX_CURSOR => Err(D::Error::custom(format!(
+            "must be at most {MAX_CURSOR} (seq values are signed 64-bit integers)"
+        ))),
+        other => Ok(other),
+    }
 }
 
 pub fn decode<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
@@ -137,6 +143,11 @@ mod tests {
         let decode_cursors = |v: Value| decode::<Cursors>(Some(v));
         assert!(decode_cursors(json!({"seq": i64::MAX, "after": i64::MAX})).is_ok());
         assert!(decode_cursors(json!({"seq": 0})).unwrap().after.is_none());
+        // `null` means absent, as the schema's `["integer", "null"]` says.
+        assert!(decode_cursors(json!({"seq": 0, "after": null}))
+            .unwrap()
+            .after
+            .is_none());
         for (v, field) in [
             (json!({"seq": u64::MAX}), "seq"),
             (json!({"seq": 1, "after": (i64::MAX as u64) + 1}), "after"),

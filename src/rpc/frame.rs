@@ -134,12 +134,21 @@ pub fn parse(text: &str) -> Incoming {
 /// answer: the id is echoed unless it is the repeated member, and a response
 /// ends its pending call as a bad result instead of being answered.
 fn duplicate_member(text: &str, duplicate: DuplicateKey) -> Incoming {
+    // The strict parse stops at the first duplicate: text that breaks off
+    // after it is not JSON at all.
     let lenient = match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(obj)) => obj,
-        _ => Map::new(),
+        Ok(_) => Map::new(),
+        Err(e) => {
+            return Incoming::Invalid {
+                id: None,
+                error: RpcError::new(ErrorKind::ParseError, format!("Parse error: {e}")),
+            }
+        }
     };
     let id = match lenient.get("id") {
-        _ if duplicate.pointer == "/id" => None,
+        // Which of two ids is meant cannot be known: echo neither.
+        _ if top_level_count(text, "id") != 1 => None,
         Some(Value::String(s)) => Some(Id::Str(s.clone())),
         Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Id::Number(n.clone())),
         _ => None,
@@ -159,6 +168,28 @@ fn duplicate_member(text: &str, duplicate: DuplicateKey) -> Incoming {
         ))
         .with_data(json!({ "pointer": duplicate.pointer })),
     }
+}
+
+/// How often `member` is named at the top level of a JSON object text (0
+/// when the text is not an object).
+fn top_level_count(text: &str, member: &str) -> usize {
+    struct Count<'m>(&'m str);
+    impl<'de> serde::de::Visitor<'de> for Count<'_> {
+        type Value = usize;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<usize, A::Error> {
+            let mut n = 0;
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                n += usize::from(key == self.0);
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+            Ok(n)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde::Deserializer::deserialize_map(&mut de, Count(member)).unwrap_or(0)
 }
 
 /// Why an id cannot be echoed. An integer beyond 64 bits arrives as a float
@@ -369,6 +400,16 @@ mod tests {
             parse(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#),
             Incoming::Invalid { id: None, .. }
         ));
+        // A repeated id behind an earlier duplicate is not echoed either.
+        assert!(matches!(
+            parse(r#"{"jsonrpc":"2.0","id":1,"params":{"a":1,"a":2},"id":2,"method":"x"}"#),
+            Incoming::Invalid { id: None, .. }
+        ));
+        // Text that breaks off after the duplicate is not JSON: -32700.
+        let Incoming::Invalid { id, error } = parse(r#"{"id":1,"a":1,"a":2"#) else {
+            panic!()
+        };
+        assert_eq!((id, error.code), (None, -32700));
         match parse(r#"{"jsonrpc":"2.0","id":"hub-3","result":{"n":1,"n":1}}"#) {
             Incoming::MalformedResponse { id, reason } => {
                 assert_eq!(id, Some(Id::Str("hub-3".into())));

@@ -67,8 +67,14 @@ impl Listener {
 }
 
 /// Closes a connection that has no slot, after one non-blocking attempt to
-/// tell it why: nothing here may wait on the peer.
+/// tell it why: nothing here may wait on the peer. The answer is best
+/// effort: the request is not read, and a socket closed with unread bytes
+/// makes the kernel send a reset, which can reach the client before it has
+/// read the 503. What has already arrived is drained (once, without
+/// waiting) to make that less likely.
 fn refuse(tcp: TcpStream, refusal: Refusal) {
+    let mut unread = [0u8; 4096];
+    let _ = tcp.try_read(&mut unread);
     metrics::counter!(names::CONNECTIONS_CLOSED, "reason" => refusal.label()).increment(1);
     let message = match refusal {
         Refusal::Full => "the hub has server.max_connections connections open",

@@ -61,14 +61,17 @@ impl Server {
         }
         hub.tasks.spawn(crate::jobs::run(hub.clone()));
         let cfg = &hub.config.server;
-        let max_connections = fit_descriptor_limit(cfg.max_connections, &hub.config);
+        let caps = fit_descriptor_limit(
+            Caps {
+                total: cfg.max_connections,
+                per_address: cfg.max_connections_per_address,
+            },
+            &hub.config,
+        );
         let listener = listener::Listener {
             listener,
             app,
-            slots: slots::Slots::new(
-                max_connections,
-                cfg.max_connections_per_address.min(max_connections),
-            ),
+            slots: slots::Slots::new(caps.total, caps.per_address),
             timeouts: connection::Timeouts {
                 header_read: Duration::from_millis(cfg.header_read_timeout_ms),
                 idle: Duration::from_millis(cfg.idle_timeout_ms),
@@ -120,24 +123,51 @@ fn reserved_descriptors(config: &Config) -> usize {
     64 + 3 * config.storage.max_connections as usize
 }
 
-/// Raises the soft descriptor limit to the hard one, then lowers
-/// `server.max_connections` to what still fits, so that accepting can never
-/// exhaust the descriptor table.
-fn fit_descriptor_limit(wanted: usize, config: &Config) -> usize {
+/// The connection caps: `server.max_connections` and
+/// `server.max_connections_per_address`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Caps {
+    total: usize,
+    per_address: usize,
+}
+
+impl Caps {
+    /// Both caps lowered by the same ratio to fit `room` connections in all,
+    /// so that one address keeps the same share of the slots it would have
+    /// had (clamping the per-address cap to the lowered total would let one
+    /// address take every slot).
+    fn fitted(self, room: usize) -> Caps {
+        if room >= self.total {
+            return self;
+        }
+        let scaled = (self.per_address as u128 * room as u128 / self.total.max(1) as u128) as usize;
+        Caps {
+            total: room,
+            per_address: scaled.clamp(1, room),
+        }
+    }
+}
+
+/// Raises the soft descriptor limit to the hard one, then lowers the caps
+/// to what still fits, so that accepting can never exhaust the descriptor
+/// table.
+fn fit_descriptor_limit(wanted: Caps, config: &Config) -> Caps {
     let Some(limit) = raise_descriptor_limit() else {
         return wanted;
     };
     let room = limit.saturating_sub(reserved_descriptors(config)).max(1);
-    if room < wanted {
+    let fitted = wanted.fitted(room);
+    if fitted != wanted {
         warn!(
-            configured = wanted,
-            effective = room,
+            max_connections = wanted.total,
+            effective_max_connections = fitted.total,
+            max_connections_per_address = wanted.per_address,
+            effective_max_connections_per_address = fitted.per_address,
             descriptor_limit = limit,
-            "server.max_connections lowered to fit the open-file limit"
+            "server.max_connections and server.max_connections_per_address lowered by the same ratio to fit the open-file limit"
         );
-        return room;
     }
-    wanted
+    fitted
 }
 
 #[cfg(unix)]
@@ -171,6 +201,9 @@ fn raise_descriptor_limit() -> Option<usize> {
 
 /// `switchboard serve`: runs until SIGINT or SIGTERM.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
+    // Installed before the hub announces itself, so a signal sent as soon
+    // as the listening line appears drains the hub instead of killing it.
+    let signals = ShutdownSignals::install()?;
     let server = Server::start(config).await?;
     info!(
         addr = %server.addr,
@@ -179,24 +212,76 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     );
     // A stable line on stdout that scripts and tests wait for.
     println!("switchboard listening on http://{}", server.addr);
-    wait_for_signal().await;
+    signals.wait().await;
     info!("shutdown requested; draining");
     server.shutdown().await
 }
 
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// SIGINT and SIGTERM, registered with the OS when installed (tokio's
+/// `ctrl_c()` registers only when first polled).
+struct ShutdownSignals {
     #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    fn install() -> anyhow::Result<ShutdownSignals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(ShutdownSignals {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(ShutdownSignals {})
+    }
+
+    async fn wait(mut self) {
+        #[cfg(unix)]
         tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = &mut self;
+            let _ = tokio::signal::ctrl_c().await;
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Caps;
+
+    #[test]
+    fn a_low_descriptor_limit_scales_both_caps_by_the_same_ratio() {
+        let wanted = Caps {
+            total: 10_000,
+            per_address: 2_000,
+        };
+        assert_eq!(
+            wanted.fitted(900),
+            Caps {
+                total: 900,
+                per_address: 180
+            },
+            "one address keeps a fifth of the slots, not all of them"
+        );
+        assert_eq!(
+            wanted.fitted(20_000),
+            wanted,
+            "room to spare changes nothing"
+        );
+        assert_eq!(wanted.fitted(3).per_address, 1, "never below one");
+        let same = Caps {
+            total: 100,
+            per_address: 100,
+        };
+        assert_eq!(same.fitted(10).per_address, 10);
     }
 }

@@ -1,6 +1,8 @@
 //! Connection slots: a cap on open connections in all, and one per source
 //! address, so that slow or idle clients can neither exhaust the descriptor
-//! table nor, from one address, take every slot from the others.
+//! table nor, from one address, take every slot from the others. An
+//! address is counted as `hub::throttle::source_of` says (an IPv6 host by
+//! its /64), the same as the refused-key budget.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -8,6 +10,8 @@ use std::sync::Arc;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::hub::throttle::source_of;
 
 /// Why a connection was not admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +56,7 @@ impl Slots {
     }
 
     pub fn admit(&self, address: IpAddr) -> Result<Slot, Refusal> {
+        let address = source_of(address);
         let permit = self
             .total
             .clone()
@@ -72,7 +77,7 @@ impl Slots {
     /// Connections open now from `address`.
     #[cfg(test)]
     fn open_from(&self, address: IpAddr) -> usize {
-        self.per_address.get(&address).map_or(0, |c| *c)
+        self.per_address.get(&source_of(address)).map_or(0, |c| *c)
     }
 }
 
@@ -110,5 +115,23 @@ mod tests {
         let _a3 = slots.admit(a).unwrap();
         drop(b2);
         assert_eq!(slots.admit(a).err(), Some(Refusal::AddressFull));
+    }
+
+    #[test]
+    fn an_ipv6_64_shares_one_per_address_cap() {
+        let slots = Slots::new(10, 2);
+        let a: IpAddr = "2001:db8::1".parse().unwrap();
+        let b: IpAddr = "2001:db8::2:3".parse().unwrap();
+        let elsewhere: IpAddr = "2001:db8:0:1::1".parse().unwrap();
+        let _a = slots.admit(a).unwrap();
+        let _b = slots.admit(b).unwrap();
+        assert_eq!(
+            slots.admit("2001:db8::9".parse().unwrap()).err(),
+            Some(Refusal::AddressFull)
+        );
+        assert!(slots.admit(elsewhere).is_ok());
+        let mapped: IpAddr = "::ffff:127.0.0.5".parse().unwrap();
+        let _m = slots.admit(mapped).unwrap();
+        assert_eq!(slots.open_from("127.0.0.5".parse().unwrap()), 1);
     }
 }

@@ -66,16 +66,11 @@ pub fn key_encryption_key(cfg: &WebhooksConfig) -> anyhow::Result<[u8; 32]> {
 /// request. A configured key is checked for its format even before any
 /// signing key exists.
 pub async fn check_at_startup(
-    store: &dyn SigningKeyStore,
+    store: &(impl SigningKeyStore + ?Sized),
     cfg: &WebhooksConfig,
     now: Millis,
 ) -> anyhow::Result<()> {
-    let signing: Vec<SigningKeyRecord> = store
-        .signing_keys()
-        .await?
-        .into_iter()
-        .filter(|k| is_signing(k, now))
-        .collect();
+    let signing = signing_now(store, now).await?;
     let Some(source) = KekSource::of(cfg) else {
         anyhow::ensure!(
             signing.is_empty(),
@@ -148,19 +143,34 @@ fn open_key(kek: &[u8; 32], k: &SigningKeyRecord) -> anyhow::Result<SigningKey> 
     Ok(key)
 }
 
-/// Makes a new active key (from `secret`, or fresh) and keeps the previous
-/// one signing for `webhooks.rotation_overlap_hours`. Returns the new key id.
+/// What happens to the keys that sign now when a new one becomes active.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Previous {
+    /// They must open with the configured key-encryption key, and keep
+    /// signing for `webhooks.rotation_overlap_hours`.
+    Overlap,
+    /// They are retired at once without being opened: the way back for an
+    /// operator who lost the key-encryption key that sealed them (the hub
+    /// refuses to start while a signing key cannot be opened).
+    Discard,
+}
+
+/// Makes a new active key (from `secret`, or fresh); the previous ones are
+/// handled as `previous` says. Returns the new key id.
 pub async fn rotate(
     store: &(impl SigningKeyStore + ?Sized),
     cfg: &WebhooksConfig,
     secret: Option<SigningKey>,
+    previous: Previous,
     now: Millis,
 ) -> anyhow::Result<String> {
     let kek = key_encryption_key(cfg)?;
     // A wrong key-encryption key must fail here, not later while signing.
-    for k in store.signing_keys().await? {
-        if is_signing(&k, now) {
-            open_key(&kek, &k)?;
+    if previous == Previous::Overlap {
+        for k in store.signing_keys().await? {
+            if is_signing(&k, now) {
+                open_key(&kek, &k)?;
+            }
         }
     }
     let key = secret.unwrap_or_else(|| SigningKey::generate(&mut rand::rngs::OsRng));
@@ -175,7 +185,10 @@ pub async fn rotate(
         created_at: now,
         retires_at: None,
     };
-    let overlap = (cfg.rotation_overlap_hours as i64).saturating_mul(3_600_000);
+    let overlap = match previous {
+        Previous::Overlap => (cfg.rotation_overlap_hours as i64).saturating_mul(3_600_000),
+        Previous::Discard => 0,
+    };
     store
         .rotate_signing_key(&record, now, now.saturating_add(overlap))
         .await?;
@@ -188,12 +201,7 @@ pub async fn signers(
     cfg: &WebhooksConfig,
     now: Millis,
 ) -> anyhow::Result<Vec<SigningSecret>> {
-    let signing: Vec<SigningKeyRecord> = store
-        .signing_keys()
-        .await?
-        .into_iter()
-        .filter(|k| is_signing(k, now))
-        .collect();
+    let signing = signing_now(store, now).await?;
     // No key yet is its own answer, whether or not a key-encryption key is
     // configured.
     if signing.is_empty() {
@@ -204,6 +212,20 @@ pub async fn signers(
         .iter()
         .map(|k| Ok(SigningSecret::Ed25519(open_key(&kek, k)?)))
         .collect()
+}
+
+/// The stored keys that sign at `now`: the active one and secondaries
+/// within their overlap.
+async fn signing_now(
+    store: &(impl SigningKeyStore + ?Sized),
+    now: Millis,
+) -> anyhow::Result<Vec<SigningKeyRecord>> {
+    Ok(store
+        .signing_keys()
+        .await?
+        .into_iter()
+        .filter(|k| is_signing(k, now))
+        .collect())
 }
 
 fn is_signing(k: &SigningKeyRecord, now: Millis) -> bool {

@@ -39,6 +39,13 @@ async fn bench_smoke_run_reports_every_scenario() {
             f["results"]["deliveries"],
             f["params"]["n"].as_u64().unwrap() * f["params"]["messages"].as_u64().unwrap()
         );
+        assert_eq!(f["params"]["inflight"], 16, "the default in-flight sends");
+        assert!(f["results"]["db_bytes_per_delivery"].as_f64().unwrap() > 0.0);
+        let wal = f["results"].get("wal_bytes_per_delivery");
+        match f["params"]["backend"].as_str().unwrap() {
+            "postgres" => assert!(wal.unwrap().as_f64().unwrap() > 0.0),
+            _ => assert!(wal.is_none(), "SQLite's WAL is folded into its file size"),
+        }
     }
     let layouts: Vec<&serde_json::Value> = report["entries"]
         .as_array()

@@ -343,7 +343,12 @@ async fn the_bearer_scheme_is_case_insensitive() {
 async fn query_string_errors_name_the_parameter_in_our_words() {
     let hub = TestHub::start().await;
     let missing = "00000000-0000-0000-0000-000000000000";
-    for (query, field) in [("timeoutMs=abc", "timeoutMs"), ("bogus=1", "bogus")] {
+    for (query, field) in [
+        ("timeoutMs=abc", "timeoutMs"),
+        ("bogus=1", "bogus"),
+        // Both values are in bounds: taking either would be a guess.
+        ("timeoutMs=1000&timeoutMs=2000", "timeoutMs"),
+    ] {
         let r = hub
             .http
             .post(format!("{}/api/v1/apps/{missing}/ping?{query}", hub.base))
@@ -434,4 +439,100 @@ async fn refused_bearer_keys_spend_the_addresss_budget_shared_with_connects() {
         .unwrap();
     let (status, body) = events(elsewhere, key).await;
     assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
+async fn wrong_registration_secrets_and_operator_tokens_spend_the_addresss_budget() {
+    // One refusal back a minute: none comes back while the test runs.
+    let hub = TestHub::start_with(
+        crate::support::hub::Options::default()
+            .env("SWITCHBOARD_REGISTRATION__MODE", "secret")
+            .env("SWITCHBOARD_REGISTRATION__SECRET", "invite-only-secret-42")
+            .env("SWITCHBOARD_GATEWAY__FAILED_CONNECTS_REFILL_PER_MINUTE", 1),
+    )
+    .await;
+    let from = |last: u8| {
+        reqwest::Client::builder()
+            .local_address(std::net::IpAddr::from(Ipv4Addr::new(127, 0, 0, last)))
+            .build()
+            .unwrap()
+    };
+    let register = |client: reqwest::Client, secret: &'static str| {
+        let url = format!("{}/api/v1/agents/register", hub.base);
+        async move {
+            let r = client
+                .post(url)
+                .header("x-registration-secret", secret)
+                .json(&json!({"name": "guess"}))
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let guesser = from(2);
+    for _ in 0..20 {
+        let (status, body) = register(guesser.clone(), "a-wrong-guess-0000").await;
+        assert_eq!(status, 401, "{body}");
+    }
+    let (status, body) = register(guesser.clone(), "invite-only-secret-42").await;
+    assert_eq!(status, 429, "spent: the secret is not compared now: {body}");
+    assert_eq!(body["error"]["code"], json!("rate_limited"));
+    let (status, body) = register(from(3), "invite-only-secret-42").await;
+    assert_eq!(status, 201, "another address registers: {body}");
+
+    let test_webhook = |client: reqwest::Client, token: &'static str| {
+        let url = format!("{}/api/v1/webhooks/test", hub.base);
+        async move {
+            let r = client
+                .post(url)
+                .bearer_auth(token)
+                .json(&json!({"url": "https://receiver.example/hook"}))
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let guesser = from(4);
+    for _ in 0..20 {
+        let (status, body) = test_webhook(guesser.clone(), "not-the-operator-token").await;
+        assert_eq!(status, 401, "{body}");
+    }
+    let (status, body) = test_webhook(guesser, crate::support::hub::ADMIN_TOKEN).await;
+    assert_eq!(status, 429, "spent: the token is not compared now: {body}");
+    assert_eq!(body["error"]["code"], json!("rate_limited"));
+    let (status, body) = test_webhook(from(5), crate::support::hub::ADMIN_TOKEN).await;
+    assert_ne!(status, 429, "another address is served: {body}");
+    assert_ne!(status, 401, "another address is served: {body}");
+}
+
+#[tokio::test]
+async fn a_closed_or_secret_hub_checks_the_mode_before_reading_the_body() {
+    for (mode, status, code) in [
+        ("closed", 403, "registration_closed"),
+        ("secret", 401, "registration_secret_required"),
+    ] {
+        let hub = TestHub::start_with(
+            crate::support::hub::Options::default()
+                .env("SWITCHBOARD_REGISTRATION__MODE", mode)
+                .env("SWITCHBOARD_REGISTRATION__SECRET", "invite-only-secret-42"),
+        )
+        .await;
+        // Not JSON, and not even labelled as JSON: a stranger's body is
+        // never looked at.
+        let r = hub
+            .http
+            .post(format!("{}/api/v1/agents/register", hub.base))
+            .header("content-type", "text/plain")
+            .body("{{{ not json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), status, "{mode}");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], json!(code), "{mode}: {body}");
+    }
 }

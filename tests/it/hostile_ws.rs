@@ -236,3 +236,187 @@ async fn a_second_request_with_an_id_in_flight_is_refused() {
     let again = agent.call(json!(7), "agent/task/list", json!({})).await;
     assert!(again.get("result").is_some(), "{again}");
 }
+
+/// A WebSocket handshake that sends `Origin: origin`, as a browser would.
+async fn handshake_with_origin(
+    hub: &TestHub,
+    origin: &str,
+) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = hub.ws_url().into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("origin", origin.parse().unwrap());
+    tokio_tungstenite::connect_async(request).await.map(|_| ())
+}
+
+#[tokio::test]
+async fn a_ws_upgrade_with_an_origin_not_allowed_is_refused() {
+    let hub = TestHub::start_with(crate::support::hub::Options::default().env(
+        "SWITCHBOARD_GATEWAY__ALLOWED_ORIGINS",
+        r#"["https://console.example"]"#,
+    ))
+    .await;
+    match handshake_with_origin(&hub, "https://evil.example").await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status().as_u16(), 403);
+            let body: Value =
+                serde_json::from_slice(response.body().as_deref().unwrap_or_default()).unwrap();
+            assert_eq!(body["error"]["code"], json!("origin_not_allowed"), "{body}");
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("gateway.allowed_origins"),
+                "{body}"
+            );
+        }
+        other => panic!("a foreign origin was not refused: {other:?}"),
+    }
+    // The listed origin is served, and so is a client that sends none.
+    handshake_with_origin(&hub, "https://console.example")
+        .await
+        .expect("the allowed origin");
+    let (_, key) = hub.register_agent("no-origin").await;
+    RawSocket::connect_agent(&hub.ws_url(), &key).await;
+}
+
+#[tokio::test]
+async fn clients_connected_before_the_budget_ran_out_keep_reconnecting() {
+    // One refusal back a minute: none comes back while the test runs.
+    let hub = TestHub::start_with(
+        crate::support::hub::Options::default()
+            .env("SWITCHBOARD_GATEWAY__FAILED_CONNECTS_REFILL_PER_MINUTE", 1),
+    )
+    .await;
+    let (_, known) = hub.register_agent("connected-before").await;
+    let (_, unseen) = hub.register_agent("never-connected").await;
+    drop(RawSocket::connect_agent(&hub.ws_url(), &known).await);
+
+    let wrong = json!({"agentKey": "sbk_agent_0000000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"});
+    let mut spent = 0;
+    while spent < 20 {
+        let mut s = RawSocket::connect(&hub.ws_url()).await;
+        for i in 0..3 {
+            let r = s
+                .call(json!(i), "agent/network/connect", wrong.clone())
+                .await;
+            assert_eq!(r["error"]["code"], json!(-32001), "{r}");
+            spent += 1;
+            if spent == 20 {
+                break;
+            }
+        }
+    }
+    let mut s = RawSocket::connect(&hub.ws_url()).await;
+    let r = s
+        .call(
+            json!(1),
+            "agent/network/connect",
+            json!({"agentKey": unseen}),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], json!(-32029), "spent: {r}");
+    // The key accepted from this address before is still looked up.
+    let mut s = RawSocket::connect(&hub.ws_url()).await;
+    let r = s
+        .call(
+            json!(1),
+            "agent/network/connect",
+            json!({"agentKey": known}),
+        )
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    let r = hub
+        .http
+        .get(format!("{}/api/v1/events", hub.base))
+        .bearer_auth(&known)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "over REST too");
+}
+
+#[tokio::test]
+async fn a_large_frame_before_a_connect_closes_the_socket_with_1009() {
+    let hub = TestHub::start().await;
+    let mut s = RawSocket::connect(&hub.ws_url()).await;
+    // Well within gateway.max_frame_bytes, beyond the 16 KiB before a connect.
+    let padding = "x".repeat(20 * 1024);
+    let frame = json!({"jsonrpc": "2.0", "id": 1, "method": "agent/network/connect",
+        "params": {"agentKey": padding}});
+    s.send_text(frame.to_string()).await;
+    let close = s.closed().await;
+    assert_eq!(close.map(|c| c.0), Some(1009), "close code");
+
+    // A connected socket may send frames of that size.
+    let (_, key) = hub.register_agent("big-frames").await;
+    let mut s = RawSocket::connect_agent(&hub.ws_url(), &key).await;
+    let r = s
+        .call(
+            json!(2),
+            "agent/conversation/list",
+            json!({"padding": "x".repeat(20 * 1024)}),
+        )
+        .await;
+    assert_eq!(r["id"], json!(2), "answered, not closed: {r}");
+}
+
+#[tokio::test]
+async fn string_ids_longer_than_256_bytes_are_refused() {
+    let hub = TestHub::start().await;
+    let (_, key) = hub.register_agent("long-ids").await;
+    let mut s = RawSocket::connect_agent(&hub.ws_url(), &key).await;
+    let long = "i".repeat(257);
+    s.send_json(
+        &json!({"jsonrpc": "2.0", "id": long, "method": "agent/conversation/list", "params": {}}),
+    )
+    .await;
+    let r = loop {
+        let frame = s.recv().await;
+        if frame.get("method").is_none() {
+            break frame;
+        }
+    };
+    assert_eq!(r["id"], Value::Null, "the long id is not echoed: {r}");
+    assert_eq!(r["error"]["code"], json!(-32600), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("256 bytes"),
+        "{r}"
+    );
+    // 256 bytes is fine.
+    let r = s
+        .call(json!("i".repeat(256)), "agent/conversation/list", json!({}))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+}
+
+#[tokio::test]
+async fn many_good_keys_connect_at_once_from_one_address_beyond_the_budget() {
+    // Two failures to spend: thirty concurrent checks hold more than that.
+    let hub = TestHub::start_with(
+        crate::support::hub::Options::default()
+            .env("SWITCHBOARD_GATEWAY__FAILED_CONNECTS_PER_ADDRESS", 2),
+    )
+    .await;
+    let mut keys = Vec::new();
+    for i in 0..30 {
+        keys.push(hub.register_agent(&format!("crowd-{i}")).await.1);
+    }
+    let url = hub.ws_url();
+    let connects = keys.into_iter().map(|key| {
+        let url = url.clone();
+        tokio::spawn(async move {
+            let mut s = RawSocket::connect(&url).await;
+            s.call(json!(1), "agent/network/connect", json!({"agentKey": key}))
+                .await
+        })
+    });
+    for answer in futures_util::future::join_all(connects).await {
+        let answer = answer.unwrap();
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+}

@@ -386,9 +386,25 @@ async fn a_wrong_key_encryption_key_stops_the_hub_at_startup() {
     );
 
     // The right key still starts it.
-    let _hub = TestHub::start_with(Options {
+    let mut hub = TestHub::start_with(Options {
         dir: Some(data.clone()),
         ..Options::default().env("SWITCHBOARD_WEBHOOKS__KEY_ENCRYPTION_KEY", KEK)
+    })
+    .await;
+    hub.signal(libc::SIGTERM);
+    let status = hub.wait_exit(std::time::Duration::from_secs(30)).await;
+    assert!(status.success(), "{status:?} {}", hub.log());
+
+    // The way back for an operator who lost the key: a plain rotation under
+    // a new key refuses (it must open the keys that sign now), a discarding
+    // one retires them unopened, and the hub starts under the new key.
+    let (ok, _, err) = keys_cli(&["rotate"], &data, Some(wrong));
+    assert!(!ok && err.contains("does not open"), "{err}");
+    let (ok, _, err) = keys_cli(&["rotate", "--discard-unreadable"], &data, Some(wrong));
+    assert!(ok, "{err}");
+    let _hub = TestHub::start_with(Options {
+        dir: Some(data.clone()),
+        ..Options::default().env("SWITCHBOARD_WEBHOOKS__KEY_ENCRYPTION_KEY", wrong)
     })
     .await;
 }

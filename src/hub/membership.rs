@@ -1,0 +1,210 @@
+//! Conversation membership, cached in the hub for the send path.
+//!
+//! Every send checks that the sender takes part in the conversation and
+//! fans out to the other participants: without a cache, that is two store
+//! reads (the conversation and its participants) per send. The cache holds
+//! only what those checks read (kind, task, participants), never the
+//! conversation's moving parts (its last message seq), nor the task's state:
+//! a task send still reads the task from the store. See
+//! docs/adr/0019-membership-cache.md.
+//!
+//! Participants are only ever added, and every handler that adds them (or
+//! creates a conversation) calls [`MembershipCache::invalidate`] after its
+//! store call, whatever that call returned. A fill that raced with an
+//! invalidation is dropped (the generation check in [`MembershipCache::get`]),
+//! so a cached entry is never older than the last invalidation of its id.
+//!
+//! Cluster caveat: the cache is per process. With several hub nodes sharing
+//! one database (issue 19), a node adding participants must broadcast the
+//! invalidation to every other node before the cache may be enabled there.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use uuid::Uuid;
+
+use crate::domain::conversation::{Conversation, ConversationKind};
+use crate::store::{DynStore, StoreResult};
+
+/// What a send reads of a conversation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Membership {
+    pub id: Uuid,
+    pub kind: ConversationKind,
+    pub task_id: Option<Uuid>,
+    pub participants: Vec<Uuid>,
+}
+
+impl Membership {
+    pub fn of(c: &Conversation) -> Membership {
+        Membership {
+            id: c.id,
+            kind: c.kind,
+            task_id: c.task_id,
+            participants: c.participants.clone(),
+        }
+    }
+
+    pub fn includes(&self, principal: Uuid) -> bool {
+        self.participants.contains(&principal)
+    }
+}
+
+/// A bounded map from conversation id to membership
+/// (`messages.membership_cache_entries`; 0 disables it), evicting the
+/// oldest fill first.
+pub struct MembershipCache {
+    limit: usize,
+    inner: Mutex<Entries>,
+}
+
+#[derive(Default)]
+struct Entries {
+    map: HashMap<Uuid, (u64, Arc<Membership>)>,
+    /// Fills in order, each with the stamp it had; an id whose stamp no
+    /// longer matches was invalidated or filled again since.
+    order: VecDeque<(Uuid, u64)>,
+    /// Bumped by every invalidation: a fill that started before one is
+    /// dropped, since its read may predate the change.
+    generation: u64,
+    next_stamp: u64,
+}
+
+impl MembershipCache {
+    pub fn new(limit: usize) -> MembershipCache {
+        MembershipCache {
+            limit,
+            inner: Mutex::new(Entries::default()),
+        }
+    }
+
+    /// The conversation's membership, from the cache or else from the store
+    /// (and then cached). `None` when there is no such conversation; misses
+    /// are not cached.
+    pub async fn get(&self, store: &DynStore, id: Uuid) -> StoreResult<Option<Arc<Membership>>> {
+        if self.limit == 0 {
+            return Ok(store
+                .conversation(id)
+                .await?
+                .map(|c| Arc::new(Membership::of(&c))));
+        }
+        let generation = {
+            let entries = self.lock();
+            if let Some((_, m)) = entries.map.get(&id) {
+                return Ok(Some(m.clone()));
+            }
+            entries.generation
+        };
+        let Some(conversation) = store.conversation(id).await? else {
+            return Ok(None);
+        };
+        let membership = Arc::new(Membership::of(&conversation));
+        self.fill(generation, membership.clone());
+        Ok(Some(membership))
+    }
+
+    /// Forgets the conversation's membership. Call it after every store call
+    /// that creates the conversation or changes its participants, also when
+    /// that call failed (it may have committed).
+    pub fn invalidate(&self, id: Uuid) {
+        let mut entries = self.lock();
+        entries.generation += 1;
+        entries.map.remove(&id);
+    }
+
+    fn fill(&self, generation: u64, membership: Arc<Membership>) {
+        let mut entries = self.lock();
+        if entries.generation != generation {
+            return;
+        }
+        let stamp = entries.next_stamp;
+        entries.next_stamp += 1;
+        entries
+            .map
+            .insert(membership.id, (stamp, membership.clone()));
+        entries.order.push_back((membership.id, stamp));
+        while entries.map.len() > self.limit {
+            let Some((id, stamp)) = entries.order.pop_front() else {
+                break;
+            };
+            if entries.map.get(&id).is_some_and(|(s, _)| *s == stamp) {
+                entries.map.remove(&id);
+            }
+        }
+        // Invalidations leave dead order slots behind: drop them before the
+        // queue outgrows the map by much.
+        if entries.order.len() > 2 * self.limit {
+            let Entries { map, order, .. } = &mut *entries;
+            order.retain(|(id, stamp)| map.get(id).is_some_and(|(s, _)| s == stamp));
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+        self.inner.lock().expect("membership cache lock")
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn membership(participants: usize) -> Arc<Membership> {
+        Arc::new(Membership {
+            id: Uuid::now_v7(),
+            kind: ConversationKind::Group,
+            task_id: None,
+            participants: (0..participants).map(|_| Uuid::new_v4()).collect(),
+        })
+    }
+
+    fn cached(cache: &MembershipCache, id: Uuid) -> Option<Arc<Membership>> {
+        cache.lock().map.get(&id).map(|(_, m)| m.clone())
+    }
+
+    #[test]
+    fn stays_within_its_limit_evicting_the_oldest() {
+        let cache = MembershipCache::new(3);
+        let all: Vec<_> = (0..5).map(|_| membership(2)).collect();
+        for m in &all {
+            cache.fill(0, m.clone());
+        }
+        assert_eq!(cache.len(), 3);
+        assert!(cached(&cache, all[0].id).is_none());
+        assert!(cached(&cache, all[1].id).is_none());
+        assert_eq!(cached(&cache, all[4].id).as_deref(), Some(&*all[4]));
+    }
+
+    #[test]
+    fn a_fill_that_raced_an_invalidation_is_dropped() {
+        let cache = MembershipCache::new(8);
+        let m = membership(2);
+        let before = cache.lock().generation;
+        // A participant is added (and invalidated) while the read was out.
+        cache.invalidate(m.id);
+        cache.fill(before, m.clone());
+        assert!(cached(&cache, m.id).is_none());
+        let now = cache.lock().generation;
+        cache.fill(now, m.clone());
+        assert!(cached(&cache, m.id).is_some());
+        cache.invalidate(m.id);
+        assert!(cached(&cache, m.id).is_none());
+    }
+
+    #[test]
+    fn invalidations_do_not_grow_the_order_queue_without_bound() {
+        let cache = MembershipCache::new(2);
+        let m = membership(1);
+        for _ in 0..100 {
+            let generation = cache.lock().generation;
+            cache.fill(generation, m.clone());
+            cache.invalidate(m.id);
+        }
+        assert!(cache.lock().order.len() <= 4 + 1);
+        assert_eq!(cache.len(), 0);
+    }
+}
