@@ -52,14 +52,26 @@ pub async fn visible_membership(
     id: Uuid,
 ) -> Result<Arc<Membership>, RpcError> {
     let me = ctx.principal().id;
-    match ctx
+    let cache = &ctx.hub.memberships;
+    let cached = cache.get(&ctx.hub.store, id).await.map_err(store_failure)?;
+    if let Some(m) = cached.filter(|m| m.includes(me)) {
+        return Ok(m);
+    }
+    // Before refusing, read the store itself: an entry that missed an
+    // invalidation (a panic between commit and invalidate, or another node
+    // later) must not refuse a member for as long as it stays cached. Only
+    // that rare case touches the cache; a stranger's probe does not.
+    let fresh = ctx
         .hub
-        .memberships
-        .get(&ctx.hub.store, id)
+        .store
+        .conversation(id)
         .await
-        .map_err(store_failure)?
-    {
-        Some(m) if m.includes(me) => Ok(m),
+        .map_err(store_failure)?;
+    match fresh.map(|c| Membership::of(&c)) {
+        Some(m) if m.includes(me) => {
+            cache.invalidate(id);
+            Ok(Arc::new(m))
+        }
         _ => Err(RpcError::not_found("conversation not found")
             .with_data(json!({ "conversationId": id }))),
     }
@@ -93,8 +105,8 @@ pub async fn create(
         created_at: now_millis(),
     };
     let events = created_events(new.view(), &p.participants);
+    // No invalidation: the id is new and misses are never cached.
     let created = ctx.hub.store.create_conversation(&new, &events).await;
-    ctx.hub.memberships.invalidate(new.id);
     match created.map_err(store_failure)? {
         CreatedConversation::Created(conversation, stored) => {
             ctx.hub.events.publish(&stored);

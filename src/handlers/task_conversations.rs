@@ -58,8 +58,8 @@ pub async fn app_conversation_create(
         created_at: now_millis(),
     };
     let events = created_events(new.view(), &new.participants);
+    // No invalidation: the id is new and misses are never cached.
     let created = ctx.hub.store.create_conversation(&new, &events).await;
-    ctx.hub.memberships.invalidate(new.id);
     match created.map_err(store_failure)? {
         CreatedConversation::Created(conversation, stored) => {
             ctx.hub.events.publish(&stored);

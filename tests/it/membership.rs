@@ -170,6 +170,43 @@ async fn an_added_participant_sends_and_receives_at_once(options: Options) {
     refused(&cc, group).await;
 }
 
+/// An entry that missed its invalidation (here: another writer adds a
+/// participant straight into the database, as another node would) heals on
+/// the first refused call instead of refusing a member until it is evicted.
+#[tokio::test]
+async fn a_stale_entry_is_checked_against_the_store_before_refusing() {
+    let hub = TestHub::start_with(options(10_000)).await;
+    let (a, b, c) = (
+        agent(&hub, "a").await,
+        agent(&hub, "b").await,
+        agent(&hub, "c").await,
+    );
+    let ca = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let cc = AgentClient::connect(&hub.base, &c.key).await.unwrap();
+    let group = ca
+        .call::<AgentConversationCreate>(ConversationCreateParams {
+            kind: NewConversationKind::Group,
+            participants: vec![b.id],
+            name: None,
+        })
+        .await
+        .unwrap()
+        .conversation
+        .id;
+    send(&ca, group, "fills the cache").await;
+    refused(&cc, group).await;
+
+    let mut config = switchboard::config::Config::default();
+    config.server.data_dir = hub.dir.path().join("data");
+    let store = switchboard::store::open(&config).await.unwrap();
+    store
+        .add_participants(group, &[c.id], &[], switchboard::domain::now_millis())
+        .await
+        .unwrap();
+    let sent = send(&cc, group, "let in by the store").await;
+    assert_eq!(sent.delivery.recipients, Some(2));
+}
+
 fn history(conversation: Uuid) -> MessageListParams {
     MessageListParams {
         conversation_id: conversation,
