@@ -1,7 +1,6 @@
 //! Conversations and messages between agents (outside apps: no gates, every
 //! participant but the sender receives).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -9,9 +8,10 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::{check_agents_exist, store_failure};
+use super::{check_agents_exist, check_others, invalid, store_failure};
 use crate::config::MessagesConfig;
 use crate::domain::conversation::{direct_key, Conversation, ConversationKind};
+use crate::domain::event::NewEvent;
 use crate::domain::message::{self, Origin, PartLimits};
 use crate::domain::now_millis;
 use crate::domain::task::TaskState;
@@ -77,10 +77,6 @@ pub async fn visible_membership(
     }
 }
 
-fn invalid(field: &str, detail: impl std::fmt::Display) -> RpcError {
-    RpcError::invalid_params(format!("{field}: {detail}")).with_data(json!({ "field": field }))
-}
-
 /// `agent/conversation/create`: check the participants and the kind, then
 /// store the conversation (a direct one once per pair) and publish.
 pub async fn create(
@@ -88,7 +84,7 @@ pub async fn create(
     p: ConversationCreateParams,
 ) -> Result<ConversationCreateResult, RpcError> {
     let me = ctx.principal().id;
-    check_others(me, &p.participants)?;
+    check_others(me, &p.participants, "participants", "the caller is added")?;
     let kind = checked_kind(&p, ctx.hub.config.messages.max_group_participants)?;
     check_agents_exist(&ctx, &p.participants).await?;
     let mut participants = vec![me];
@@ -105,38 +101,30 @@ pub async fn create(
         created_at: now_millis(),
     };
     let events = created_events(new.view(), &p.participants);
-    // No invalidation: the id is new and misses are never cached.
-    let created = ctx.hub.store.create_conversation(&new, &events).await;
+    let (conversation, created) = write_conversation(&ctx, &new, &events).await?;
+    Ok(ConversationCreateResult {
+        conversation,
+        created,
+    })
+}
+
+/// Stores a new conversation with its events and publishes them; an
+/// existing one (the pair's direct conversation) is returned unchanged,
+/// with `false`. No cache invalidation: the id is new and misses are never
+/// cached.
+pub(super) async fn write_conversation(
+    ctx: &RequestContext,
+    new: &NewConversation,
+    events: &[NewEvent],
+) -> Result<(Conversation, bool), RpcError> {
+    let created = ctx.hub.store.create_conversation(new, events).await;
     match created.map_err(store_failure)? {
         CreatedConversation::Created(conversation, stored) => {
             ctx.hub.events.publish(&stored);
-            Ok(ConversationCreateResult {
-                conversation,
-                created: true,
-            })
+            Ok((conversation, true))
         }
-        CreatedConversation::Existing(conversation) => Ok(ConversationCreateResult {
-            conversation,
-            created: false,
-        }),
+        CreatedConversation::Existing(conversation) => Ok((conversation, false)),
     }
-}
-
-/// The participants are the other agents, each once.
-fn check_others(me: Uuid, others: &[Uuid]) -> Result<(), RpcError> {
-    let mut seen = HashSet::new();
-    for id in others {
-        if *id == me {
-            return Err(invalid(
-                "participants",
-                "lists the other agents; the caller is added",
-            ));
-        }
-        if !seen.insert(*id) {
-            return Err(invalid("participants", format!("names agent {id} twice")));
-        }
-    }
-    Ok(())
 }
 
 /// A direct conversation has one other agent and no name; a group has 1 to

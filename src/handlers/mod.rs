@@ -55,6 +55,34 @@ pub async fn check_agents_exist(ctx: &RequestContext, agents: &[Uuid]) -> Result
     Ok(())
 }
 
+/// `field` lists the other agents, each once: never the caller, who joins
+/// as `caller_joins` says.
+pub fn check_others(
+    me: Uuid,
+    others: &[Uuid],
+    field: &str,
+    caller_joins: &str,
+) -> Result<(), RpcError> {
+    let mut seen = std::collections::HashSet::new();
+    for id in others {
+        if *id == me {
+            return Err(invalid(
+                field,
+                format!("lists the other agents; {caller_joins}"),
+            ));
+        }
+        if !seen.insert(*id) {
+            return Err(invalid(field, format!("names agent {id} twice")));
+        }
+    }
+    Ok(())
+}
+
+/// Invalid params naming the field, in the message and in `data.field`.
+pub fn invalid(field: &str, detail: impl std::fmt::Display) -> RpcError {
+    RpcError::invalid_params(format!("{field}: {detail}")).with_data(json!({ "field": field }))
+}
+
 /// A store failure is the hub's fault: logged here, answered as Internal.
 pub fn store_failure(e: crate::store::StoreError) -> RpcError {
     tracing::error!(error = %e, "store failure");

@@ -18,7 +18,7 @@ use crate::protocol::conversations::{created_events, MessageSendParams, MessageS
 use crate::protocol::tasks::*;
 use crate::protocol::Notification;
 use crate::rpc::RpcError;
-use crate::store::{CreatedConversation, NewConversation};
+use crate::store::NewConversation;
 
 /// Checks that every agent is a participant of the task.
 fn only_task_participants(task: &Task, agents: &[Uuid]) -> Result<(), RpcError> {
@@ -58,15 +58,8 @@ pub async fn app_conversation_create(
         created_at: now_millis(),
     };
     let events = created_events(new.view(), &new.participants);
-    // No invalidation: the id is new and misses are never cached.
-    let created = ctx.hub.store.create_conversation(&new, &events).await;
-    match created.map_err(store_failure)? {
-        CreatedConversation::Created(conversation, stored) => {
-            ctx.hub.events.publish(&stored);
-            Ok(ConversationResult { conversation })
-        }
-        CreatedConversation::Existing(conversation) => Ok(ConversationResult { conversation }),
-    }
+    let (conversation, _) = super::conversations::write_conversation(&ctx, &new, &events).await?;
+    Ok(ConversationResult { conversation })
 }
 
 /// A conversation of one of the calling app's tasks, with that task.

@@ -21,9 +21,7 @@ use crate::protocol::Notification;
 use crate::rpc::{ErrorKind, RpcError};
 use crate::store::{AppRecord, Effects, JobKind, NewTask};
 
-pub(super) fn invalid(field: &str, detail: impl std::fmt::Display) -> RpcError {
-    RpcError::invalid_params(format!("{field}: {detail}")).with_data(json!({ "field": field }))
-}
+pub(super) use super::invalid;
 
 pub(super) fn task_not_found(id: Uuid) -> RpcError {
     RpcError::not_found("task not found").with_data(json!({ "taskId": id }))
@@ -154,21 +152,12 @@ async fn requested_app(ctx: &RequestContext, app_id: Uuid) -> Result<AppRecord, 
 /// The invited agents: others than the caller, each once, and with the
 /// caller no more than the app's `limits.maxParticipants`.
 fn check_invited(me: Uuid, invited: &[Uuid], max_participants: u32) -> Result<(), RpcError> {
-    let mut seen = HashSet::new();
-    for id in invited {
-        if *id == me {
-            return Err(invalid(
-                "invitedAgentIds",
-                "lists the other agents; the caller joins as initiator",
-            ));
-        }
-        if !seen.insert(*id) {
-            return Err(invalid(
-                "invitedAgentIds",
-                format!("names agent {id} twice"),
-            ));
-        }
-    }
+    super::check_others(
+        me,
+        invited,
+        "invitedAgentIds",
+        "the caller joins as initiator",
+    )?;
     let max = max_participants as usize;
     let total = invited.len() + 1;
     if total > max {
