@@ -168,7 +168,7 @@ impl ThinReader {
             let id = r.int("payload")?;
             let event = match self.cache.get(&id) {
                 Some(s) => s.clone(),
-                None => self.keep(id, shared(r, self.read.raw)?),
+                None => self.keep(id, shared(r, self.text())?),
             };
             page.push((r.int("seq")? as u64, event));
         }
@@ -237,9 +237,18 @@ impl ThinReader {
         let args: Vec<Arg> = ids.iter().map(|id| Arg::Int(*id)).collect();
         for r in &ex.fetch_all(&sql, &args).await? {
             let id = r.int("payload")?;
-            fetched.insert(id, self.keep(id, shared(r, self.read.raw)?));
+            fetched.insert(id, self.keep(id, shared(r, self.text())?));
         }
         Ok(fetched)
+    }
+
+    /// How stored JSON text becomes a payload in this variant and dialect.
+    fn text(&self) -> Text {
+        match (self.read.raw, self.postgres) {
+            (false, _) => Text::Parse,
+            (true, false) => Text::Splice,
+            (true, true) => Text::SpliceCompacted,
+        }
     }
 
     /// `event`, kept for later pages if this variant caches.
@@ -260,14 +269,38 @@ fn range(reader: &Member, after: u64) -> [Arg<'static>; 3] {
     ]
 }
 
+/// What the read does with stored JSON text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Text {
+    /// Into a value (today's read).
+    Parse,
+    /// As stored: SQLite keeps the text that was written.
+    Splice,
+    /// With the spacing PostgreSQL's `jsonb` prints taken out.
+    SpliceCompacted,
+}
+
+impl Text {
+    fn stored(self, col: String) -> String {
+        match self {
+            Text::SpliceCompacted => compacted(&col),
+            _ => col,
+        }
+    }
+}
+
 /// The header and payload of one row: a personal event's body, or the
 /// message rebuilt as `{"message": Message}`.
-fn shared(r: &Row, raw: bool) -> StoreResult<Shared> {
-    let payload = match (r.opt_text("body")?, raw) {
-        (Some(body), false) => Payload::Parsed(serde_json::from_str(&body).map_err(json_err)?),
-        (Some(body), true) => Payload::Spliced(RawValue::from_string(body).map_err(json_err)?),
-        (None, false) => Payload::Parsed(message_value(r)?),
-        (None, true) => Payload::Spliced(message_spliced(r)?),
+fn shared(r: &Row, text: Text) -> StoreResult<Shared> {
+    let payload = match (r.opt_text("body")?, text) {
+        (Some(body), Text::Parse) => {
+            Payload::Parsed(serde_json::from_str(&body).map_err(json_err)?)
+        }
+        (Some(body), _) => {
+            Payload::Spliced(RawValue::from_string(text.stored(body)).map_err(json_err)?)
+        }
+        (None, Text::Parse) => Payload::Parsed(message_value(r)?),
+        (None, _) => Payload::Spliced(message_spliced(r, text)?),
     };
     Ok(Shared {
         event_id: r.id("event_id")?,
@@ -321,9 +354,10 @@ struct Wrapped<'a> {
 /// A message event's payload with the stored `parts` text spliced in: it
 /// is checked to be JSON (a scan, no values built), never parsed into one.
 /// On SQLite the text is what was written, so the bytes are today's; on
-/// PostgreSQL `jsonb` prints its own spacing and key order inside `parts`.
-fn message_spliced(r: &Row) -> StoreResult<Box<RawValue>> {
-    let parts = r.json("parts")?;
+/// PostgreSQL `jsonb` prints spaces (taken out here) and its own key order
+/// inside `parts`, as today's read of a `jsonb` payload has it.
+fn message_spliced(r: &Row, text: Text) -> StoreResult<Box<RawValue>> {
+    let parts = text.stored(r.json("parts")?);
     let message = MessageText {
         id: r.id("message_id")?,
         conversation_id: r.id("conversation_id")?,
@@ -335,6 +369,30 @@ fn message_spliced(r: &Row) -> StoreResult<Box<RawValue>> {
         created_at: rfc3339(r.int("created_at")?),
     };
     serde_json::value::to_raw_value(&Wrapped { message }).map_err(json_err)
+}
+
+/// JSON text without whitespace outside strings: `jsonb`'s `": "` and
+/// `", "` as serde_json writes them. The result is still checked as JSON.
+fn compacted(json: &str) -> String {
+    let mut out = Vec::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in json.as_bytes() {
+        if in_string {
+            out.push(b);
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            in_string = b == b'"';
+            out.push(b);
+        }
+    }
+    // Only ASCII whitespace outside strings was removed: still UTF-8.
+    String::from_utf8(out).unwrap_or_else(|_| json.to_string())
 }
 
 #[cfg(test)]
@@ -380,7 +438,7 @@ mod tests {
             for raw in [false, true] {
                 let payload = match raw {
                     false => Payload::Parsed(message_value(&row).unwrap()),
-                    true => Payload::Spliced(message_spliced(&row).unwrap()),
+                    true => Payload::Spliced(message_spliced(&row, Text::Splice).unwrap()),
                 };
                 let event = Shared {
                     event_id: today.id,
@@ -392,6 +450,17 @@ mod tests {
                 assert_eq!(serde_json::to_string(&got).unwrap(), want, "raw {raw}");
             }
         }
+    }
+
+    #[test]
+    fn compacting_removes_jsonb_spacing_outside_strings_only() {
+        let jsonb = r#"[{"text": "a \"b\": c\\", "type": "text"}, {"n": [1, 2]}]"#;
+        assert_eq!(
+            compacted(jsonb),
+            r#"[{"text":"a \"b\": c\\","type":"text"},{"n":[1,2]}]"#
+        );
+        let value: Value = serde_json::from_str(jsonb).unwrap();
+        assert_eq!(compacted(jsonb), serde_json::to_string(&value).unwrap());
     }
 
     async fn ex_row(conn: &mut sqlx::SqliteConnection, m: &Message, at: i64) -> Row {
