@@ -9,6 +9,7 @@
 
 mod read;
 mod schema;
+mod thin_read;
 mod write;
 
 use std::path::PathBuf;
@@ -22,6 +23,8 @@ use super::report::{Entry, Report};
 use super::throwaway_pg;
 use crate::config::SqliteSynchronous;
 use crate::store::sql::{Arg, Executor};
+use read::Source;
+use thin_read::ThinRead;
 use write::Workload;
 
 /// Messages per write transaction, as group commit batches 16 in flight.
@@ -84,10 +87,11 @@ pub async fn run(args: &LayoutArgs, report: &mut Report) -> anyhow::Result<()> {
         }
         let mut today: Option<Entry> = None;
         for layout in Layout::ALL {
-            let mut e = measure_read(args, backend, layout).await?;
-            compare(&mut e, today.as_ref(), &["events_per_second"]);
-            report.push(e.clone());
-            today.get_or_insert(e);
+            for mut e in measure_reads(args, backend, layout).await? {
+                compare(&mut e, today.as_ref(), &["events_per_second"]);
+                report.push(e.clone());
+                today.get_or_insert(e);
+            }
         }
     }
     Ok(())
@@ -144,35 +148,60 @@ async fn measure_write(
 }
 
 /// A principal's catch-up from cursor 0: `read_events` events received
-/// over [`READ_CONVERSATIONS`] conversations, read in pages.
-async fn measure_read(args: &LayoutArgs, backend: &str, layout: Layout) -> anyhow::Result<Entry> {
+/// over [`READ_CONVERSATIONS`] conversations, read in pages; candidate A
+/// once per read variant ([`ThinRead::ALL`]) from the same database.
+async fn measure_reads(
+    args: &LayoutArgs,
+    backend: &str,
+    layout: Layout,
+) -> anyhow::Result<Vec<Entry>> {
+    let postgres = backend == "postgres";
     let scratch = Scratch::open(backend, layout, args.synchronous).await?;
     let mut w = Workload::inbox(READ_CONVERSATIONS, READ_MEMBERS, args.read_events);
-    w.postgres = backend == "postgres";
+    w.postgres = postgres;
     scratch.setup(layout, &mut w).await?;
     write_all(&scratch, layout, &w).await?;
     let reader = w.reader();
     let expected = w.received_by(reader.id);
-    let mut tx = scratch.begin().await?;
-    let started = Instant::now();
-    let read = read::catch_up(tx.ex(), layout, &reader, expected).await?;
-    let seconds = started.elapsed().as_secs_f64();
-    tx.commit().await?;
-    let mut e = Entry::new("layout")
-        .param("backend", backend)
-        .param("layout", layout.name())
-        .param("phase", "read")
-        .param("conversations", READ_CONVERSATIONS)
-        .param("page", READ_PAGE);
-    e.result("events", read.events);
-    e.result("pages", read.pages);
-    e.result("seconds", round(seconds, 3));
-    e.result("events_per_second", (read.events as f64 / seconds).round());
-    e.result(
-        "envelope_bytes",
-        round(read.envelope_bytes as f64 / read.events.max(1) as f64, 1),
-    );
-    Ok(e)
+    let variants: &[ThinRead] = match layout {
+        Layout::Thin => &ThinRead::ALL,
+        _ => &ThinRead::ALL[..1],
+    };
+    let mut entries = Vec::new();
+    for &thin in variants {
+        let mut source = Source::new(layout, thin, postgres);
+        if thin.warm_cache {
+            let mut tx = scratch.begin().await?;
+            read::catch_up(tx.ex(), &mut source, &reader, expected).await?;
+            tx.commit().await?;
+        }
+        let mut tx = scratch.begin().await?;
+        let started = Instant::now();
+        let read = read::catch_up(tx.ex(), &mut source, &reader, expected)
+            .await
+            .map_err(|e| e.context(format!("{layout:?} {}", thin.name())))?;
+        let seconds = started.elapsed().as_secs_f64();
+        tx.commit().await?;
+        let mut e = Entry::new("layout")
+            .param("backend", backend)
+            .param("layout", layout.name())
+            .param("phase", "read")
+            .param("conversations", READ_CONVERSATIONS)
+            .param("page", READ_PAGE);
+        if layout == Layout::Thin {
+            e = e.param("read", thin.name());
+        }
+        e.result("events", read.events);
+        e.result("pages", read.pages);
+        e.result("seconds", round(seconds, 3));
+        e.result("events_per_second", (read.events as f64 / seconds).round());
+        e.result(
+            "envelope_bytes",
+            round(read.envelope_bytes as f64 / read.events.max(1) as f64, 1),
+        );
+        entries.push(e);
+    }
+    Ok(entries)
 }
 
 async fn write_all(scratch: &Scratch, layout: Layout, w: &Workload) -> anyhow::Result<()> {

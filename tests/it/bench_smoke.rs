@@ -53,7 +53,30 @@ async fn bench_smoke_run_reports_every_scenario() {
         .iter()
         .filter(|e| e["scenario"] == "layout")
         .collect();
-    assert_eq!(layouts.len(), 12, "3 layouts, write and read, 2 backends");
+    assert_eq!(
+        layouts.len(),
+        20,
+        "3 layouts written, today and B read once and A in 5 read variants, 2 backends"
+    );
+    for backend in ["sqlite", "postgres"] {
+        let mut reads: Vec<&str> = layouts
+            .iter()
+            .filter(|l| l["params"]["backend"] == backend && l["params"]["layout"] == "thin_index")
+            .filter_map(|l| l["params"]["read"].as_str())
+            .collect();
+        reads.sort_unstable();
+        assert_eq!(
+            reads,
+            [
+                "batched",
+                "batched_raw",
+                "batched_raw_cache_warm",
+                "join",
+                "join_raw"
+            ],
+            "{backend}"
+        );
+    }
     for l in layouts.iter().filter(|l| l["params"]["layout"] != "today") {
         let figure = if l["params"]["phase"] == "write" {
             "deliveries_per_second_over_today"
