@@ -169,34 +169,8 @@ impl Reader {
                     }
                 }
                 msg = stream.next() => {
-                    let msg = match msg {
-                        Some(Ok(msg)) => msg,
-                        Some(Err(e)) => {
-                            if let Some((code, reason, label)) = transport_violation(e) {
-                                metrics::counter!(names::FRAMES_REJECTED, "reason" => label).increment(1);
-                                peer.close(code, reason);
-                            }
-                            break;
-                        }
-                        None => break,
-                    };
-                    if !self.authenticated && !matches!(msg, Message::Close(_)) {
-                        self.unauthenticated_frames += 1;
-                        if self.unauthenticated_frames > cfg.max_unauthenticated_frames {
-                            metrics::counter!(names::DISCONNECTS, "reason" => "unauthenticated_frames").increment(1);
-                            peer.close(
-                                close_code::POLICY_VIOLATION,
-                                "too many frames before a connect (gateway.max_unauthenticated_frames)",
-                            );
-                            break;
-                        }
-                    }
-                    if !self.authenticated && frame_len(&msg) > cfg.unauthenticated_max_frame_bytes {
-                        metrics::counter!(names::DISCONNECTS, "reason" => "unauthenticated_frame_size").increment(1);
-                        peer.close(
-                            close_code::MESSAGE_TOO_BIG,
-                            "frame before a connect exceeds gateway.unauthenticated_max_frame_bytes",
-                        );
+                    let Some(msg) = self.frame_or_close(msg) else { break };
+                    if !self.within_leash(&msg, &cfg) {
                         break;
                     }
                     self.last_seen_ms
@@ -212,6 +186,53 @@ impl Reader {
                 }
             }
         }
+    }
+
+    /// The next frame, or `None` when the socket ended; a transport
+    /// violation closes it with its RFC 6455 code first.
+    fn frame_or_close(&self, msg: Option<Result<Message, axum::Error>>) -> Option<Message> {
+        match msg {
+            Some(Ok(msg)) => Some(msg),
+            Some(Err(e)) => {
+                if let Some((code, reason, label)) = transport_violation(e) {
+                    metrics::counter!(names::FRAMES_REJECTED, "reason" => label).increment(1);
+                    self.conn.peer.close(code, reason);
+                }
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Before a connect a socket may send only a few small frames; past
+    /// either limit it is closed (false).
+    fn within_leash(&mut self, msg: &Message, cfg: &crate::config::GatewayConfig) -> bool {
+        if self.authenticated {
+            return true;
+        }
+        let peer = &self.conn.peer;
+        if !matches!(msg, Message::Close(_)) {
+            self.unauthenticated_frames += 1;
+            if self.unauthenticated_frames > cfg.max_unauthenticated_frames {
+                metrics::counter!(names::DISCONNECTS, "reason" => "unauthenticated_frames")
+                    .increment(1);
+                peer.close(
+                    close_code::POLICY_VIOLATION,
+                    "too many frames before a connect (gateway.max_unauthenticated_frames)",
+                );
+                return false;
+            }
+        }
+        if frame_len(msg) > cfg.unauthenticated_max_frame_bytes {
+            metrics::counter!(names::DISCONNECTS, "reason" => "unauthenticated_frame_size")
+                .increment(1);
+            peer.close(
+                close_code::MESSAGE_TOO_BIG,
+                "frame before a connect exceeds gateway.unauthenticated_max_frame_bytes",
+            );
+            return false;
+        }
+        true
     }
 
     fn send(&self, text: String) {
