@@ -153,6 +153,15 @@ fn check_origin(origin: &str) -> anyhow::Result<()> {
             "gateway.allowed_origins: {origin:?} is not an origin (scheme://host[:port], http or https, no path)"
         );
     }
+    // Browsers leave the scheme's default port out of `Origin`, so an entry
+    // that names it would never match.
+    let default_port = (origin.starts_with("https://") && origin.ends_with(":443"))
+        || (origin.starts_with("http://") && origin.ends_with(":80"));
+    if default_port {
+        anyhow::bail!(
+            "gateway.allowed_origins: {origin:?} names its scheme's default port, which browsers leave out of Origin; write it without the port"
+        );
+    }
     Ok(())
 }
 
@@ -169,6 +178,8 @@ mod tests {
             "*",
             "console.example",
             "https://console.example/",
+            "https://console.example:443",
+            "http://console.example:80",
             "https://a/b",
             "ftp://x",
             "https://",

@@ -488,6 +488,14 @@ impl Reader {
         let connected = result.is_ok();
         let kind = result.as_ref().err().and_then(RpcError::kind);
         self.finish(&id, name, started, result);
+        if !connected && self.conn.session.get().is_some() {
+            // The connect failed (or panicked) after binding the session:
+            // the socket is neither connected nor cleanly refused, so it
+            // ends; the client reconnects and resumes.
+            self.conn
+                .peer
+                .close(close_code::INTERNAL, "could not complete the connect");
+        }
         // Only a refused key keeps its failure spent; malformed params cost
         // no lookup.
         match (attempt, kind) {

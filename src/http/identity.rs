@@ -75,28 +75,37 @@ async fn check_registration(
             "registration is closed on this hub; ask the operator",
         )),
         RegistrationMode::Secret => {
+            let presented = headers
+                .get(REGISTRATION_SECRET_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            if presented.is_empty() {
+                // Nothing was guessed, so nothing is spent: a web page can
+                // post here without a preflight, but cannot add the header.
+                return Err(secret_required());
+            }
             let attempt = hub
                 .refused_keys
                 .begin(remote.ip(), None)
                 .await
                 .map_err(|wait| rate_limited(wait, "refused registration secrets"))?;
-            let presented = headers
-                .get(REGISTRATION_SECRET_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            if !presented.is_empty() && secret_eq(presented, &cfg.secret) {
+            if secret_eq(presented, &cfg.secret) {
                 attempt.accepted();
                 Ok(())
             } else {
                 attempt.refused();
-                Err(ApiError::new(
-                    StatusCode::UNAUTHORIZED,
-                    "registration_secret_required",
-                    "registration needs a valid X-Registration-Secret header",
-                ))
+                Err(secret_required())
             }
         }
     }
+}
+
+fn secret_required() -> ApiError {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "registration_secret_required",
+        "registration needs a valid X-Registration-Secret header",
+    )
 }
 
 /// A response that carries a key: never cached.

@@ -28,19 +28,24 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        let Query(pairs) =
-            Query::<Vec<(String, String)>>::try_from_uri(&parts.uri).map_err(|_| {
-                ApiError::invalid(
-                    "invalid_query",
-                    "the query string is not form-encoded name=value pairs",
-                    Vec::new(),
-                )
-            })?;
-        QueryParams::from_pairs(pairs)
+        QueryParams::parse(&parts.uri)
     }
 }
 
 impl QueryParams {
+    /// The query of `uri`, for routes that must check the caller first (a
+    /// hidden route answers nothing about its parameters).
+    pub fn parse(uri: &axum::http::Uri) -> Result<QueryParams, ApiError> {
+        let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(uri).map_err(|_| {
+            ApiError::invalid(
+                "invalid_query",
+                "the query string is not form-encoded name=value pairs",
+                Vec::new(),
+            )
+        })?;
+        QueryParams::from_pairs(pairs)
+    }
+
     /// Refuses a parameter given twice (`?after=5&after=0`): taking either
     /// value would be a guess, as it would be for a repeated JSON key.
     fn from_pairs(pairs: Vec<(String, String)>) -> Result<QueryParams, ApiError> {

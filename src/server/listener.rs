@@ -73,8 +73,15 @@ impl Listener {
 /// read the 503. What has already arrived is drained (once, without
 /// waiting) to make that less likely.
 fn refuse(tcp: TcpStream, refusal: Refusal) {
+    use std::io::{Read, Write};
+    // A plain non-blocking socket: tokio's `try_read`/`try_write` on a
+    // socket accepted a moment ago answer WouldBlock from its empty
+    // readiness cache without trying the system call.
+    let Ok(mut tcp) = tcp.into_std() else {
+        return;
+    };
     let mut unread = [0u8; 4096];
-    let _ = tcp.try_read(&mut unread);
+    let _ = tcp.read(&mut unread);
     metrics::counter!(names::CONNECTIONS_CLOSED, "reason" => refusal.label()).increment(1);
     let message = match refusal {
         Refusal::Full => "the hub has server.max_connections connections open",
@@ -90,11 +97,9 @@ fn refuse(tcp: TcpStream, refusal: Refusal) {
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\nretry-after: 1\r\n\r\n{body}",
         body.len()
     );
-    let _ = tcp.try_write(answer.as_bytes());
+    let _ = tcp.write(answer.as_bytes());
     // Send the FIN right behind the answer, then let the descriptor go.
-    if let Ok(tcp) = tcp.into_std() {
-        let _ = tcp.shutdown(std::net::Shutdown::Write);
-    }
+    let _ = tcp.shutdown(std::net::Shutdown::Write);
 }
 
 /// Exponential back-off for accept failures that come from the process or

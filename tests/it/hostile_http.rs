@@ -507,6 +507,32 @@ async fn wrong_registration_secrets_and_operator_tokens_spend_the_addresss_budge
     let (status, body) = test_webhook(from(5), crate::support::hub::ADMIN_TOKEN).await;
     assert_ne!(status, 429, "another address is served: {body}");
     assert_ne!(status, 401, "another address is served: {body}");
+
+    // Requests that present no secret and no token (what a web page can
+    // send cross-site without a preflight) guess nothing and spend nothing.
+    let page = from(6);
+    for _ in 0..30 {
+        let r = page
+            .post(format!("{}/api/v1/agents/register", hub.base))
+            .header("content-type", "text/plain")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 401);
+        let r = page
+            .post(format!("{}/api/v1/webhooks/test", hub.base))
+            .header("content-type", "text/plain")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 401);
+    }
+    let (status, body) = register(page.clone(), "invite-only-secret-42").await;
+    assert_eq!(status, 201, "the address's budget is whole: {body}");
+    let (status, body) = test_webhook(page, crate::support::hub::ADMIN_TOKEN).await;
+    assert_ne!(status, 429, "the address's budget is whole: {body}");
 }
 
 #[tokio::test]
@@ -534,5 +560,27 @@ async fn a_closed_or_secret_hub_checks_the_mode_before_reading_the_body() {
         assert_eq!(r.status().as_u16(), status, "{mode}");
         let body: serde_json::Value = r.json().await.unwrap();
         assert_eq!(body["error"]["code"], json!(code), "{mode}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn a_hidden_admin_route_answers_like_a_missing_one_whatever_its_query() {
+    let hub = TestHub::start_with(
+        crate::support::hub::Options::default().env("SWITCHBOARD_ADMIN__TOKEN", ""),
+    )
+    .await;
+    let answer = |path: String| {
+        let http = hub.http.clone();
+        async move {
+            let r = http.post(path).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let app = uuid::Uuid::now_v7();
+    let missing = answer(format!("{}/api/v1/nothing/here", hub.base)).await;
+    assert_eq!(missing.0, 404);
+    for query in ["", "?timeoutMs=1&timeoutMs=2", "?timeoutMs=abc", "?x=1"] {
+        let hidden = answer(format!("{}/api/v1/apps/{app}/ping{query}", hub.base)).await;
+        assert_eq!(hidden, missing, "{query}");
     }
 }
