@@ -295,6 +295,8 @@ impl Reader {
                 } else {
                     "invalid"
                 };
+                // An over-long string id is not echoed on any path.
+                let id = id.filter(|id| !matches!(id, Id::Str(s) if s.len() > MAX_ID_BYTES));
                 self.reject(id.as_ref(), error, reason);
             }
         }

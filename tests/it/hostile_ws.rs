@@ -387,6 +387,17 @@ async fn string_ids_longer_than_256_bytes_are_refused() {
             .contains("256 bytes"),
         "{r}"
     );
+    // Nor on a frame refused for another reason (no method here).
+    s.send_json(&json!({"jsonrpc": "2.0", "id": long, "params": {}}))
+        .await;
+    let r = loop {
+        let frame = s.recv().await;
+        if frame.get("method").is_none() {
+            break frame;
+        }
+    };
+    assert_eq!(r["id"], Value::Null, "the long id is not echoed: {r}");
+    assert_eq!(r["error"]["code"], json!(-32600), "{r}");
     // 256 bytes is fine.
     let r = s
         .call(json!("i".repeat(256)), "agent/conversation/list", json!({}))
