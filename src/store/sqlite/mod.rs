@@ -57,7 +57,12 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(synchronous)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_millis(busy_timeout_ms));
+            .busy_timeout(Duration::from_millis(busy_timeout_ms))
+            // Statement journals and temporary indexes in memory: a send's
+            // multi-row insert otherwise creates, writes and deletes a
+            // temporary file on most sends (measured: -0.16 ms p50 at one
+            // send in flight, docs/benchmarks.md).
+            .pragma("temp_store", "memory");
         if let Some(parent) = Path::new(options.get_filename()).parent() {
             if !parent.as_os_str().is_empty() {
                 std::fs::create_dir_all(parent)
@@ -184,6 +189,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
         (SqliteConnection::connect(&url).await.unwrap(), dir)
+    }
+
+    #[tokio::test]
+    async fn every_pooled_connection_keeps_temporary_data_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        let store = SqliteStore::open(&url, 2, 5_000, crate::config::SqliteSynchronous::Full)
+            .await
+            .unwrap();
+        let (mut a, mut b) = (store.read().await.unwrap(), store.read().await.unwrap());
+        for conn in [&mut a, &mut b] {
+            let row = conn
+                .fetch_optional("PRAGMA temp_store", &[])
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(row.int("temp_store").unwrap(), 2, "2 is MEMORY");
+        }
     }
 
     #[tokio::test]
