@@ -459,17 +459,11 @@ async fn wrong_registration_secrets_and_operator_tokens_spend_the_addresss_budge
     };
     let register = |client: reqwest::Client, secret: &'static str| {
         let url = format!("{}/api/v1/agents/register", hub.base);
-        async move {
-            let r = client
-                .post(url)
-                .header("x-registration-secret", secret)
-                .json(&json!({"name": "guess"}))
-                .send()
-                .await
-                .unwrap();
-            let status = r.status().as_u16();
-            (status, r.json::<serde_json::Value>().await.unwrap())
-        }
+        let request = client
+            .post(url)
+            .header("x-registration-secret", secret)
+            .json(&json!({"name": "guess"}));
+        status_and_body(request)
     };
     let guesser = from(2);
     for _ in 0..20 {
@@ -484,17 +478,11 @@ async fn wrong_registration_secrets_and_operator_tokens_spend_the_addresss_budge
 
     let test_webhook = |client: reqwest::Client, token: &'static str| {
         let url = format!("{}/api/v1/webhooks/test", hub.base);
-        async move {
-            let r = client
-                .post(url)
-                .bearer_auth(token)
-                .json(&json!({"url": "https://receiver.example/hook"}))
-                .send()
-                .await
-                .unwrap();
-            let status = r.status().as_u16();
-            (status, r.json::<serde_json::Value>().await.unwrap())
-        }
+        let request = client
+            .post(url)
+            .bearer_auth(token)
+            .json(&json!({"url": "https://receiver.example/hook"}));
+        status_and_body(request)
     };
     let guesser = from(4);
     for _ in 0..20 {
@@ -583,4 +571,10 @@ async fn a_hidden_admin_route_answers_like_a_missing_one_whatever_its_query() {
         let hidden = answer(format!("{}/api/v1/apps/{app}/ping{query}", hub.base)).await;
         assert_eq!(hidden, missing, "{query}");
     }
+}
+
+async fn status_and_body(request: reqwest::RequestBuilder) -> (u16, serde_json::Value) {
+    let r = request.send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json::<serde_json::Value>().await.unwrap())
 }

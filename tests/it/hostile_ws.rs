@@ -115,12 +115,7 @@ fn code_tag(answer: &Value) -> &str {
 
 #[tokio::test]
 async fn failed_connects_close_the_socket_and_are_throttled_per_address() {
-    // One failure back a minute: none comes back while the test runs.
-    let hub = TestHub::start_with(
-        crate::support::hub::Options::default()
-            .env("SWITCHBOARD_GATEWAY__FAILED_CONNECTS_REFILL_PER_MINUTE", 1),
-    )
-    .await;
+    let hub = slow_refill_hub().await;
     let (_, key) = hub.register_agent("legit").await;
     let wrong = json!({"agentKey": "sbk_agent_0000000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"});
 
@@ -283,12 +278,7 @@ async fn a_ws_upgrade_with_an_origin_not_allowed_is_refused() {
 
 #[tokio::test]
 async fn clients_connected_before_the_budget_ran_out_keep_reconnecting() {
-    // One refusal back a minute: none comes back while the test runs.
-    let hub = TestHub::start_with(
-        crate::support::hub::Options::default()
-            .env("SWITCHBOARD_GATEWAY__FAILED_CONNECTS_REFILL_PER_MINUTE", 1),
-    )
-    .await;
+    let hub = slow_refill_hub().await;
     let (_, known) = hub.register_agent("connected-before").await;
     let (_, unseen) = hub.register_agent("never-connected").await;
     drop(RawSocket::connect_agent(&hub.ws_url(), &known).await);
@@ -430,4 +420,14 @@ async fn many_good_keys_connect_at_once_from_one_address_beyond_the_budget() {
         let answer = answer.unwrap();
         assert!(answer.get("result").is_some(), "{answer}");
     }
+}
+
+/// A hub whose refused-key budget gets one failure back a minute: none
+/// comes back while a test runs.
+async fn slow_refill_hub() -> TestHub {
+    TestHub::start_with(
+        crate::support::hub::Options::default()
+            .env("SWITCHBOARD_GATEWAY__FAILED_CONNECTS_REFILL_PER_MINUTE", 1),
+    )
+    .await
 }
