@@ -4,14 +4,14 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::effects::{apply_effects, Effects};
-use super::group_commit::GroupCommit;
-use super::jobs::delete_job;
+use super::effects::Effects;
+use super::group_sends::SendCommit;
+use super::group_verdicts::{VerdictCommit, VerdictWrite};
 use super::messages::{
     find_by_client_id, message_row, InsertedMessage, MessageDecided, MessageOutcome, MessagePage,
     NewMessage, Verdict, MESSAGE_COLUMNS,
 };
-use super::recipients::{listed_for, received_by};
+use super::recipients::received_by;
 use super::sql::{is_unique_violation, parsed, Arg, Database, Executor, Keyset, Row};
 use super::{StoreError, StoreResult};
 use crate::domain::conversation::{Conversation, ConversationKind};
@@ -124,18 +124,11 @@ pub enum Marked {
 }
 
 /// What differs per dialect in this area.
-#[async_trait]
 pub trait ConversationDialect {
     /// The group committer sends go through (ADR 0013).
-    fn sends(&self) -> &GroupCommit;
-
-    /// Writes a pending message's verdict; a forward only while its task is
-    /// active, and safe against a concurrent close.
-    async fn mark_decided(
-        ex: &mut dyn Executor,
-        message_id: Uuid,
-        outcome: &MessageOutcome,
-    ) -> StoreResult<Marked>;
+    fn sends(&self) -> &SendCommit;
+    /// The group committer verdicts go through.
+    fn verdicts(&self) -> &VerdictCommit;
 }
 
 pub(super) const CONVERSATION_COLUMNS: &str =
@@ -181,35 +174,6 @@ async fn hold_seq(ex: &mut dyn Executor, conversation_id: Uuid) -> StoreResult<i
     .await?
     .ok_or(StoreError::NotFound)?
     .int("last_message_seq")
-}
-
-/// A verdict's forward: its count, and its rows when it names a subset.
-async fn record_recipients(
-    ex: &mut dyn Executor,
-    message_id: Uuid,
-    recipients: &[Uuid],
-) -> StoreResult<()> {
-    let m = ex
-        .fetch_optional(
-            "SELECT conversation_id, sender_id FROM messages WHERE id = $1",
-            &[Arg::Id(message_id)],
-        )
-        .await?
-        .ok_or(StoreError::NotFound)?;
-    let listed = listed_for(ex, m.id("conversation_id")?, m.id("sender_id")?, recipients).await?;
-    ex.execute(
-        "UPDATE messages SET listed = $1, recipient_count = $2 WHERE id = $3",
-        &[
-            Arg::Bool(listed),
-            Arg::Int(recipients.len() as i64),
-            Arg::Id(message_id),
-        ],
-    )
-    .await?;
-    if listed {
-        ex.insert_recipients(message_id, recipients).await?;
-    }
-    Ok(())
 }
 
 async fn insert_participants(ex: &mut dyn Executor, c: &NewConversation) -> StoreResult<()> {
@@ -412,25 +376,13 @@ impl<D: Database + Keyset + ConversationDialect> ConversationStore for D {
         effects: &Effects,
         now: Millis,
     ) -> StoreResult<MessageDecided> {
-        let mut tx = self.begin().await?;
-        match D::mark_decided(&mut *tx, message_id, outcome).await? {
-            Marked::TaskNotActive => {
-                tx.rollback().await?;
-                return Ok(MessageDecided::TaskNotActive);
-            }
-            Marked::AlreadyDecided => {
-                delete_job(&mut *tx, effects.finish_job).await?;
-                tx.commit().await?;
-                return Ok(MessageDecided::AlreadyDecided);
-            }
-            Marked::Applied => {}
-        }
-        if let MessageOutcome::Forward { recipients } = outcome {
-            record_recipients(&mut *tx, message_id, recipients).await?;
-        }
-        let events = apply_effects(&mut *tx, effects, now).await?;
-        tx.commit().await?;
-        Ok(MessageDecided::Applied(events))
+        let verdict = VerdictWrite {
+            message_id,
+            outcome: outcome.clone(),
+            effects: effects.clone(),
+            now,
+        };
+        self.verdicts().submit(&verdict).await
     }
 
     async fn is_recipient(&self, message_id: Uuid, agent: Uuid) -> StoreResult<bool> {

@@ -17,6 +17,8 @@ mod conversations;
 mod effects;
 pub(crate) mod events;
 mod group_commit;
+mod group_sends;
+mod group_verdicts;
 mod identity;
 mod jobs;
 mod leases;

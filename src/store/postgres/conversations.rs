@@ -11,48 +11,66 @@ use uuid::Uuid;
 use super::events::append_events;
 use super::PgStore;
 use crate::store::conversations::{ConversationDialect, Marked};
-use crate::store::group_commit::{
-    group_delivery, group_jobs, group_seqs, message_rows, recipient_pairs, GroupCommit,
-    GroupInsert, PoolSends,
+use crate::store::group_commit::GroupCommit;
+use crate::store::group_sends::{
+    group_delivery, group_jobs, group_seqs, message_rows, recipient_pairs, GroupInsert, PoolSends,
+    SendCommit,
 };
+use crate::store::group_verdicts::{MarkDecided, PoolVerdicts, VerdictCommit};
 use crate::store::messages::{is_pending, InsertedMessage, MessageOutcome, NewMessage};
 use crate::store::recipients::listings;
 use crate::store::sql::{Arg, Executor};
 use crate::store::StoreResult;
 
-#[async_trait]
 impl ConversationDialect for PgStore {
-    fn sends(&self) -> &GroupCommit {
+    fn sends(&self) -> &SendCommit {
         &self.sends
     }
 
+    fn verdicts(&self) -> &VerdictCommit {
+        &self.verdicts
+    }
+}
+
+#[async_trait]
+impl MarkDecided for PgConnection {
     async fn mark_decided(
-        ex: &mut dyn Executor,
+        &mut self,
         message_id: Uuid,
         outcome: &MessageOutcome,
     ) -> StoreResult<Marked> {
-        let (verdict, reason) = match outcome {
-            MessageOutcome::Forward { .. } => ("forwarded", None),
-            MessageOutcome::Block { reason } => ("blocked", Some(reason.as_str())),
-        };
-        if matches!(outcome, MessageOutcome::Forward { .. })
-            && !task_active_held(ex, message_id).await?
-            && is_pending(ex, message_id).await?
-        {
-            return Ok(Marked::TaskNotActive);
-        }
-        let changed = ex
+        mark_decided(self, message_id, outcome).await
+    }
+}
+
+/// Writes a pending message's verdict; a forward only while its task is
+/// active, and safe against a concurrent close.
+async fn mark_decided(
+    ex: &mut dyn Executor,
+    message_id: Uuid,
+    outcome: &MessageOutcome,
+) -> StoreResult<Marked> {
+    let (verdict, reason) = match outcome {
+        MessageOutcome::Forward { .. } => ("forwarded", None),
+        MessageOutcome::Block { reason } => ("blocked", Some(reason.as_str())),
+    };
+    if matches!(outcome, MessageOutcome::Forward { .. })
+        && !task_active_held(ex, message_id).await?
+        && is_pending(ex, message_id).await?
+    {
+        return Ok(Marked::TaskNotActive);
+    }
+    let changed = ex
             .execute(
                 "UPDATE messages SET verdict = $1, verdict_reason = $2 WHERE id = $3 AND verdict = 'pending'",
                 &[Arg::Text(verdict), Arg::OptText(reason), Arg::Id(message_id)],
             )
             .await?;
-        Ok(if changed > 0 {
-            Marked::Applied
-        } else {
-            Marked::AlreadyDecided
-        })
-    }
+    Ok(if changed > 0 {
+        Marked::Applied
+    } else {
+        Marked::AlreadyDecided
+    })
 }
 
 /// Whether the message's task is active, holding its row (FOR SHARE) until
@@ -72,11 +90,18 @@ async fn task_active_held(ex: &mut dyn Executor, message_id: Uuid) -> StoreResul
     })
 }
 
-/// The group committer for sends; other writes run concurrently.
-pub(super) fn group_commit(pool: PgPool) -> GroupCommit {
-    GroupCommit::new(
-        Arc::new(tokio::sync::Mutex::new(())),
-        Arc::new(PoolSends::new(pool)),
+/// The group committers of sends and of verdicts, one lock each; other
+/// writes run concurrently.
+pub(super) fn group_commits(pool: PgPool) -> (SendCommit, VerdictCommit) {
+    (
+        GroupCommit::new(
+            Arc::new(tokio::sync::Mutex::new(())),
+            Arc::new(PoolSends::new(pool.clone())),
+        ),
+        GroupCommit::new(
+            Arc::new(tokio::sync::Mutex::new(())),
+            Arc::new(PoolVerdicts::new(pool)),
+        ),
     )
 }
 

@@ -10,33 +10,52 @@ use uuid::Uuid;
 use super::events::append_events;
 use super::SqliteStore;
 use crate::store::conversations::{ConversationDialect, Marked};
-use crate::store::group_commit::{
-    group_delivery, group_jobs, group_seqs, message_rows, recipient_pairs, GroupCommit,
-    GroupInsert, PoolSends,
+use crate::store::group_commit::GroupCommit;
+use crate::store::group_sends::{
+    group_delivery, group_jobs, group_seqs, message_rows, recipient_pairs, GroupInsert, PoolSends,
+    SendCommit,
 };
+use crate::store::group_verdicts::{MarkDecided, PoolVerdicts, VerdictCommit};
 use crate::store::messages::{is_pending, InsertedMessage, MessageOutcome, NewMessage};
 use crate::store::recipients::listings;
 use crate::store::sql::{Arg, Executor};
 use crate::store::StoreResult;
 
-#[async_trait]
 impl ConversationDialect for SqliteStore {
-    fn sends(&self) -> &GroupCommit {
+    fn sends(&self) -> &SendCommit {
         &self.sends
     }
 
+    fn verdicts(&self) -> &VerdictCommit {
+        &self.verdicts
+    }
+}
+
+#[async_trait]
+impl MarkDecided for SqliteConnection {
     async fn mark_decided(
-        ex: &mut dyn Executor,
+        &mut self,
         message_id: Uuid,
         outcome: &MessageOutcome,
     ) -> StoreResult<Marked> {
-        let (verdict, reason, forward) = match outcome {
-            MessageOutcome::Forward { .. } => ("forwarded", None, true),
-            MessageOutcome::Block { reason } => ("blocked", Some(reason.as_str()), false),
-        };
-        // One statement, so the task check and the write happen under the
-        // same write lock as any task close.
-        let changed = ex
+        mark_decided(self, message_id, outcome).await
+    }
+}
+
+/// Writes a pending message's verdict; a forward only while its task is
+/// active, and safe against a concurrent close.
+async fn mark_decided(
+    ex: &mut dyn Executor,
+    message_id: Uuid,
+    outcome: &MessageOutcome,
+) -> StoreResult<Marked> {
+    let (verdict, reason, forward) = match outcome {
+        MessageOutcome::Forward { .. } => ("forwarded", None, true),
+        MessageOutcome::Block { reason } => ("blocked", Some(reason.as_str()), false),
+    };
+    // One statement, so the task check and the write happen under the
+    // same write lock as any task close.
+    let changed = ex
             .execute(
                 "UPDATE messages SET verdict = $1, verdict_reason = $2 WHERE id = $3 AND verdict = 'pending' \
                  AND (NOT $4 OR EXISTS (SELECT 1 FROM conversations c JOIN tasks t ON t.id = c.task_id \
@@ -49,19 +68,25 @@ impl ConversationDialect for SqliteStore {
                 ],
             )
             .await?;
-        Ok(if changed > 0 {
-            Marked::Applied
-        } else if forward && is_pending(ex, message_id).await? {
-            Marked::TaskNotActive
-        } else {
-            Marked::AlreadyDecided
-        })
-    }
+    Ok(if changed > 0 {
+        Marked::Applied
+    } else if forward && is_pending(ex, message_id).await? {
+        Marked::TaskNotActive
+    } else {
+        Marked::AlreadyDecided
+    })
 }
 
-/// The group committer for sends, sharing the store's writer lock.
-pub(super) fn group_commit(writer: Arc<tokio::sync::Mutex<()>>, pool: SqlitePool) -> GroupCommit {
-    GroupCommit::new(writer, Arc::new(PoolSends::new(pool)))
+/// The group committers of sends and of verdicts, both under the store's
+/// writer lock.
+pub(super) fn group_commits(
+    writer: Arc<tokio::sync::Mutex<()>>,
+    pool: SqlitePool,
+) -> (SendCommit, VerdictCommit) {
+    (
+        GroupCommit::new(writer.clone(), Arc::new(PoolSends::new(pool.clone()))),
+        GroupCommit::new(writer, Arc::new(PoolVerdicts::new(pool))),
+    )
 }
 
 #[async_trait]
@@ -237,7 +262,7 @@ mod tests {
         ];
         let refs: Vec<&NewMessage> = group.iter().collect();
         let results = PoolSends::new(s.pool.clone())
-            .insert_group(&refs)
+            .write_group(&refs)
             .await
             .unwrap();
         let seqs: Vec<u64> = results
