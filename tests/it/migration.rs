@@ -25,16 +25,20 @@ const SCHEMA_BEFORE: u32 = 7;
 const NOT_FOUND: i64 = -32004;
 const RESYNC_REQUIRED: i64 = -32013;
 
-/// REST catch-up serves the same envelopes from the same cursors, and the
-/// pruned stream answers 410 with its positions unchanged.
+/// REST catch-up serves the same envelopes from the same cursors (the
+/// default one is the acknowledged seq), and a stream pruned past the
+/// cursor answers 410 with its positions unchanged.
 async fn check_rest(hub: &TestHub, before: &Before) {
     let [creator, acker, pruned] = &before.members[..] else {
         unreachable!()
     };
+    let outsider = &before.outsider;
     for (who, query, after) in [
         (creator, "after=0&limit=100", 0),
+        (acker, "after=0&limit=100", 0),
         (acker, "limit=100", ACKED_SEQ),
         (pruned, "after=2&limit=100", PRUNED_THROUGH),
+        (outsider, "after=1", 1),
     ] {
         let stream = before.stream(who);
         let (status, body) = rest_events(hub, &who.key, query).await;
@@ -44,16 +48,18 @@ async fn check_rest(hub: &TestHub, before: &Before) {
         assert_eq!(body["hasMore"], json!(false));
         assert_eq!(body["syncEpoch"], json!(before.sync_epoch));
     }
-    let stream = before.stream(pruned);
-    let (status, body) = rest_events(hub, &pruned.key, "after=0").await;
-    assert_eq!(status, 410, "{body}");
-    assert_eq!(body["error"]["code"], json!("resync_required"), "{body}");
-    for (member, value) in [
-        ("oldestSeq", stream.oldest_seq()),
-        ("latestSeq", stream.last_seq),
-        ("ackedSeq", stream.acked_seq),
-    ] {
-        assert_eq!(body["error"][member], json!(value), "{member}: {body}");
+    for who in [pruned, outsider] {
+        let stream = before.stream(who);
+        let (status, body) = rest_events(hub, &who.key, "after=0").await;
+        assert_eq!(status, 410, "{body}");
+        assert_eq!(body["error"]["code"], json!("resync_required"), "{body}");
+        for (member, value) in [
+            ("oldestSeq", stream.oldest_seq()),
+            ("latestSeq", stream.last_seq),
+            ("ackedSeq", stream.acked_seq),
+        ] {
+            assert_eq!(body["error"][member], json!(value), "{member}: {body}");
+        }
     }
 }
 
@@ -81,29 +87,30 @@ async fn resume(
         "{answer}"
     );
     let expected = stream.after(start);
-    assert!(!expected.is_empty(), "every cursor has events to resume");
     let got = reader.until(expected.len()).await;
     assert_eq!(got, &expected[..], "events after seq {start}");
     reader
 }
 
-/// Resuming from behind the pruned stream's oldest seq is refused with the
-/// resync error and the stream's positions, as before the migration.
+/// Resuming from behind a pruned stream's oldest seq (some of it pruned,
+/// or all) is refused with the resync error and the stream's positions, as
+/// before the migration.
 async fn check_resync(hub: &TestHub, before: &Before) {
-    let pruned = &before.members[2];
-    let stream = before.stream(pruned);
-    let (_, answer) = EventReader::connect(hub, &pruned.key, Some((0, &before.sync_epoch))).await;
-    assert_eq!(answer["error"]["code"], json!(RESYNC_REQUIRED), "{answer}");
-    assert_eq!(
-        answer["error"]["data"],
-        json!({
-            "syncEpoch": before.sync_epoch,
-            "oldestSeq": stream.oldest_seq(),
-            "latestSeq": stream.last_seq,
-            "ackedSeq": stream.acked_seq,
-        }),
-        "{answer}"
-    );
+    for who in [&before.members[2], &before.outsider] {
+        let stream = before.stream(who);
+        let (_, answer) = EventReader::connect(hub, &who.key, Some((0, &before.sync_epoch))).await;
+        assert_eq!(answer["error"]["code"], json!(RESYNC_REQUIRED), "{answer}");
+        assert_eq!(
+            answer["error"]["data"],
+            json!({
+                "syncEpoch": before.sync_epoch,
+                "oldestSeq": stream.oldest_seq(),
+                "latestSeq": stream.last_seq,
+                "ackedSeq": stream.acked_seq,
+            }),
+            "{answer}"
+        );
+    }
 }
 
 /// A socket for calls, connected after the end of its stream.
@@ -173,43 +180,44 @@ async fn check_recipient_counts(hub: &TestHub, before: &Before) {
     }
 }
 
-/// A new message to the group arrives right after the old events, at the
-/// old last seq + 1 for each recipient: no gap, nothing repeated.
-async fn check_new_send(
-    hub: &TestHub,
-    before: &Before,
-    readers: &mut [EventReader],
-    sender: usize,
-    sent_before: &mut HashMap<Uuid, u64>,
-) {
-    let mut s = caller(hub, before, &before.members[sender]).await;
-    let params =
-        json!({"conversationId": before.conversation, "parts": text("after the event index")});
-    let r = s.call(json!("n"), "agent/message/send", params).await;
-    let message = &r["result"]["message"];
-    assert!(message.is_object(), "{r}");
-    for (i, reader) in readers.iter_mut().enumerate() {
-        if i == sender {
-            continue;
+/// The resumed sockets, by principal, and how many events each stream
+/// got since the migration.
+struct Resumed {
+    readers: HashMap<Uuid, EventReader>,
+    new_events: HashMap<Uuid, u64>,
+}
+
+impl Resumed {
+    /// A new message in `conversation` from `sender` arrives at every other
+    /// participant right after its old events, at the old last seq + 1 plus
+    /// what came since: no gap, nothing repeated.
+    async fn check_send(
+        &mut self,
+        hub: &TestHub,
+        before: &Before,
+        conversation: Uuid,
+        sender: &Principal,
+        recipients: &[&Principal],
+    ) {
+        let mut s = caller(hub, before, sender).await;
+        let params =
+            json!({"conversationId": conversation, "parts": text("after the event index")});
+        let r = s.call(json!("n"), "agent/message/send", params).await;
+        let message = &r["result"]["message"];
+        assert!(message.is_object(), "{r}");
+        for who in recipients {
+            let reader = self.readers.get_mut(&who.id).unwrap();
+            let count = reader.events.len();
+            let event = reader.until(count + 1).await[count].clone();
+            let new = self.new_events.entry(who.id).or_default();
+            *new += 1;
+            let seq = before.stream(who).last_seq + *new;
+            assert_eq!(event["seq"], json!(seq), "{event}");
+            assert_eq!(event["type"], json!("agent/message/received"));
+            assert_eq!(&event["payload"]["message"], message);
+            let ids: HashSet<&Value> = reader.events.iter().map(|e| &e["id"]).collect();
+            assert_eq!(ids.len(), reader.events.len(), "an event id twice: {event}");
         }
-        let who = before.members[i].id;
-        let count = reader.events.len();
-        let event = reader.until(count + 1).await[count].clone();
-        let new = sent_before.entry(who).or_default();
-        *new += 1;
-        assert_eq!(
-            event["seq"],
-            json!(before.streams[&who].last_seq + *new),
-            "member {i}: {event}"
-        );
-        assert_eq!(event["type"], json!("agent/message/received"));
-        assert_eq!(&event["payload"]["message"], message, "member {i}");
-        let ids: HashSet<&Value> = reader.events.iter().map(|e| &e["id"]).collect();
-        assert_eq!(
-            ids.len(),
-            reader.events.len(),
-            "member {i}: an event id twice"
-        );
     }
 }
 
@@ -222,16 +230,32 @@ async fn resumes_across_the_migration(before: Before, options: Options) {
     let [creator, acker, pruned] = &before.members[..] else {
         unreachable!()
     };
-    let mut readers = vec![
-        resume(&hub, &before, creator, Some(1)).await,
-        resume(&hub, &before, acker, None).await,
-        resume(&hub, &before, pruned, Some(PRUNED_THROUGH)).await,
-    ];
+    let outsider = &before.outsider;
+    let mut resumed = Resumed {
+        readers: HashMap::new(),
+        new_events: HashMap::new(),
+    };
+    for (who, after) in [
+        (creator, Some(1)),
+        (acker, None),
+        (pruned, Some(PRUNED_THROUGH)),
+        (outsider, Some(1)),
+    ] {
+        let reader = resume(&hub, &before, who, after).await;
+        resumed.readers.insert(who.id, reader);
+    }
     check_history(&hub, &before).await;
     check_recipient_counts(&hub, &before).await;
-    let mut sent = HashMap::new();
-    check_new_send(&hub, &before, &mut readers, 0, &mut sent).await;
-    check_new_send(&hub, &before, &mut readers, 1, &mut sent).await;
+    let group = before.conversation;
+    resumed
+        .check_send(&hub, &before, group, creator, &[acker, pruned])
+        .await;
+    resumed
+        .check_send(&hub, &before, group, acker, &[creator, pruned])
+        .await;
+    resumed
+        .check_send(&hub, &before, before.direct, creator, &[outsider])
+        .await;
 }
 
 #[tokio::test]

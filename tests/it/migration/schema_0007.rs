@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use switchboard::domain::conversation::{Conversation, ConversationKind};
+use switchboard::domain::conversation::{direct_key, Conversation, ConversationKind};
 use switchboard::domain::event::{rfc3339, StoredEvent};
 use switchboard::domain::keys;
 use switchboard::domain::message::{Message, Origin, Part};
@@ -68,9 +68,11 @@ pub struct Before {
     pub sync_epoch: String,
     /// The group's three members; the first created it.
     pub members: Vec<Principal>,
-    /// An agent outside the group.
+    /// An agent outside the group, its stream emptied by retention.
     pub outsider: Principal,
     pub conversation: Uuid,
+    /// The creator's direct conversation with the outsider.
+    pub direct: Uuid,
     pub messages: Vec<OldMessage>,
     pub streams: HashMap<Uuid, Stream>,
 }
@@ -169,17 +171,28 @@ impl Writer<'_> {
             .await;
     }
 
-    /// The group of `members` (the first creates it), with the others'
-    /// `agent/conversation/created` events.
-    async fn group(&mut self, members: &[Principal]) -> Uuid {
+    /// A conversation of `members` (the first creates it), with the
+    /// others' `agent/conversation/created` events.
+    async fn conversation(&mut self, kind: ConversationKind, members: &[&Principal]) -> Uuid {
         let id = Uuid::now_v7();
         let at = now_millis();
         let creator = members[0].id;
+        let (name, key) = match kind {
+            ConversationKind::Direct => (None, Some(direct_key(creator, members[1].id))),
+            _ => (Some("before 0008".to_string()), None),
+        };
         self.db
             .exec(
                 "INSERT INTO conversations (id, kind, name, task_id, direct_key, created_by, created_at, template_key) \
-                 VALUES ($1, 'group', $2, NULL, NULL, $3, $4, NULL)",
-                &[Val::Id(id), Val::Text("before 0008".into()), Val::Id(creator), Val::Int(at)],
+                 VALUES ($1, $2, $3, NULL, $4, $5, $6, NULL)",
+                &[
+                    Val::Id(id),
+                    Val::Text(kind.as_str().into()),
+                    Val::OptText(name.clone()),
+                    Val::OptText(key),
+                    Val::Id(creator),
+                    Val::Int(at),
+                ],
             )
             .await;
         for m in members {
@@ -192,8 +205,8 @@ impl Writer<'_> {
         }
         let view = Conversation {
             id,
-            kind: ConversationKind::Group,
-            name: Some("before 0008".into()),
+            kind,
+            name,
             key: None,
             task_id: None,
             created_by: creator,
@@ -220,7 +233,14 @@ impl Writer<'_> {
         reply_to: Option<Uuid>,
     ) -> OldMessage {
         let at = now_millis();
-        let parts = text(&format!("before the event index, {seq}"));
+        let mut parts = text(&format!("before the event index, {seq}"));
+        if seq == 2 {
+            // Keys out of order and nested: PostgreSQL's jsonb keeps neither.
+            parts.push(Part::Data {
+                data: json!({"zeta": 1, "alpha": {"b": [2, "x"], "a": true}}),
+                mime_type: Some("application/json".into()),
+            });
+        }
         let client_msg_id = format!("old-{seq}");
         let hash = hex::encode(Sha256::digest(
             serde_json::to_vec(&HashedSend {
@@ -277,8 +297,8 @@ impl Writer<'_> {
     }
 
     /// The streams' rows, one acknowledgement, and retention's deletion of
-    /// the oldest events of `pruned`.
-    async fn finish(&mut self, acked: &Principal, pruned: &Principal) {
+    /// each `pruned` audience's events up to its seq.
+    async fn finish(&mut self, acked: &Principal, pruned: &[(&Principal, u64)]) {
         self.streams.get_mut(&acked.id).unwrap().acked_seq = ACKED_SEQ;
         for (audience, s) in &self.streams {
             self.db
@@ -292,21 +312,25 @@ impl Writer<'_> {
                 )
                 .await;
         }
-        self.db
-            .exec(
-                "DELETE FROM events WHERE audience = $1 AND seq <= $2",
-                &[Val::Id(pruned.id), Val::Int(PRUNED_THROUGH as i64)],
-            )
-            .await;
-        let s = self.streams.get_mut(&pruned.id).unwrap();
-        s.envelopes
-            .retain(|e| e["seq"].as_u64().unwrap() > PRUNED_THROUGH);
+        for (who, through) in pruned {
+            self.db
+                .exec(
+                    "DELETE FROM events WHERE audience = $1 AND seq <= $2",
+                    &[Val::Id(who.id), Val::Int(*through as i64)],
+                )
+                .await;
+            let s = self.streams.get_mut(&who.id).unwrap();
+            s.envelopes
+                .retain(|e| e["seq"].as_u64().unwrap() > *through);
+        }
     }
 }
 
 /// Fills a database at schema 0007: three agents in a group (the second has
 /// acknowledged part of its stream, the third lost its oldest events to
-/// retention), an outsider, messages from each member, and the sync epoch.
+/// retention) with messages from each, an outsider whose only event (a
+/// direct conversation with the creator) retention removed, and the sync
+/// epoch.
 pub async fn write_before(db: &LegacyDb) -> Before {
     let mut w = Writer {
         db,
@@ -317,7 +341,12 @@ pub async fn write_before(db: &LegacyDb) -> Before {
         members.push(w.agent(name).await);
     }
     let outsider = w.agent("outsider").await;
-    let conversation = w.group(&members).await;
+    let conversation = w
+        .conversation(ConversationKind::Group, &members.iter().collect::<Vec<_>>())
+        .await;
+    let direct = w
+        .conversation(ConversationKind::Direct, &[&members[0], &outsider])
+        .await;
     let mut messages: Vec<OldMessage> = Vec::new();
     for (i, sender) in SENDERS.iter().enumerate() {
         // One reply, so a stored `replyTo` crosses the migration too.
@@ -338,7 +367,11 @@ pub async fn write_before(db: &LegacyDb) -> Before {
         &[Val::Int(SENDERS.len() as i64), Val::Id(conversation)],
     )
     .await;
-    w.finish(&members[1], &members[2]).await;
+    w.finish(
+        &members[1],
+        &[(&members[2], PRUNED_THROUGH), (&outsider, 1)],
+    )
+    .await;
     let sync_epoch = Uuid::new_v4().to_string();
     db.exec(
         "INSERT INTO hub_meta (name, value) VALUES ('sync_epoch', $1)",
@@ -350,6 +383,7 @@ pub async fn write_before(db: &LegacyDb) -> Before {
         members,
         outsider,
         conversation,
+        direct,
         messages,
         streams: w.streams,
     }

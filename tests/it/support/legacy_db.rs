@@ -20,6 +20,7 @@ pub enum Val {
     Id(Uuid),
     OptId(Option<Uuid>),
     Text(String),
+    OptText(Option<String>),
     Int(i64),
     /// Serialized JSON for a JSON column.
     Json(String),
@@ -91,6 +92,7 @@ impl LegacyDb {
                     Val::Id(id) => q.bind(id.to_string()),
                     Val::OptId(id) => q.bind(id.map(|id| id.to_string())),
                     Val::Text(s) | Val::Json(s) => q.bind(s.clone()),
+                    Val::OptText(s) => q.bind(s.clone()),
                     Val::Int(i) => q.bind(*i),
                     Val::Bytes(b) => q.bind(b.clone()),
                 });
@@ -102,6 +104,7 @@ impl LegacyDb {
                     Val::Id(id) => q.bind(*id),
                     Val::OptId(id) => q.bind(*id),
                     Val::Text(s) | Val::Json(s) => q.bind(s.clone()),
+                    Val::OptText(s) => q.bind(s.clone()),
                     Val::Int(i) => q.bind(*i),
                     Val::Bytes(b) => q.bind(b.clone()),
                 });
