@@ -243,11 +243,13 @@ fn verdict_events(
             })
             .expect("payload serializes"),
         );
-        events.extend(
-            recipients
-                .iter()
-                .map(|r| NewEvent::new(*r, MessageReceived::NAME, body.clone())),
-        );
+        // `{"message": M}` with M as stored: the log refers to its row.
+        events.extend(NewEvent::message_copies(
+            recipients,
+            MessageReceived::NAME,
+            message.id,
+            body,
+        ));
     }
     if message.origin == Origin::Agent {
         let body = serde_json::to_value(DeliveryPayload {

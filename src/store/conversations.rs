@@ -11,6 +11,7 @@ use super::messages::{
     find_by_client_id, message_row, InsertedMessage, MessageDecided, MessageOutcome, MessagePage,
     NewMessage, Verdict, MESSAGE_COLUMNS,
 };
+use super::recipients::{listed_for, received_by};
 use super::sql::{is_unique_violation, parsed, Arg, Database, Executor, Keyset, Row};
 use super::{StoreError, StoreResult};
 use crate::domain::conversation::{Conversation, ConversationKind};
@@ -167,6 +168,50 @@ async fn insert_conversation_row(ex: &mut dyn Executor, c: &NewConversation) -> 
     Ok(())
 }
 
+/// The conversation's last message seq, with its row held (on
+/// PostgreSQL) until commit: a participant joining now has seen exactly the
+/// messages up to it, and a send after it counts the new participant (see
+/// [`super::recipients`]).
+async fn hold_seq(ex: &mut dyn Executor, conversation_id: Uuid) -> StoreResult<i64> {
+    ex.fetch_optional(
+        "UPDATE conversations SET last_message_seq = last_message_seq WHERE id = $1 \
+         RETURNING last_message_seq",
+        &[Arg::Id(conversation_id)],
+    )
+    .await?
+    .ok_or(StoreError::NotFound)?
+    .int("last_message_seq")
+}
+
+/// A verdict's forward: its count, and its rows when it names a subset.
+async fn record_recipients(
+    ex: &mut dyn Executor,
+    message_id: Uuid,
+    recipients: &[Uuid],
+) -> StoreResult<()> {
+    let m = ex
+        .fetch_optional(
+            "SELECT conversation_id, sender_id FROM messages WHERE id = $1",
+            &[Arg::Id(message_id)],
+        )
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let listed = listed_for(ex, m.id("conversation_id")?, m.id("sender_id")?, recipients).await?;
+    ex.execute(
+        "UPDATE messages SET listed = $1, recipient_count = $2 WHERE id = $3",
+        &[
+            Arg::Bool(listed),
+            Arg::Int(recipients.len() as i64),
+            Arg::Id(message_id),
+        ],
+    )
+    .await?;
+    if listed {
+        ex.insert_recipients(message_id, recipients).await?;
+    }
+    Ok(())
+}
+
 async fn insert_participants(ex: &mut dyn Executor, c: &NewConversation) -> StoreResult<()> {
     for p in &c.participants {
         ex.execute(
@@ -305,11 +350,17 @@ impl<D: Database + Keyset + ConversationDialect> ConversationStore for D {
         now: Millis,
     ) -> StoreResult<Vec<StoredEvent>> {
         let mut tx = self.begin().await?;
+        let joined_seq = hold_seq(&mut *tx, conversation_id).await?;
         for a in agents {
             tx.execute(
-                "INSERT INTO conversation_participants (conversation_id, principal_id, joined_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT DO NOTHING",
-                &[Arg::Id(conversation_id), Arg::Id(*a), Arg::Int(now)],
+                "INSERT INTO conversation_participants (conversation_id, principal_id, joined_at, joined_seq) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                &[
+                    Arg::Id(conversation_id),
+                    Arg::Id(*a),
+                    Arg::Int(now),
+                    Arg::Int(joined_seq),
+                ],
             )
             .await?;
         }
@@ -375,7 +426,7 @@ impl<D: Database + Keyset + ConversationDialect> ConversationStore for D {
             Marked::Applied => {}
         }
         if let MessageOutcome::Forward { recipients } = outcome {
-            tx.insert_recipients(message_id, recipients).await?;
+            record_recipients(&mut *tx, message_id, recipients).await?;
         }
         let events = apply_effects(&mut *tx, effects, now).await?;
         tx.commit().await?;
@@ -383,13 +434,14 @@ impl<D: Database + Keyset + ConversationDialect> ConversationStore for D {
     }
 
     async fn is_recipient(&self, message_id: Uuid, agent: Uuid) -> StoreResult<bool> {
+        let sql = format!(
+            "SELECT 1 AS one FROM messages m WHERE m.id = $1 AND m.verdict = 'forwarded' AND {}",
+            received_by(2)
+        );
         let row = self
             .read()
             .await?
-            .fetch_optional(
-                "SELECT 1 FROM message_recipients WHERE message_id = $1 AND recipient_id = $2",
-                &[Arg::Id(message_id), Arg::Id(agent)],
-            )
+            .fetch_optional(&sql, &[Arg::Id(message_id), Arg::Id(agent)])
             .await?;
         Ok(row.is_some())
     }

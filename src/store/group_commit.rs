@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::messages::insert_one;
+use super::messages::{insert_one, recipient_count};
 use super::sql::{to_json, Arg, Executor};
 use super::{Fanout, InsertedMessage, NewJob, NewMessage, StoreError, StoreResult, Verdict};
 use crate::domain::event::{rfc3339, NewEvent, StoredEvent};
@@ -238,18 +238,37 @@ pub async fn group_seqs(ex: &mut dyn Executor, group: &[&NewMessage]) -> StoreRe
     Ok(assign_seqs(group, first_seq))
 }
 
-/// A row of a group's multi-row message insert: the message, its seq, its
-/// parts serialized, its verdict column.
-pub type MessageRow<'a> = (&'a NewMessage, i64, String, &'static str);
+/// A row of a group's multi-row message insert.
+pub struct MessageRow<'a> {
+    pub message: &'a NewMessage,
+    pub seq: i64,
+    /// Its parts, serialized.
+    pub parts: String,
+    pub verdict: &'static str,
+    /// Whether its recipients are rows (see [`super::recipients`]).
+    pub listed: bool,
+    pub recipient_count: i64,
+}
 
 pub fn message_rows<'a>(
     group: &[&'a NewMessage],
     seqs: &[i64],
+    listed: &[bool],
 ) -> StoreResult<Vec<MessageRow<'a>>> {
     group
         .iter()
         .zip(seqs)
-        .map(|(m, seq)| Ok((*m, *seq, to_json(&m.parts)?, verdict_column(m))))
+        .zip(listed)
+        .map(|((m, seq), listed)| {
+            Ok(MessageRow {
+                message: m,
+                seq: *seq,
+                parts: to_json(&m.parts)?,
+                verdict: verdict_column(m),
+                listed: *listed,
+                recipient_count: recipient_count(m),
+            })
+        })
         .collect()
 }
 
@@ -295,12 +314,14 @@ pub fn group_jobs<'a>(group: &[&'a NewMessage]) -> Vec<(&'a NewJob, Millis)> {
         .collect()
 }
 
-/// `(message, recipient)` rows of a group's forwarded messages.
-pub fn recipient_pairs(group: &[&NewMessage]) -> Vec<(Uuid, Uuid)> {
-    group
-        .iter()
-        .flat_map(|m| match &m.fanout {
-            Fanout::Forward { recipients, .. } => recipients.iter().map(|r| (m.id, *r)).collect(),
+/// `(message, recipient)` rows of a group's listed forwards.
+pub fn recipient_pairs(rows: &[MessageRow<'_>]) -> Vec<(Uuid, Uuid)> {
+    rows.iter()
+        .filter(|r| r.listed)
+        .flat_map(|r| match &r.message.fanout {
+            Fanout::Forward { recipients, .. } => {
+                recipients.iter().map(|p| (r.message.id, *p)).collect()
+            }
             Fanout::Pending => Vec::new(),
         })
         .collect()
@@ -337,11 +358,11 @@ pub fn group_delivery(group: &[&NewMessage], seqs: &[i64]) -> GroupDelivery {
         } = &m.fanout
         {
             let payload = Arc::new(serde_json::json!({ "message": message }));
-            for r in recipients {
-                let e = NewEvent::new(*r, event_type, payload.clone());
+            let copies = NewEvent::message_copies(recipients, event_type, m.id, payload);
+            if let Some(e) = copies.first() {
                 owner.insert(e.id, i);
-                events.push(e);
             }
+            events.extend(copies);
         }
         messages.push(message);
     }
@@ -375,65 +396,5 @@ impl GroupDelivery {
                 events,
             })
             .collect()
-    }
-}
-
-/// Events sorted by audience (stably, so each audience keeps its order) and
-/// their runs as `(audience, first index, count)`: each run takes its seqs
-/// from one upsert that adds the whole count.
-pub fn audience_runs(events: &[NewEvent]) -> (Vec<&NewEvent>, Vec<(Uuid, usize, usize)>) {
-    let mut sorted: Vec<&NewEvent> = events.iter().collect();
-    sorted.sort_by_key(|e| e.audience);
-    let mut runs: Vec<(Uuid, usize, usize)> = Vec::new();
-    for (i, e) in sorted.iter().enumerate() {
-        match runs.last_mut() {
-            Some((a, _, n)) if *a == e.audience => *n += 1,
-            _ => runs.push((e.audience, i, 1)),
-        }
-    }
-    (sorted, runs)
-}
-
-/// A row of a multi-row event insert: the event, its seq, and the key of its
-/// payload's serialization in the caller's cache.
-pub type EventRow<'a> = (&'a NewEvent, i64, usize);
-
-/// The events of one upsert chunk with their seqs, counted back from each
-/// audience's new last seq. Each distinct payload is serialized once, keyed
-/// by its allocation, however the sort interleaves the events sharing it.
-pub fn event_rows<'a>(
-    sorted: &[&'a NewEvent],
-    chunk: &[(Uuid, usize, usize)],
-    last_of: &HashMap<Uuid, i64>,
-    json_of: &mut HashMap<usize, String>,
-) -> StoreResult<Vec<EventRow<'a>>> {
-    let mut rows = Vec::new();
-    for (audience, first, count) in chunk {
-        let last = *last_of
-            .get(audience)
-            .ok_or_else(|| StoreError::Corrupt("upsert returned no seq".into()))?;
-        for (k, e) in sorted[*first..first + count].iter().enumerate() {
-            let seq = last - *count as i64 + 1 + k as i64;
-            let ptr = Arc::as_ptr(&e.payload) as usize;
-            if let std::collections::hash_map::Entry::Vacant(slot) = json_of.entry(ptr) {
-                slot.insert(to_json(&*e.payload)?);
-            }
-            rows.push((*e, seq, ptr));
-        }
-    }
-    Ok(rows)
-}
-
-/// The stored form of a chunk's event rows.
-pub fn stored_events(rows: Vec<EventRow<'_>>, now: Millis, into: &mut Vec<StoredEvent>) {
-    for (e, seq, _) in rows {
-        into.push(StoredEvent {
-            id: e.id,
-            audience: e.audience,
-            seq: seq as u64,
-            event_type: e.event_type.to_string(),
-            occurred_at: now,
-            payload: e.payload.clone(),
-        });
     }
 }

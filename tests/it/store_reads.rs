@@ -111,7 +111,7 @@ async fn messages_page_by_seq_as_each_viewer_sees_them(store: DynStore) {
         "oldest first"
     );
 
-    let first: Uuid = to_b[0].payload["message"]["id"]
+    let first: Uuid = to_b[0].payload.to_value()["message"]["id"]
         .as_str()
         .unwrap()
         .parse()

@@ -16,6 +16,7 @@ use crate::store::group_commit::{
     GroupInsert, PoolSends,
 };
 use crate::store::messages::{is_pending, InsertedMessage, MessageOutcome, NewMessage};
+use crate::store::recipients::listings;
 use crate::store::sql::{Arg, Executor};
 use crate::store::StoreResult;
 
@@ -94,25 +95,29 @@ async fn insert_group_in(
     group: &[&NewMessage],
 ) -> StoreResult<Vec<InsertedMessage>> {
     let seqs = group_seqs(&mut *conn, group).await?;
-    let rows = message_rows(group, &seqs)?;
+    let listed = listings(&mut *conn, group).await?;
+    let rows = message_rows(group, &seqs, &listed)?;
     for part in rows.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
             "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
-             request_hash, verdict, created_at) ",
+             request_hash, verdict, created_at, listed, recipient_count) ",
         );
-        q.push_values(part, |mut row, (m, seq, parts, verdict)| {
+        q.push_values(part, |mut row, r| {
+            let m = r.message;
             row.push_bind(m.id)
                 .push_bind(m.conversation_id)
-                .push_bind(*seq)
+                .push_bind(r.seq)
                 .push_bind(m.sender_id)
                 .push_bind(m.origin.as_str())
-                .push_bind(parts.clone())
+                .push_bind(r.parts.clone())
                 .push_unseparated("::jsonb")
                 .push_bind(m.reply_to)
                 .push_bind(m.client_msg_id.clone())
                 .push_bind(m.request_hash.clone())
-                .push_bind(*verdict)
-                .push_bind(m.created_at);
+                .push_bind(r.verdict)
+                .push_bind(m.created_at)
+                .push_bind(r.listed)
+                .push_bind(r.recipient_count);
         });
         q.build().execute(&mut *conn).await?;
     }
@@ -132,7 +137,7 @@ async fn insert_group_in(
         });
         q.build().execute(&mut *conn).await?;
     }
-    let pairs = recipient_pairs(group);
+    let pairs = recipient_pairs(&rows);
     for part in pairs.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
             "INSERT INTO message_recipients (message_id, recipient_id) ",

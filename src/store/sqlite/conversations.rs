@@ -15,6 +15,7 @@ use crate::store::group_commit::{
     GroupInsert, PoolSends,
 };
 use crate::store::messages::{is_pending, InsertedMessage, MessageOutcome, NewMessage};
+use crate::store::recipients::listings;
 use crate::store::sql::{Arg, Executor};
 use crate::store::StoreResult;
 
@@ -78,24 +79,28 @@ async fn insert_group_in(
     group: &[&NewMessage],
 ) -> StoreResult<Vec<InsertedMessage>> {
     let seqs = group_seqs(&mut *conn, group).await?;
-    let rows = message_rows(group, &seqs)?;
+    let listed = listings(&mut *conn, group).await?;
+    let rows = message_rows(group, &seqs, &listed)?;
     for part in rows.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
-             request_hash, verdict, created_at) ",
+             request_hash, verdict, created_at, listed, recipient_count) ",
         );
-        q.push_values(part, |mut row, (m, seq, parts, verdict)| {
+        q.push_values(part, |mut row, r| {
+            let m = r.message;
             row.push_bind(m.id.to_string())
                 .push_bind(m.conversation_id.to_string())
-                .push_bind(*seq)
+                .push_bind(r.seq)
                 .push_bind(m.sender_id.to_string())
                 .push_bind(m.origin.as_str())
-                .push_bind(parts.clone())
+                .push_bind(r.parts.clone())
                 .push_bind(m.reply_to.map(|r| r.to_string()))
                 .push_bind(m.client_msg_id.clone())
                 .push_bind(m.request_hash.clone())
-                .push_bind(*verdict)
-                .push_bind(m.created_at);
+                .push_bind(r.verdict)
+                .push_bind(m.created_at)
+                .push_bind(r.listed)
+                .push_bind(r.recipient_count);
         });
         q.build().execute(&mut *conn).await?;
     }
@@ -115,7 +120,7 @@ async fn insert_group_in(
         });
         q.build().execute(&mut *conn).await?;
     }
-    let pairs = recipient_pairs(group);
+    let pairs = recipient_pairs(&rows);
     for part in pairs.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "INSERT INTO message_recipients (message_id, recipient_id) ",
@@ -263,7 +268,7 @@ mod tests {
                     assert!(s.is_recipient(m.id, many[450]).await.unwrap());
                     assert!(events
                         .iter()
-                        .all(|e| e.payload["message"]["id"] == stored.id.to_string()));
+                        .all(|e| e.payload.to_value()["message"]["id"] == stored.id.to_string()));
                 }
                 Fanout::Pending => {
                     assert!(events.is_empty());
@@ -281,7 +286,7 @@ mod tests {
             let events = s.events_after(r, 0, 10).await.unwrap();
             let order: Vec<u64> = events
                 .iter()
-                .map(|e| e.payload["message"]["seq"].as_u64().unwrap())
+                .map(|e| e.payload.to_value()["message"]["seq"].as_u64().unwrap())
                 .collect();
             assert_eq!(order, vec![1, 2, 3]);
             assert_eq!(
