@@ -122,13 +122,15 @@ async fn caller(hub: &TestHub, before: &Before, who: &Principal) -> RawSocket {
     reader.socket
 }
 
-/// Every member still sees every old message in the history; the outsider
-/// is told the conversation does not exist, exactly as for a missing one.
-async fn check_history(hub: &TestHub, before: &Before) {
+/// Every member still sees every old message in the history, and the
+/// `sent` after the migration; the outsider is told the conversation does
+/// not exist, exactly as for a missing one.
+async fn check_history(hub: &TestHub, before: &Before, sent: &[Value]) {
     let all: Vec<Value> = before
         .messages
         .iter()
         .map(|m| serde_json::to_value(&m.message).unwrap())
+        .chain(sent.iter().cloned())
         .collect();
     for who in &before.members {
         let mut s = caller(hub, before, who).await;
@@ -190,7 +192,7 @@ struct Resumed {
 impl Resumed {
     /// A new message in `conversation` from `sender` arrives at every other
     /// participant right after its old events, at the old last seq + 1 plus
-    /// what came since: no gap, nothing repeated.
+    /// what came since: no gap, nothing repeated. Returns the message.
     async fn check_send(
         &mut self,
         hub: &TestHub,
@@ -198,12 +200,12 @@ impl Resumed {
         conversation: Uuid,
         sender: &Principal,
         recipients: &[&Principal],
-    ) {
+    ) -> Value {
         let mut s = caller(hub, before, sender).await;
         let params =
             json!({"conversationId": conversation, "parts": text("after the event index")});
         let r = s.call(json!("n"), "agent/message/send", params).await;
-        let message = &r["result"]["message"];
+        let message = r["result"]["message"].clone();
         assert!(message.is_object(), "{r}");
         for who in recipients {
             let reader = self.readers.get_mut(&who.id).unwrap();
@@ -214,10 +216,11 @@ impl Resumed {
             let seq = before.stream(who).last_seq + *new;
             assert_eq!(event["seq"], json!(seq), "{event}");
             assert_eq!(event["type"], json!("agent/message/received"));
-            assert_eq!(&event["payload"]["message"], message);
+            assert_eq!(event["payload"]["message"], message);
             let ids: HashSet<&Value> = reader.events.iter().map(|e| &e["id"]).collect();
             assert_eq!(ids.len(), reader.events.len(), "an event id twice: {event}");
         }
+        message
     }
 }
 
@@ -244,18 +247,21 @@ async fn resumes_across_the_migration(before: Before, options: Options) {
         let reader = resume(&hub, &before, who, after).await;
         resumed.readers.insert(who.id, reader);
     }
-    check_history(&hub, &before).await;
+    check_history(&hub, &before, &[]).await;
     check_recipient_counts(&hub, &before).await;
     let group = before.conversation;
-    resumed
-        .check_send(&hub, &before, group, creator, &[acker, pruned])
-        .await;
-    resumed
-        .check_send(&hub, &before, group, acker, &[creator, pruned])
-        .await;
+    let sent = [
+        resumed
+            .check_send(&hub, &before, group, creator, &[acker, pruned])
+            .await,
+        resumed
+            .check_send(&hub, &before, group, acker, &[creator, pruned])
+            .await,
+    ];
     resumed
         .check_send(&hub, &before, before.direct, creator, &[outsider])
         .await;
+    check_history(&hub, &before, &sent).await;
 }
 
 #[tokio::test]
