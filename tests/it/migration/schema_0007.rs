@@ -233,11 +233,15 @@ impl Writer<'_> {
         reply_to: Option<Uuid>,
     ) -> OldMessage {
         let at = now_millis();
-        let mut parts = text(&format!("before the event index, {seq}"));
+        // Separators and escapes inside strings, which PostgreSQL's read
+        // of a jsonb payload must leave as they are.
+        let mut parts = text(&format!(
+            r#"before the event index, {seq}: a "quoted, \ tricky": part"#
+        ));
         if seq == 2 {
             // Keys out of order and nested: PostgreSQL's jsonb keeps neither.
             parts.push(Part::Data {
-                data: json!({"zeta": 1, "alpha": {"b": [2, "x"], "a": true}}),
+                data: json!({"zeta": 1, "alpha": {"b, c": [2, "x: \"y\""], "a": true}}),
                 mime_type: Some("application/json".into()),
             });
         }
