@@ -224,10 +224,41 @@ impl Resumed {
     }
 }
 
+/// A principal first seen after the migration gets a stream of its own
+/// (the surrogate keys go on after the migrated ones) from seq 1; the
+/// creator's own stream does not move.
+async fn check_new_stream(hub: &TestHub, before: &Before) {
+    let creator = &before.members[0];
+    let (id, key) = hub.register_agent("newcomer").await;
+    let (mut reader, answer) = EventReader::connect(hub, &key, None).await;
+    assert_eq!(
+        answer["result"]["events"]["latestSeq"],
+        json!(0),
+        "{answer}"
+    );
+    let mut s = caller(hub, before, creator).await;
+    let create = json!({"kind": "direct", "participants": [id]});
+    let r = s
+        .call(json!("d"), "agent/conversation/create", create)
+        .await;
+    let direct = &r["result"]["conversation"]["id"];
+    assert!(direct.is_string(), "{r}");
+    let params = json!({"conversationId": direct, "parts": text("first after the migration")});
+    let sent = s.call(json!("n"), "agent/message/send", params).await;
+    let events = reader.until(2).await;
+    assert_eq!(events[0]["seq"], json!(1), "{}", events[0]);
+    assert_eq!(events[0]["type"], json!("agent/conversation/created"));
+    assert_eq!(events[1]["seq"], json!(2), "{}", events[1]);
+    assert_eq!(events[1]["payload"]["message"], sent["result"]["message"]);
+}
+
 /// Starts a hub on the old database (it applies 0008) and checks every
 /// reader resumes across the migration.
 async fn resumes_across_the_migration(before: Before, options: Options) {
     let hub = TestHub::start_with(options).await;
+    // First, before any send draws a surrogate key (PostgreSQL's upsert
+    // draws one for every row it proposes).
+    check_new_stream(&hub, &before).await;
     check_rest(&hub, &before).await;
     check_resync(&hub, &before).await;
     let [creator, acker, pruned] = &before.members[..] else {
