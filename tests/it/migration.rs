@@ -2,8 +2,10 @@
 //! event index (migrations 0001 to 0007, filled row by row the way that
 //! code wrote it) is opened by a real hub, which applies migration 0008;
 //! every cursor taken before resumes after it with no gap and no duplicate,
-//! over the WebSocket and over REST, and the history, recipient counts and
-//! retention edge (a pruned stream still asks for a resync) are unchanged.
+//! over the WebSocket and over REST; the history, the recipient counts and
+//! the retention edge (a pruned or emptied stream still asks for a resync)
+//! are unchanged; and new events go on at each stream's last seq + 1, in
+//! new streams too.
 
 use std::collections::{HashMap, HashSet};
 
@@ -225,8 +227,7 @@ impl Resumed {
 }
 
 /// A principal first seen after the migration gets a stream of its own
-/// (the surrogate keys go on after the migrated ones) from seq 1; the
-/// creator's own stream does not move.
+/// (the surrogate keys go on after the migrated ones) from seq 1.
 async fn check_new_stream(hub: &TestHub, before: &Before) {
     let creator = &before.members[0];
     let (id, key) = hub.register_agent("newcomer").await;
