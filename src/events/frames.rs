@@ -154,9 +154,22 @@ mod tests {
                 }
             }
         }
+        // Read back from the log: the stored text, spliced.
+        let stored: Vec<StoredEvent> = events
+            .iter()
+            .map(|e| StoredEvent {
+                payload: EventPayload::Stored(
+                    serde_json::value::RawValue::from_string(e.payload.json().into_owned())
+                        .unwrap()
+                        .into(),
+                ),
+                ..e.clone()
+            })
+            .collect();
         let mut writer = FrameWriter::new();
-        for e in &events {
+        for (e, s) in events.iter().zip(&stored) {
             assert_eq!(writer.frame(e), serde_frame(e), "event {e:?}");
+            assert_eq!(writer.frame(s), serde_frame(e), "stored event {s:?}");
         }
     }
 

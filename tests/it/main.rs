@@ -8,6 +8,7 @@ mod bench_smoke;
 mod cards;
 mod conversations;
 mod egress;
+mod event_index;
 mod events;
 mod fanout_crash;
 mod frames;
