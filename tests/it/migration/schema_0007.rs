@@ -93,6 +93,16 @@ struct HashedSend<'a> {
     reply_to: Option<Uuid>,
 }
 
+/// The hash a retried send must match (see [`HashedSend`]).
+fn request_hash(conversation_id: Uuid, parts: &[Part], reply_to: Option<Uuid>) -> String {
+    let send = HashedSend {
+        conversation_id,
+        parts,
+        reply_to,
+    };
+    hex::encode(Sha256::digest(serde_json::to_vec(&send).unwrap()))
+}
+
 fn now_millis() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
@@ -246,14 +256,7 @@ impl Writer<'_> {
             });
         }
         let client_msg_id = format!("old-{seq}");
-        let hash = hex::encode(Sha256::digest(
-            serde_json::to_vec(&HashedSend {
-                conversation_id: conversation,
-                parts: &parts,
-                reply_to,
-            })
-            .unwrap(),
-        ));
+        let hash = request_hash(conversation, &parts, reply_to);
         let message = Message {
             id: Uuid::now_v7(),
             conversation_id: conversation,
