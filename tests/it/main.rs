@@ -17,6 +17,7 @@ mod hostile_ws;
 mod identity;
 mod layout;
 mod membership;
+mod migration;
 mod operations;
 mod schema_drift;
 mod server_calls;
