@@ -13,10 +13,10 @@ use uuid::Uuid;
 use super::conversations::Marked;
 use super::effects::{apply_effect_rows, Effects};
 use super::group_commit::{GroupCommit, GroupWriter};
-use super::jobs::delete_job;
+use super::jobs::delete_jobs;
 use super::messages::{MessageDecided, MessageOutcome};
-use super::recipients::listed_for;
-use super::sql::{Arg, Executor};
+use super::recipients::verdict_listed;
+use super::sql::Executor;
 use super::{StoreError, StoreResult};
 use crate::domain::Millis;
 
@@ -36,13 +36,15 @@ pub type VerdictCommit = GroupCommit<VerdictWrite, MessageDecided>;
 
 /// A connection's verdict write, per dialect: a pending message's verdict,
 /// a forward only while its task is active, safe against a concurrent
-/// close.
+/// close. It records the forward's count and whether its recipients are
+/// listed (see [`super::recipients`]) in the same statement.
 #[async_trait]
 pub trait MarkDecided {
     async fn mark_decided(
         &mut self,
         message_id: Uuid,
         outcome: &MessageOutcome,
+        listed: bool,
     ) -> StoreResult<Marked>;
 }
 
@@ -88,33 +90,41 @@ where
 /// The group's verdicts inside the caller's transaction, results in group
 /// order. A forward whose task is no longer active writes nothing (the
 /// caller decides again); a message decided already only finishes its job.
+/// Two statements a verdict (its listing, its mark); the finished jobs and
+/// the events go in a few statements for the whole group.
 async fn decide_in<C>(conn: &mut C, group: &[&VerdictWrite]) -> StoreResult<Vec<MessageDecided>>
 where
     C: Executor + MarkDecided,
 {
     let mut decided = Vec::with_capacity(group.len());
+    let mut finished = Vec::new();
     let mut events = Vec::new();
     let mut owner = HashMap::new();
     for (i, v) in group.iter().enumerate() {
-        match conn.mark_decided(v.message_id, &v.outcome).await? {
-            Marked::TaskNotActive => decided.push(MessageDecided::TaskNotActive),
-            Marked::AlreadyDecided => {
-                delete_job(conn, v.effects.finish_job).await?;
-                decided.push(MessageDecided::AlreadyDecided);
+        let listed = match &v.outcome {
+            MessageOutcome::Forward { recipients } => {
+                verdict_listed(conn, v.message_id, recipients).await?
             }
+            MessageOutcome::Block { .. } => true,
+        };
+        let marked = conn.mark_decided(v.message_id, &v.outcome, listed).await?;
+        if !matches!(marked, Marked::TaskNotActive) {
+            finished.extend(v.effects.finish_job);
+        }
+        decided.push(match marked {
+            Marked::TaskNotActive => MessageDecided::TaskNotActive,
+            Marked::AlreadyDecided => MessageDecided::AlreadyDecided,
             Marked::Applied => {
-                if let MessageOutcome::Forward { recipients } = &v.outcome {
-                    record_recipients(conn, v.message_id, recipients).await?;
-                }
-                apply_effect_rows(conn, &v.effects, v.now).await?;
+                apply_verdict(conn, v, listed).await?;
                 for e in &v.effects.events {
                     owner.insert(e.id, i);
                 }
                 events.extend(v.effects.events.iter().cloned());
-                decided.push(MessageDecided::Applied(Vec::new()));
+                MessageDecided::Applied(Vec::new())
             }
-        }
+        });
     }
+    delete_jobs(conn, &finished).await?;
     let now = group.iter().map(|v| v.now).max().unwrap_or_default();
     for e in conn.append_events(&events, now).await? {
         if let Some(MessageDecided::Applied(mine)) = decided.get_mut(owner[&e.id]) {
@@ -124,31 +134,21 @@ where
     Ok(decided)
 }
 
-/// A forward's count, and its rows when it names a subset.
-async fn record_recipients(
-    ex: &mut dyn Executor,
-    message_id: Uuid,
-    recipients: &[Uuid],
-) -> StoreResult<()> {
-    let m = ex
-        .fetch_optional(
-            "SELECT conversation_id, sender_id FROM messages WHERE id = $1",
-            &[Arg::Id(message_id)],
-        )
-        .await?
-        .ok_or(StoreError::NotFound)?;
-    let listed = listed_for(ex, m.id("conversation_id")?, m.id("sender_id")?, recipients).await?;
-    ex.execute(
-        "UPDATE messages SET listed = $1, recipient_count = $2 WHERE id = $3",
-        &[
-            Arg::Bool(listed),
-            Arg::Int(recipients.len() as i64),
-            Arg::Id(message_id),
-        ],
-    )
-    .await?;
-    if listed {
-        ex.insert_recipients(message_id, recipients).await?;
+/// A marked verdict's rows: a listed forward's recipients, and the effects
+/// other than its job and events (which the group writes at once).
+async fn apply_verdict(ex: &mut dyn Executor, v: &VerdictWrite, listed: bool) -> StoreResult<()> {
+    if let MessageOutcome::Forward { recipients } = &v.outcome {
+        if listed {
+            ex.insert_recipients(v.message_id, recipients).await?;
+        }
+    }
+    if !v.effects.schedule.is_empty() || !v.effects.conversations.is_empty() {
+        let rest = Effects {
+            events: Vec::new(),
+            finish_job: None,
+            ..v.effects.clone()
+        };
+        apply_effect_rows(ex, &rest, v.now).await?;
     }
     Ok(())
 }

@@ -49,6 +49,16 @@ pub enum MessageOutcome {
     Block { reason: String },
 }
 
+impl MessageOutcome {
+    /// How many the verdict forwards to: none when it blocks.
+    pub fn recipient_count(&self) -> i64 {
+        match self {
+            MessageOutcome::Forward { recipients } => recipients.len() as i64,
+            MessageOutcome::Block { .. } => 0,
+        }
+    }
+}
+
 /// What became of a verdict handed to
 /// [`ConversationStore::decide_message`](super::ConversationStore::decide_message).
 #[derive(Debug)]

@@ -66,14 +66,36 @@ pub async fn listings(ex: &mut dyn Executor, group: &[&NewMessage]) -> StoreResu
 }
 
 /// Whether a verdict's forward of a stored message must list its
-/// recipients.
-pub async fn listed_for(
+/// recipients: one statement reads the message's sender and its
+/// conversation's roster. A message that is not there is listed (it will
+/// not be marked either).
+pub async fn verdict_listed(
     ex: &mut dyn Executor,
-    conversation: Uuid,
-    sender: Uuid,
+    message_id: Uuid,
     recipients: &[Uuid],
 ) -> StoreResult<bool> {
-    let roster = roster(ex, conversation, &[sender]).await?;
+    let row = ex
+        .fetch_optional(
+            "SELECT m.sender_id, \
+             (SELECT COUNT(*) FROM conversation_participants p WHERE p.conversation_id = m.conversation_id) AS participants, \
+             (SELECT COUNT(*) FROM conversation_participants p \
+              WHERE p.conversation_id = m.conversation_id AND p.principal_id = m.sender_id) AS sender_in \
+             FROM messages m WHERE m.id = $1",
+            &[Arg::Id(message_id)],
+        )
+        .await?;
+    let Some(r) = row else {
+        return Ok(true);
+    };
+    let sender = r.id("sender_id")?;
+    let roster = Roster {
+        participants: r.int("participants")? as usize,
+        senders_in: if r.int("sender_in")? > 0 {
+            HashSet::from([sender])
+        } else {
+            HashSet::new()
+        },
+    };
     Ok(!reaches_all(&roster, sender, recipients))
 }
 

@@ -38,8 +38,9 @@ impl MarkDecided for PgConnection {
         &mut self,
         message_id: Uuid,
         outcome: &MessageOutcome,
+        listed: bool,
     ) -> StoreResult<Marked> {
-        mark_decided(self, message_id, outcome).await
+        mark_decided(self, message_id, outcome, listed).await
     }
 }
 
@@ -49,6 +50,7 @@ async fn mark_decided(
     ex: &mut dyn Executor,
     message_id: Uuid,
     outcome: &MessageOutcome,
+    listed: bool,
 ) -> StoreResult<Marked> {
     let (verdict, reason) = match outcome {
         MessageOutcome::Forward { .. } => ("forwarded", None),
@@ -62,8 +64,15 @@ async fn mark_decided(
     }
     let changed = ex
             .execute(
-                "UPDATE messages SET verdict = $1, verdict_reason = $2 WHERE id = $3 AND verdict = 'pending'",
-                &[Arg::Text(verdict), Arg::OptText(reason), Arg::Id(message_id)],
+                "UPDATE messages SET verdict = $1, verdict_reason = $2, listed = $4, recipient_count = $5 \
+                 WHERE id = $3 AND verdict = 'pending'",
+                &[
+                    Arg::Text(verdict),
+                    Arg::OptText(reason),
+                    Arg::Id(message_id),
+                    Arg::Bool(listed),
+                    Arg::Int(outcome.recipient_count()),
+                ],
             )
             .await?;
     Ok(if changed > 0 {

@@ -37,8 +37,9 @@ impl MarkDecided for SqliteConnection {
         &mut self,
         message_id: Uuid,
         outcome: &MessageOutcome,
+        listed: bool,
     ) -> StoreResult<Marked> {
-        mark_decided(self, message_id, outcome).await
+        mark_decided(self, message_id, outcome, listed).await
     }
 }
 
@@ -48,6 +49,7 @@ async fn mark_decided(
     ex: &mut dyn Executor,
     message_id: Uuid,
     outcome: &MessageOutcome,
+    listed: bool,
 ) -> StoreResult<Marked> {
     let (verdict, reason, forward) = match outcome {
         MessageOutcome::Forward { .. } => ("forwarded", None, true),
@@ -57,7 +59,8 @@ async fn mark_decided(
     // same write lock as any task close.
     let changed = ex
             .execute(
-                "UPDATE messages SET verdict = $1, verdict_reason = $2 WHERE id = $3 AND verdict = 'pending' \
+                "UPDATE messages SET verdict = $1, verdict_reason = $2, listed = $5, recipient_count = $6 \
+                 WHERE id = $3 AND verdict = 'pending' \
                  AND (NOT $4 OR EXISTS (SELECT 1 FROM conversations c JOIN tasks t ON t.id = c.task_id \
                                         WHERE c.id = messages.conversation_id AND t.state = 'active'))",
                 &[
@@ -65,6 +68,8 @@ async fn mark_decided(
                     Arg::OptText(reason),
                     Arg::Id(message_id),
                     Arg::Bool(forward),
+                    Arg::Bool(listed),
+                    Arg::Int(outcome.recipient_count()),
                 ],
             )
             .await?;

@@ -7,6 +7,8 @@
 mod conversations;
 mod events;
 mod locks;
+#[cfg(test)]
+mod verdict_group_tests;
 
 use std::path::Path;
 use std::str::FromStr;
