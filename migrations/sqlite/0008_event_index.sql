@@ -35,8 +35,12 @@ CREATE TABLE event_index (
 
 -- Old events keep their payload copies (one payload row each); they age
 -- out under retention.
+-- Every old event has its audience's stream (the old append made it
+-- first); one without would be unreachable, so it is not carried over.
 INSERT INTO event_payloads (event_id, type, occurred_at, body, refs)
-    SELECT id, type, occurred_at, payload, 1 FROM events ORDER BY audience, seq;
+    SELECT e.id, e.type, e.occurred_at, e.payload, 1 FROM events e
+    WHERE EXISTS (SELECT 1 FROM event_streams_new s WHERE s.audience = e.audience)
+    ORDER BY e.audience, e.seq;
 INSERT INTO event_index (stream, seq, payload)
     SELECT s.stream, e.seq, p.id FROM events e
     JOIN event_streams_new s ON s.audience = e.audience

@@ -113,10 +113,11 @@ impl serde::Serialize for CatchUpPage {
         use serde::ser::SerializeMap as _;
         let envelopes: Vec<_> = self.events.iter().map(|e| e.envelope_ref()).collect();
         let mut m = s.serialize_map(Some(5))?;
+        // The members in the order the page always had.
         m.serialize_entry("events", &envelopes)?;
-        m.serialize_entry("hasMore", &self.has_more)?;
-        m.serialize_entry("latestSeq", &self.latest_seq)?;
         m.serialize_entry("nextAfter", &self.next_after)?;
+        m.serialize_entry("latestSeq", &self.latest_seq)?;
+        m.serialize_entry("hasMore", &self.has_more)?;
         m.serialize_entry("syncEpoch", &self.sync_epoch)?;
         m.end()
     }

@@ -51,11 +51,16 @@ pub trait MarkDecided {
 /// The [`GroupWriter`] of verdicts on a pool.
 pub struct PoolVerdicts<DB: sqlx::Database> {
     pool: sqlx::Pool<DB>,
+    /// How a group's transaction starts. A verdict group reads before it
+    /// writes, so SQLite starts it `IMMEDIATE`: a deferred one would fail
+    /// at its first write (`SQLITE_BUSY_SNAPSHOT`, no wait) if another
+    /// process (the operator CLI) committed after its first read.
+    begin: &'static str,
 }
 
 impl<DB: sqlx::Database> PoolVerdicts<DB> {
-    pub fn new(pool: sqlx::Pool<DB>) -> PoolVerdicts<DB> {
-        PoolVerdicts { pool }
+    pub fn new(pool: sqlx::Pool<DB>, begin: &'static str) -> PoolVerdicts<DB> {
+        PoolVerdicts { pool, begin }
     }
 }
 
@@ -73,7 +78,7 @@ where
     }
 
     async fn write_group(&self, group: &[&VerdictWrite]) -> StoreResult<Vec<MessageDecided>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_with(self.begin).await?;
         match decide_in(&mut *tx, group).await {
             Ok(done) => {
                 tx.commit().await?;
@@ -96,11 +101,16 @@ async fn decide_in<C>(conn: &mut C, group: &[&VerdictWrite]) -> StoreResult<Vec<
 where
     C: Executor + MarkDecided,
 {
-    let mut decided = Vec::with_capacity(group.len());
+    // Messages (and on PostgreSQL their task rows) are taken in id order,
+    // the same in every group, so two groups cannot deadlock on them.
+    let mut order: Vec<usize> = (0..group.len()).collect();
+    order.sort_by_key(|&i| group[i].message_id);
+    let mut decided: Vec<Option<MessageDecided>> = (0..group.len()).map(|_| None).collect();
     let mut finished = Vec::new();
     let mut events = Vec::new();
     let mut owner = HashMap::new();
-    for (i, v) in group.iter().enumerate() {
+    for i in order {
+        let v = group[i];
         let listed = match &v.outcome {
             MessageOutcome::Forward { recipients } => {
                 verdict_listed(conn, v.message_id, recipients).await?
@@ -111,7 +121,7 @@ where
         if !matches!(marked, Marked::TaskNotActive) {
             finished.extend(v.effects.finish_job);
         }
-        decided.push(match marked {
+        decided[i] = Some(match marked {
             Marked::TaskNotActive => MessageDecided::TaskNotActive,
             Marked::AlreadyDecided => MessageDecided::AlreadyDecided,
             Marked::Applied => {
@@ -124,6 +134,7 @@ where
             }
         });
     }
+    let mut decided: Vec<MessageDecided> = decided.into_iter().flatten().collect();
     delete_jobs(conn, &finished).await?;
     let now = group.iter().map(|v| v.now).max().unwrap_or_default();
     for e in conn.append_events(&events, now).await? {

@@ -7,10 +7,12 @@
 //! row per member.
 //!
 //! Whether a forward reaches everyone is decided inside the writing
-//! transaction, after the conversation's seq was taken: on PostgreSQL that
-//! update holds the conversation row, which a join takes too (its
-//! `joined_seq` comes from the same update), so the count below sees every
-//! participant with `joined_seq` below the new seq and no other.
+//! transaction. For a send, after the conversation's seq was taken: on
+//! PostgreSQL that update holds the conversation row, which a join takes
+//! too (its `joined_seq` comes from the same update), so every participant
+//! the count sees joined before the new seq, and none that did is missed.
+//! For a verdict, the message's seq is old: the participants who joined
+//! before it are compared with the verdict's recipients one by one.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -66,37 +68,29 @@ pub async fn listings(ex: &mut dyn Executor, group: &[&NewMessage]) -> StoreResu
 }
 
 /// Whether a verdict's forward of a stored message must list its
-/// recipients: one statement reads the message's sender and its
-/// conversation's roster. A message that is not there is listed (it will
-/// not be marked either).
+/// recipients: unlisted only when they are exactly the participants but
+/// the sender who joined before the message, which one statement reads. A
+/// participant added while the verdict was pending (the hook may forward
+/// to it) joined after the message, so a forward naming it is listed.
 pub async fn verdict_listed(
     ex: &mut dyn Executor,
     message_id: Uuid,
     recipients: &[Uuid],
 ) -> StoreResult<bool> {
-    let row = ex
-        .fetch_optional(
-            "SELECT m.sender_id, \
-             (SELECT COUNT(*) FROM conversation_participants p WHERE p.conversation_id = m.conversation_id) AS participants, \
-             (SELECT COUNT(*) FROM conversation_participants p \
-              WHERE p.conversation_id = m.conversation_id AND p.principal_id = m.sender_id) AS sender_in \
-             FROM messages m WHERE m.id = $1",
+    let rows = ex
+        .fetch_all(
+            "SELECT p.principal_id FROM messages m JOIN conversation_participants p \
+             ON p.conversation_id = m.conversation_id \
+             WHERE m.id = $1 AND p.joined_seq < m.seq AND p.principal_id <> m.sender_id",
             &[Arg::Id(message_id)],
         )
         .await?;
-    let Some(r) = row else {
-        return Ok(true);
-    };
-    let sender = r.id("sender_id")?;
-    let roster = Roster {
-        participants: r.int("participants")? as usize,
-        senders_in: if r.int("sender_in")? > 0 {
-            HashSet::from([sender])
-        } else {
-            HashSet::new()
-        },
-    };
-    Ok(!reaches_all(&roster, sender, recipients))
+    let mut received = HashSet::with_capacity(rows.len());
+    for r in &rows {
+        received.insert(r.id("principal_id")?);
+    }
+    let named: HashSet<Uuid> = recipients.iter().copied().collect();
+    Ok(named.len() != recipients.len() || named != received)
 }
 
 /// A conversation's participant count and which of `senders` take part.

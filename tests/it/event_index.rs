@@ -11,13 +11,15 @@ use switchboard::domain::message::{Origin, Part};
 use switchboard::store::{DynStore, Fanout, InsertedMessage, MessagePage, NewMessage};
 use uuid::Uuid;
 
-use crate::store_contract::{agent_in, contract, group_of, postgres, send_to, sqlite};
+use crate::store_contract::{agent_in, app_in, contract, group_of, postgres, send_to, sqlite};
+use crate::store_reads::{finishing, pending, task};
 
 contract!(
     copies_of_a_fan_out_share_one_event,
     replayed_events_are_the_live_events,
     shared_payloads_survive_until_their_last_copy_is_pruned,
     late_joiners_see_only_what_came_after_them,
+    a_verdict_naming_a_participant_added_while_pending_lists_it,
 );
 
 fn message_id(e: &StoredEvent) -> Uuid {
@@ -147,6 +149,83 @@ async fn late_joiners_see_only_what_came_after_them(store: DynStore) {
     );
     assert!(store.is_recipient(by_b, a).await.unwrap());
     assert!(!store.is_recipient(by_b, b).await.unwrap());
+}
+
+/// A participant added while a gated message waits for its verdict joined
+/// after the message: a forward naming it lists its recipients, so the
+/// event it gets and the history agree.
+async fn a_verdict_naming_a_participant_added_while_pending_lists_it(store: DynStore) {
+    use switchboard::domain::conversation::ConversationKind;
+    use switchboard::domain::task::{TaskRole, TaskState};
+    use switchboard::store::{
+        Effects, JobKind, MessageDecided, MessageOutcome, NewConversation, NewJob,
+    };
+    let app = app_in(&store).await;
+    let (a, b, c, d) = (
+        agent_in(&store, "a").await,
+        agent_in(&store, "b").await,
+        agent_in(&store, "c").await,
+        agent_in(&store, "d").await,
+    );
+    let t = task(app, &[(a, TaskRole::Initiator), (b, TaskRole::Invited)]);
+    let create = NewJob::new(JobKind::TaskCreate, t.id, 10);
+    store.create_task(&t, &create).await.unwrap();
+    let room = NewConversation {
+        id: Uuid::now_v7(),
+        kind: ConversationKind::Task,
+        name: Some("town".into()),
+        task_id: Some(t.id),
+        direct_key: None,
+        template_key: Some("town".into()),
+        created_by: app,
+        participants: vec![a, b],
+        created_at: 4,
+    };
+    let accept = Effects {
+        conversations: vec![room.clone()],
+        ..finishing(create.id)
+    };
+    store
+        .transition_task(
+            t.id,
+            TaskState::Waiting,
+            TaskState::Active,
+            None,
+            &accept,
+            4,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let (first, first_job) = pending(&store, room.id, a).await;
+    let (second, second_job) = pending(&store, room.id, a).await;
+    store
+        .add_participants(room.id, &[c, d], &[], 20)
+        .await
+        .unwrap();
+    // As many recipients as participants but the sender, one of them late.
+    let decide = |m, job, recipients: Vec<Uuid>| {
+        let store = store.clone();
+        async move {
+            let forward = MessageOutcome::Forward { recipients };
+            store
+                .decide_message(m, &forward, &finishing(job), 30)
+                .await
+                .unwrap()
+        }
+    };
+    let applied = decide(first, first_job, vec![b, c, d]).await;
+    assert!(matches!(applied, MessageDecided::Applied(_)));
+    for who in [b, c, d] {
+        assert!(store.is_recipient(first, who).await.unwrap(), "named");
+        assert!(seen_by(&store, room.id, who).await.contains(&first));
+    }
+    // Exactly the participants from before the message: no rows needed,
+    // and the late ones do not see it.
+    decide(second, second_job, vec![b]).await;
+    assert!(store.is_recipient(second, b).await.unwrap());
+    assert!(!store.is_recipient(second, c).await.unwrap());
+    assert!(!seen_by(&store, room.id, d).await.contains(&second));
 }
 
 /// The ids of the messages of `conversation` that `viewer` sent or received.

@@ -123,7 +123,7 @@ async fn messages_page_by_seq_as_each_viewer_sees_them(store: DynStore) {
     assert_eq!(verdict, Verdict::Forwarded { recipients: 1 });
 }
 
-fn task(app: Uuid, members: &[(Uuid, TaskRole)]) -> NewTask {
+pub(crate) fn task(app: Uuid, members: &[(Uuid, TaskRole)]) -> NewTask {
     NewTask {
         id: Uuid::now_v7(),
         app_id: app,
@@ -222,7 +222,7 @@ async fn idempotency_records_replay(store: DynStore) {
 }
 
 /// A pending message of a task conversation, with the job that decides it.
-async fn pending(store: &DynStore, conversation: Uuid, sender: Uuid) -> (Uuid, Uuid) {
+pub(crate) async fn pending(store: &DynStore, conversation: Uuid, sender: Uuid) -> (Uuid, Uuid) {
     let id = Uuid::now_v7();
     let job = NewJob::new(JobKind::MessageAuthorize, id, 10);
     let m = NewMessage {
@@ -251,7 +251,7 @@ async fn pending(store: &DynStore, conversation: Uuid, sender: Uuid) -> (Uuid, U
     (id, job.id)
 }
 
-fn finishing(job: Uuid) -> Effects {
+pub(crate) fn finishing(job: Uuid) -> Effects {
     Effects {
         finish_job: Some(job),
         ..Effects::default()

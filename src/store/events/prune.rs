@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::super::sql::{Arg, Database, Executor, Row};
+use super::super::sql::{placeholders, Arg, Database, Executor, Row};
 use super::super::StoreResult;
 use crate::domain::Millis;
 
@@ -137,7 +137,9 @@ async fn delete_prefixes<D: Database + ?Sized>(db: &D, cuts: &[(i64, i64)]) -> S
 /// Lowers each payload's `refs` by its released count and deletes those
 /// no index row points at any more.
 async fn release_payloads(ex: &mut dyn Executor, released: &HashMap<i64, i64>) -> StoreResult<()> {
-    let pairs: Vec<(i64, i64)> = released.iter().map(|(k, v)| (*k, *v)).collect();
+    // In id order: two retention runs (two nodes) lock payloads alike.
+    let mut pairs: Vec<(i64, i64)> = released.iter().map(|(k, v)| (*k, *v)).collect();
+    pairs.sort_unstable();
     for chunk in pairs.chunks(PAYLOADS_PER_STATEMENT) {
         let values = (0..chunk.len())
             .map(|i| format!("(${}, ${})", 2 * i + 1, 2 * i + 2))
@@ -155,10 +157,7 @@ async fn release_payloads(ex: &mut dyn Executor, released: &HashMap<i64, i64>) -
             &args,
         )
         .await?;
-        let ids = (1..=chunk.len())
-            .map(|i| format!("${i}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let ids = placeholders(1, chunk.len());
         let id_args: Vec<Arg> = chunk.iter().map(|(id, _)| Arg::Int(*id)).collect();
         ex.execute(
             &format!("DELETE FROM event_payloads WHERE refs <= 0 AND id IN ({ids})"),

@@ -109,7 +109,7 @@ pub(super) fn group_commits(pool: PgPool) -> (SendCommit, VerdictCommit) {
         ),
         GroupCommit::new(
             Arc::new(tokio::sync::Mutex::new(())),
-            Arc::new(PoolVerdicts::new(pool)),
+            Arc::new(PoolVerdicts::new(pool, "BEGIN")),
         ),
     )
 }

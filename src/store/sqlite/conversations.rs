@@ -90,7 +90,7 @@ pub(super) fn group_commits(
 ) -> (SendCommit, VerdictCommit) {
     (
         GroupCommit::new(writer.clone(), Arc::new(PoolSends::new(pool.clone()))),
-        GroupCommit::new(writer, Arc::new(PoolVerdicts::new(pool))),
+        GroupCommit::new(writer, Arc::new(PoolVerdicts::new(pool, "BEGIN IMMEDIATE"))),
     )
 }
 
