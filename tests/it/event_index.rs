@@ -12,7 +12,7 @@ use switchboard::store::{DynStore, Fanout, InsertedMessage, MessagePage, NewMess
 use uuid::Uuid;
 
 use crate::store_contract::{agent_in, app_in, contract, group_of, postgres, send_to, sqlite};
-use crate::store_reads::{finishing, pending, task};
+use crate::store_reads::{active_room, finishing, pending};
 
 contract!(
     copies_of_a_fan_out_share_one_event,
@@ -155,11 +155,7 @@ async fn late_joiners_see_only_what_came_after_them(store: DynStore) {
 /// after the message: a forward naming it lists its recipients, so the
 /// event it gets and the history agree.
 async fn a_verdict_naming_a_participant_added_while_pending_lists_it(store: DynStore) {
-    use switchboard::domain::conversation::ConversationKind;
-    use switchboard::domain::task::{TaskRole, TaskState};
-    use switchboard::store::{
-        Effects, JobKind, MessageDecided, MessageOutcome, NewConversation, NewJob,
-    };
+    use switchboard::store::{MessageDecided, MessageOutcome};
     let app = app_in(&store).await;
     let (a, b, c, d) = (
         agent_in(&store, "a").await,
@@ -167,36 +163,7 @@ async fn a_verdict_naming_a_participant_added_while_pending_lists_it(store: DynS
         agent_in(&store, "c").await,
         agent_in(&store, "d").await,
     );
-    let t = task(app, &[(a, TaskRole::Initiator), (b, TaskRole::Invited)]);
-    let create = NewJob::new(JobKind::TaskCreate, t.id, 10);
-    store.create_task(&t, &create).await.unwrap();
-    let room = NewConversation {
-        id: Uuid::now_v7(),
-        kind: ConversationKind::Task,
-        name: Some("town".into()),
-        task_id: Some(t.id),
-        direct_key: None,
-        template_key: Some("town".into()),
-        created_by: app,
-        participants: vec![a, b],
-        created_at: 4,
-    };
-    let accept = Effects {
-        conversations: vec![room.clone()],
-        ..finishing(create.id)
-    };
-    store
-        .transition_task(
-            t.id,
-            TaskState::Waiting,
-            TaskState::Active,
-            None,
-            &accept,
-            4,
-        )
-        .await
-        .unwrap()
-        .unwrap();
+    let (_, room) = active_room(&store, app, a, b).await;
     let (first, first_job) = pending(&store, room.id, a).await;
     let (second, second_job) = pending(&store, room.id, a).await;
     store

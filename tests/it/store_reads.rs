@@ -251,17 +251,21 @@ pub(crate) async fn pending(store: &DynStore, conversation: Uuid, sender: Uuid) 
     (id, job.id)
 }
 
-pub(crate) fn finishing(job: Uuid) -> Effects {
-    Effects {
-        finish_job: Some(job),
-        ..Effects::default()
-    }
-}
-
-async fn forwards_need_an_active_task(store: DynStore) {
-    let app = app_in(&store).await;
-    let (a, b) = (agent_in(&store, "a").await, agent_in(&store, "b").await);
-    let t = task(app, &[(a, TaskRole::Initiator), (b, TaskRole::Invited)]);
+/// An active task of `initiator` and `invited` with its "town"
+/// conversation.
+pub(crate) async fn active_room(
+    store: &DynStore,
+    app: Uuid,
+    initiator: Uuid,
+    invited: Uuid,
+) -> (NewTask, NewConversation) {
+    let t = task(
+        app,
+        &[
+            (initiator, TaskRole::Initiator),
+            (invited, TaskRole::Invited),
+        ],
+    );
     let create = NewJob::new(JobKind::TaskCreate, t.id, 10);
     store.create_task(&t, &create).await.unwrap();
     let town = NewConversation {
@@ -272,7 +276,7 @@ async fn forwards_need_an_active_task(store: DynStore) {
         direct_key: None,
         template_key: Some("town".into()),
         created_by: app,
-        participants: vec![a, b],
+        participants: vec![initiator, invited],
         created_at: 4,
     };
     let accept = Effects {
@@ -291,6 +295,20 @@ async fn forwards_need_an_active_task(store: DynStore) {
         .await
         .unwrap();
     assert!(moved.is_some());
+    (t, town)
+}
+
+pub(crate) fn finishing(job: Uuid) -> Effects {
+    Effects {
+        finish_job: Some(job),
+        ..Effects::default()
+    }
+}
+
+async fn forwards_need_an_active_task(store: DynStore) {
+    let app = app_in(&store).await;
+    let (a, b) = (agent_in(&store, "a").await, agent_in(&store, "b").await);
+    let (t, town) = active_room(&store, app, a, b).await;
     let listed = store.task_conversations(t.id).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].key.as_deref(), Some("town"));

@@ -347,6 +347,7 @@ mod tests {
     use super::*;
     use crate::domain::event::{EventPayload, StoredEvent};
     use crate::domain::message::{Message, Origin, Part};
+    use crate::store::events::read::tests::message_row;
 
     /// Both rebuilds, in the envelope, are byte for byte today's stored
     /// payload in today's envelope.
@@ -381,7 +382,7 @@ mod tests {
                 payload: EventPayload::Value(Arc::new(json!({ "message": m }))),
             };
             let want = serde_json::to_string(&today.envelope_ref()).unwrap();
-            let row = ex_row(&mut conn, &m, 1_700_000_000_123).await;
+            let row = message_row(&mut conn, &m, 1_700_000_000_123).await;
             for raw in [false, true] {
                 let payload = match raw {
                     false => Payload::Parsed(message_value(&row).unwrap()),
@@ -397,27 +398,5 @@ mod tests {
                 assert_eq!(serde_json::to_string(&got).unwrap(), want, "raw {raw}");
             }
         }
-    }
-
-    async fn ex_row(conn: &mut sqlx::SqliteConnection, m: &Message, at: i64) -> Row {
-        let parts = serde_json::to_string(&m.parts).unwrap();
-        let ex: &mut dyn Executor = conn;
-        ex.fetch_optional(
-            "SELECT $1 AS message_id, $2 AS conversation_id, $3 AS message_seq, $4 AS sender_id, \
-             $5 AS origin, $6 AS parts, $7 AS reply_to, $8 AS created_at",
-            &[
-                Arg::Id(m.id),
-                Arg::Id(m.conversation_id),
-                Arg::Int(m.seq as i64),
-                Arg::Id(m.sender_id),
-                Arg::Text(m.origin.as_str()),
-                Arg::Json(&parts),
-                Arg::OptId(m.reply_to),
-                Arg::Int(at),
-            ],
-        )
-        .await
-        .unwrap()
-        .unwrap()
     }
 }

@@ -126,7 +126,7 @@ pub fn compacted(json: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Arc;
 
     use serde_json::{json, Value};
