@@ -66,7 +66,8 @@ impl BenchArgs {
     fn shrink_for_smoke(&mut self) {
         if self.smoke {
             self.fanout_sizes = vec![3];
-            self.fanout_deliveries = 60;
+            // Enough that the stored messages grow the file by whole pages.
+            self.fanout_deliveries = 600;
             self.hook_rates = vec![50];
             self.hook_seconds = 1;
             self.connections = 20;

@@ -397,10 +397,14 @@ async fn offered_sends(
     }
     let mut lat = Samples::default();
     let mut errors = 0usize;
+    let mut first_error = None;
     for h in handles {
         match h.await? {
             Ok(d) => lat.push(d),
-            Err(_) => errors += 1,
+            Err(e) => {
+                errors += 1;
+                first_error.get_or_insert_with(|| e.to_string());
+            }
         }
     }
     let secs = started.elapsed().as_secs_f64();
@@ -410,6 +414,9 @@ async fn offered_sends(
         .param("seconds", seconds);
     e.result("messages", total);
     e.result("errors", errors);
+    if let Some(first) = first_error {
+        e.result("first_error", first);
+    }
     e.result("achieved_per_second", (total as f64 / secs).round());
     e.result("send_p50_ms", lat.percentile_ms(50.0));
     e.result("send_p99_ms", lat.percentile_ms(99.0));

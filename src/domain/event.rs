@@ -1,10 +1,12 @@
 //! The event envelope: one shape for every way an event leaves the hub
 //! (gateway notification, REST catch-up, later webhooks).
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::sync::Arc;
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -35,17 +37,21 @@ pub struct EventEnvelope {
 }
 
 /// An event to store, before the log gives it a sequence number. The
-/// payload is shared: one message fanned out to a thousand recipients is one
-/// payload, serialized once.
+/// copies of one fan-out share one id and one payload: the log stores the
+/// event once and gives each audience an index entry (ADR 0018).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewEvent {
     pub id: Uuid,
     pub audience: Uuid,
     pub event_type: &'static str,
     pub payload: Arc<Value>,
+    /// Set when the payload is `{"message": M}` for the stored message `M`:
+    /// the log then refers to the message row instead of copying it.
+    pub message: Option<Uuid>,
 }
 
 impl NewEvent {
+    /// A personal event: its own id, its payload stored with it.
     pub fn new(
         audience: Uuid,
         event_type: &'static str,
@@ -56,7 +62,96 @@ impl NewEvent {
             audience,
             event_type,
             payload: payload.into(),
+            message: None,
         }
+    }
+
+    /// One message's delivery to each of `recipients`: one event, one id.
+    /// `payload` must be `{"message": M}` with `M` as its row stores it.
+    pub fn message_copies(
+        recipients: &[Uuid],
+        event_type: &'static str,
+        message_id: Uuid,
+        payload: Arc<Value>,
+    ) -> Vec<NewEvent> {
+        let id = Uuid::now_v7();
+        recipients
+            .iter()
+            .map(|r| NewEvent {
+                id,
+                audience: *r,
+                event_type,
+                payload: payload.clone(),
+                message: Some(message_id),
+            })
+            .collect()
+    }
+}
+
+/// An event's payload: the value its writer built (what the bus carries
+/// live), or the JSON text read back from the log, spliced into frames and
+/// pages without being parsed (ADR 0018).
+#[derive(Clone, Debug)]
+pub enum EventPayload {
+    Value(Arc<Value>),
+    Stored(Arc<RawValue>),
+}
+
+impl EventPayload {
+    /// The payload as a value; a stored one is parsed.
+    pub fn to_value(&self) -> Value {
+        match self {
+            EventPayload::Value(v) => (**v).clone(),
+            EventPayload::Stored(raw) => {
+                serde_json::from_str(raw.get()).expect("stored payloads are checked JSON")
+            }
+        }
+    }
+
+    /// The payload as JSON text; a stored one as it is.
+    pub fn json(&self) -> Cow<'_, str> {
+        match self {
+            EventPayload::Value(v) => {
+                Cow::Owned(serde_json::to_string(&**v).expect("JSON values serialize"))
+            }
+            EventPayload::Stored(raw) => Cow::Borrowed(raw.get()),
+        }
+    }
+
+    /// Where the payload lives: the same for every copy of one fan-out.
+    pub fn address(&self) -> usize {
+        match self {
+            EventPayload::Value(v) => Arc::as_ptr(v) as usize,
+            EventPayload::Stored(raw) => Arc::as_ptr(raw) as *const u8 as usize,
+        }
+    }
+}
+
+impl From<Arc<Value>> for EventPayload {
+    fn from(v: Arc<Value>) -> EventPayload {
+        EventPayload::Value(v)
+    }
+}
+
+impl From<Value> for EventPayload {
+    fn from(v: Value) -> EventPayload {
+        EventPayload::Value(Arc::new(v))
+    }
+}
+
+impl Serialize for EventPayload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            EventPayload::Value(v) => v.serialize(s),
+            EventPayload::Stored(raw) => raw.serialize(s),
+        }
+    }
+}
+
+/// Equal when the JSON is: a payload read back equals the one written.
+impl PartialEq for EventPayload {
+    fn eq(&self, other: &EventPayload) -> bool {
+        self.to_value() == other.to_value()
     }
 }
 
@@ -68,7 +163,7 @@ pub struct StoredEvent {
     pub seq: u64,
     pub event_type: String,
     pub occurred_at: Millis,
-    pub payload: Arc<Value>,
+    pub payload: EventPayload,
 }
 
 pub fn rfc3339(millis: Millis) -> String {
@@ -86,7 +181,7 @@ impl StoredEvent {
             occurred_at: rfc3339(self.occurred_at),
             audience: self.audience,
             ephemeral: false,
-            payload: (*self.payload).clone(),
+            payload: self.payload.to_value(),
         }
     }
 
@@ -113,7 +208,7 @@ pub struct EnvelopeRef<'a> {
     pub event_type: &'a str,
     pub occurred_at: String,
     pub audience: Uuid,
-    pub payload: &'a Value,
+    pub payload: &'a EventPayload,
 }
 
 /// True when `value` holds a JSON `null` anywhere. Payloads never do.
@@ -157,7 +252,7 @@ mod tests {
             seq: 3,
             event_type: "agent/message/received".into(),
             occurred_at: 0,
-            payload: Arc::new(json!({"a": 1})),
+            payload: json!({"a": 1}).into(),
         };
         let v = serde_json::to_value(e.envelope()).unwrap();
         assert_eq!(v, serde_json::to_value(e.envelope_ref()).unwrap());

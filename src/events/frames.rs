@@ -1,7 +1,7 @@
 //! Notification frames of stored events, written once per fan-out.
 //!
 //! One message fanned out to a thousand recipients is a thousand events that
-//! share one payload (`Arc<Value>`). Serializing each envelope with serde
+//! share one payload. Serializing each envelope with serde
 //! would serialize that payload a thousand times. [`FrameWriter`] serializes
 //! each distinct payload (and event type, and timestamp) once, and writes
 //! every receiver's frame by splicing the small per-event members (`id`,
@@ -11,9 +11,7 @@
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
-
-use crate::domain::event::{rfc3339, StoredEvent};
+use crate::domain::event::{rfc3339, EventPayload, StoredEvent};
 use crate::domain::Millis;
 
 /// Few distinct payloads appear in one batch (a message's copies, perhaps a
@@ -26,7 +24,7 @@ const PAYLOADS_KEPT: usize = 4;
 /// unique for its whole life.
 #[derive(Default)]
 pub struct FrameWriter<'a> {
-    payloads: Vec<(&'a Value, String)>,
+    payloads: Vec<(&'a EventPayload, String)>,
     event_type: Option<(&'a str, String)>,
     occurred_at: Option<(Millis, String)>,
 }
@@ -65,18 +63,18 @@ impl<'a> FrameWriter<'a> {
     }
 
     /// Where the payload's text is, serializing it on first sight.
-    fn payload_slot(&mut self, payload: &'a Value) -> usize {
+    fn payload_slot(&mut self, payload: &'a EventPayload) -> usize {
         if let Some(at) = self
             .payloads
             .iter()
-            .position(|(p, _)| std::ptr::eq(*p, payload))
+            .position(|(p, _)| p.address() == payload.address())
         {
             return at;
         }
         if self.payloads.len() == PAYLOADS_KEPT {
             self.payloads.remove(0);
         }
-        self.payloads.push((payload, json_text(payload)));
+        self.payloads.push((payload, payload.json().into_owned()));
         self.payloads.len() - 1
     }
 
@@ -101,7 +99,7 @@ fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
 mod tests {
     use std::sync::Arc;
 
-    use serde_json::json;
+    use serde_json::{json, Value};
     use uuid::Uuid;
 
     use super::*;
@@ -114,7 +112,7 @@ mod tests {
             seq: seq_for(occurred_at),
             event_type: event_type.into(),
             occurred_at,
-            payload: payload.clone(),
+            payload: payload.clone().into(),
         }
     }
 
@@ -156,9 +154,22 @@ mod tests {
                 }
             }
         }
+        // Read back from the log: the stored text, spliced.
+        let stored: Vec<StoredEvent> = events
+            .iter()
+            .map(|e| StoredEvent {
+                payload: EventPayload::Stored(
+                    serde_json::value::RawValue::from_string(e.payload.json().into_owned())
+                        .unwrap()
+                        .into(),
+                ),
+                ..e.clone()
+            })
+            .collect();
         let mut writer = FrameWriter::new();
-        for e in &events {
+        for (e, s) in events.iter().zip(&stored) {
             assert_eq!(writer.frame(e), serde_frame(e), "event {e:?}");
+            assert_eq!(writer.frame(s), serde_frame(e), "stored event {s:?}");
         }
     }
 

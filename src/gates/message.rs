@@ -56,12 +56,43 @@ pub async fn decide(
     message_id: Uuid,
     job_id: Uuid,
 ) -> Result<Option<Delivery>, StoreError> {
+    decide_rounds(hub, message_id, job_id, None).await
+}
+
+/// What the sender's handler holds when it runs the gate at once, read for
+/// its own checks: the stored message, the participants it was checked
+/// against, the task and its app. The first round decides on these instead
+/// of reading them again; the store still refuses a forward whose task
+/// closed meanwhile, and the next round reads everything afresh.
+pub struct Preloaded {
+    pub message: Message,
+    pub participants: Vec<Uuid>,
+    pub task: Task,
+    pub app: AppRecord,
+}
+
+/// [`decide`], first on what the handler already read.
+pub async fn decide_preloaded(
+    hub: &Arc<Hub>,
+    preloaded: Preloaded,
+    job_id: Uuid,
+) -> Result<Option<Delivery>, StoreError> {
+    let message_id = preloaded.message.id;
+    decide_rounds(hub, message_id, job_id, Some(preloaded)).await
+}
+
+async fn decide_rounds(
+    hub: &Arc<Hub>,
+    message_id: Uuid,
+    job_id: Uuid,
+    mut preloaded: Option<Preloaded>,
+) -> Result<Option<Delivery>, StoreError> {
     // A forward refused because the task closed meanwhile is decided again,
     // and then blocks ("task is closed"); a task never becomes active again,
     // so a second round ends it. The bound guards against a store that
     // disagrees with itself.
     for _ in 0..3 {
-        if let Some(done) = decide_once(hub, message_id, job_id).await? {
+        if let Some(done) = decide_once(hub, message_id, job_id, preloaded.take()).await? {
             return Ok(done);
         }
     }
@@ -75,15 +106,21 @@ async fn decide_once(
     hub: &Arc<Hub>,
     message_id: Uuid,
     job_id: Uuid,
+    preloaded: Option<Preloaded>,
 ) -> Result<Option<Option<Delivery>>, StoreError> {
-    let Some((message, verdict)) = hub.store.message(message_id).await? else {
-        hub.store.finish_job(job_id).await?;
-        return Ok(Some(None));
+    let subject = match preloaded {
+        Some(p) => subject_of(hub, p).await?,
+        None => {
+            let Some((message, verdict)) = hub.store.message(message_id).await? else {
+                hub.store.finish_job(job_id).await?;
+                return Ok(Some(None));
+            };
+            if verdict != Verdict::Pending {
+                return finish_decided(hub, message_id, verdict, job_id).await;
+            }
+            load_subject(hub, message).await?
+        }
     };
-    if verdict != Verdict::Pending {
-        return finish_decided(hub, message_id, verdict, job_id).await;
-    }
-    let subject = load_subject(hub, message).await?;
     let decision = ask_gate(hub, &subject).await;
     let (outcome, verdict, dropped) = outcome_of(decision);
     let delivery = delivery_of(&verdict, dropped);
@@ -138,11 +175,13 @@ async fn finish_decided(
     Ok(Some(Some(delivery_of(&verdict, 0))))
 }
 
-/// What the gate decides about: the message, its conversation and task, and
-/// the task's app.
+/// What the gate decides about: the message, its conversation's
+/// participants, the task and the task's app, and the whole conversation
+/// when the app's hook is called with it.
 struct Subject {
     message: Message,
-    conversation: Conversation,
+    participants: Vec<Uuid>,
+    conversation: Option<Conversation>,
     task: Task,
     app: AppRecord,
 }
@@ -157,9 +196,33 @@ async fn load_subject(hub: &Arc<Hub>, message: Message) -> Result<Subject, Store
     let (task, app) = super::task_and_app(hub, task_id).await?;
     Ok(Subject {
         message,
-        conversation,
+        participants: conversation.participants.clone(),
+        conversation: Some(conversation),
         task,
         app,
+    })
+}
+
+/// The subject from what the handler read; the conversation is read only
+/// for a hook, whose callback carries it as it now stands.
+async fn subject_of(hub: &Arc<Hub>, p: Preloaded) -> Result<Subject, StoreError> {
+    let conversation = match message_gate(&p.app.manifest.hooks.message_authorize) {
+        MessageGate::Hook { .. } => Some(
+            hub.store
+                .conversation(p.message.conversation_id)
+                .await?
+                .ok_or(StoreError::NotFound)?,
+        ),
+        _ => None,
+    };
+    Ok(Subject {
+        participants: conversation
+            .as_ref()
+            .map_or(p.participants, |c| c.participants.clone()),
+        message: p.message,
+        conversation,
+        task: p.task,
+        app: p.app,
     })
 }
 
@@ -168,6 +231,7 @@ async fn load_subject(hub: &Arc<Hub>, message: Message) -> Result<Subject, Store
 async fn ask_gate(hub: &Arc<Hub>, subject: &Subject) -> MessageDecision {
     let Subject {
         message,
+        participants,
         conversation,
         task,
         app,
@@ -179,11 +243,16 @@ async fn ask_gate(hub: &Arc<Hub>, subject: &Subject) -> MessageDecision {
     }
     match message_gate(&app.manifest.hooks.message_authorize) {
         MessageGate::ForwardAll => MessageDecision::Forward {
-            recipients: all_except(&conversation.participants, message.sender_id),
+            recipients: all_except(participants, message.sender_id),
             dropped: 0,
         },
         MessageGate::Block(reason) => MessageDecision::Block { reason },
         MessageGate::Hook { timeout_ms } => {
+            let Some(conversation) = conversation else {
+                return MessageDecision::Block {
+                    reason: "infrastructure: hub_error".into(),
+                };
+            };
             let callback = MessageAuthorizeCallback {
                 task_id: task.id,
                 conversation: conversation.clone(),
@@ -196,11 +265,7 @@ async fn ask_gate(hub: &Arc<Hub>, subject: &Subject) -> MessageDecision {
                 Duration::from_millis(timeout_ms),
             )
             .await;
-            message_decision(
-                hook_answer(outcome),
-                &conversation.participants,
-                message.sender_id,
-            )
+            message_decision(hook_answer(outcome), participants, message.sender_id)
         }
     }
 }
@@ -243,11 +308,13 @@ fn verdict_events(
             })
             .expect("payload serializes"),
         );
-        events.extend(
-            recipients
-                .iter()
-                .map(|r| NewEvent::new(*r, MessageReceived::NAME, body.clone())),
-        );
+        // `{"message": M}` with M as stored: the log refers to its row.
+        events.extend(NewEvent::message_copies(
+            recipients,
+            MessageReceived::NAME,
+            message.id,
+            body,
+        ));
     }
     if message.origin == Origin::Agent {
         let body = serde_json::to_value(DeliveryPayload {

@@ -14,14 +14,15 @@ use crate::domain::conversation::{direct_key, Conversation, ConversationKind};
 use crate::domain::event::NewEvent;
 use crate::domain::message::{self, Origin, PartLimits};
 use crate::domain::now_millis;
-use crate::domain::task::TaskState;
+use crate::domain::task::{Task, TaskState};
 use crate::gates;
 use crate::hub::{Membership, RequestContext};
 use crate::protocol::conversations::*;
 use crate::protocol::Notification;
 use crate::rpc::RpcError;
 use crate::store::{
-    CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage, NewConversation, NewMessage,
+    AppRecord, CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage, NewConversation,
+    NewMessage,
 };
 
 /// The conversation if the caller takes part in it. Anything else (missing,
@@ -247,8 +248,10 @@ pub async fn store_message(
     check_outgoing(&hub.config.messages, &out)?;
     check_reply_to(ctx, conversation, &out).await?;
     let id = Uuid::now_v7();
-    let (fanout, hook_timeout) = fanout_of(ctx, conversation, &out).await?;
-    let job = hook_timeout.map(|t| gates::inline_job(hub, JobKind::MessageAuthorize, id, t));
+    let (fanout, gated) = fanout_of(ctx, conversation, &out).await?;
+    let job = gated
+        .as_ref()
+        .map(|g| gates::inline_job(hub, JobKind::MessageAuthorize, id, g.hook_timeout_ms));
     let request_hash = request_hash(conversation, &out)?;
     let new = NewMessage {
         id,
@@ -276,8 +279,14 @@ pub async fn store_message(
         } => {
             hub.events.publish(&events);
             let mut delivery = gates::message::delivery_of(&verdict, 0);
-            if let Some(job) = job {
-                delivery = run_gate(ctx, id, job.id).await.unwrap_or(delivery);
+            if let (Some(job), Some(gated)) = (job, gated) {
+                let preloaded = gates::message::Preloaded {
+                    message: message.clone(),
+                    participants: conversation.participants.clone(),
+                    task: gated.task,
+                    app: gated.app,
+                };
+                delivery = run_gate(ctx, preloaded, job.id).await.unwrap_or(delivery);
             }
             Ok(MessageSendResult {
                 message,
@@ -357,14 +366,21 @@ async fn check_reply_to(
     Ok(())
 }
 
+/// A message that waits for its task's gate: the hook's timeout (0 for a
+/// static policy) and what was read to decide so, which the gate reuses.
+struct Gated {
+    hook_timeout_ms: u64,
+    task: Task,
+    app: AppRecord,
+}
+
 /// Every other participant receives at once, except an agent's message in a
-/// task conversation: that one waits for the gate, whose hook timeout comes
-/// back with it (0 for a static policy). The task must be active.
+/// task conversation: that one waits for the gate. The task must be active.
 async fn fanout_of(
     ctx: &RequestContext,
     conversation: &Membership,
     out: &Outgoing,
-) -> Result<(Fanout, Option<u64>), RpcError> {
+) -> Result<(Fanout, Option<Gated>), RpcError> {
     let hub = &ctx.hub;
     match (conversation.kind, out.origin) {
         (ConversationKind::Direct | ConversationKind::Group, _)
@@ -401,11 +417,18 @@ async fn fanout_of(
                 .await
                 .map_err(store_failure)?
                 .ok_or_else(RpcError::internal)?;
-            let hook_timeout = match app.manifest.hooks.message_authorize {
+            let hook_timeout_ms = match app.manifest.hooks.message_authorize {
                 crate::domain::manifest::MessagePolicy::Hook { timeout_ms } => timeout_ms,
                 _ => 0,
             };
-            Ok((Fanout::Pending, Some(hook_timeout)))
+            Ok((
+                Fanout::Pending,
+                Some(Gated {
+                    hook_timeout_ms,
+                    task,
+                    app,
+                }),
+            ))
         }
     }
 }
@@ -426,9 +449,14 @@ fn request_hash(conversation: &Membership, out: &Outgoing) -> Result<String, Rpc
 /// Runs the gate now: the job was stored claimed for us. If this fails the
 /// runner retries it, and the sender learns the verdict from
 /// agent/message/delivery. `None` leaves the pending delivery as it is.
-async fn run_gate(ctx: &RequestContext, id: Uuid, job_id: Uuid) -> Option<Delivery> {
+async fn run_gate(
+    ctx: &RequestContext,
+    preloaded: gates::message::Preloaded,
+    job_id: Uuid,
+) -> Option<Delivery> {
     let hub = &ctx.hub;
-    match gates::message::decide(hub, id, job_id).await {
+    let id = preloaded.message.id;
+    match gates::message::decide_preloaded(hub, preloaded, job_id).await {
         Ok(Some(d)) => Some(d),
         Ok(None) => None,
         Err(e) => {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::error::ApiError;
 use super::identity::bearer;
@@ -55,7 +55,7 @@ pub async fn catch_up(
     ConnectInfo(remote): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     QueryParams(query): QueryParams,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CatchUpPage>, ApiError> {
     let auth = bearer(&hub, &headers, remote).await?;
     let audience = auth.principal.id;
     let (limit, wait) = check_query(&hub.config.events, &query)?;
@@ -89,14 +89,38 @@ pub async fn catch_up(
         .await
         .map_err(store_failure)?
         .last_seq;
-    let envelopes: Vec<_> = events.iter().map(|e| e.envelope()).collect();
-    Ok(Json(json!({
-        "events": envelopes,
-        "nextAfter": next_after,
-        "latestSeq": latest,
-        "hasMore": next_after < latest,
-        "syncEpoch": hub.sync_epoch,
-    })))
+    Ok(Json(CatchUpPage {
+        has_more: next_after < latest,
+        next_after,
+        latest_seq: latest,
+        sync_epoch: hub.sync_epoch.clone(),
+        events,
+    }))
+}
+
+/// A catch-up page. Serialized straight from the stored events, so their
+/// payloads go out as the log holds them, never parsed (ADR 0018).
+pub struct CatchUpPage {
+    events: Vec<StoredEvent>,
+    next_after: u64,
+    latest_seq: u64,
+    has_more: bool,
+    sync_epoch: String,
+}
+
+impl serde::Serialize for CatchUpPage {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let envelopes: Vec<_> = self.events.iter().map(|e| e.envelope_ref()).collect();
+        let mut m = s.serialize_map(Some(5))?;
+        // The members in the order the page always had.
+        m.serialize_entry("events", &envelopes)?;
+        m.serialize_entry("nextAfter", &self.next_after)?;
+        m.serialize_entry("latestSeq", &self.latest_seq)?;
+        m.serialize_entry("hasMore", &self.has_more)?;
+        m.serialize_entry("syncEpoch", &self.sync_epoch)?;
+        m.end()
+    }
 }
 
 /// Known parameters only; `limit` within `events.page_max` and `wait`

@@ -4,13 +4,14 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::effects::{apply_effects, Effects};
-use super::group_commit::GroupCommit;
-use super::jobs::delete_job;
+use super::effects::Effects;
+use super::group_sends::SendCommit;
+use super::group_verdicts::{VerdictCommit, VerdictWrite};
 use super::messages::{
     find_by_client_id, message_row, InsertedMessage, MessageDecided, MessageOutcome, MessagePage,
     NewMessage, Verdict, MESSAGE_COLUMNS,
 };
+use super::recipients::received_by;
 use super::sql::{is_unique_violation, parsed, Arg, Database, Executor, Keyset, Row};
 use super::{StoreError, StoreResult};
 use crate::domain::conversation::{Conversation, ConversationKind};
@@ -123,18 +124,11 @@ pub enum Marked {
 }
 
 /// What differs per dialect in this area.
-#[async_trait]
 pub trait ConversationDialect {
     /// The group committer sends go through (ADR 0013).
-    fn sends(&self) -> &GroupCommit;
-
-    /// Writes a pending message's verdict; a forward only while its task is
-    /// active, and safe against a concurrent close.
-    async fn mark_decided(
-        ex: &mut dyn Executor,
-        message_id: Uuid,
-        outcome: &MessageOutcome,
-    ) -> StoreResult<Marked>;
+    fn sends(&self) -> &SendCommit;
+    /// The group committer verdicts go through.
+    fn verdicts(&self) -> &VerdictCommit;
 }
 
 pub(super) const CONVERSATION_COLUMNS: &str =
@@ -165,6 +159,21 @@ async fn insert_conversation_row(ex: &mut dyn Executor, c: &NewConversation) -> 
     )
     .await?;
     Ok(())
+}
+
+/// The conversation's last message seq, with its row held (on
+/// PostgreSQL) until commit: a participant joining now has seen exactly the
+/// messages up to it, and a send after it counts the new participant (see
+/// [`super::recipients`]).
+async fn hold_seq(ex: &mut dyn Executor, conversation_id: Uuid) -> StoreResult<i64> {
+    ex.fetch_optional(
+        "UPDATE conversations SET last_message_seq = last_message_seq WHERE id = $1 \
+         RETURNING last_message_seq",
+        &[Arg::Id(conversation_id)],
+    )
+    .await?
+    .ok_or(StoreError::NotFound)?
+    .int("last_message_seq")
 }
 
 async fn insert_participants(ex: &mut dyn Executor, c: &NewConversation) -> StoreResult<()> {
@@ -305,11 +314,17 @@ impl<D: Database + Keyset + ConversationDialect> ConversationStore for D {
         now: Millis,
     ) -> StoreResult<Vec<StoredEvent>> {
         let mut tx = self.begin().await?;
+        let joined_seq = hold_seq(&mut *tx, conversation_id).await?;
         for a in agents {
             tx.execute(
-                "INSERT INTO conversation_participants (conversation_id, principal_id, joined_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT DO NOTHING",
-                &[Arg::Id(conversation_id), Arg::Id(*a), Arg::Int(now)],
+                "INSERT INTO conversation_participants (conversation_id, principal_id, joined_at, joined_seq) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                &[
+                    Arg::Id(conversation_id),
+                    Arg::Id(*a),
+                    Arg::Int(now),
+                    Arg::Int(joined_seq),
+                ],
             )
             .await?;
         }
@@ -361,35 +376,24 @@ impl<D: Database + Keyset + ConversationDialect> ConversationStore for D {
         effects: &Effects,
         now: Millis,
     ) -> StoreResult<MessageDecided> {
-        let mut tx = self.begin().await?;
-        match D::mark_decided(&mut *tx, message_id, outcome).await? {
-            Marked::TaskNotActive => {
-                tx.rollback().await?;
-                return Ok(MessageDecided::TaskNotActive);
-            }
-            Marked::AlreadyDecided => {
-                delete_job(&mut *tx, effects.finish_job).await?;
-                tx.commit().await?;
-                return Ok(MessageDecided::AlreadyDecided);
-            }
-            Marked::Applied => {}
-        }
-        if let MessageOutcome::Forward { recipients } = outcome {
-            tx.insert_recipients(message_id, recipients).await?;
-        }
-        let events = apply_effects(&mut *tx, effects, now).await?;
-        tx.commit().await?;
-        Ok(MessageDecided::Applied(events))
+        let verdict = VerdictWrite {
+            message_id,
+            outcome: outcome.clone(),
+            effects: effects.clone(),
+            now,
+        };
+        self.verdicts().submit(&verdict).await
     }
 
     async fn is_recipient(&self, message_id: Uuid, agent: Uuid) -> StoreResult<bool> {
+        let sql = format!(
+            "SELECT 1 AS one FROM messages m WHERE m.id = $1 AND m.verdict = 'forwarded' AND {}",
+            received_by(2)
+        );
         let row = self
             .read()
             .await?
-            .fetch_optional(
-                "SELECT 1 FROM message_recipients WHERE message_id = $1 AND recipient_id = $2",
-                &[Arg::Id(message_id), Arg::Id(agent)],
-            )
+            .fetch_optional(&sql, &[Arg::Id(message_id), Arg::Id(agent)])
             .await?;
         Ok(row.is_some())
     }

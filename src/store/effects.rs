@@ -28,6 +28,17 @@ pub(super) async fn apply_effects(
     effects: &Effects,
     now: Millis,
 ) -> StoreResult<Vec<StoredEvent>> {
+    apply_effect_rows(ex, effects, now).await?;
+    ex.append_events(&effects.events, now).await
+}
+
+/// Everything but the events: for a group that appends all its members'
+/// events at once.
+pub(super) async fn apply_effect_rows(
+    ex: &mut dyn Executor,
+    effects: &Effects,
+    now: Millis,
+) -> StoreResult<()> {
     delete_job(ex, effects.finish_job).await?;
     for job in &effects.schedule {
         insert_job(ex, job, now).await?;
@@ -35,5 +46,5 @@ pub(super) async fn apply_effects(
     for c in &effects.conversations {
         insert_conversation(ex, c).await?;
     }
-    ex.append_events(&effects.events, now).await
+    Ok(())
 }

@@ -166,6 +166,22 @@ pub(super) async fn delete_job(ex: &mut dyn Executor, job: Option<Uuid>) -> Stor
     Ok(())
 }
 
+/// Deletes finished jobs, many a statement.
+pub(super) async fn delete_jobs(ex: &mut dyn Executor, jobs: &[Uuid]) -> StoreResult<()> {
+    for chunk in jobs.chunks(500) {
+        let args: Vec<Arg> = chunk.iter().map(|id| Arg::Id(*id)).collect();
+        ex.execute(
+            &format!(
+                "DELETE FROM jobs WHERE id IN ({})",
+                super::sql::placeholders(1, chunk.len())
+            ),
+            &args,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl<D: Database + JobDialect> JobStore for D {
     async fn claim_job(

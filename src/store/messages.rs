@@ -6,6 +6,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::jobs::{insert_job, NewJob};
+use super::recipients::{listings, seen_by};
 use super::sql::{parsed, to_json, Arg, Executor, Row};
 use super::{StoreError, StoreResult};
 use crate::domain::event::{rfc3339, NewEvent, StoredEvent};
@@ -46,6 +47,16 @@ pub struct NewMessage {
 pub enum MessageOutcome {
     Forward { recipients: Vec<Uuid> },
     Block { reason: String },
+}
+
+impl MessageOutcome {
+    /// How many the verdict forwards to: none when it blocks.
+    pub fn recipient_count(&self) -> i64 {
+        match self {
+            MessageOutcome::Forward { recipients } => recipients.len() as i64,
+            MessageOutcome::Block { .. } => 0,
+        }
+    }
 }
 
 /// What became of a verdict handed to
@@ -97,8 +108,7 @@ pub struct MessagePage {
 
 pub(super) const MESSAGE_COLUMNS: &str =
     "m.id, m.conversation_id, m.seq, m.sender_id, m.origin, m.parts, m.reply_to, \
-     m.request_hash, m.verdict, m.verdict_reason, m.created_at, \
-     (SELECT COUNT(*) FROM message_recipients r WHERE r.message_id = m.id) AS recipients";
+     m.request_hash, m.verdict, m.verdict_reason, m.created_at, m.recipient_count AS recipients";
 
 pub(super) fn message_row(row: &Row) -> StoreResult<(Message, Verdict, Option<String>)> {
     let message = Message {
@@ -161,8 +171,7 @@ pub(super) async fn page(
     conversation_id: Uuid,
     page: MessagePage,
 ) -> StoreResult<Vec<Message>> {
-    let visible = "m.conversation_id = $1 AND (m.sender_id = $2 OR EXISTS \
-         (SELECT 1 FROM message_recipients r WHERE r.message_id = m.id AND r.recipient_id = $2))";
+    let visible = format!("m.conversation_id = $1 AND {}", seen_by(2));
     let (cond, order, cursor) = match (page.after, page.before) {
         (_, Some(before)) => ("m.seq < $3", "DESC", before as i64),
         (after, None) => ("m.seq > $3", "ASC", after.unwrap_or(0) as i64),
@@ -229,10 +238,12 @@ pub(super) async fn insert_one(
         .ok_or(StoreError::NotFound)?
         .int("last_message_seq")?;
     let (verdict_col, verdict) = initial_verdict(m);
+    let listed = listings(ex, &[m]).await?[0];
     let parts = to_json(&m.parts)?;
     ex.execute(
         "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
-         request_hash, verdict, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+         request_hash, verdict, created_at, listed, recipient_count) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
         &[
             Arg::Id(m.id),
             Arg::Id(m.conversation_id),
@@ -245,6 +256,8 @@ pub(super) async fn insert_one(
             Arg::OptText(m.request_hash.as_deref()),
             Arg::Text(verdict_col),
             Arg::Int(m.created_at),
+            Arg::Bool(listed),
+            Arg::Int(recipient_count(m)),
         ],
     )
     .await?;
@@ -261,7 +274,7 @@ pub(super) async fn insert_one(
     if let Some(job) = &m.job {
         insert_job(ex, job, m.created_at).await?;
     }
-    let events = deliver(ex, m, &message).await?;
+    let events = deliver(ex, m, &message, listed).await?;
     Ok(InsertedMessage::Inserted {
         message,
         verdict,
@@ -269,11 +282,20 @@ pub(super) async fn insert_one(
     })
 }
 
-/// A forwarded message's recipients and their events.
+/// How many a new message was forwarded to: none while pending.
+pub fn recipient_count(m: &NewMessage) -> i64 {
+    match &m.fanout {
+        Fanout::Forward { recipients, .. } => recipients.len() as i64,
+        Fanout::Pending => 0,
+    }
+}
+
+/// A forwarded message's recipient rows (when listed) and its events.
 async fn deliver(
     ex: &mut dyn Executor,
     m: &NewMessage,
     message: &Message,
+    listed: bool,
 ) -> StoreResult<Vec<StoredEvent>> {
     let Fanout::Forward {
         recipients,
@@ -282,11 +304,10 @@ async fn deliver(
     else {
         return Ok(Vec::new());
     };
-    ex.insert_recipients(m.id, recipients).await?;
+    if listed {
+        ex.insert_recipients(m.id, recipients).await?;
+    }
     let payload = Arc::new(serde_json::json!({ "message": message }));
-    let new: Vec<NewEvent> = recipients
-        .iter()
-        .map(|r| NewEvent::new(*r, event_type, payload.clone()))
-        .collect();
+    let new = NewEvent::message_copies(recipients, event_type, m.id, payload);
     ex.append_events(&new, m.created_at).await
 }

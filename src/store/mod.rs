@@ -15,13 +15,16 @@
 mod cards;
 mod conversations;
 mod effects;
-mod events;
+pub(crate) mod events;
 mod group_commit;
+mod group_sends;
+mod group_verdicts;
 mod identity;
 mod jobs;
 mod leases;
 mod messages;
 mod postgres;
+pub(crate) mod recipients;
 mod signing_keys;
 pub(crate) mod sql;
 mod sqlite;

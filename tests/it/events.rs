@@ -15,19 +15,9 @@ use uuid::Uuid;
 use crate::support::agents::{
     agent, direct, expect_sequence, next_of, send, send_many, text, Agent,
 };
+use crate::support::event_reader::rest_events;
 use crate::support::hub::Options;
 use crate::support::{pg, TestHub};
-
-async fn rest_events(hub: &TestHub, key: &str, query: &str) -> (u16, Value) {
-    let r = hub
-        .http
-        .get(format!("{}/api/v1/events?{query}", hub.base))
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap())
-}
 
 /// Reads every event through REST pages of `page`.
 async fn rest_all(hub: &TestHub, key: &str, page: u32) -> Vec<Value> {

@@ -435,7 +435,7 @@ async fn one_live_lease_per_recipient_and_message(store: DynStore) {
     let b = agent_in(&store, "b").await;
     let group = group_of(&store, &[a, b]).await;
     let events = send_to(&store, group, a, &[b]).await;
-    let message_id: Uuid = events[0].payload["message"]["id"]
+    let message_id: Uuid = events[0].payload.to_value()["message"]["id"]
         .as_str()
         .unwrap()
         .parse()
@@ -630,7 +630,7 @@ async fn concurrent_sends_keep_order_and_fail_alone(store: DynStore) {
                 assert_eq!(events.len(), 2);
                 assert!(events
                     .iter()
-                    .all(|e| e.payload["message"]["seq"] == message.seq));
+                    .all(|e| e.payload.to_value()["message"]["seq"] == message.seq));
                 seqs.push(message.seq);
             }
             (i, Ok(InsertedMessage::Duplicate { .. })) => {
@@ -658,7 +658,7 @@ async fn concurrent_sends_keep_order_and_fail_alone(store: DynStore) {
         );
         let order: Vec<u64> = events
             .iter()
-            .map(|e| e.payload["message"]["seq"].as_u64().unwrap())
+            .map(|e| e.payload.to_value()["message"]["seq"].as_u64().unwrap())
             .collect();
         assert_eq!(
             order,

@@ -111,7 +111,7 @@ async fn messages_page_by_seq_as_each_viewer_sees_them(store: DynStore) {
         "oldest first"
     );
 
-    let first: Uuid = to_b[0].payload["message"]["id"]
+    let first: Uuid = to_b[0].payload.to_value()["message"]["id"]
         .as_str()
         .unwrap()
         .parse()
@@ -123,7 +123,7 @@ async fn messages_page_by_seq_as_each_viewer_sees_them(store: DynStore) {
     assert_eq!(verdict, Verdict::Forwarded { recipients: 1 });
 }
 
-fn task(app: Uuid, members: &[(Uuid, TaskRole)]) -> NewTask {
+pub(crate) fn task(app: Uuid, members: &[(Uuid, TaskRole)]) -> NewTask {
     NewTask {
         id: Uuid::now_v7(),
         app_id: app,
@@ -222,7 +222,7 @@ async fn idempotency_records_replay(store: DynStore) {
 }
 
 /// A pending message of a task conversation, with the job that decides it.
-async fn pending(store: &DynStore, conversation: Uuid, sender: Uuid) -> (Uuid, Uuid) {
+pub(crate) async fn pending(store: &DynStore, conversation: Uuid, sender: Uuid) -> (Uuid, Uuid) {
     let id = Uuid::now_v7();
     let job = NewJob::new(JobKind::MessageAuthorize, id, 10);
     let m = NewMessage {
@@ -251,17 +251,21 @@ async fn pending(store: &DynStore, conversation: Uuid, sender: Uuid) -> (Uuid, U
     (id, job.id)
 }
 
-fn finishing(job: Uuid) -> Effects {
-    Effects {
-        finish_job: Some(job),
-        ..Effects::default()
-    }
-}
-
-async fn forwards_need_an_active_task(store: DynStore) {
-    let app = app_in(&store).await;
-    let (a, b) = (agent_in(&store, "a").await, agent_in(&store, "b").await);
-    let t = task(app, &[(a, TaskRole::Initiator), (b, TaskRole::Invited)]);
+/// An active task of `initiator` and `invited` with its "town"
+/// conversation.
+pub(crate) async fn active_room(
+    store: &DynStore,
+    app: Uuid,
+    initiator: Uuid,
+    invited: Uuid,
+) -> (NewTask, NewConversation) {
+    let t = task(
+        app,
+        &[
+            (initiator, TaskRole::Initiator),
+            (invited, TaskRole::Invited),
+        ],
+    );
     let create = NewJob::new(JobKind::TaskCreate, t.id, 10);
     store.create_task(&t, &create).await.unwrap();
     let town = NewConversation {
@@ -272,7 +276,7 @@ async fn forwards_need_an_active_task(store: DynStore) {
         direct_key: None,
         template_key: Some("town".into()),
         created_by: app,
-        participants: vec![a, b],
+        participants: vec![initiator, invited],
         created_at: 4,
     };
     let accept = Effects {
@@ -291,6 +295,20 @@ async fn forwards_need_an_active_task(store: DynStore) {
         .await
         .unwrap();
     assert!(moved.is_some());
+    (t, town)
+}
+
+pub(crate) fn finishing(job: Uuid) -> Effects {
+    Effects {
+        finish_job: Some(job),
+        ..Effects::default()
+    }
+}
+
+async fn forwards_need_an_active_task(store: DynStore) {
+    let app = app_in(&store).await;
+    let (a, b) = (agent_in(&store, "a").await, agent_in(&store, "b").await);
+    let (t, town) = active_room(&store, app, a, b).await;
     let listed = store.task_conversations(t.id).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].key.as_deref(), Some("town"));

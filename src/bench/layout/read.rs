@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::thin_read::{message_value, ThinRead, ThinReader, MESSAGE};
 use super::write::{Member, EVENT_TYPE};
 use super::{Layout, READ_PAGE};
-use crate::domain::event::StoredEvent;
+use crate::domain::event::{EventPayload, StoredEvent};
 use crate::store::sql::{Arg, Executor, Row};
 use crate::store::StoreResult;
 
@@ -130,7 +130,7 @@ async fn today_page(
                 seq: r.int("seq")? as u64,
                 event_type: r.text("type")?,
                 occurred_at: r.int("occurred_at")?,
-                payload: Arc::new(r.decoded("payload")?),
+                payload: EventPayload::Value(Arc::new(r.decoded("payload")?)),
             })
         })
         .collect()
@@ -184,7 +184,7 @@ async fn stream_page(
             seq: position as u64,
             event_type: EVENT_TYPE.into(),
             occurred_at: r.int("created_at")?,
-            payload: Arc::new(message_value(&r)?),
+            payload: EventPayload::Value(Arc::new(message_value(&r)?)),
         });
     }
     let personal = ex
@@ -201,7 +201,7 @@ async fn stream_page(
             seq: r.int("position")? as u64,
             event_type: r.text("type")?,
             occurred_at: r.int("occurred_at")?,
-            payload: Arc::new(r.decoded("payload")?),
+            payload: EventPayload::Value(Arc::new(r.decoded("payload")?)),
         });
     }
     page.sort_by_key(|e| e.seq);

@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::write::Member;
 use super::READ_PAGE;
 use crate::domain::event::rfc3339;
+use crate::store::events::read::{compacted, message_payload, StoredJson};
 use crate::store::sql::{json_err, placeholders, Arg, Executor, Row};
 use crate::store::{StoreError, StoreResult};
 
@@ -331,75 +332,22 @@ pub fn message_value(r: &Row) -> StoreResult<Value> {
     Ok(json!({ "message": Value::Object(m) }))
 }
 
-/// `Message`'s members in its order, `parts` as stored.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct MessageText<'a> {
-    id: Uuid,
-    conversation_id: Uuid,
-    seq: i64,
-    sender_id: Uuid,
-    origin: String,
-    parts: &'a RawValue,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reply_to: Option<Uuid>,
-    created_at: String,
-}
-
-#[derive(Serialize)]
-struct Wrapped<'a> {
-    message: MessageText<'a>,
-}
-
-/// A message event's payload with the stored `parts` text spliced in: it
-/// is checked to be JSON (a scan, no values built), never parsed into one.
-/// On SQLite the text is what was written, so the bytes are today's; on
-/// PostgreSQL `jsonb` prints spaces (taken out here) and its own key order
-/// inside `parts`, as today's read of a `jsonb` payload has it.
+/// A message event's payload with the stored `parts` text spliced in, as
+/// the store's read does it.
 fn message_spliced(r: &Row, text: Text) -> StoreResult<Box<RawValue>> {
-    let parts = text.stored(r.json("parts")?);
-    let message = MessageText {
-        id: r.id("message_id")?,
-        conversation_id: r.id("conversation_id")?,
-        seq: r.int("message_seq")?,
-        sender_id: r.id("sender_id")?,
-        origin: r.text("origin")?,
-        parts: serde_json::from_str(&parts).map_err(json_err)?,
-        reply_to: r.opt_id("reply_to")?,
-        created_at: rfc3339(r.int("created_at")?),
+    let json = match text {
+        Text::SpliceCompacted => StoredJson::Spaced,
+        _ => StoredJson::AsWritten,
     };
-    serde_json::value::to_raw_value(&Wrapped { message }).map_err(json_err)
-}
-
-/// JSON text without whitespace outside strings: `jsonb`'s `": "` and
-/// `", "` as serde_json writes them. The result is still checked as JSON.
-fn compacted(json: &str) -> String {
-    let mut out = Vec::with_capacity(json.len());
-    let (mut in_string, mut escaped) = (false, false);
-    for &b in json.as_bytes() {
-        if in_string {
-            out.push(b);
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-        } else if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-            in_string = b == b'"';
-            out.push(b);
-        }
-    }
-    // Only ASCII whitespace outside strings was removed: still UTF-8.
-    String::from_utf8(out).unwrap_or_else(|_| json.to_string())
+    message_payload(r, json)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::event::StoredEvent;
+    use crate::domain::event::{EventPayload, StoredEvent};
     use crate::domain::message::{Message, Origin, Part};
+    use crate::store::events::read::tests::message_row;
 
     /// Both rebuilds, in the envelope, are byte for byte today's stored
     /// payload in today's envelope.
@@ -431,10 +379,10 @@ mod tests {
                 seq: 3,
                 event_type: "agent/message/received".into(),
                 occurred_at: 1_700_000_000_124,
-                payload: Arc::new(json!({ "message": m })),
+                payload: EventPayload::Value(Arc::new(json!({ "message": m }))),
             };
             let want = serde_json::to_string(&today.envelope_ref()).unwrap();
-            let row = ex_row(&mut conn, &m, 1_700_000_000_123).await;
+            let row = message_row(&mut conn, &m, 1_700_000_000_123).await;
             for raw in [false, true] {
                 let payload = match raw {
                     false => Payload::Parsed(message_value(&row).unwrap()),
@@ -450,38 +398,5 @@ mod tests {
                 assert_eq!(serde_json::to_string(&got).unwrap(), want, "raw {raw}");
             }
         }
-    }
-
-    #[test]
-    fn compacting_removes_jsonb_spacing_outside_strings_only() {
-        let jsonb = r#"[{"text": "a \"b\": c\\", "type": "text"}, {"n": [1, 2]}]"#;
-        assert_eq!(
-            compacted(jsonb),
-            r#"[{"text":"a \"b\": c\\","type":"text"},{"n":[1,2]}]"#
-        );
-        let value: Value = serde_json::from_str(jsonb).unwrap();
-        assert_eq!(compacted(jsonb), serde_json::to_string(&value).unwrap());
-    }
-
-    async fn ex_row(conn: &mut sqlx::SqliteConnection, m: &Message, at: i64) -> Row {
-        let parts = serde_json::to_string(&m.parts).unwrap();
-        let ex: &mut dyn Executor = conn;
-        ex.fetch_optional(
-            "SELECT $1 AS message_id, $2 AS conversation_id, $3 AS message_seq, $4 AS sender_id, \
-             $5 AS origin, $6 AS parts, $7 AS reply_to, $8 AS created_at",
-            &[
-                Arg::Id(m.id),
-                Arg::Id(m.conversation_id),
-                Arg::Int(m.seq as i64),
-                Arg::Id(m.sender_id),
-                Arg::Text(m.origin.as_str()),
-                Arg::Json(&parts),
-                Arg::OptId(m.reply_to),
-                Arg::Int(at),
-            ],
-        )
-        .await
-        .unwrap()
-        .unwrap()
     }
 }

@@ -3,13 +3,12 @@
 //! conversations.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 use serde_json::json;
 use uuid::Uuid;
 
 use super::Layout;
-use crate::domain::event::{rfc3339, NewEvent};
+use crate::domain::event::rfc3339;
 use crate::domain::message::{Message, Origin, Part};
 use crate::domain::now_millis;
 use crate::store::sql::{placeholders, to_json, Arg, Executor};
@@ -233,16 +232,7 @@ pub async fn write_group(
                 let recipients: Vec<Uuid> = w.recipients(*send).map(|r| r.id).collect();
                 ex.insert_recipients(m.id, &recipients).await?;
             }
-            let events: Vec<NewEvent> = messages
-                .iter()
-                .zip(group)
-                .flat_map(|(m, send)| {
-                    let payload = Arc::new(json!({ "message": m }));
-                    w.recipients(*send)
-                        .map(move |r| NewEvent::new(r.id, EVENT_TYPE, payload.clone()))
-                })
-                .collect();
-            ex.append_events(&events, now).await?;
+            append_today(ex, w, group, &messages, now).await?;
         }
         Layout::Thin => append_thin(ex, w, group, &messages, now).await?,
         // Nothing per delivery: the message row is the stream entry.
@@ -355,6 +345,84 @@ async fn insert_messages(
         }
     }
     insert_rows(ex, w.postgres, &head, per_row, &args).await
+}
+
+/// The layout before ADR 0018, as the stores wrote it: per 400 audiences
+/// one upsert handing out seqs, then one `events` row per delivery with its
+/// own id and a full copy of the payload.
+async fn append_today(
+    ex: &mut dyn Executor,
+    w: &Workload,
+    group: &[(usize, usize)],
+    messages: &[Message],
+    now: i64,
+) -> StoreResult<()> {
+    let mut count: BTreeMap<Uuid, i64> = BTreeMap::new();
+    for send in group {
+        for r in w.recipients(*send) {
+            *count.entry(r.id).or_default() += 1;
+        }
+    }
+    let mut next = HashMap::with_capacity(count.len());
+    let pairs: Vec<(Uuid, i64)> = count.iter().map(|(a, n)| (*a, *n)).collect();
+    for chunk in pairs.chunks(400) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|r| format!("({})", marks(w.postgres, 1 + 2 * r, 2)))
+            .collect();
+        let args: Vec<Arg> = chunk
+            .iter()
+            .flat_map(|(a, n)| [Arg::Id(*a), Arg::Int(*n)])
+            .collect();
+        let sql = format!(
+            "INSERT INTO event_streams (audience, last_seq) VALUES {} \
+             ON CONFLICT (audience) DO UPDATE SET last_seq = event_streams.last_seq + excluded.last_seq \
+             RETURNING audience, last_seq",
+            values.join(", ")
+        );
+        for r in ex.fetch_all(&sql, &args).await? {
+            let audience = r.id("audience")?;
+            next.insert(audience, r.int("last_seq")? - count[&audience] + 1);
+        }
+    }
+    let payloads: Vec<String> = messages
+        .iter()
+        .map(|m| to_json(&json!({ "message": m })))
+        .collect::<StoreResult<_>>()?;
+    let mut ids = Vec::new();
+    let mut seqs = Vec::new();
+    for send in group {
+        for r in w.recipients(*send) {
+            let seq = next
+                .get_mut(&r.id)
+                .ok_or_else(|| StoreError::Corrupt("an audience was not advanced".into()))?;
+            ids.push(Uuid::now_v7());
+            seqs.push(*seq);
+            *seq += 1;
+        }
+    }
+    let mut args = Vec::with_capacity(ids.len() * 6);
+    let mut k = 0;
+    for (m, send) in group.iter().enumerate() {
+        for r in w.recipients(*send) {
+            args.extend([
+                Arg::Id(r.id),
+                Arg::Int(seqs[k]),
+                Arg::Id(ids[k]),
+                Arg::Text(EVENT_TYPE),
+                Arg::Int(now),
+                Arg::Json(&payloads[m]),
+            ]);
+            k += 1;
+        }
+    }
+    insert_rows(
+        ex,
+        w.postgres,
+        "INSERT INTO events (audience, seq, id, type, occurred_at, payload)",
+        6,
+        &args,
+    )
+    .await
 }
 
 /// Candidate A: one header row per message, each recipient's stream

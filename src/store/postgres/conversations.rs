@@ -11,47 +11,75 @@ use uuid::Uuid;
 use super::events::append_events;
 use super::PgStore;
 use crate::store::conversations::{ConversationDialect, Marked};
-use crate::store::group_commit::{
-    group_delivery, group_jobs, group_seqs, message_rows, recipient_pairs, GroupCommit,
-    GroupInsert, PoolSends,
+use crate::store::group_commit::GroupCommit;
+use crate::store::group_sends::{
+    group_delivery, group_jobs, group_seqs, message_rows, recipient_pairs, GroupInsert, PoolSends,
+    SendCommit,
 };
+use crate::store::group_verdicts::{MarkDecided, PoolVerdicts, VerdictCommit};
 use crate::store::messages::{is_pending, InsertedMessage, MessageOutcome, NewMessage};
+use crate::store::recipients::listings;
 use crate::store::sql::{Arg, Executor};
 use crate::store::StoreResult;
 
-#[async_trait]
 impl ConversationDialect for PgStore {
-    fn sends(&self) -> &GroupCommit {
+    fn sends(&self) -> &SendCommit {
         &self.sends
     }
 
+    fn verdicts(&self) -> &VerdictCommit {
+        &self.verdicts
+    }
+}
+
+#[async_trait]
+impl MarkDecided for PgConnection {
     async fn mark_decided(
-        ex: &mut dyn Executor,
+        &mut self,
         message_id: Uuid,
         outcome: &MessageOutcome,
+        listed: bool,
     ) -> StoreResult<Marked> {
-        let (verdict, reason) = match outcome {
-            MessageOutcome::Forward { .. } => ("forwarded", None),
-            MessageOutcome::Block { reason } => ("blocked", Some(reason.as_str())),
-        };
-        if matches!(outcome, MessageOutcome::Forward { .. })
-            && !task_active_held(ex, message_id).await?
-            && is_pending(ex, message_id).await?
-        {
-            return Ok(Marked::TaskNotActive);
-        }
-        let changed = ex
+        mark_decided(self, message_id, outcome, listed).await
+    }
+}
+
+/// Writes a pending message's verdict; a forward only while its task is
+/// active, and safe against a concurrent close.
+async fn mark_decided(
+    ex: &mut dyn Executor,
+    message_id: Uuid,
+    outcome: &MessageOutcome,
+    listed: bool,
+) -> StoreResult<Marked> {
+    let (verdict, reason) = match outcome {
+        MessageOutcome::Forward { .. } => ("forwarded", None),
+        MessageOutcome::Block { reason } => ("blocked", Some(reason.as_str())),
+    };
+    if matches!(outcome, MessageOutcome::Forward { .. })
+        && !task_active_held(ex, message_id).await?
+        && is_pending(ex, message_id).await?
+    {
+        return Ok(Marked::TaskNotActive);
+    }
+    let changed = ex
             .execute(
-                "UPDATE messages SET verdict = $1, verdict_reason = $2 WHERE id = $3 AND verdict = 'pending'",
-                &[Arg::Text(verdict), Arg::OptText(reason), Arg::Id(message_id)],
+                "UPDATE messages SET verdict = $1, verdict_reason = $2, listed = $4, recipient_count = $5 \
+                 WHERE id = $3 AND verdict = 'pending'",
+                &[
+                    Arg::Text(verdict),
+                    Arg::OptText(reason),
+                    Arg::Id(message_id),
+                    Arg::Bool(listed),
+                    Arg::Int(outcome.recipient_count()),
+                ],
             )
             .await?;
-        Ok(if changed > 0 {
-            Marked::Applied
-        } else {
-            Marked::AlreadyDecided
-        })
-    }
+    Ok(if changed > 0 {
+        Marked::Applied
+    } else {
+        Marked::AlreadyDecided
+    })
 }
 
 /// Whether the message's task is active, holding its row (FOR SHARE) until
@@ -71,11 +99,18 @@ async fn task_active_held(ex: &mut dyn Executor, message_id: Uuid) -> StoreResul
     })
 }
 
-/// The group committer for sends; other writes run concurrently.
-pub(super) fn group_commit(pool: PgPool) -> GroupCommit {
-    GroupCommit::new(
-        Arc::new(tokio::sync::Mutex::new(())),
-        Arc::new(PoolSends::new(pool)),
+/// The group committers of sends and of verdicts, one lock each; other
+/// writes run concurrently.
+pub(super) fn group_commits(pool: PgPool) -> (SendCommit, VerdictCommit) {
+    (
+        GroupCommit::new(
+            Arc::new(tokio::sync::Mutex::new(())),
+            Arc::new(PoolSends::new(pool.clone())),
+        ),
+        GroupCommit::new(
+            Arc::new(tokio::sync::Mutex::new(())),
+            Arc::new(PoolVerdicts::new(pool, "BEGIN")),
+        ),
     )
 }
 
@@ -94,25 +129,29 @@ async fn insert_group_in(
     group: &[&NewMessage],
 ) -> StoreResult<Vec<InsertedMessage>> {
     let seqs = group_seqs(&mut *conn, group).await?;
-    let rows = message_rows(group, &seqs)?;
+    let listed = listings(&mut *conn, group).await?;
+    let rows = message_rows(group, &seqs, &listed)?;
     for part in rows.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
             "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
-             request_hash, verdict, created_at) ",
+             request_hash, verdict, created_at, listed, recipient_count) ",
         );
-        q.push_values(part, |mut row, (m, seq, parts, verdict)| {
+        q.push_values(part, |mut row, r| {
+            let m = r.message;
             row.push_bind(m.id)
                 .push_bind(m.conversation_id)
-                .push_bind(*seq)
+                .push_bind(r.seq)
                 .push_bind(m.sender_id)
                 .push_bind(m.origin.as_str())
-                .push_bind(parts.clone())
+                .push_bind(r.parts.clone())
                 .push_unseparated("::jsonb")
                 .push_bind(m.reply_to)
                 .push_bind(m.client_msg_id.clone())
                 .push_bind(m.request_hash.clone())
-                .push_bind(*verdict)
-                .push_bind(m.created_at);
+                .push_bind(r.verdict)
+                .push_bind(m.created_at)
+                .push_bind(r.listed)
+                .push_bind(r.recipient_count);
         });
         q.build().execute(&mut *conn).await?;
     }
@@ -132,7 +171,7 @@ async fn insert_group_in(
         });
         q.build().execute(&mut *conn).await?;
     }
-    let pairs = recipient_pairs(group);
+    let pairs = recipient_pairs(&rows);
     for part in pairs.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
             "INSERT INTO message_recipients (message_id, recipient_id) ",

@@ -1,5 +1,6 @@
 //! The PostgreSQL event appends and recipient rows: multi-row statements on
-//! the send path, kept per dialect (ADR 0013, ADR 0014).
+//! the send path, kept per dialect (ADR 0013, ADR 0014), over the plan in
+//! [`crate::store::events::append`] (ADR 0018).
 
 use std::collections::HashMap;
 
@@ -8,14 +9,15 @@ use uuid::Uuid;
 
 use crate::domain::event::{NewEvent, StoredEvent};
 use crate::domain::Millis;
+use crate::store::events::append::{
+    audience_runs, index_rows, payload_rows, stored_events, IndexRow, PayloadRow, StreamSeq,
+};
+use crate::store::events::read::StoredJson;
 use crate::store::events::EventDialect;
-use crate::store::group_commit::{audience_runs, event_rows, stored_events};
 use crate::store::StoreResult;
 
 impl EventDialect for super::PgStore {
-    /// A join, where SQLite needs a correlated subquery.
-    const PRUNE_BEYOND_KEEP: &'static str =
-        "DELETE FROM events e USING event_streams s WHERE s.audience = e.audience AND e.seq <= s.last_seq - $1";
+    const STORED_JSON: StoredJson = StoredJson::Spaced;
 }
 
 /// One statement per 500 recipients instead of one per recipient.
@@ -36,60 +38,102 @@ pub(super) async fn insert_recipients(
     Ok(())
 }
 
-/// Appends events inside the caller's transaction. The upsert takes the
+/// Appends events inside the caller's transaction: one payload row per
+/// distinct event, then per 400 audiences one upsert that hands out their
+/// seqs and one insert of their index rows. The upsert takes each
 /// audience's `event_streams` row lock until commit, so a second writer to
 /// the same audience gets the next seq only after the first committed:
 /// commit order equals seq order, and a reader never sees a later seq
-/// before an earlier one.
+/// before an earlier one. Rows are locked in audience order in every
+/// transaction, so two writers to overlapping audiences cannot deadlock.
 pub(super) async fn append_events(
     conn: &mut PgConnection,
     events: &[NewEvent],
     now: Millis,
 ) -> StoreResult<Vec<StoredEvent>> {
-    // Events are grouped by audience (a stable sort keeps each audience's
-    // events in order); each upsert takes up to 400 audiences and adds each
-    // one's whole count, so a fan-out, or a group of messages to the same
-    // members, costs two statements per 400 audiences. Rows are locked in
-    // audience order, the same in every transaction, so two writers to
-    // overlapping audiences cannot deadlock.
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    let payload_of = insert_payloads(conn, &payload_rows(events)?, now).await?;
     let (sorted, runs) = audience_runs(events);
-    let mut json_of: HashMap<usize, String> = HashMap::new();
     let mut stored = Vec::with_capacity(sorted.len());
     for chunk in runs.chunks(400) {
-        let mut upsert = sqlx::QueryBuilder::<sqlx::Postgres>::new(
-            "INSERT INTO event_streams (audience, last_seq) ",
-        );
-        upsert.push_values(chunk, |mut row, (audience, _, count)| {
-            row.push_bind(*audience).push_bind(*count as i64);
-        });
-        upsert.push(
-            " ON CONFLICT (audience) DO UPDATE SET last_seq = event_streams.last_seq + excluded.last_seq \
-             RETURNING audience, last_seq",
-        );
-        let mut last_of = HashMap::with_capacity(chunk.len());
-        for r in upsert.build().fetch_all(&mut *conn).await? {
-            last_of.insert(
-                r.try_get::<Uuid, _>("audience")?,
-                r.try_get::<i64, _>("last_seq")?,
-            );
-        }
-        let rows = event_rows(&sorted, chunk, &last_of, &mut json_of)?;
-        for part in rows.chunks(1000) {
-            let mut insert = sqlx::QueryBuilder::<sqlx::Postgres>::new(
-                "INSERT INTO events (audience, seq, id, type, occurred_at, payload) ",
-            );
-            insert.push_values(part, |mut row, (e, seq, ptr)| {
-                row.push_bind(e.audience)
-                    .push_bind(*seq)
-                    .push_bind(e.id)
-                    .push_bind(e.event_type)
-                    .push_bind(now)
-                    .push_bind(json_of[ptr].clone())
-                    .push_unseparated("::jsonb");
-            });
-            insert.build().execute(&mut *conn).await?;
-        }
+        let streams = take_seqs(conn, chunk).await?;
+        let rows = index_rows(&sorted, chunk, &streams, &payload_of)?;
+        insert_index(conn, &rows).await?;
         stored_events(rows, now, &mut stored);
     }
     Ok(stored)
+}
+
+/// The payload rows; returns each event id's payload key.
+async fn insert_payloads(
+    conn: &mut PgConnection,
+    payloads: &[PayloadRow],
+    now: Millis,
+) -> StoreResult<HashMap<Uuid, i64>> {
+    let mut payload_of = HashMap::with_capacity(payloads.len());
+    for chunk in payloads.chunks(500) {
+        let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
+            "INSERT INTO event_payloads (event_id, type, occurred_at, message_id, body, refs) ",
+        );
+        q.push_values(chunk, |mut row, p| {
+            row.push_bind(p.event_id)
+                .push_bind(p.event_type)
+                .push_bind(now)
+                .push_bind(p.message_id)
+                .push_bind(p.body.clone())
+                .push_unseparated("::jsonb")
+                .push_bind(p.refs);
+        });
+        q.push(" RETURNING id, event_id");
+        for r in q.build().fetch_all(&mut *conn).await? {
+            payload_of.insert(r.try_get::<Uuid, _>("event_id")?, r.try_get("id")?);
+        }
+    }
+    Ok(payload_of)
+}
+
+/// Adds each audience's count to its stream (made on first use) and
+/// returns the stream's key and new last seq.
+async fn take_seqs(
+    conn: &mut PgConnection,
+    chunk: &[(Uuid, usize, usize)],
+) -> StoreResult<HashMap<Uuid, StreamSeq>> {
+    let mut upsert = sqlx::QueryBuilder::<sqlx::Postgres>::new(
+        "INSERT INTO event_streams (audience, last_seq) ",
+    );
+    upsert.push_values(chunk, |mut row, (audience, _, count)| {
+        row.push_bind(*audience).push_bind(*count as i64);
+    });
+    upsert.push(
+        " ON CONFLICT (audience) DO UPDATE SET last_seq = event_streams.last_seq + excluded.last_seq \
+         RETURNING stream, audience, last_seq",
+    );
+    let mut streams = HashMap::with_capacity(chunk.len());
+    for r in upsert.build().fetch_all(&mut *conn).await? {
+        streams.insert(
+            r.try_get::<Uuid, _>("audience")?,
+            StreamSeq {
+                stream: r.try_get("stream")?,
+                last_seq: r.try_get("last_seq")?,
+            },
+        );
+    }
+    Ok(streams)
+}
+
+async fn insert_index(conn: &mut PgConnection, rows: &[IndexRow<'_>]) -> StoreResult<()> {
+    for part in rows.chunks(1000) {
+        let mut insert = sqlx::QueryBuilder::<sqlx::Postgres>::new(
+            "INSERT INTO event_index (stream, seq, payload) ",
+        );
+        insert.push_values(part, |mut row, r| {
+            row.push_bind(r.stream)
+                .push_bind(r.seq)
+                .push_bind(r.payload);
+        });
+        insert.build().execute(&mut *conn).await?;
+    }
+    Ok(())
 }

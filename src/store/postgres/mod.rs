@@ -19,7 +19,8 @@ use sqlx::query::Query;
 use sqlx::{Postgres, Row as _, TypeInfo as _, ValueRef as _};
 use uuid::Uuid;
 
-use super::group_commit::GroupCommit;
+use super::group_sends::SendCommit;
+use super::group_verdicts::VerdictCommit;
 use super::sql::{connection_executor, Arg, Columns, Database, Executor, Keyset, Row, Session, Tx};
 use super::{Backend, BaseDialect, StoreResult};
 use crate::domain::event::{NewEvent, StoredEvent};
@@ -30,7 +31,9 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres
 pub struct PgStore {
     pool: PgPool,
     /// Sends, group-committed (ADR 0013). Other writes run concurrently.
-    sends: GroupCommit,
+    sends: SendCommit,
+    /// Verdicts of gated messages, group-committed.
+    verdicts: VerdictCommit,
 }
 
 impl PgStore {
@@ -39,8 +42,10 @@ impl PgStore {
             .max_connections(max_connections)
             .connect(url)
             .await?;
+        let (sends, verdicts) = conversations::group_commits(pool.clone());
         Ok(PgStore {
-            sends: conversations::group_commit(pool.clone()),
+            sends,
+            verdicts,
             pool,
         })
     }

@@ -10,34 +10,57 @@ use uuid::Uuid;
 use super::events::append_events;
 use super::SqliteStore;
 use crate::store::conversations::{ConversationDialect, Marked};
-use crate::store::group_commit::{
-    group_delivery, group_jobs, group_seqs, message_rows, recipient_pairs, GroupCommit,
-    GroupInsert, PoolSends,
+use crate::store::group_commit::GroupCommit;
+use crate::store::group_sends::{
+    group_delivery, group_jobs, group_seqs, message_rows, recipient_pairs, GroupInsert, PoolSends,
+    SendCommit,
 };
+use crate::store::group_verdicts::{MarkDecided, PoolVerdicts, VerdictCommit};
 use crate::store::messages::{is_pending, InsertedMessage, MessageOutcome, NewMessage};
+use crate::store::recipients::listings;
 use crate::store::sql::{Arg, Executor};
 use crate::store::StoreResult;
 
-#[async_trait]
 impl ConversationDialect for SqliteStore {
-    fn sends(&self) -> &GroupCommit {
+    fn sends(&self) -> &SendCommit {
         &self.sends
     }
 
+    fn verdicts(&self) -> &VerdictCommit {
+        &self.verdicts
+    }
+}
+
+#[async_trait]
+impl MarkDecided for SqliteConnection {
     async fn mark_decided(
-        ex: &mut dyn Executor,
+        &mut self,
         message_id: Uuid,
         outcome: &MessageOutcome,
+        listed: bool,
     ) -> StoreResult<Marked> {
-        let (verdict, reason, forward) = match outcome {
-            MessageOutcome::Forward { .. } => ("forwarded", None, true),
-            MessageOutcome::Block { reason } => ("blocked", Some(reason.as_str()), false),
-        };
-        // One statement, so the task check and the write happen under the
-        // same write lock as any task close.
-        let changed = ex
+        mark_decided(self, message_id, outcome, listed).await
+    }
+}
+
+/// Writes a pending message's verdict; a forward only while its task is
+/// active, and safe against a concurrent close.
+async fn mark_decided(
+    ex: &mut dyn Executor,
+    message_id: Uuid,
+    outcome: &MessageOutcome,
+    listed: bool,
+) -> StoreResult<Marked> {
+    let (verdict, reason, forward) = match outcome {
+        MessageOutcome::Forward { .. } => ("forwarded", None, true),
+        MessageOutcome::Block { reason } => ("blocked", Some(reason.as_str()), false),
+    };
+    // One statement, so the task check and the write happen under the
+    // same write lock as any task close.
+    let changed = ex
             .execute(
-                "UPDATE messages SET verdict = $1, verdict_reason = $2 WHERE id = $3 AND verdict = 'pending' \
+                "UPDATE messages SET verdict = $1, verdict_reason = $2, listed = $5, recipient_count = $6 \
+                 WHERE id = $3 AND verdict = 'pending' \
                  AND (NOT $4 OR EXISTS (SELECT 1 FROM conversations c JOIN tasks t ON t.id = c.task_id \
                                         WHERE c.id = messages.conversation_id AND t.state = 'active'))",
                 &[
@@ -45,22 +68,30 @@ impl ConversationDialect for SqliteStore {
                     Arg::OptText(reason),
                     Arg::Id(message_id),
                     Arg::Bool(forward),
+                    Arg::Bool(listed),
+                    Arg::Int(outcome.recipient_count()),
                 ],
             )
             .await?;
-        Ok(if changed > 0 {
-            Marked::Applied
-        } else if forward && is_pending(ex, message_id).await? {
-            Marked::TaskNotActive
-        } else {
-            Marked::AlreadyDecided
-        })
-    }
+    Ok(if changed > 0 {
+        Marked::Applied
+    } else if forward && is_pending(ex, message_id).await? {
+        Marked::TaskNotActive
+    } else {
+        Marked::AlreadyDecided
+    })
 }
 
-/// The group committer for sends, sharing the store's writer lock.
-pub(super) fn group_commit(writer: Arc<tokio::sync::Mutex<()>>, pool: SqlitePool) -> GroupCommit {
-    GroupCommit::new(writer, Arc::new(PoolSends::new(pool)))
+/// The group committers of sends and of verdicts, both under the store's
+/// writer lock.
+pub(super) fn group_commits(
+    writer: Arc<tokio::sync::Mutex<()>>,
+    pool: SqlitePool,
+) -> (SendCommit, VerdictCommit) {
+    (
+        GroupCommit::new(writer.clone(), Arc::new(PoolSends::new(pool.clone()))),
+        GroupCommit::new(writer, Arc::new(PoolVerdicts::new(pool, "BEGIN IMMEDIATE"))),
+    )
 }
 
 #[async_trait]
@@ -78,24 +109,28 @@ async fn insert_group_in(
     group: &[&NewMessage],
 ) -> StoreResult<Vec<InsertedMessage>> {
     let seqs = group_seqs(&mut *conn, group).await?;
-    let rows = message_rows(group, &seqs)?;
+    let listed = listings(&mut *conn, group).await?;
+    let rows = message_rows(group, &seqs, &listed)?;
     for part in rows.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
-             request_hash, verdict, created_at) ",
+             request_hash, verdict, created_at, listed, recipient_count) ",
         );
-        q.push_values(part, |mut row, (m, seq, parts, verdict)| {
+        q.push_values(part, |mut row, r| {
+            let m = r.message;
             row.push_bind(m.id.to_string())
                 .push_bind(m.conversation_id.to_string())
-                .push_bind(*seq)
+                .push_bind(r.seq)
                 .push_bind(m.sender_id.to_string())
                 .push_bind(m.origin.as_str())
-                .push_bind(parts.clone())
+                .push_bind(r.parts.clone())
                 .push_bind(m.reply_to.map(|r| r.to_string()))
                 .push_bind(m.client_msg_id.clone())
                 .push_bind(m.request_hash.clone())
-                .push_bind(*verdict)
-                .push_bind(m.created_at);
+                .push_bind(r.verdict)
+                .push_bind(m.created_at)
+                .push_bind(r.listed)
+                .push_bind(r.recipient_count);
         });
         q.build().execute(&mut *conn).await?;
     }
@@ -115,7 +150,7 @@ async fn insert_group_in(
         });
         q.build().execute(&mut *conn).await?;
     }
-    let pairs = recipient_pairs(group);
+    let pairs = recipient_pairs(&rows);
     for part in pairs.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "INSERT INTO message_recipients (message_id, recipient_id) ",
@@ -232,7 +267,7 @@ mod tests {
         ];
         let refs: Vec<&NewMessage> = group.iter().collect();
         let results = PoolSends::new(s.pool.clone())
-            .insert_group(&refs)
+            .write_group(&refs)
             .await
             .unwrap();
         let seqs: Vec<u64> = results
@@ -263,7 +298,7 @@ mod tests {
                     assert!(s.is_recipient(m.id, many[450]).await.unwrap());
                     assert!(events
                         .iter()
-                        .all(|e| e.payload["message"]["id"] == stored.id.to_string()));
+                        .all(|e| e.payload.to_value()["message"]["id"] == stored.id.to_string()));
                 }
                 Fanout::Pending => {
                     assert!(events.is_empty());
@@ -281,7 +316,7 @@ mod tests {
             let events = s.events_after(r, 0, 10).await.unwrap();
             let order: Vec<u64> = events
                 .iter()
-                .map(|e| e.payload["message"]["seq"].as_u64().unwrap())
+                .map(|e| e.payload.to_value()["message"]["seq"].as_u64().unwrap())
                 .collect();
             assert_eq!(order, vec![1, 2, 3]);
             assert_eq!(

@@ -1,5 +1,7 @@
 //! The SQLite event appends and recipient rows: multi-row statements on the
-//! send path, kept per dialect (ADR 0013, ADR 0014).
+//! send path, kept per dialect (ADR 0013, ADR 0014), over the plan in
+//! [`crate::store::events::append`] (ADR 0018). Bulk statements bind with
+//! `?`: sqlx looks each `$N` up by name on SQLite, a linear scan.
 
 use std::collections::HashMap;
 
@@ -9,13 +11,15 @@ use uuid::Uuid;
 use super::uuid;
 use crate::domain::event::{NewEvent, StoredEvent};
 use crate::domain::Millis;
+use crate::store::events::append::{
+    audience_runs, index_rows, payload_rows, stored_events, IndexRow, PayloadRow, StreamSeq,
+};
+use crate::store::events::read::StoredJson;
 use crate::store::events::EventDialect;
-use crate::store::group_commit::{audience_runs, event_rows, stored_events};
 use crate::store::StoreResult;
 
 impl EventDialect for super::SqliteStore {
-    const PRUNE_BEYOND_KEEP: &'static str = "DELETE FROM events WHERE seq <= \
-         (SELECT s.last_seq FROM event_streams s WHERE s.audience = events.audience) - $1";
+    const STORED_JSON: StoredJson = StoredJson::AsWritten;
 }
 
 /// One statement per 500 recipients instead of one per recipient.
@@ -37,58 +41,96 @@ pub(super) async fn insert_recipients(
     Ok(())
 }
 
-/// Appends events to their audiences' logs inside the caller's transaction.
-/// The upsert on `event_streams` hands out seqs; SQLite's single writer
-/// makes commit order equal seq order.
-///
-/// Events are grouped by audience (a stable sort keeps each audience's events
-/// in order) and each statement takes up to 400 audiences: the upsert adds an
-/// audience's whole count at once and returns its new last seq, from which
-/// the group's seqs follow. So a fan-out, or a group of messages to the same
-/// members, costs two statements per 400 audiences, not two per event.
+/// Appends events to their audiences' logs inside the caller's transaction:
+/// one payload row per distinct event, then per 400 audiences one upsert
+/// that hands out their seqs and one insert of their index rows. SQLite's
+/// single writer makes commit order equal seq order.
 pub(super) async fn append_events(
     conn: &mut SqliteConnection,
     events: &[NewEvent],
     now: Millis,
 ) -> StoreResult<Vec<StoredEvent>> {
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    let payload_of = insert_payloads(conn, &payload_rows(events)?, now).await?;
     let (sorted, runs) = audience_runs(events);
-    // One serialization per shared payload, however the sort interleaves them.
-    let mut json_of: HashMap<usize, String> = HashMap::new();
     let mut stored = Vec::with_capacity(sorted.len());
     for chunk in runs.chunks(400) {
-        let mut upsert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "INSERT INTO event_streams (audience, last_seq) ",
-        );
-        upsert.push_values(chunk, |mut row, (audience, _, count)| {
-            row.push_bind(audience.to_string()).push_bind(*count as i64);
-        });
-        upsert.push(
-            " ON CONFLICT (audience) DO UPDATE SET last_seq = event_streams.last_seq + excluded.last_seq \
-             RETURNING audience, last_seq",
-        );
-        let mut last_of = HashMap::with_capacity(chunk.len());
-        for r in upsert.build().fetch_all(&mut *conn).await? {
-            last_of.insert(
-                uuid(r.try_get("audience")?)?,
-                r.try_get::<i64, _>("last_seq")?,
-            );
-        }
-        let rows = event_rows(&sorted, chunk, &last_of, &mut json_of)?;
-        for part in rows.chunks(1000) {
-            let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-                "INSERT INTO events (audience, seq, id, type, occurred_at, payload) ",
-            );
-            insert.push_values(part, |mut row, (e, seq, ptr)| {
-                row.push_bind(e.audience.to_string())
-                    .push_bind(*seq)
-                    .push_bind(e.id.to_string())
-                    .push_bind(e.event_type)
-                    .push_bind(now)
-                    .push_bind(json_of[ptr].clone());
-            });
-            insert.build().execute(&mut *conn).await?;
-        }
+        let streams = take_seqs(conn, chunk).await?;
+        let rows = index_rows(&sorted, chunk, &streams, &payload_of)?;
+        insert_index(conn, &rows).await?;
         stored_events(rows, now, &mut stored);
     }
     Ok(stored)
+}
+
+/// The payload rows; returns each event id's payload key.
+async fn insert_payloads(
+    conn: &mut SqliteConnection,
+    payloads: &[PayloadRow],
+    now: Millis,
+) -> StoreResult<HashMap<Uuid, i64>> {
+    let mut payload_of = HashMap::with_capacity(payloads.len());
+    for chunk in payloads.chunks(500) {
+        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT INTO event_payloads (event_id, type, occurred_at, message_id, body, refs) ",
+        );
+        q.push_values(chunk, |mut row, p| {
+            row.push_bind(p.event_id.to_string())
+                .push_bind(p.event_type)
+                .push_bind(now)
+                .push_bind(p.message_id.map(|m| m.to_string()))
+                .push_bind(p.body.clone())
+                .push_bind(p.refs);
+        });
+        q.push(" RETURNING id, event_id");
+        for r in q.build().fetch_all(&mut *conn).await? {
+            payload_of.insert(uuid(r.try_get("event_id")?)?, r.try_get("id")?);
+        }
+    }
+    Ok(payload_of)
+}
+
+/// Adds each audience's count to its stream (made on first use) and
+/// returns the stream's key and new last seq.
+async fn take_seqs(
+    conn: &mut SqliteConnection,
+    chunk: &[(Uuid, usize, usize)],
+) -> StoreResult<HashMap<Uuid, StreamSeq>> {
+    let mut upsert =
+        sqlx::QueryBuilder::<sqlx::Sqlite>::new("INSERT INTO event_streams (audience, last_seq) ");
+    upsert.push_values(chunk, |mut row, (audience, _, count)| {
+        row.push_bind(audience.to_string()).push_bind(*count as i64);
+    });
+    upsert.push(
+        " ON CONFLICT (audience) DO UPDATE SET last_seq = event_streams.last_seq + excluded.last_seq \
+         RETURNING stream, audience, last_seq",
+    );
+    let mut streams = HashMap::with_capacity(chunk.len());
+    for r in upsert.build().fetch_all(&mut *conn).await? {
+        streams.insert(
+            uuid(r.try_get("audience")?)?,
+            StreamSeq {
+                stream: r.try_get("stream")?,
+                last_seq: r.try_get("last_seq")?,
+            },
+        );
+    }
+    Ok(streams)
+}
+
+async fn insert_index(conn: &mut SqliteConnection, rows: &[IndexRow<'_>]) -> StoreResult<()> {
+    for part in rows.chunks(1000) {
+        let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT INTO event_index (stream, seq, payload) ",
+        );
+        insert.push_values(part, |mut row, r| {
+            row.push_bind(r.stream)
+                .push_bind(r.seq)
+                .push_bind(r.payload);
+        });
+        insert.build().execute(&mut *conn).await?;
+    }
+    Ok(())
 }

@@ -7,6 +7,8 @@
 mod conversations;
 mod events;
 mod locks;
+#[cfg(test)]
+mod verdict_group_tests;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -22,7 +24,8 @@ use sqlx::sqlite::{
 use sqlx::{Row as _, Sqlite, SqliteConnection, SqlitePool};
 use uuid::Uuid;
 
-use super::group_commit::GroupCommit;
+use super::group_sends::SendCommit;
+use super::group_verdicts::VerdictCommit;
 use super::sql::{connection_executor, Arg, Columns, Database, Executor, Keyset, Row, Session, Tx};
 use super::{Backend, BaseDialect, StoreError, StoreResult};
 use crate::domain::event::{NewEvent, StoredEvent};
@@ -38,7 +41,9 @@ pub struct SqliteStore {
     /// keeps contended writes from waiting on sleeps.
     writer: Arc<tokio::sync::Mutex<()>>,
     /// Sends, group-committed under the writer lock (ADR 0013).
-    sends: GroupCommit,
+    sends: SendCommit,
+    /// Verdicts of gated messages, group-committed under the same lock.
+    verdicts: VerdictCommit,
 }
 
 impl SqliteStore {
@@ -74,9 +79,10 @@ impl SqliteStore {
             .connect_with(options)
             .await?;
         let writer = Arc::new(tokio::sync::Mutex::new(()));
-        let sends = conversations::group_commit(writer.clone(), pool.clone());
+        let (sends, verdicts) = conversations::group_commits(writer.clone(), pool.clone());
         Ok(SqliteStore {
             sends,
+            verdicts,
             pool,
             writer,
         })

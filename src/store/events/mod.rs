@@ -1,16 +1,21 @@
-//! The durable event log: one stream per audience, its read position and ack.
-//! Appending is per dialect (multi-row upserts on the send path), behind
-//! [`Executor::append_events`](super::sql::Executor::append_events).
+//! The durable event log: one stream per audience, its read position and
+//! ack, stored as a thin index over payloads stored once (ADR 0018).
+//! Appending is per dialect (multi-row statements on the send path), behind
+//! [`Executor::append_events`](super::sql::Executor::append_events), from
+//! the plan in [`append`].
 
-use std::sync::Arc;
+pub mod append;
+mod prune;
+pub mod read;
 
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::sql::{Arg, Database, Row};
+use super::sql::{Arg, Database};
 use super::{StoreError, StoreResult};
 use crate::domain::event::{StoredEvent, StreamPosition};
 use crate::domain::Millis;
+use read::StoredJson;
 
 #[async_trait]
 pub trait EventStore: Send + Sync + 'static {
@@ -28,27 +33,17 @@ pub trait EventStore: Send + Sync + 'static {
     /// `Conflict` when `seq` is beyond the last event written.
     async fn ack_events(&self, audience: Uuid, seq: u64) -> StoreResult<u64>;
 
-    /// Deletes events older than `older_than`, and for each audience all but
-    /// its newest `keep_per_audience`; idempotency records older than
-    /// `older_than` go too. Returns how many events were deleted.
+    /// Deletes, for each audience, the prefix of its log older than
+    /// `older_than` and all but its newest `keep_per_audience`; idempotency
+    /// records older than `older_than` go too. Returns how many events were
+    /// deleted.
     async fn prune_events(&self, older_than: Millis, keep_per_audience: u64) -> StoreResult<u64>;
 }
 
 /// What differs per dialect in this area.
 pub trait EventDialect {
-    /// Deletes, for each audience, the events but its newest `$1`.
-    const PRUNE_BEYOND_KEEP: &'static str;
-}
-
-pub(super) fn event_row(row: &Row) -> StoreResult<StoredEvent> {
-    Ok(StoredEvent {
-        id: row.id("id")?,
-        audience: row.id("audience")?,
-        seq: row.int("seq")? as u64,
-        event_type: row.text("type")?,
-        occurred_at: row.int("occurred_at")?,
-        payload: Arc::new(row.decoded("payload")?),
-    })
+    /// How the dialect prints the JSON it stores.
+    const STORED_JSON: StoredJson;
 }
 
 #[async_trait]
@@ -63,8 +58,7 @@ impl<D: Database + EventDialect> EventStore for D {
             .read()
             .await?
             .fetch_all(
-                "SELECT audience, seq, id, type, occurred_at, payload FROM events \
-                 WHERE audience = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                read::PAGE,
                 &[
                     Arg::Id(audience),
                     Arg::Int(after as i64),
@@ -72,7 +66,9 @@ impl<D: Database + EventDialect> EventStore for D {
                 ],
             )
             .await?;
-        rows.iter().map(event_row).collect()
+        rows.iter()
+            .map(|r| read::stored_event(r, D::STORED_JSON))
+            .collect()
     }
 
     async fn stream_position(&self, audience: Uuid) -> StoreResult<StreamPosition> {
@@ -80,7 +76,7 @@ impl<D: Database + EventDialect> EventStore for D {
             .read()
             .await?
             .fetch_optional(
-                "SELECT s.last_seq, s.acked_seq, (SELECT MIN(seq) FROM events e WHERE e.audience = s.audience) AS oldest \
+                "SELECT s.last_seq, s.acked_seq, (SELECT MIN(i.seq) FROM event_index i WHERE i.stream = s.stream) AS oldest \
                  FROM event_streams s WHERE s.audience = $1",
                 &[Arg::Id(audience)],
             )
@@ -118,28 +114,6 @@ impl<D: Database + EventDialect> EventStore for D {
     }
 
     async fn prune_events(&self, older_than: Millis, keep_per_audience: u64) -> StoreResult<u64> {
-        // One statement a write, so sends can slip in between on SQLite.
-        self.write()
-            .await?
-            .execute(
-                "DELETE FROM idempotency_keys WHERE created_at < $1",
-                &[Arg::Int(older_than)],
-            )
-            .await?;
-        let by_age = self
-            .write()
-            .await?
-            .execute(
-                "DELETE FROM events WHERE occurred_at < $1",
-                &[Arg::Int(older_than)],
-            )
-            .await?;
-        let keep = keep_per_audience.min(i64::MAX as u64) as i64;
-        let by_count = self
-            .write()
-            .await?
-            .execute(D::PRUNE_BEYOND_KEEP, &[Arg::Int(keep)])
-            .await?;
-        Ok(by_age + by_count)
+        prune::prune(self, older_than, keep_per_audience).await
     }
 }
