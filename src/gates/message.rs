@@ -66,7 +66,9 @@ pub async fn decide(
 /// closed meanwhile, and the next round reads everything afresh.
 pub struct Preloaded {
     pub message: Message,
-    pub participants: Vec<Uuid>,
+    /// The conversation as the send saw it, with the message's seq as its
+    /// last (a send concurrent with this one may be newer).
+    pub conversation: Conversation,
     pub task: Task,
     pub app: AppRecord,
 }
@@ -109,7 +111,7 @@ async fn decide_once(
     preloaded: Option<Preloaded>,
 ) -> Result<Option<Option<Delivery>>, StoreError> {
     let subject = match preloaded {
-        Some(p) => subject_of(hub, p).await?,
+        Some(p) => subject_of(p),
         None => {
             let Some((message, verdict)) = hub.store.message(message_id).await? else {
                 hub.store.finish_job(job_id).await?;
@@ -175,13 +177,11 @@ async fn finish_decided(
     Ok(Some(Some(delivery_of(&verdict, 0))))
 }
 
-/// What the gate decides about: the message, its conversation's
-/// participants, the task and the task's app, and the whole conversation
-/// when the app's hook is called with it.
+/// What the gate decides about: the message, its conversation (with its
+/// participants), the task and the task's app.
 struct Subject {
     message: Message,
-    participants: Vec<Uuid>,
-    conversation: Option<Conversation>,
+    conversation: Conversation,
     task: Task,
     app: AppRecord,
 }
@@ -196,34 +196,20 @@ async fn load_subject(hub: &Arc<Hub>, message: Message) -> Result<Subject, Store
     let (task, app) = super::task_and_app(hub, task_id).await?;
     Ok(Subject {
         message,
-        participants: conversation.participants.clone(),
-        conversation: Some(conversation),
+        conversation,
         task,
         app,
     })
 }
 
-/// The subject from what the handler read; the conversation is read only
-/// for a hook, whose callback carries it as it now stands.
-async fn subject_of(hub: &Arc<Hub>, p: Preloaded) -> Result<Subject, StoreError> {
-    let conversation = match message_gate(&p.app.manifest.hooks.message_authorize) {
-        MessageGate::Hook { .. } => Some(
-            hub.store
-                .conversation(p.message.conversation_id)
-                .await?
-                .ok_or(StoreError::NotFound)?,
-        ),
-        _ => None,
-    };
-    Ok(Subject {
-        participants: conversation
-            .as_ref()
-            .map_or(p.participants, |c| c.participants.clone()),
+/// The subject from what the handler read.
+fn subject_of(p: Preloaded) -> Subject {
+    Subject {
+        conversation: p.conversation,
         message: p.message,
-        conversation,
         task: p.task,
         app: p.app,
-    })
+    }
 }
 
 /// A closed task blocks; otherwise the manifest's policy decides, in-process
@@ -231,7 +217,6 @@ async fn subject_of(hub: &Arc<Hub>, p: Preloaded) -> Result<Subject, StoreError>
 async fn ask_gate(hub: &Arc<Hub>, subject: &Subject) -> MessageDecision {
     let Subject {
         message,
-        participants,
         conversation,
         task,
         app,
@@ -243,16 +228,11 @@ async fn ask_gate(hub: &Arc<Hub>, subject: &Subject) -> MessageDecision {
     }
     match message_gate(&app.manifest.hooks.message_authorize) {
         MessageGate::ForwardAll => MessageDecision::Forward {
-            recipients: all_except(participants, message.sender_id),
+            recipients: all_except(&conversation.participants, message.sender_id),
             dropped: 0,
         },
         MessageGate::Block(reason) => MessageDecision::Block { reason },
         MessageGate::Hook { timeout_ms } => {
-            let Some(conversation) = conversation else {
-                return MessageDecision::Block {
-                    reason: "infrastructure: hub_error".into(),
-                };
-            };
             let callback = MessageAuthorizeCallback {
                 task_id: task.id,
                 conversation: conversation.clone(),
@@ -265,7 +245,11 @@ async fn ask_gate(hub: &Arc<Hub>, subject: &Subject) -> MessageDecision {
                 Duration::from_millis(timeout_ms),
             )
             .await;
-            message_decision(hook_answer(outcome), participants, message.sender_id)
+            message_decision(
+                hook_answer(outcome),
+                &conversation.participants,
+                message.sender_id,
+            )
         }
     }
 }

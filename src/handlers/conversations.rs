@@ -281,8 +281,8 @@ pub async fn store_message(
             let mut delivery = gates::message::delivery_of(&verdict, 0);
             if let (Some(job), Some(gated)) = (job, gated) {
                 let preloaded = gates::message::Preloaded {
+                    conversation: conversation.conversation_at(message.seq),
                     message: message.clone(),
-                    participants: conversation.participants.clone(),
                     task: gated.task,
                     app: gated.app,
                 };

@@ -3,7 +3,8 @@
 //! Every send checks that the sender takes part in the conversation and
 //! fans out to the other participants: without a cache, that is two store
 //! reads (the conversation and its participants) per send. The cache holds
-//! only what those checks read (kind, task, participants), never the
+//! what those checks read (kind, task, participants) and the fields that
+//! never change (name, key, creator, creation time), never the
 //! conversation's moving parts (its last message seq), nor the task's state:
 //! a task send still reads the task from the store. See
 //! docs/adr/0019-membership-cache.md.
@@ -33,6 +34,12 @@ pub struct Membership {
     pub kind: ConversationKind,
     pub task_id: Option<Uuid>,
     pub participants: Vec<Uuid>,
+    /// The conversation's fields that never change once it is created, so
+    /// a gate's hook gets the conversation without reading it again.
+    pub name: Option<String>,
+    pub key: Option<String>,
+    pub created_by: Uuid,
+    pub created_at: String,
 }
 
 impl Membership {
@@ -42,6 +49,25 @@ impl Membership {
             kind: c.kind,
             task_id: c.task_id,
             participants: c.participants.clone(),
+            name: c.name.clone(),
+            key: c.key.clone(),
+            created_by: c.created_by,
+            created_at: c.created_at.clone(),
+        }
+    }
+
+    /// The conversation as it stood when its message `seq` was stored.
+    pub fn conversation_at(&self, seq: u64) -> Conversation {
+        Conversation {
+            id: self.id,
+            kind: self.kind,
+            name: self.name.clone(),
+            key: self.key.clone(),
+            task_id: self.task_id,
+            created_by: self.created_by,
+            participants: self.participants.clone(),
+            last_message_seq: seq,
+            created_at: self.created_at.clone(),
         }
     }
 
@@ -159,6 +185,10 @@ mod tests {
             kind: ConversationKind::Group,
             task_id: None,
             participants: (0..participants).map(|_| Uuid::new_v4()).collect(),
+            name: None,
+            key: None,
+            created_by: Uuid::new_v4(),
+            created_at: String::new(),
         })
     }
 
