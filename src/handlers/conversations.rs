@@ -12,7 +12,7 @@ use super::{check_agents_exist, check_others, invalid, store_failure};
 use crate::config::MessagesConfig;
 use crate::domain::conversation::{direct_key, Conversation, ConversationKind};
 use crate::domain::event::NewEvent;
-use crate::domain::message::{self, Origin, PartLimits};
+use crate::domain::message::{self, Message, Origin, PartLimits};
 use crate::domain::now_millis;
 use crate::domain::task::{Task, TaskState};
 use crate::gates;
@@ -22,7 +22,7 @@ use crate::protocol::Notification;
 use crate::rpc::RpcError;
 use crate::store::{
     AppRecord, CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage, NewConversation,
-    NewMessage,
+    NewMessage, Verdict,
 };
 
 /// The conversation if the caller takes part in it. Anything else (missing,
@@ -278,16 +278,16 @@ pub async fn store_message(
             events,
         } => {
             hub.events.publish(&events);
-            let mut delivery = gates::message::delivery_of(&verdict, 0);
-            if let (Some(job), Some(gated)) = (job, gated) {
-                let preloaded = gates::message::Preloaded {
-                    conversation: conversation.conversation_at(message.seq),
-                    message: message.clone(),
-                    task: gated.task,
-                    app: gated.app,
-                };
-                delivery = run_gate(ctx, preloaded, job.id).await.unwrap_or(delivery);
-            }
+            let delivery = gates::message::delivery_of(&verdict, 0);
+            let delivery = match (job, gated) {
+                (Some(job), Some(gated)) => {
+                    let at_send = conversation.conversation_at(message.seq);
+                    gate_now(ctx, &message, at_send, gated, job.id)
+                        .await
+                        .unwrap_or(delivery)
+                }
+                _ => delivery,
+            };
             Ok(MessageSendResult {
                 message,
                 delivery,
@@ -298,21 +298,30 @@ pub async fn store_message(
             message,
             verdict,
             request_hash: stored,
-        } => {
-            if stored.as_deref() != Some(request_hash.as_str()) {
-                return Err(RpcError::conflict(format!(
-                    "clientMsgId {:?} was already used for a different message",
-                    out.client_msg_id.unwrap_or_default()
-                ))
-                .with_data(json!({ "field": "clientMsgId", "messageId": message.id })));
-            }
-            Ok(MessageSendResult {
-                message,
-                delivery: gates::message::delivery_of(&verdict, 0),
-                duplicate: true,
-            })
-        }
+        } => replayed(message, verdict, stored, &request_hash, out.client_msg_id),
     }
+}
+
+/// A retried send: the stored message, if the retry repeats it.
+fn replayed(
+    message: Message,
+    verdict: Verdict,
+    stored_hash: Option<String>,
+    request_hash: &str,
+    client_msg_id: Option<String>,
+) -> Result<MessageSendResult, RpcError> {
+    if stored_hash.as_deref() != Some(request_hash) {
+        return Err(RpcError::conflict(format!(
+            "clientMsgId {:?} was already used for a different message",
+            client_msg_id.unwrap_or_default()
+        ))
+        .with_data(json!({ "field": "clientMsgId", "messageId": message.id })));
+    }
+    Ok(MessageSendResult {
+        message,
+        delivery: gates::message::delivery_of(&verdict, 0),
+        duplicate: true,
+    })
 }
 
 /// The parts within `messages.max_parts` and `messages.max_bytes`, and a
@@ -449,13 +458,21 @@ fn request_hash(conversation: &Membership, out: &Outgoing) -> Result<String, Rpc
 /// Runs the gate now: the job was stored claimed for us. If this fails the
 /// runner retries it, and the sender learns the verdict from
 /// agent/message/delivery. `None` leaves the pending delivery as it is.
-async fn run_gate(
+async fn gate_now(
     ctx: &RequestContext,
-    preloaded: gates::message::Preloaded,
+    message: &Message,
+    conversation: Conversation,
+    gated: Gated,
     job_id: Uuid,
 ) -> Option<Delivery> {
     let hub = &ctx.hub;
-    let id = preloaded.message.id;
+    let id = message.id;
+    let preloaded = gates::message::Preloaded {
+        message: message.clone(),
+        conversation,
+        task: gated.task,
+        app: gated.app,
+    };
     match gates::message::decide_preloaded(hub, preloaded, job_id).await {
         Ok(Some(d)) => Some(d),
         Ok(None) => None,

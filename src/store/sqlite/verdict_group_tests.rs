@@ -206,27 +206,51 @@ async fn as_one_group(
     out
 }
 
-#[tokio::test]
-async fn a_group_of_verdicts_is_written_like_each_on_its_own() {
+/// A store with an app, agents a, b and c, and their active task's room.
+struct World {
+    s: Arc<SqliteStore>,
+    _dir: tempfile::TempDir,
+    agents: [Uuid; 3],
+    task: Uuid,
+    room: Uuid,
+}
+
+async fn world() -> World {
     let (s, _dir) = store().await;
     let app = principal(&s, PrincipalKind::App).await;
-    let (a, b, c) = (
+    let agents = [
         principal(&s, PrincipalKind::Agent).await,
         principal(&s, PrincipalKind::Agent).await,
         principal(&s, PrincipalKind::Agent).await,
-    );
-    let (task, room) = task_room(&s, app, &[a, b, c]).await;
-    let (all, all_job) = pending(&s, room, a).await;
-    let (some, some_job) = pending(&s, room, a).await;
-    let (blocked, blocked_job) = pending(&s, room, a).await;
-    let forward = |r: &[Uuid]| MessageOutcome::Forward {
+    ];
+    let (task, room) = task_room(&s, app, &agents).await;
+    World {
+        s,
+        _dir,
+        agents,
+        task,
+        room,
+    }
+}
+
+fn forward(r: &[Uuid]) -> MessageOutcome {
+    MessageOutcome::Forward {
         recipients: r.to_vec(),
-    };
+    }
+}
+
+#[tokio::test]
+async fn a_group_of_verdicts_is_written_like_each_on_its_own() {
+    let w = world().await;
+    let (s, room, [a, b, c]) = (&w.s, w.room, w.agents);
+    let (all, all_job) = pending(s, room, a).await;
+    let (some, some_job) = pending(s, room, a).await;
+    let (blocked, blocked_job) = pending(s, room, a).await;
     let verdicts = vec![
-        verdict(&s, all, all_job, forward(&[b, c])).await,
-        verdict(&s, some, some_job, forward(&[b])).await,
+        verdict(s, all, all_job, forward(&[b, c])).await,
+        verdict(s, some, some_job, forward(&[b])).await,
         verdict(
-            &s,
+            s,
             blocked,
             blocked_job,
             MessageOutcome::Block {
@@ -235,9 +259,9 @@ async fn a_group_of_verdicts_is_written_like_each_on_its_own() {
         )
         .await,
         // The same message twice in one group: the second finds it decided.
-        verdict(&s, all, all_job, forward(&[b, c])).await,
+        verdict(s, all, all_job, forward(&[b, c])).await,
     ];
-    let decided = as_one_group(&s, verdicts).await;
+    let decided = as_one_group(s, verdicts).await;
 
     let MessageDecided::Applied(to_all) = &decided[0] else {
         panic!("{:?}", decided[0]);
@@ -271,11 +295,16 @@ async fn a_group_of_verdicts_is_written_like_each_on_its_own() {
     }
     let to_b = s.events_after(b, 0, 10).await.unwrap();
     assert_eq!(to_b.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2]);
+}
 
-    // Closed: a forward in a group writes nothing and keeps its job; a
-    // block beside it still applies.
-    let (late, late_job) = pending(&s, room, a).await;
-    let (late_block, late_block_job) = pending(&s, room, a).await;
+/// Closed: a forward in a group writes nothing and keeps its job; a block
+/// beside it still applies.
+#[tokio::test]
+async fn a_forward_in_a_group_finds_its_task_closed() {
+    let w = world().await;
+    let (s, room, task, [a, b, c]) = (&w.s, w.room, w.task, w.agents);
+    let (late, late_job) = pending(s, room, a).await;
+    let (late_block, late_block_job) = pending(s, room, a).await;
     let closed = s
         .transition_task(
             task,
@@ -289,9 +318,9 @@ async fn a_group_of_verdicts_is_written_like_each_on_its_own() {
         .unwrap();
     assert!(closed.is_some());
     let verdicts = vec![
-        verdict(&s, late, late_job, forward(&[b, c])).await,
+        verdict(s, late, late_job, forward(&[b, c])).await,
         verdict(
-            &s,
+            s,
             late_block,
             late_block_job,
             MessageOutcome::Block {
@@ -300,7 +329,7 @@ async fn a_group_of_verdicts_is_written_like_each_on_its_own() {
         )
         .await,
     ];
-    let decided = as_one_group(&s, verdicts).await;
+    let decided = as_one_group(s, verdicts).await;
     assert!(matches!(decided[0], MessageDecided::TaskNotActive));
     assert!(matches!(decided[1], MessageDecided::Applied(_)));
     assert_eq!(s.message(late).await.unwrap().unwrap().1, Verdict::Pending);
