@@ -4,6 +4,7 @@
 //! their actions here; the decision in `mod.rs` does not change.
 
 use super::level::Level;
+use super::resource::ResourceKind;
 use crate::domain::PrincipalKind;
 
 /// Everything a subject can ask the hub to do that needs a right.
@@ -93,6 +94,9 @@ pub enum Rule {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Requirement {
     pub subjects: Subjects,
+    /// The one kind of resource the action is about; any other is decided
+    /// as hidden (fail closed on a loader's mistake).
+    pub on: ResourceKind,
     /// `None`: being able to see the resource is enough (own stream, own
     /// lease, owned agent, an app that exists, the hub).
     pub level: Option<Level>,
@@ -101,9 +105,16 @@ pub struct Requirement {
     pub rule: Rule,
 }
 
-const fn req(subjects: Subjects, level: Option<Level>, writes: bool, rule: Rule) -> Requirement {
+const fn req(
+    subjects: Subjects,
+    on: ResourceKind,
+    level: Option<Level>,
+    writes: bool,
+    rule: Rule,
+) -> Requirement {
     Requirement {
         subjects,
+        on,
         level,
         writes,
         rule,
@@ -179,33 +190,49 @@ impl Action {
     /// The ADR's table, one row per action.
     pub fn requirement(self) -> Requirement {
         use Level::{Admin, Read, Write};
+        use ResourceKind as K;
         use Subjects as S;
         match self {
-            Action::ConversationCreate => req(S::MEMBERS, None, false, Rule::NamedMembers),
-            Action::ConversationRead | Action::MessageRead | Action::ChannelList => {
-                req(S::PRINCIPALS, Some(Read), false, Rule::None)
-            }
-            Action::SpaceRead => req(S::PRINCIPALS, Some(Read), false, Rule::None),
-            Action::MessageCreate => req(S::PRINCIPALS, Some(Write), true, Rule::None),
-            Action::TypingSend => req(S::MEMBERS, Some(Write), true, Rule::None),
+            Action::ConversationCreate => req(S::MEMBERS, K::Hub, None, false, Rule::NamedMembers),
+            Action::ConversationRead | Action::ChannelList => req(
+                S::PRINCIPALS,
+                K::Conversation,
+                Some(Read),
+                false,
+                Rule::None,
+            ),
+            Action::MessageRead => req(S::PRINCIPALS, K::Message, Some(Read), false, Rule::None),
+            Action::SpaceRead => req(S::PRINCIPALS, K::Space, Some(Read), false, Rule::None),
+            Action::MessageCreate => req(
+                S::PRINCIPALS,
+                K::Conversation,
+                Some(Write),
+                true,
+                Rule::None,
+            ),
+            Action::TypingSend => req(S::MEMBERS, K::Conversation, Some(Write), true, Rule::None),
             Action::SpaceCreate
             | Action::GroupManage
             | Action::PersonCreate
             | Action::PersonDisable
             | Action::AgentOwnerSet
-            | Action::AuditRead => req(S::OPERATOR, None, false, Rule::None),
-            Action::ChannelCreate | Action::ChannelManage | Action::GrantManage => {
-                req(S::MANAGERS, Some(Admin), false, Rule::None)
+            | Action::AuditRead => req(S::OPERATOR, K::Hub, None, false, Rule::None),
+            Action::ChannelCreate => req(S::MANAGERS, K::Space, Some(Admin), false, Rule::None),
+            Action::ChannelManage => {
+                req(S::MANAGERS, K::Conversation, Some(Admin), false, Rule::None)
             }
-            Action::TaskRequest => req(S::AGENT, None, false, Rule::NamedAgents),
-            Action::TaskRead => req(S::AGENT_OR_APP, Some(Read), false, Rule::None),
-            Action::TaskManage => req(S::APP, Some(Write), false, Rule::TaskParticipants),
-            Action::DispatchRequest => req(S::AGENT, Some(Read), false, Rule::None),
-            Action::DispatchComplete => req(S::AGENT, None, false, Rule::None),
-            Action::DispatchResolve => req(S::APP, None, false, Rule::None),
-            Action::EventRead | Action::EventAck => req(S::PRINCIPALS, None, false, Rule::None),
+            Action::GrantManage => req(S::MANAGERS, K::Grant, Some(Admin), false, Rule::None),
+            Action::TaskRequest => req(S::AGENT, K::App, None, false, Rule::NamedAgents),
+            Action::TaskRead => req(S::AGENT_OR_APP, K::Task, Some(Read), false, Rule::None),
+            Action::TaskManage => req(S::APP, K::Task, Some(Write), false, Rule::TaskParticipants),
+            Action::DispatchRequest => req(S::AGENT, K::Message, Some(Read), false, Rule::None),
+            Action::DispatchComplete => req(S::AGENT, K::Lease, None, false, Rule::None),
+            Action::DispatchResolve => req(S::APP, K::Lease, None, false, Rule::None),
+            Action::EventRead | Action::EventAck => {
+                req(S::PRINCIPALS, K::Stream, None, false, Rule::None)
+            }
             Action::AgentKeysRead | Action::AgentKeysRevoke => {
-                req(S::MANAGERS, None, false, Rule::None)
+                req(S::MANAGERS, K::Agent, None, false, Rule::None)
             }
         }
     }

@@ -165,8 +165,7 @@ fn decide(
     let need = action.requirement();
     check_kind(subject, need.subjects)?;
     check_active(subject)?;
-    let level = reach(subject, action, resource, facts)
-        .ok_or_else(|| Denial::of(hidden_reason(action, resource.kind()), Answer::NotFound))?;
+    let level = readable(subject, action, need.on, resource, facts)?;
     check_level(level, need.level)?;
     if need.writes {
         check_channel_state(resource, level)?;
@@ -191,6 +190,24 @@ fn check_active(subject: &Subject) -> Result<(), Denial> {
         }
         _ => Ok(()),
     }
+}
+
+/// Step 3: the subject's level on a resource of the action's kind that it
+/// can read; otherwise the hidden denial, the same for a missing row.
+fn readable(
+    subject: &Subject,
+    action: Action,
+    on: ResourceKind,
+    resource: &Resource,
+    facts: &Facts,
+) -> Result<Level, Denial> {
+    let kind = resource.kind();
+    let level = if kind == on {
+        reach(subject, action, resource, facts)
+    } else {
+        None
+    };
+    level.ok_or_else(|| Denial::of(hidden_reason(action, kind), Answer::NotFound))
 }
 
 /// The subject's level on the resource, `None` when it cannot read it. A

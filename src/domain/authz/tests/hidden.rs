@@ -215,3 +215,82 @@ fn another_principals_stream_and_lease_are_not_self() {
         );
     }
 }
+
+/// For a subject: one resource of each kind it could read, given admin.
+fn readable_of_each_kind(me: Uuid) -> Vec<Resource> {
+    let mine = direct(&[me, new_id()]);
+    vec![
+        Resource::Hub,
+        Resource::App,
+        Resource::Stream { audience: me },
+        Resource::Space { id: new_id() },
+        Resource::Conversation(mine.clone()),
+        Resource::Message {
+            place: mine,
+            sender: me,
+            recipient: true,
+        },
+        Resource::Task {
+            app_id: me,
+            participants: vec![me],
+        },
+        Resource::Lease {
+            recipient: me,
+            task_app: Some(me),
+        },
+        Resource::Agent { owner: Some(me) },
+        Resource::Grant {
+            on: PlaceRef::Space(new_id()),
+        },
+    ]
+}
+
+#[test]
+fn a_resource_of_another_kind_than_the_actions_is_hidden() {
+    let subjects = [
+        PrincipalKind::Agent,
+        PrincipalKind::Person,
+        PrincipalKind::App,
+    ]
+    .map(active)
+    .into_iter()
+    .chain([Subject::Operator]);
+    for subject in subjects {
+        let me = match subject {
+            Subject::Principal { id, .. } => id,
+            Subject::Operator => new_id(),
+        };
+        let all = readable_of_each_kind(me);
+        assert_eq!(all.len(), ResourceKind::ALL.len());
+        for action in Action::ALL {
+            let need = action.requirement();
+            let admits = match subject {
+                Subject::Principal { kind, .. } => need.subjects.admits_principal(kind),
+                Subject::Operator => need.subjects.operator,
+            };
+            if !admits {
+                continue;
+            }
+            for resource in all.iter().filter(|r| r.kind() != need.on) {
+                let decision = authorize(&subject, action, resource, &request(&[Level::Admin]));
+                let missing = authorize(
+                    &subject,
+                    action,
+                    &Resource::Missing(resource.kind()),
+                    &request(&[]),
+                );
+                assert_eq!(decision, missing, "{action} on {resource:?}");
+                assert!(
+                    matches!(
+                        decision,
+                        Decision::Deny(Denial {
+                            answer: Answer::NotFound,
+                            ..
+                        })
+                    ),
+                    "{action} on {resource:?}: {decision:?}"
+                );
+            }
+        }
+    }
+}
