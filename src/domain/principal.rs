@@ -8,6 +8,9 @@ use uuid::Uuid;
 pub enum PrincipalKind {
     Agent,
     App,
+    /// A human (issue 14, ADR 0020). The store refuses person rows until the
+    /// people migration; the decision in `authz` already speaks of them.
+    Person,
 }
 
 impl PrincipalKind {
@@ -15,6 +18,7 @@ impl PrincipalKind {
         match self {
             PrincipalKind::Agent => "agent",
             PrincipalKind::App => "app",
+            PrincipalKind::Person => "person",
         }
     }
 
@@ -22,6 +26,7 @@ impl PrincipalKind {
         match s {
             "agent" => Some(PrincipalKind::Agent),
             "app" => Some(PrincipalKind::App),
+            "person" => Some(PrincipalKind::Person),
             _ => None,
         }
     }

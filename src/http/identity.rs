@@ -396,6 +396,7 @@ pub async fn rotate_key(
     let field = match auth.principal.kind {
         crate::domain::PrincipalKind::Agent => "agentKey",
         crate::domain::PrincipalKind::App => "appKey",
+        crate::domain::PrincipalKind::Person => "personKey",
     };
     let mut response = (
         StatusCode::OK,

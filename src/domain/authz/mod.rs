@@ -1,0 +1,325 @@
+//! The one authorization decision (ADR 0020 §3): pure, over facts a loader
+//! gathered, so every handler asks the same question the same way and a
+//! hidden resource cannot be told from a missing one.
+//!
+//! The steps run in a fixed order, each refusing with its own reason:
+//! 1. the subject's kind is admitted by the action (`subject_kind_not_allowed`);
+//! 2. the subject is active (`principal_inactive`);
+//! 3. the resource exists and the subject can read it (NotFound `no_grant`,
+//!    or `not_self` for another's stream or lease);
+//! 4. the subject's level reaches the action's (`level_insufficient`);
+//! 5. a write respects the channel's state (`channel_archived`, then
+//!    `channel_read_only` below admin);
+//! 6. the action's rule holds for the principals the request names.
+
+pub mod action;
+pub mod level;
+pub mod resource;
+
+#[cfg(test)]
+mod tests;
+
+use uuid::Uuid;
+
+pub use action::{Action, Requirement, Rule, Subjects};
+pub use level::Level;
+pub use resource::{ChannelState, Place, PlaceKind, PlaceRef, Resource, ResourceKind};
+
+use crate::domain::PrincipalKind;
+
+/// Who asks: a principal, or the operator through the admin token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subject {
+    Principal {
+        id: Uuid,
+        kind: PrincipalKind,
+        /// False once disabled (or, later, whatever else retires it).
+        active: bool,
+    },
+    Operator,
+}
+
+/// How the caller uses the decision. It changes no decision: a Filter-mode
+/// denial is dropped silently (lists, fan-outs) and never audited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Request,
+    Filter,
+}
+
+impl Mode {
+    /// Only a request's denial is answered, so only it is audited.
+    pub fn audits(self) -> bool {
+        self == Mode::Request
+    }
+}
+
+/// One principal a request names (participants, invitees, agents to add).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Named {
+    pub id: Uuid,
+    /// `None`: no principal has this id.
+    pub kind: Option<PrincipalKind>,
+    pub active: bool,
+    /// Takes part in the task the resource is (`task.manage`).
+    pub in_task: bool,
+}
+
+/// The facts about subject × resource the loader gathered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// The levels of the grants reaching the subject on the place: on a
+    /// channel and its space, on a space, or (for `space.read`) on the space
+    /// and each of its channels; see [`level::reaching_channel`].
+    pub grants: Vec<Level>,
+    pub named: Vec<Named>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Context {
+    pub mode: Mode,
+    pub facts: Facts,
+}
+
+/// Why an action was refused. Closed: the audit and the protocol's
+/// `data.reason` carry exactly these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    NoGrant,
+    LevelInsufficient,
+    SubjectKindNotAllowed,
+    NotSelf,
+    ChannelReadOnly,
+    ChannelArchived,
+    PrincipalInactive,
+    NotTaskParticipant,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::NoGrant => "no_grant",
+            Reason::LevelInsufficient => "level_insufficient",
+            Reason::SubjectKindNotAllowed => "subject_kind_not_allowed",
+            Reason::NotSelf => "not_self",
+            Reason::ChannelReadOnly => "channel_read_only",
+            Reason::ChannelArchived => "channel_archived",
+            Reason::PrincipalInactive => "principal_inactive",
+            Reason::NotTaskParticipant => "not_task_participant",
+        }
+    }
+}
+
+/// How a denial is answered: NotFound when the subject may not know the
+/// resource exists, Forbidden when it may.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    NotFound,
+    Forbidden,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Denial {
+    pub reason: Reason,
+    pub answer: Answer,
+    /// The named principal the denial is about (step 6), which the answer
+    /// echoes under its field; `None` when it is about the resource.
+    pub named: Option<Uuid>,
+}
+
+impl Denial {
+    fn of(reason: Reason, answer: Answer) -> Denial {
+        Denial {
+            reason,
+            answer,
+            named: None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    Deny(Denial),
+}
+
+/// Decides one action; see the module's doc for the order of the steps.
+pub fn authorize(
+    subject: &Subject,
+    action: Action,
+    resource: &Resource,
+    ctx: &Context,
+) -> Decision {
+    match decide(subject, action, resource, &ctx.facts) {
+        Ok(()) => Decision::Allow,
+        Err(denial) => Decision::Deny(denial),
+    }
+}
+
+fn decide(
+    subject: &Subject,
+    action: Action,
+    resource: &Resource,
+    facts: &Facts,
+) -> Result<(), Denial> {
+    let need = action.requirement();
+    check_kind(subject, need.subjects)?;
+    check_active(subject)?;
+    let level = readable(subject, action, need.on, resource, facts)?;
+    check_level(level, need.level)?;
+    if need.writes {
+        check_channel_state(resource, level)?;
+    }
+    check_rule(need.rule, &facts.named)
+}
+
+fn check_kind(subject: &Subject, admitted: Subjects) -> Result<(), Denial> {
+    let admits = match subject {
+        Subject::Principal { kind, .. } => admitted.admits_principal(*kind),
+        Subject::Operator => admitted.operator,
+    };
+    admits
+        .then_some(())
+        .ok_or(Denial::of(Reason::SubjectKindNotAllowed, Answer::Forbidden))
+}
+
+fn check_active(subject: &Subject) -> Result<(), Denial> {
+    match subject {
+        Subject::Principal { active: false, .. } => {
+            Err(Denial::of(Reason::PrincipalInactive, Answer::Forbidden))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Step 3: the subject's level on a resource of the action's kind that it
+/// can read; otherwise the hidden denial, the same for a missing row.
+fn readable(
+    subject: &Subject,
+    action: Action,
+    on: ResourceKind,
+    resource: &Resource,
+    facts: &Facts,
+) -> Result<Level, Denial> {
+    let kind = resource.kind();
+    let level = if kind == on {
+        reach(subject, action, resource, facts)
+    } else {
+        None
+    };
+    level.ok_or_else(|| Denial::of(hidden_reason(action, kind), Answer::NotFound))
+}
+
+/// The subject's level on the resource, `None` when it cannot read it. A
+/// `Missing` resource is `None` here, like any hidden one, so steps 4-6
+/// never see it and its denial is the hidden one's.
+fn reach(subject: &Subject, action: Action, resource: &Resource, facts: &Facts) -> Option<Level> {
+    let (id, kind) = match subject {
+        Subject::Operator => {
+            return (!matches!(resource, Resource::Missing(_))).then_some(Level::Admin)
+        }
+        Subject::Principal { id, kind, .. } => (*id, *kind),
+    };
+    let grants = &facts.grants;
+    match resource {
+        Resource::Missing(_) => None,
+        Resource::Hub | Resource::App => Some(Level::Read),
+        Resource::Stream { audience } => (*audience == id).then_some(Level::Admin),
+        Resource::Space { .. }
+        | Resource::Grant {
+            on: PlaceRef::Space(_),
+        } => level::effective(kind, grants),
+        Resource::Conversation(place)
+        | Resource::Grant {
+            on: PlaceRef::Channel(place),
+        } => level::on_place(place, id, kind, grants),
+        Resource::Message {
+            place,
+            sender,
+            recipient,
+        } => {
+            let sees = match action {
+                Action::DispatchRequest => *recipient,
+                _ => place.is_channel() || *sender == id || *recipient,
+            };
+            level::on_place(place, id, kind, grants).filter(|_| sees)
+        }
+        Resource::Task {
+            app_id,
+            participants,
+        } => (*app_id == id || participants.contains(&id)).then_some(level::DERIVED),
+        Resource::Lease {
+            recipient,
+            task_app,
+        } => lease_reach(action, id, *recipient, *task_app),
+        Resource::Agent { owner } => (*owner == Some(id)).then_some(Level::Admin),
+    }
+}
+
+/// A lease is its recipient's to complete and its task's app's to resolve.
+fn lease_reach(action: Action, id: Uuid, recipient: Uuid, task_app: Option<Uuid>) -> Option<Level> {
+    let reaches = match action {
+        Action::DispatchComplete => recipient == id,
+        Action::DispatchResolve => task_app == Some(id),
+        _ => recipient == id || task_app == Some(id),
+    };
+    reaches.then_some(level::DERIVED)
+}
+
+/// The reason of a step-3 denial depends only on the action and the kind
+/// of resource asked for, never on whether the row exists: what makes a
+/// hidden resource answer exactly like a missing one.
+fn hidden_reason(action: Action, kind: ResourceKind) -> Reason {
+    match (action, kind) {
+        (_, ResourceKind::Stream) | (Action::DispatchComplete, ResourceKind::Lease) => {
+            Reason::NotSelf
+        }
+        _ => Reason::NoGrant,
+    }
+}
+
+fn check_level(held: Level, needed: Option<Level>) -> Result<(), Denial> {
+    match needed {
+        Some(needed) if held < needed => {
+            Err(Denial::of(Reason::LevelInsufficient, Answer::Forbidden))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Archived refuses every write; read-only every write below admin.
+fn check_channel_state(resource: &Resource, held: Level) -> Result<(), Denial> {
+    match resource.place().and_then(Place::channel_state) {
+        Some(ChannelState::Archived) => Err(Denial::of(Reason::ChannelArchived, Answer::Forbidden)),
+        Some(ChannelState::ReadOnly) if held < Level::Admin => {
+            Err(Denial::of(Reason::ChannelReadOnly, Answer::Forbidden))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Step 6: the first named principal breaking the rule, if any.
+fn check_rule(rule: Rule, named: &[Named]) -> Result<(), Denial> {
+    let (ok, denial): (fn(&Named) -> bool, _) = match rule {
+        Rule::None => return Ok(()),
+        Rule::NamedMembers => (
+            |n| n.active && matches!(n.kind, Some(PrincipalKind::Agent | PrincipalKind::Person)),
+            Denial::of(Reason::NoGrant, Answer::NotFound),
+        ),
+        Rule::NamedAgents => (
+            |n| n.active && n.kind == Some(PrincipalKind::Agent),
+            Denial::of(Reason::NoGrant, Answer::NotFound),
+        ),
+        Rule::TaskParticipants => (
+            |n| n.in_task && n.kind == Some(PrincipalKind::Agent),
+            Denial::of(Reason::NotTaskParticipant, Answer::Forbidden),
+        ),
+    };
+    match named.iter().find(|n| !ok(n)) {
+        Some(n) => Err(Denial {
+            named: Some(n.id),
+            ..denial
+        }),
+        None => Ok(()),
+    }
+}

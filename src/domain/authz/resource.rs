@@ -1,0 +1,193 @@
+//! What an action is about, as the loader found it (ADR 0020 §3).
+//!
+//! A missing row is a value here, not an error, so the decision can answer
+//! it exactly like a row the subject may not read.
+
+use uuid::Uuid;
+
+/// A channel's state; it binds every principal (ADR 0020 §2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChannelState {
+    Open,
+    /// Only admins write.
+    ReadOnly,
+    /// Nobody writes; `channel.manage` still works, so it can be reopened.
+    Archived,
+}
+
+impl ChannelState {
+    pub const ALL: [ChannelState; 3] = [
+        ChannelState::Open,
+        ChannelState::ReadOnly,
+        ChannelState::Archived,
+    ];
+
+    /// The text stored in `conversations.state`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelState::Open => "open",
+            ChannelState::ReadOnly => "read_only",
+            ChannelState::Archived => "archived",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ChannelState> {
+        ChannelState::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+/// The kind of a conversation, with what each kind needs to be decided on:
+/// a task's app, a channel's space and state. (A sum type rather than the
+/// ADR's `kind` plus optional `task_app` and `channel`, so that a channel
+/// without a space cannot be built.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlaceKind {
+    Direct,
+    Group,
+    Task { app_id: Uuid },
+    Channel { space_id: Uuid, state: ChannelState },
+}
+
+/// A conversation as a place: where messages are read and written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Place {
+    pub id: Uuid,
+    pub kind: PlaceKind,
+    /// Stored participants: direct, group and task conversations only;
+    /// channels have none (their readers are their levels).
+    pub participants: Vec<Uuid>,
+}
+
+impl Place {
+    pub fn channel_state(&self) -> Option<ChannelState> {
+        match self.kind {
+            PlaceKind::Channel { state, .. } => Some(state),
+            _ => None,
+        }
+    }
+
+    pub fn is_channel(&self) -> bool {
+        matches!(self.kind, PlaceKind::Channel { .. })
+    }
+}
+
+/// Where a grant applies, as a resource of `grant.manage`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlaceRef {
+    Space(Uuid),
+    Channel(Place),
+}
+
+/// The kinds of resource, also what a `Missing` one was asked for as. It
+/// names the not-found answer and the audit's `resource_kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ResourceKind {
+    Hub,
+    Stream,
+    Space,
+    Conversation,
+    Message,
+    Task,
+    Lease,
+    Agent,
+    App,
+    Grant,
+}
+
+impl ResourceKind {
+    pub const ALL: [ResourceKind; 10] = [
+        ResourceKind::Hub,
+        ResourceKind::Stream,
+        ResourceKind::Space,
+        ResourceKind::Conversation,
+        ResourceKind::Message,
+        ResourceKind::Task,
+        ResourceKind::Lease,
+        ResourceKind::Agent,
+        ResourceKind::App,
+        ResourceKind::Grant,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceKind::Hub => "hub",
+            ResourceKind::Stream => "stream",
+            ResourceKind::Space => "space",
+            ResourceKind::Conversation => "conversation",
+            ResourceKind::Message => "message",
+            ResourceKind::Task => "task",
+            ResourceKind::Lease => "lease",
+            ResourceKind::Agent => "agent",
+            ResourceKind::App => "app",
+            ResourceKind::Grant => "grant",
+        }
+    }
+}
+
+/// The resource of one decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resource {
+    /// The requested row does not exist.
+    Missing(ResourceKind),
+    /// The hub itself: creations and the operator's management.
+    Hub,
+    /// A principal's event stream.
+    Stream {
+        audience: Uuid,
+    },
+    Space {
+        id: Uuid,
+    },
+    Conversation(Place),
+    /// `recipient`: a `message_recipients` row names the subject.
+    Message {
+        place: Place,
+        sender: Uuid,
+        recipient: bool,
+    },
+    Task {
+        app_id: Uuid,
+        participants: Vec<Uuid>,
+    },
+    Lease {
+        recipient: Uuid,
+        task_app: Option<Uuid>,
+    },
+    Agent {
+        owner: Option<Uuid>,
+    },
+    /// An app named by a request (`task.request`): it exists and is an app.
+    App,
+    Grant {
+        on: PlaceRef,
+    },
+}
+
+impl Resource {
+    pub fn kind(&self) -> ResourceKind {
+        match self {
+            Resource::Missing(kind) => *kind,
+            Resource::Hub => ResourceKind::Hub,
+            Resource::Stream { .. } => ResourceKind::Stream,
+            Resource::Space { .. } => ResourceKind::Space,
+            Resource::Conversation(_) => ResourceKind::Conversation,
+            Resource::Message { .. } => ResourceKind::Message,
+            Resource::Task { .. } => ResourceKind::Task,
+            Resource::Lease { .. } => ResourceKind::Lease,
+            Resource::Agent { .. } => ResourceKind::Agent,
+            Resource::App => ResourceKind::App,
+            Resource::Grant { .. } => ResourceKind::Grant,
+        }
+    }
+
+    /// The conversation whose channel state a write must respect.
+    pub fn place(&self) -> Option<&Place> {
+        match self {
+            Resource::Conversation(place) | Resource::Message { place, .. } => Some(place),
+            Resource::Grant {
+                on: PlaceRef::Channel(place),
+            } => Some(place),
+            _ => None,
+        }
+    }
+}
