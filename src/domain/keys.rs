@@ -159,6 +159,15 @@ mod tests {
         assert!(parse(&format!("{k}x")).is_none());
     }
 
+    /// People exist as a kind before their keys may be used (issue 14's
+    /// people migration): a person key is refused like any unknown key.
+    #[test]
+    fn person_keys_do_not_parse_yet() {
+        let k = mint(PrincipalKind::Person);
+        assert!(k.plaintext.starts_with("sbk_person_"));
+        assert!(parse(&k.plaintext).is_none());
+    }
+
     #[test]
     fn keys_carry_256_bits_and_differ() {
         let a = mint(PrincipalKind::App);

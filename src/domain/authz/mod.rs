@@ -68,10 +68,16 @@ pub struct Named {
 /// The facts about subject × resource the loader gathered.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Facts {
-    /// The levels of the grants reaching the subject on the place: on a
-    /// channel and its space, on a space, or (for `space.read`) on the space
-    /// and each of its channels; see [`level::reaching_channel`].
+    /// The levels of the grants reaching the subject on the place itself:
+    /// on a channel and its space, or on a space; see
+    /// [`level::reaching_channel`].
     pub grants: Vec<Level>,
+    /// On a space: the grants reaching the subject on each of its
+    /// channels. Only `space.read` counts them (a reader of one channel
+    /// may see its space); managing a space never does, so an admin of one
+    /// channel is no admin of its space. Kept apart so a loader cannot mix
+    /// them up.
+    pub channel_grants: Vec<Level>,
     pub named: Vec<Named>,
 }
 
@@ -166,6 +172,10 @@ fn decide(
     check_kind(subject, need.subjects)?;
     check_active(subject)?;
     let level = readable(subject, action, need.on, resource, facts)?;
+    let level = match subject {
+        Subject::Principal { kind, .. } => level::cap(*kind, level),
+        Subject::Operator => level,
+    };
     check_level(level, need.level)?;
     if need.writes {
         check_channel_state(resource, level)?;
@@ -207,13 +217,18 @@ fn readable(
     } else {
         None
     };
-    level.ok_or_else(|| Denial::of(hidden_reason(action, kind), Answer::NotFound))
+    level.ok_or_else(|| Denial::of(hidden_reason(action, on), Answer::NotFound))
 }
 
 /// The subject's level on the resource, `None` when it cannot read it. A
 /// `Missing` resource is `None` here, like any hidden one, so steps 4-6
-/// never see it and its denial is the hidden one's.
+/// never see it and its denial is the hidden one's. So is a conversation
+/// that is not a channel for an action about channels, even to the
+/// operator: to those actions it does not exist.
 fn reach(subject: &Subject, action: Action, resource: &Resource, facts: &Facts) -> Option<Level> {
+    if !of_the_right_place(action, resource) {
+        return None;
+    }
     let (id, kind) = match subject {
         Subject::Operator => {
             return (!matches!(resource, Resource::Missing(_))).then_some(Level::Admin)
@@ -225,6 +240,14 @@ fn reach(subject: &Subject, action: Action, resource: &Resource, facts: &Facts) 
         Resource::Missing(_) => None,
         Resource::Hub | Resource::App => Some(Level::Read),
         Resource::Stream { audience } => (*audience == id).then_some(Level::Admin),
+        Resource::Space { .. } if action == Action::SpaceRead => {
+            let all: Vec<Level> = grants
+                .iter()
+                .chain(&facts.channel_grants)
+                .copied()
+                .collect();
+            level::effective(kind, &all)
+        }
         Resource::Space { .. }
         | Resource::Grant {
             on: PlaceRef::Space(_),
@@ -237,13 +260,7 @@ fn reach(subject: &Subject, action: Action, resource: &Resource, facts: &Facts) 
             place,
             sender,
             recipient,
-        } => {
-            let sees = match action {
-                Action::DispatchRequest => *recipient,
-                _ => place.is_channel() || *sender == id || *recipient,
-            };
-            level::on_place(place, id, kind, grants).filter(|_| sees)
-        }
+        } => message_reach(action, place, id, kind, *sender, *recipient, grants),
         Resource::Task {
             app_id,
             participants,
@@ -256,12 +273,53 @@ fn reach(subject: &Subject, action: Action, resource: &Resource, facts: &Facts) 
     }
 }
 
-/// A lease is its recipient's to complete and its task's app's to resolve.
+/// Actions about channels see only channels: a direct, group or task
+/// conversation named as a channel is hidden (ADR 0020 §2: a channel is a
+/// conversation of kind `channel`).
+fn of_the_right_place(action: Action, resource: &Resource) -> bool {
+    match (action, resource) {
+        (Action::ChannelList | Action::ChannelManage, Resource::Conversation(place)) => {
+            place.is_channel()
+        }
+        (
+            _,
+            Resource::Grant {
+                on: PlaceRef::Channel(place),
+            },
+        ) => place.is_channel(),
+        _ => true,
+    }
+}
+
+/// A message is seen by whoever reads its channel, and elsewhere by its
+/// sender and recipients. A dispatch needs a recipient of a message outside
+/// channels: channels have no recipients until issue 16 says what one is.
+fn message_reach(
+    action: Action,
+    place: &Place,
+    id: Uuid,
+    kind: PrincipalKind,
+    sender: Uuid,
+    recipient: bool,
+    grants: &[Level],
+) -> Option<Level> {
+    let sees = match action {
+        Action::DispatchRequest => !place.is_channel() && recipient,
+        Action::MessageRead | Action::MessageCreate => {
+            place.is_channel() || sender == id || recipient
+        }
+        _ => false,
+    };
+    level::on_place(place, id, kind, grants).filter(|_| sees)
+}
+
+/// A lease is its recipient's to complete and its task's app's to resolve;
+/// no other action is about a lease.
 fn lease_reach(action: Action, id: Uuid, recipient: Uuid, task_app: Option<Uuid>) -> Option<Level> {
     let reaches = match action {
         Action::DispatchComplete => recipient == id,
         Action::DispatchResolve => task_app == Some(id),
-        _ => recipient == id || task_app == Some(id),
+        _ => false,
     };
     reaches.then_some(level::DERIVED)
 }

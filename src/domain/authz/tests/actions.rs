@@ -286,6 +286,40 @@ fn space_read_needs_a_grant_on_the_space_or_one_of_its_channels() {
 }
 
 #[test]
+fn a_channels_grants_open_its_space_to_reading_never_to_managing() {
+    let admin_of_a_channel = Context {
+        mode: Mode::Request,
+        facts: Facts {
+            channel_grants: vec![Level::Admin],
+            ..Facts::default()
+        },
+    };
+    let space = Resource::Space { id: new_id() };
+    let person = active(PrincipalKind::Person);
+    assert_eq!(
+        authorize(&person, Action::SpaceRead, &space, &admin_of_a_channel),
+        Decision::Allow
+    );
+    for action in [Action::ChannelCreate, Action::GrantManage] {
+        let resource = match action {
+            Action::GrantManage => Resource::Grant {
+                on: PlaceRef::Space(new_id()),
+            },
+            _ => space.clone(),
+        };
+        assert_eq!(
+            authorize(&person, action, &resource, &admin_of_a_channel),
+            Decision::Deny(Denial {
+                reason: Reason::NoGrant,
+                answer: Answer::NotFound,
+                named: None,
+            }),
+            "{action:?}"
+        );
+    }
+}
+
+#[test]
 fn event_read_and_ack_are_on_ones_own_stream() {
     for action in [Action::EventRead, Action::EventAck] {
         for kind in PRINCIPAL_KINDS {

@@ -4,6 +4,7 @@
 
 mod actions;
 mod actions_manage;
+mod catalogue;
 mod hidden;
 mod levels;
 mod order;
@@ -38,6 +39,7 @@ pub fn request(grants: &[Level]) -> Context {
         facts: Facts {
             grants: grants.to_vec(),
             named: Vec::new(),
+            ..Facts::default()
         },
     }
 }
@@ -48,6 +50,7 @@ pub fn naming(named: &[Named]) -> Context {
         facts: Facts {
             grants: Vec::new(),
             named: named.to_vec(),
+            ..Facts::default()
         },
     }
 }

@@ -91,7 +91,7 @@ fn the_level_is_refused_before_the_channel_state() {
 }
 
 #[test]
-fn archived_is_refused_before_read_only_reasons_and_rules() {
+fn archived_refuses_a_write_that_holds_the_level() {
     let agent = active(PrincipalKind::Agent);
     let archived = Resource::Conversation(channel(ChannelState::Archived));
     assert_eq!(
@@ -106,7 +106,7 @@ fn archived_is_refused_before_read_only_reasons_and_rules() {
 }
 
 #[test]
-fn the_level_is_refused_before_the_rule_on_named_principals() {
+fn no_read_is_refused_before_the_rule_on_named_principals() {
     let app = active(PrincipalKind::App);
     let task = Resource::Task {
         app_id: new_id(),
