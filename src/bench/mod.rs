@@ -43,6 +43,11 @@ pub struct BenchArgs {
     /// Sends in flight at once in fanout (1 measures latency unloaded).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
     pub inflight: u64,
+    /// Offer fanout's messages at this rate (messages per second) instead
+    /// of keeping `--inflight` in flight: latency below saturation, for
+    /// example at half the rate a saturated run reached. 0: saturated.
+    #[arg(long, default_value_t = 0)]
+    pub fanout_rate: u64,
     /// Offered loads (messages per second) for the hook scenario.
     #[arg(long, value_delimiter = ',', default_value = "100,1000,5000")]
     pub hook_rates: Vec<u64>,
@@ -111,6 +116,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Report> {
                 let run = scenarios::FanoutRun {
                     deliveries: args.fanout_deliveries,
                     inflight: args.inflight as usize,
+                    rate: args.fanout_rate,
                     backend,
                     database_url: url,
                     sync,

@@ -206,6 +206,9 @@ pub struct FanoutRun<'a> {
     pub deliveries: usize,
     /// Sends in flight at once (`--inflight`).
     pub inflight: usize,
+    /// Messages per second offered on a schedule instead (`--fanout-rate`;
+    /// 0: as fast as `inflight` allows). For latency below saturation.
+    pub rate: u64,
     pub backend: &'a str,
     pub database_url: Option<String>,
     pub sync: SqliteSynchronous,
@@ -215,6 +218,7 @@ pub async fn fanout(n: usize, run: FanoutRun<'_>) -> anyhow::Result<Entry> {
     let FanoutRun {
         deliveries,
         inflight,
+        rate,
         backend,
         database_url,
         sync,
@@ -254,19 +258,26 @@ pub async fn fanout(n: usize, run: FanoutRun<'_>) -> anyhow::Result<Entry> {
     let before = super::written::mark(&store_url).await?;
     let cpu0 = own_cpu_seconds();
     let started = Instant::now();
-    futures_util::stream::iter(0..messages)
-        .map(|_| send_text(&sender, group, format!("{} {}", stamp(), "x".repeat(100))))
-        .buffer_unordered(inflight.max(1))
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    if rate > 0 {
+        offered_fanout(Arc::new(sender), group, messages, rate).await?;
+    } else {
+        futures_util::stream::iter(0..messages)
+            .map(|_| send_text(&sender, group, format!("{} {}", stamp(), "x".repeat(100))))
+            .buffer_unordered(inflight.max(1))
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<anyhow::Result<Vec<_>>>()?;
+    }
     let mut entry = Entry::new("fanout")
         .param("n", n)
         .param("messages", messages)
         .param("backend", backend)
-        .param("inflight", inflight)
         .param("outbound_queue_capacity", queue);
+    entry = match rate {
+        0 => entry.param("inflight", inflight),
+        r => entry.param("offered_messages_per_second", r),
+    };
     if backend == "sqlite" {
         entry = entry.param("sqlite_synchronous", format!("{sync:?}").to_lowercase());
     }
@@ -276,6 +287,31 @@ pub async fn fanout(n: usize, run: FanoutRun<'_>) -> anyhow::Result<Entry> {
     server.shutdown().await?;
     super::written::record(&mut entry, &store_url, before, messages * n).await?;
     Ok(entry)
+}
+
+/// `messages` sends into `group`, each started on its schedule at `rate`
+/// a second, however many are still in flight.
+async fn offered_fanout(
+    sender: Arc<AgentClient>,
+    group: Uuid,
+    messages: usize,
+    rate: u64,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut sends = Vec::with_capacity(messages);
+    for i in 0..messages {
+        let at = started + Duration::from_secs_f64(i as f64 / rate as f64);
+        tokio::time::sleep_until(at.into()).await;
+        let sender = sender.clone();
+        sends.push(tokio::spawn(async move {
+            let text = format!("{} {}", stamp(), "x".repeat(100));
+            send_text(&sender, group, text).await
+        }));
+    }
+    for s in sends {
+        s.await??;
+    }
+    Ok(())
 }
 
 fn gate_manifest(message_authorize: Value) -> Value {

@@ -87,3 +87,48 @@ async fn bench_smoke_run_reports_every_scenario() {
     }
     assert!(report["machine"]["cores"].as_u64().unwrap() >= 1);
 }
+
+/// `--fanout-rate` offers the sends on a schedule instead of a window.
+#[tokio::test]
+async fn fanout_at_an_offered_rate_delivers_every_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args([
+            "bench",
+            "--smoke",
+            "--scenario",
+            "fanout",
+            "--backend",
+            "sqlite",
+            "--fanout-rate",
+            "400",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let fanout: Vec<&serde_json::Value> = report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["scenario"] == "fanout")
+        .collect();
+    assert_eq!(fanout.len(), 1);
+    let f = fanout[0];
+    assert_eq!(f["params"]["offered_messages_per_second"], 400);
+    assert!(f["params"].get("inflight").is_none());
+    assert_eq!(
+        f["results"]["deliveries"],
+        f["params"]["n"].as_u64().unwrap() * f["params"]["messages"].as_u64().unwrap()
+    );
+    assert!(f["results"]["latency_p99_ms"].as_f64().unwrap() > 0.0);
+}
