@@ -103,7 +103,24 @@ pub struct Task {
     pub updated_at: String,
 }
 
+/// What a gate checks of a task: which it is, whose, and where it stands.
+/// A send into a task conversation reads this, not the whole task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskHead {
+    pub id: Uuid,
+    pub app_id: Uuid,
+    pub state: TaskState,
+}
+
 impl Task {
+    pub fn head(&self) -> TaskHead {
+        TaskHead {
+            id: self.id,
+            app_id: self.app_id,
+            state: self.state,
+        }
+    }
+
     pub fn has_participant(&self, agent: Uuid) -> bool {
         self.participants.iter().any(|p| p.agent_id == agent)
     }

@@ -13,7 +13,7 @@ use crate::domain::gate::{
 };
 use crate::domain::message::{Message, Origin};
 use crate::domain::now_millis;
-use crate::domain::task::{Task, TaskState};
+use crate::domain::task::{TaskHead, TaskState};
 use crate::hooks;
 use crate::hub::Hub;
 use crate::protocol::conversations::{
@@ -69,7 +69,7 @@ pub struct Preloaded {
     /// The conversation as the send saw it, with the message's seq as its
     /// last (a send concurrent with this one may be newer).
     pub conversation: Conversation,
-    pub task: Task,
+    pub task: TaskHead,
     pub app: AppRecord,
 }
 
@@ -182,7 +182,7 @@ async fn finish_decided(
 struct Subject {
     message: Message,
     conversation: Conversation,
-    task: Task,
+    task: TaskHead,
     app: AppRecord,
 }
 
@@ -197,7 +197,7 @@ async fn load_subject(hub: &Arc<Hub>, message: Message) -> Result<Subject, Store
     Ok(Subject {
         message,
         conversation,
-        task,
+        task: task.head(),
         app,
     })
 }

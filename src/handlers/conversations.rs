@@ -14,7 +14,7 @@ use crate::domain::conversation::{direct_key, Conversation, ConversationKind};
 use crate::domain::event::NewEvent;
 use crate::domain::message::{self, Message, Origin, PartLimits};
 use crate::domain::now_millis;
-use crate::domain::task::{Task, TaskState};
+use crate::domain::task::{TaskHead, TaskState};
 use crate::gates;
 use crate::hub::{Membership, RequestContext};
 use crate::protocol::conversations::*;
@@ -379,7 +379,7 @@ async fn check_reply_to(
 /// static policy) and what was read to decide so, which the gate reuses.
 struct Gated {
     hook_timeout_ms: u64,
-    task: Task,
+    task: TaskHead,
     app: AppRecord,
 }
 
@@ -409,11 +409,10 @@ async fn fanout_of(
             let task_id = conversation.task_id.ok_or_else(RpcError::internal)?;
             let task = hub
                 .store
-                .task(task_id)
+                .task_head(task_id)
                 .await
                 .map_err(store_failure)?
-                .ok_or_else(RpcError::internal)?
-                .task;
+                .ok_or_else(RpcError::internal)?;
             if task.state != TaskState::Active {
                 return Err(
                     RpcError::conflict(format!("the task is {}", task.state.as_str()))

@@ -13,7 +13,7 @@ use super::StoreResult;
 use crate::domain::conversation::Conversation;
 use crate::domain::event::{rfc3339, StoredEvent};
 use crate::domain::lease::Lease;
-use crate::domain::task::{Task, TaskFailure, TaskParticipant, TaskRole, TaskState};
+use crate::domain::task::{Task, TaskFailure, TaskHead, TaskParticipant, TaskRole, TaskState};
 use crate::domain::Millis;
 
 #[derive(Clone, Debug)]
@@ -39,6 +39,9 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn create_task(&self, t: &NewTask, job: &NewJob) -> StoreResult<()>;
 
     async fn task(&self, id: Uuid) -> StoreResult<Option<TaskRecord>>;
+
+    /// The task's id, app and state: one read, for the send path.
+    async fn task_head(&self, id: Uuid) -> StoreResult<Option<TaskHead>>;
 
     /// The conversations of a task, oldest first.
     async fn task_conversations(&self, task_id: Uuid) -> StoreResult<Vec<Conversation>>;
@@ -163,6 +166,25 @@ impl<D: Database + Keyset> TaskStore for D {
             Some(r) => Ok(Some(load_task(&mut *conn, &r).await?)),
             None => Ok(None),
         }
+    }
+
+    async fn task_head(&self, id: Uuid) -> StoreResult<Option<TaskHead>> {
+        let row = self
+            .read()
+            .await?
+            .fetch_optional(
+                "SELECT id, app_id, state FROM tasks WHERE id = $1",
+                &[Arg::Id(id)],
+            )
+            .await?;
+        row.map(|r| {
+            Ok(TaskHead {
+                id: r.id("id")?,
+                app_id: r.id("app_id")?,
+                state: parsed(r.text("state")?, "state", TaskState::parse)?,
+            })
+        })
+        .transpose()
     }
 
     async fn task_conversations(&self, task_id: Uuid) -> StoreResult<Vec<Conversation>> {

@@ -309,6 +309,12 @@ async fn forwards_need_an_active_task(store: DynStore) {
     let app = app_in(&store).await;
     let (a, b) = (agent_in(&store, "a").await, agent_in(&store, "b").await);
     let (t, town) = active_room(&store, app, a, b).await;
+    let head = store.task_head(t.id).await.unwrap().unwrap();
+    assert_eq!(
+        (head.id, head.app_id, head.state),
+        (t.id, app, TaskState::Active)
+    );
+    assert!(store.task_head(Uuid::now_v7()).await.unwrap().is_none());
     let listed = store.task_conversations(t.id).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].key.as_deref(), Some("town"));
@@ -344,6 +350,12 @@ async fn forwards_need_an_active_task(store: DynStore) {
         .await
         .unwrap();
     assert!(closed.is_some());
+    let head = store.task_head(t.id).await.unwrap().unwrap();
+    assert_eq!(
+        head.state,
+        TaskState::Closed,
+        "the head reads the state as it now stands"
+    );
     let late = store
         .decide_message(second, &forward, &finishing(job), 41)
         .await
