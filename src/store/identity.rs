@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use super::people;
 use super::sql::{is_unique_violation, parsed, to_json, Arg, Database, Executor, Row};
 use super::{StoreError, StoreResult};
 use crate::domain::manifest::Manifest;
@@ -15,6 +16,29 @@ pub struct PrincipalRecord {
     pub name: String,
     pub description: Option<String>,
     pub created_at: Millis,
+    /// The person owning this agent; only agents have one.
+    pub owner_id: Option<Uuid>,
+    /// When the operator disabled this principal: it is inactive after.
+    pub disabled_at: Option<Millis>,
+}
+
+/// An agent as its owner lists it: the agent and every key it ever had.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OwnedAgent {
+    pub agent_id: Uuid,
+    pub name: String,
+    pub created_at: Millis,
+    /// Oldest first.
+    pub keys: Vec<OwnedKey>,
+}
+
+/// A key as its agent's owner sees it: no digest, so a listing can never
+/// leak what verifies the key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OwnedKey {
+    pub key_id: String,
+    pub created_at: Millis,
+    pub revoked_at: Option<Millis>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -117,6 +141,34 @@ pub trait IdentityStore: Send + Sync + 'static {
         scope: &str,
         key: &str,
     ) -> StoreResult<Option<IdempotentResponse>>;
+
+    /// Stores a person and its first key (and the idempotency record, if
+    /// any) in one transaction. `Conflict` when `person.kind` is not a person.
+    async fn create_person(
+        &self,
+        person: &NewPrincipal,
+        key: &NewKey,
+        idem: Option<&IdempotencyRecord>,
+    ) -> StoreResult<()>;
+
+    /// Sets `disabled_at` (the first time only) and revokes every active key
+    /// of the person, in one transaction. Returns the revoked key ids.
+    /// `NotFound` for an unknown id, `Conflict` for a principal that is not
+    /// a person.
+    async fn disable_person(&self, person: Uuid, now: Millis) -> StoreResult<Vec<String>>;
+
+    /// Sets or clears an agent's owner. `NotFound` for an unknown agent;
+    /// `Conflict` when `agent` is not an agent, or `owner` names no active
+    /// person (missing, another kind or disabled alike).
+    async fn set_owner(&self, agent: Uuid, owner: Option<Uuid>) -> StoreResult<()>;
+
+    /// The agents `person` owns, by id, with their keys.
+    async fn owned_agents(&self, person: Uuid) -> StoreResult<Vec<OwnedAgent>>;
+
+    /// Kind and active (not disabled) of each of `ids` that exists, in one
+    /// read: what the authorization loader needs of named principals.
+    /// Unknown ids are left out; each id appears once, in `ids` order.
+    async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>>;
 }
 
 /// What differs per dialect in this area.
@@ -135,8 +187,12 @@ fn principal_row(row: &Row) -> StoreResult<PrincipalRecord> {
         name: row.text("name")?,
         description: row.opt_text("description")?,
         created_at: row.int("created_at")?,
+        owner_id: row.opt_id("owner_id")?,
+        disabled_at: row.opt_int("disabled_at")?,
     })
 }
+
+const PRINCIPAL_COLUMNS: &str = "id, kind, name, description, created_at, owner_id, disabled_at";
 
 fn key_row(row: &Row) -> StoreResult<KeyRecord> {
     Ok(KeyRecord {
@@ -271,7 +327,7 @@ impl<D: Database + IdentityDialect> IdentityStore for D {
         self.read()
             .await?
             .fetch_optional(
-                "SELECT id, kind, name, description, created_at FROM principals WHERE id = $1",
+                &format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE id = $1"),
                 &[Arg::Id(id)],
             )
             .await?
@@ -284,8 +340,8 @@ impl<D: Database + IdentityDialect> IdentityStore for D {
             .read()
             .await?
             .fetch_optional(
-                "SELECT p.id, p.kind, p.name, p.description, p.created_at, a.manifest \
-                 FROM principals p JOIN apps a ON a.app_id = p.id WHERE p.id = $1",
+                "SELECT p.id, p.kind, p.name, p.description, p.created_at, p.owner_id, p.disabled_at, \
+                 a.manifest FROM principals p JOIN apps a ON a.app_id = p.id WHERE p.id = $1",
                 &[Arg::Id(id)],
             )
             .await?;
@@ -384,5 +440,57 @@ impl<D: Database + IdentityDialect> IdentityStore for D {
             })
         })
         .transpose()
+    }
+
+    async fn create_person(
+        &self,
+        person: &NewPrincipal,
+        key: &NewKey,
+        idem: Option<&IdempotencyRecord>,
+    ) -> StoreResult<()> {
+        if person.kind != PrincipalKind::Person {
+            return Err(StoreError::Conflict(format!(
+                "create_person takes a person, not an {}",
+                person.kind.as_str()
+            )));
+        }
+        let mut tx = self.begin().await?;
+        insert_idempotency(&mut *tx, idem, person.created_at).await?;
+        insert_principal(&mut *tx, person, key).await?;
+        tx.commit().await
+    }
+
+    async fn disable_person(&self, person: Uuid, now: Millis) -> StoreResult<Vec<String>> {
+        let mut tx = self.begin().await?;
+        // Rotation's lock: no key minted meanwhile escapes the revoke.
+        D::lock_principal(&mut *tx, person).await?;
+        let found = people::kind_of(&mut *tx, person).await?;
+        people::check_person(person, found.map(|(kind, _)| kind))?;
+        people::mark_disabled(&mut *tx, person, now).await?;
+        let revoked = revoke_active(&mut *tx, person, now).await?;
+        tx.commit().await?;
+        Ok(revoked)
+    }
+
+    async fn set_owner(&self, agent: Uuid, owner: Option<Uuid>) -> StoreResult<()> {
+        let mut tx = self.begin().await?;
+        D::lock_principal(&mut *tx, agent).await?;
+        let found = people::kind_of(&mut *tx, agent).await?;
+        people::check_agent(agent, found.map(|(kind, _)| kind))?;
+        if let Some(owner) = owner {
+            // Locked too, so a disable cannot commit between check and write.
+            D::lock_principal(&mut *tx, owner).await?;
+            people::check_owner(&mut *tx, owner).await?;
+        }
+        people::write_owner(&mut *tx, agent, owner).await?;
+        tx.commit().await
+    }
+
+    async fn owned_agents(&self, person: Uuid) -> StoreResult<Vec<OwnedAgent>> {
+        people::owned_agents(&mut *self.read().await?, person).await
+    }
+
+    async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>> {
+        people::principal_kinds(&mut *self.read().await?, ids).await
     }
 }

@@ -23,6 +23,7 @@ mod identity;
 mod jobs;
 mod leases;
 mod messages;
+mod people;
 mod postgres;
 pub(crate) mod recipients;
 mod signing_keys;
@@ -42,7 +43,7 @@ pub use effects::Effects;
 pub use events::EventStore;
 pub use identity::{
     AppRecord, IdempotencyRecord, IdempotentResponse, IdentityStore, KeyRecord, NewKey,
-    NewPrincipal, PrincipalRecord,
+    NewPrincipal, OwnedAgent, OwnedKey, PrincipalRecord,
 };
 pub use jobs::{Job, JobKind, JobStore, NewJob};
 pub use leases::{CreatedLease, LeaseChange, NewLease};

@@ -22,6 +22,7 @@ mod operations;
 mod schema_drift;
 mod server_calls;
 mod store_contract;
+mod store_people;
 mod store_reads;
 mod tasks;
 mod webhook_keys;

@@ -18,7 +18,9 @@ use crate::support::hub::Options;
 use crate::support::legacy_db::LegacyDb;
 use crate::support::{pg, RawSocket, TestHub};
 
+mod from_0008;
 mod schema_0007;
+mod schema_0008;
 
 use schema_0007::{write_before, Before, Principal, ACKED_SEQ, PRUNED_THROUGH, SENDERS};
 

@@ -203,7 +203,7 @@ async fn migrations_are_idempotent_and_keep_the_epoch(store: DynStore) {
 }
 
 /// The werewolf manifest, validated.
-fn werewolf() -> switchboard::domain::manifest::Manifest {
+pub(crate) fn werewolf() -> switchboard::domain::manifest::Manifest {
     let bounds = ManifestBounds {
         min_hook_timeout_ms: 10,
         max_hook_timeout_ms: 60_000,

@@ -123,9 +123,47 @@ impl Keyset for SqliteStore {
 impl BaseDialect for SqliteStore {
     const BACKEND: Backend = Backend::Sqlite;
 
+    /// On one connection without foreign-key enforcement: migration 0009
+    /// rebuilds `principals` and `conversations` (SQLite cannot alter a
+    /// CHECK), and with enforcement on the parent's `DROP TABLE` fails,
+    /// while `PRAGMA foreign_keys` is a no-op inside the migrator's
+    /// transaction (ADR 0020 §5). What enforcement would have caught is
+    /// checked afterwards on that connection, failing start-up; pooled
+    /// connections keep enforcing.
     async fn run_migrations(&self) -> StoreResult<()> {
-        MIGRATOR.run(&self.pool).await?;
-        Ok(())
+        let options = (*self.pool.connect_options()).clone().foreign_keys(false);
+        // A pool of exactly one connection: the migrator takes a pool
+        // (`&mut SqliteConnection` is not `Send` enough here), and the check
+        // must run on the connection that migrated.
+        let one = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await?;
+        let migrated = MIGRATOR.run(&one).await;
+        let checked = match migrated {
+            Ok(()) => foreign_key_violations(&mut *one.acquire().await?).await,
+            Err(e) => Err(e.into()),
+        };
+        one.close().await;
+        checked
+    }
+}
+
+/// `PRAGMA foreign_key_check` on `conn`: an error naming the first table
+/// holding a row whose parent is missing.
+async fn foreign_key_violations(conn: &mut SqliteConnection) -> StoreResult<()> {
+    let row = sqlx::query("PRAGMA foreign_key_check")
+        .fetch_optional(&mut *conn)
+        .await?;
+    match row {
+        None => Ok(()),
+        Some(row) => {
+            let table: String = row.try_get("table")?;
+            let parent: String = row.try_get("parent")?;
+            Err(StoreError::Corrupt(format!(
+                "after the migrations, table {table} has a row whose {parent} row is missing (PRAGMA foreign_key_check)"
+            )))
+        }
     }
 }
 

@@ -56,6 +56,21 @@ fn migrations_up_to(dialect: &str, version: u32) -> TempDir {
 impl LegacyDb {
     /// A new SQLite file at `path`, migrated to `version`.
     pub async fn sqlite(path: &Path, version: u32) -> LegacyDb {
+        let db = LegacyDb::open_sqlite(path).await;
+        db.migrate_to(version).await;
+        db
+    }
+
+    /// The empty PostgreSQL database at `url`, migrated to `version`.
+    pub async fn postgres(url: &str, version: u32) -> LegacyDb {
+        let db = LegacyDb::open_postgres(url).await;
+        db.migrate_to(version).await;
+        db
+    }
+
+    /// The SQLite file at `path` as it is (created if missing), enforcing
+    /// foreign keys as the hub's pooled connections do.
+    pub async fn open_sqlite(path: &Path) -> LegacyDb {
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -65,53 +80,117 @@ impl LegacyDb {
             .connect_with(options)
             .await
             .expect("open SQLite");
-        let dir = migrations_up_to("sqlite", version);
-        let migrator = sqlx::migrate::Migrator::new(dir.path()).await.unwrap();
-        migrator.run(&pool).await.expect("migrate SQLite");
         LegacyDb::Sqlite(pool)
     }
 
-    /// The empty PostgreSQL database at `url`, migrated to `version`.
-    pub async fn postgres(url: &str, version: u32) -> LegacyDb {
+    /// The PostgreSQL database at `url` as it is.
+    pub async fn open_postgres(url: &str) -> LegacyDb {
         let pool = PgPoolOptions::new()
             .max_connections(1)
             .connect(url)
             .await
             .expect("connect PostgreSQL");
-        let dir = migrations_up_to("postgres", version);
-        let migrator = sqlx::migrate::Migrator::new(dir.path()).await.unwrap();
-        migrator.run(&pool).await.expect("migrate PostgreSQL");
         LegacyDb::Postgres(pool)
+    }
+
+    /// Applies the crate's migrations numbered up to `version` that this
+    /// database has not applied yet.
+    pub async fn migrate_to(&self, version: u32) {
+        let dialect = match self {
+            LegacyDb::Sqlite(_) => "sqlite",
+            LegacyDb::Postgres(_) => "postgres",
+        };
+        let dir = migrations_up_to(dialect, version);
+        let migrator = sqlx::migrate::Migrator::new(dir.path()).await.unwrap();
+        match self {
+            LegacyDb::Sqlite(pool) => migrator.run(pool).await,
+            LegacyDb::Postgres(pool) => migrator.run(pool).await,
+        }
+        .unwrap_or_else(|e| panic!("migrate {dialect} to {version}: {e}"));
+    }
+
+    /// The tables the migrations made, by name (not the migrator's own).
+    pub async fn tables(&self) -> Vec<String> {
+        self.texts(
+            "SELECT name AS t FROM sqlite_master WHERE type = 'table' \
+             AND name NOT LIKE '\\_sqlx%' ESCAPE '\\' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+            "SELECT CAST(table_name AS TEXT) AS t FROM information_schema.tables \
+             WHERE table_schema = current_schema() AND table_name NOT LIKE '\\_sqlx%' ORDER BY table_name",
+            None,
+        )
+        .await
+    }
+
+    /// A table's columns, in their order.
+    pub async fn columns(&self, table: &str) -> Vec<String> {
+        self.texts(
+            "SELECT name AS t FROM pragma_table_info($1) ORDER BY cid",
+            "SELECT CAST(column_name AS TEXT) AS t FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
+            Some(table),
+        )
+        .await
+    }
+
+    /// Every row of `table`, its `columns` as one JSON array of their
+    /// stored values as text (SQLite's `quote`, PostgreSQL's text cast), in
+    /// one sorted order: what a migration must leave unchanged.
+    pub async fn rows(&self, table: &str, columns: &[String]) -> Vec<String> {
+        let quoted =
+            |f: &dyn Fn(&String) -> String| columns.iter().map(f).collect::<Vec<_>>().join(", ");
+        let sqlite = format!(
+            "SELECT json_array({}) AS t FROM \"{table}\" ORDER BY t",
+            quoted(&|c| format!("quote(\"{c}\")"))
+        );
+        let postgres = format!(
+            "SELECT CAST(json_build_array({}) AS TEXT) AS t FROM \"{table}\" ORDER BY t",
+            quoted(&|c| format!("CAST(\"{c}\" AS TEXT)"))
+        );
+        self.texts(&sqlite, &postgres, None).await
+    }
+
+    /// The one text column `t` of each row `sql` (by dialect) answers.
+    pub async fn texts(&self, sqlite: &str, postgres: &str, arg: Option<&str>) -> Vec<String> {
+        use sqlx::Row as _;
+        match self {
+            LegacyDb::Sqlite(pool) => {
+                let q = arg.into_iter().fold(sqlx::query(sqlite), |q, a| q.bind(a));
+                let rows = q
+                    .fetch_all(pool)
+                    .await
+                    .unwrap_or_else(|e| panic!("{sqlite}: {e}"));
+                rows.iter().map(|r| r.get::<String, _>("t")).collect()
+            }
+            LegacyDb::Postgres(pool) => {
+                let q = arg
+                    .into_iter()
+                    .fold(sqlx::query(postgres), |q, a| q.bind(a));
+                let rows = q
+                    .fetch_all(pool)
+                    .await
+                    .unwrap_or_else(|e| panic!("{postgres}: {e}"));
+                rows.iter().map(|r| r.get::<String, _>("t")).collect()
+            }
+        }
+    }
+
+    /// Runs one statement, answering the database's refusal as text.
+    pub async fn try_exec(&self, sql: &str, args: &[Val]) -> Result<(), String> {
+        match self {
+            LegacyDb::Sqlite(pool) => bind_sqlite(sql, args).execute(pool).await.map(|_| ()),
+            LegacyDb::Postgres(pool) => {
+                let sql = cast_json_placeholders(sql, args);
+                bind_postgres(&sql, args).execute(pool).await.map(|_| ())
+            }
+        }
+        .map_err(|e| e.to_string())
     }
 
     /// Runs one statement with `$1, $2, ...` placeholders.
     pub async fn exec(&self, sql: &str, args: &[Val]) {
-        let done = match self {
-            LegacyDb::Sqlite(pool) => {
-                let q = args.iter().fold(sqlx::query(sql), |q, a| match a {
-                    Val::Id(id) => q.bind(id.to_string()),
-                    Val::OptId(id) => q.bind(id.map(|id| id.to_string())),
-                    Val::Text(s) | Val::Json(s) => q.bind(s.clone()),
-                    Val::OptText(s) => q.bind(s.clone()),
-                    Val::Int(i) => q.bind(*i),
-                    Val::Bytes(b) => q.bind(b.clone()),
-                });
-                q.execute(pool).await.map(|_| ())
-            }
-            LegacyDb::Postgres(pool) => {
-                let sql = cast_json_placeholders(sql, args);
-                let q = args.iter().fold(sqlx::query(&sql), |q, a| match a {
-                    Val::Id(id) => q.bind(*id),
-                    Val::OptId(id) => q.bind(*id),
-                    Val::Text(s) | Val::Json(s) => q.bind(s.clone()),
-                    Val::OptText(s) => q.bind(s.clone()),
-                    Val::Int(i) => q.bind(*i),
-                    Val::Bytes(b) => q.bind(b.clone()),
-                });
-                q.execute(pool).await.map(|_| ())
-            }
-        };
-        done.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        self.try_exec(sql, args)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
 
     /// Closes the pool, so the hub is the only one holding the database.
@@ -121,6 +200,31 @@ impl LegacyDb {
             LegacyDb::Postgres(pool) => pool.close().await,
         }
     }
+}
+
+type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
+type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
+fn bind_sqlite<'q>(sql: &'q str, args: &[Val]) -> SqliteQuery<'q> {
+    args.iter().fold(sqlx::query(sql), |q, a| match a {
+        Val::Id(id) => q.bind(id.to_string()),
+        Val::OptId(id) => q.bind(id.map(|id| id.to_string())),
+        Val::Text(s) | Val::Json(s) => q.bind(s.clone()),
+        Val::OptText(s) => q.bind(s.clone()),
+        Val::Int(i) => q.bind(*i),
+        Val::Bytes(b) => q.bind(b.clone()),
+    })
+}
+
+fn bind_postgres<'q>(sql: &'q str, args: &[Val]) -> PgQuery<'q> {
+    args.iter().fold(sqlx::query(sql), |q, a| match a {
+        Val::Id(id) => q.bind(*id),
+        Val::OptId(id) => q.bind(*id),
+        Val::Text(s) | Val::Json(s) => q.bind(s.clone()),
+        Val::OptText(s) => q.bind(s.clone()),
+        Val::Int(i) => q.bind(*i),
+        Val::Bytes(b) => q.bind(b.clone()),
+    })
 }
 
 /// `$n` of a JSON value becomes `CAST($n AS jsonb)`: the driver sends
