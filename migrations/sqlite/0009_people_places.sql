@@ -102,3 +102,6 @@ CREATE INDEX audit_denials_by_time ON audit_denials (last_at);
 ALTER TABLE messages ADD COLUMN thread_id TEXT REFERENCES messages (id);
 CREATE INDEX messages_by_thread ON messages (conversation_id, thread_id, seq)
     WHERE thread_id IS NOT NULL;
+
+-- An owner lists its agents (`owned_agents`).
+CREATE INDEX principals_by_owner ON principals (owner_id) WHERE owner_id IS NOT NULL;

@@ -376,6 +376,17 @@ impl<D: Database + IdentityDialect> IdentityStore for D {
         if !D::lock_principal(&mut *tx, principal_id).await? {
             return Err(StoreError::NotFound);
         }
+        // A disabled principal's keys were revoked with it; it gets none
+        // back. Checked under the lock a disable takes too.
+        let disabled = tx
+            .fetch_optional(
+                "SELECT 1 AS one FROM principals WHERE id = $1 AND disabled_at IS NOT NULL",
+                &[Arg::Id(principal_id)],
+            )
+            .await?;
+        if disabled.is_some() {
+            return Err(StoreError::Conflict("the principal is disabled".into()));
+        }
         let revoked = revoke_active(&mut *tx, principal_id, now).await?;
         if let Some(k) = presented {
             if !revoked.iter().any(|r| r == k) {

@@ -82,6 +82,15 @@ async fn disabling_a_person_revokes_every_key_once(store: DynStore) {
         assert_eq!(k.revoked_at, Some(at), "{key}");
     }
     assert!(store.disable_person(id, 30).await.unwrap().is_empty());
+    let (_, fourth) = new_key(PrincipalKind::Person);
+    conflict(
+        store.rotate_keys(id, &fourth, 31, None).await,
+        "is disabled",
+    );
+    assert!(
+        store.key(&fourth.key_id).await.unwrap().is_none(),
+        "no key back"
+    );
     let again = store.principal(id).await.unwrap().unwrap();
     assert_eq!(again.disabled_at, Some(20), "the first time is kept");
     conflict(store.disable_person(bystander, 40).await, "not a person");

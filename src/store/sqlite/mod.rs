@@ -139,29 +139,68 @@ impl BaseDialect for SqliteStore {
             .max_connections(1)
             .connect_with(options)
             .await?;
-        let migrated = MIGRATOR.run(&one).await;
-        let checked = match migrated {
-            Ok(()) => foreign_key_violations(&mut *one.acquire().await?).await,
-            Err(e) => Err(e.into()),
-        };
+        let done = migrate_checked(&one).await;
         one.close().await;
-        checked
+        done
     }
 }
 
-/// `PRAGMA foreign_key_check` on `conn`: an error naming the first table
-/// holding a row whose parent is missing.
-async fn foreign_key_violations(conn: &mut SqliteConnection) -> StoreResult<()> {
+/// Runs the pending migrations with foreign keys checked before and after,
+/// so a database that already breaks them is refused untouched (still at
+/// its old version, readable by the old binary) rather than migrated and
+/// then refused. A start with nothing pending checks nothing: the scan
+/// reads every child table.
+async fn migrate_checked(one: &SqlitePool) -> StoreResult<()> {
+    let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    if applied_version(one).await? >= latest {
+        return Ok(());
+    }
+    foreign_key_violations(one, Checked::Before).await?;
+    MIGRATOR.run(one).await?;
+    foreign_key_violations(one, Checked::After).await
+}
+
+#[derive(Clone, Copy)]
+enum Checked {
+    Before,
+    After,
+}
+
+/// The newest migration applied, 0 on a new database.
+async fn applied_version(one: &SqlitePool) -> StoreResult<i64> {
+    let tracked: Option<(String,)> = sqlx::query_as(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+    )
+    .fetch_optional(one)
+    .await?;
+    if tracked.is_none() {
+        return Ok(0);
+    }
+    let (version,): (Option<i64>,) =
+        sqlx::query_as("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(one)
+            .await?;
+    Ok(version.unwrap_or(0))
+}
+
+/// `PRAGMA foreign_key_check`: an error naming the first table holding a
+/// row whose parent is missing.
+async fn foreign_key_violations(one: &SqlitePool, when: Checked) -> StoreResult<()> {
     let row = sqlx::query("PRAGMA foreign_key_check")
-        .fetch_optional(&mut *conn)
+        .fetch_optional(one)
         .await?;
     match row {
         None => Ok(()),
         Some(row) => {
             let table: String = row.try_get("table")?;
             let parent: String = row.try_get("parent")?;
+            let (when, then) = match when {
+                Checked::Before => ("before", "nothing was migrated"),
+                Checked::After => ("after", "the migrations were applied"),
+            };
             Err(StoreError::Corrupt(format!(
-                "after the migrations, table {table} has a row whose {parent} row is missing (PRAGMA foreign_key_check)"
+                "{when} the migrations, table {table} has a row whose {parent} row is missing \
+                 (PRAGMA foreign_key_check); {then}"
             )))
         }
     }
@@ -227,6 +266,7 @@ mod tests {
     //! The `$N` placeholders the shared SQL uses, on SQLite.
 
     use super::*;
+    use crate::store::BaseStore;
 
     async fn conn() -> (SqliteConnection, tempfile::TempDir) {
         use sqlx::Connection;
@@ -251,6 +291,40 @@ mod tests {
                 .unwrap();
             assert_eq!(row.int("temp_store").unwrap(), 2, "2 is MEMORY");
         }
+    }
+
+    /// The migrations run without foreign-key enforcement; every pooled
+    /// connection enforces it afterwards, and a second start checks and
+    /// migrates nothing.
+    #[tokio::test]
+    async fn pooled_connections_enforce_foreign_keys_after_the_migrations() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        let store = SqliteStore::open(&url, 2, 5_000, crate::config::SqliteSynchronous::Full)
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        store.migrate().await.unwrap();
+        let (mut a, mut b) = (store.read().await.unwrap(), store.read().await.unwrap());
+        for conn in [&mut a, &mut b] {
+            let row = conn
+                .fetch_optional("PRAGMA foreign_keys", &[])
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(row.int("foreign_keys").unwrap(), 1);
+        }
+        let dangling = a
+            .execute(
+                "INSERT INTO conversation_participants (conversation_id, principal_id, joined_at) \
+                 VALUES ($1, $2, 1)",
+                &[Arg::Id(Uuid::now_v7()), Arg::Id(Uuid::now_v7())],
+            )
+            .await;
+        assert!(
+            dangling.is_err(),
+            "a row without its conversation is refused"
+        );
     }
 
     #[tokio::test]

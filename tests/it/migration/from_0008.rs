@@ -239,8 +239,8 @@ async fn a_postgres_database_of_schema_0008_keeps_every_row_across_the_people_mi
 }
 
 /// A row whose parent is missing (written with enforcement off, as the
-/// rebuild runs) stops the start, naming its table, instead of serving a
-/// database whose foreign keys do not hold.
+/// rebuild runs) stops the start, naming its table, before anything is
+/// migrated, instead of serving a database whose foreign keys do not hold.
 #[tokio::test]
 async fn a_dangling_foreign_key_stops_the_start_naming_its_table() {
     let dir = tempfile::tempdir().unwrap();
@@ -265,7 +265,21 @@ async fn a_dangling_foreign_key_stops_the_start_naming_its_table() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("table conversation_participants") && stderr.contains("foreign_key_check"),
+        stderr.contains("table conversation_participants")
+            && stderr.contains("foreign_key_check")
+            && stderr.contains("nothing was migrated"),
         "{stderr}"
     );
+    // Refused before migrating: still at 0008, as the old binary left it.
+    let db = LegacyDb::open_sqlite(&dir.path().join("switchboard.db")).await;
+    let version = db
+        .texts(
+            "SELECT CAST(MAX(version) AS TEXT) AS t FROM _sqlx_migrations",
+            "",
+            None,
+        )
+        .await;
+    assert_eq!(version, [SCHEMA_BEFORE.to_string()]);
+    assert!(!db.tables().await.contains(&"spaces".to_string()));
+    db.close().await;
 }
