@@ -1,11 +1,13 @@
 //! The benchmark tool works end to end (tiny sizes; no speed threshold).
 
-#[tokio::test]
-async fn bench_smoke_run_reports_every_scenario() {
+/// `switchboard bench <args> --json F`, its report.
+async fn bench_report(args: &[&str]) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args(["bench", "--smoke", "--backend", "both", "--json"])
+        .arg("bench")
+        .args(args)
+        .arg("--json")
         .arg(&json)
         .output()
         .await
@@ -15,8 +17,12 @@ async fn bench_smoke_run_reports_every_scenario() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn bench_smoke_run_reports_every_scenario() {
+    let report = bench_report(&["--smoke", "--backend", "both"]).await;
     let scenarios: Vec<&str> = report["entries"]
         .as_array()
         .unwrap()
@@ -91,31 +97,16 @@ async fn bench_smoke_run_reports_every_scenario() {
 /// `--fanout-rate` offers the sends on a schedule instead of a window.
 #[tokio::test]
 async fn fanout_at_an_offered_rate_delivers_every_message() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("report.json");
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args([
-            "bench",
-            "--smoke",
-            "--scenario",
-            "fanout",
-            "--backend",
-            "sqlite",
-            "--fanout-rate",
-            "400",
-            "--json",
-        ])
-        .arg(&json)
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let report = bench_report(&[
+        "--smoke",
+        "--scenario",
+        "fanout",
+        "--backend",
+        "sqlite",
+        "--fanout-rate",
+        "400",
+    ])
+    .await;
     let fanout: Vec<&serde_json::Value> = report["entries"]
         .as_array()
         .unwrap()
