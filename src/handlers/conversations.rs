@@ -407,7 +407,7 @@ async fn fanout_of(
         )),
         (ConversationKind::Task, Origin::Agent) => {
             let task_id = conversation.task_id.ok_or_else(RpcError::internal)?;
-            let task = hub
+            let (task, app) = hub
                 .store
                 .task_head(task_id)
                 .await
@@ -419,12 +419,6 @@ async fn fanout_of(
                         .with_data(json!({ "taskId": task.id, "state": task.state })),
                 );
             }
-            let app = hub
-                .store
-                .app(task.app_id)
-                .await
-                .map_err(store_failure)?
-                .ok_or_else(RpcError::internal)?;
             let hook_timeout_ms = match app.manifest.hooks.message_authorize {
                 crate::domain::manifest::MessagePolicy::Hook { timeout_ms } => timeout_ms,
                 _ => 0,

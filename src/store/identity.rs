@@ -194,6 +194,17 @@ fn principal_row(row: &Row) -> StoreResult<PrincipalRecord> {
 
 const PRINCIPAL_COLUMNS: &str = "id, kind, name, description, created_at, owner_id, disabled_at";
 
+/// An app's principal (`p`) and manifest (`a`), as [`app_row`] reads them.
+pub(super) const APP_COLUMNS: &str =
+    "p.id, p.kind, p.name, p.description, p.created_at, p.owner_id, p.disabled_at, a.manifest";
+
+pub(super) fn app_row(row: &Row) -> StoreResult<AppRecord> {
+    Ok(AppRecord {
+        principal: principal_row(row)?,
+        manifest: row.decoded("manifest")?,
+    })
+}
+
 fn key_row(row: &Row) -> StoreResult<KeyRecord> {
     Ok(KeyRecord {
         key_id: row.text("key_id")?,
@@ -336,20 +347,15 @@ impl<D: Database + IdentityDialect> IdentityStore for D {
     }
 
     async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>> {
+        let sql = format!(
+            "SELECT {APP_COLUMNS} FROM principals p JOIN apps a ON a.app_id = p.id WHERE p.id = $1"
+        );
         let row = self
             .read()
             .await?
-            .fetch_optional(
-                "SELECT p.id, p.kind, p.name, p.description, p.created_at, p.owner_id, p.disabled_at, \
-                 a.manifest FROM principals p JOIN apps a ON a.app_id = p.id WHERE p.id = $1",
-                &[Arg::Id(id)],
-            )
+            .fetch_optional(&sql, &[Arg::Id(id)])
             .await?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(Some(AppRecord {
-            principal: principal_row(&row)?,
-            manifest: row.decoded("manifest")?,
-        }))
+        row.as_ref().map(app_row).transpose()
     }
 
     async fn key(&self, key_id: &str) -> StoreResult<Option<KeyRecord>> {

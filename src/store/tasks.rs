@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use super::conversations::{load_conversations, CONVERSATION_COLUMNS};
 use super::effects::{apply_effects, Effects};
+use super::identity::{app_row, AppRecord, APP_COLUMNS};
 use super::jobs::{delete_job, insert_job, NewJob};
 use super::leases::{CreatedLease, LeaseChange, NewLease};
 use super::sql::{parsed, Arg, Database, Executor, Keyset, Row};
@@ -40,8 +41,9 @@ pub trait TaskStore: Send + Sync + 'static {
 
     async fn task(&self, id: Uuid) -> StoreResult<Option<TaskRecord>>;
 
-    /// The task's id, app and state: one read, for the send path.
-    async fn task_head(&self, id: Uuid) -> StoreResult<Option<TaskHead>>;
+    /// The task's id, app and state, with its app's record: one read, for
+    /// the send path.
+    async fn task_head(&self, id: Uuid) -> StoreResult<Option<(TaskHead, AppRecord)>>;
 
     /// The conversations of a task, oldest first.
     async fn task_conversations(&self, task_id: Uuid) -> StoreResult<Vec<Conversation>>;
@@ -168,21 +170,25 @@ impl<D: Database + Keyset> TaskStore for D {
         }
     }
 
-    async fn task_head(&self, id: Uuid) -> StoreResult<Option<TaskHead>> {
+    async fn task_head(&self, id: Uuid) -> StoreResult<Option<(TaskHead, AppRecord)>> {
+        let sql = format!(
+            "SELECT t.id AS task_id, t.state, {APP_COLUMNS} FROM tasks t \
+             JOIN principals p ON p.id = t.app_id JOIN apps a ON a.app_id = t.app_id \
+             WHERE t.id = $1"
+        );
         let row = self
             .read()
             .await?
-            .fetch_optional(
-                "SELECT id, app_id, state FROM tasks WHERE id = $1",
-                &[Arg::Id(id)],
-            )
+            .fetch_optional(&sql, &[Arg::Id(id)])
             .await?;
         row.map(|r| {
-            Ok(TaskHead {
-                id: r.id("id")?,
-                app_id: r.id("app_id")?,
+            let app = app_row(&r)?;
+            let head = TaskHead {
+                id: r.id("task_id")?,
+                app_id: app.principal.id,
                 state: parsed(r.text("state")?, "state", TaskState::parse)?,
-            })
+            };
+            Ok((head, app))
         })
         .transpose()
     }

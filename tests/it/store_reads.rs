@@ -309,7 +309,8 @@ async fn forwards_need_an_active_task(store: DynStore) {
     let app = app_in(&store).await;
     let (a, b) = (agent_in(&store, "a").await, agent_in(&store, "b").await);
     let (t, town) = active_room(&store, app, a, b).await;
-    let head = store.task_head(t.id).await.unwrap().unwrap();
+    let (head, its_app) = store.task_head(t.id).await.unwrap().unwrap();
+    assert_eq!(its_app, store.app(app).await.unwrap().unwrap());
     assert_eq!(
         (head.id, head.app_id, head.state),
         (t.id, app, TaskState::Active)
@@ -350,7 +351,7 @@ async fn forwards_need_an_active_task(store: DynStore) {
         .await
         .unwrap();
     assert!(closed.is_some());
-    let head = store.task_head(t.id).await.unwrap().unwrap();
+    let (head, _) = store.task_head(t.id).await.unwrap().unwrap();
     assert_eq!(
         head.state,
         TaskState::Closed,
