@@ -3,7 +3,7 @@
 //!
 //! A caller names the area it uses: [`IdentityStore`], [`EventStore`],
 //! [`ConversationStore`], [`TaskStore`], [`JobStore`], [`CardStore`],
-//! [`SigningKeyStore`], with [`BaseStore`] for what concerns the database
+//! [`SigningKeyStore`], [`PlaceStore`], with [`BaseStore`] for what concerns the database
 //! itself. [`Store`] is all of them, and the hub holds one [`DynStore`].
 //!
 //! Each area module holds its trait, its records and its SQL, written once
@@ -24,6 +24,8 @@ mod jobs;
 mod leases;
 mod messages;
 mod people;
+mod place_levels;
+mod places;
 mod postgres;
 pub(crate) mod recipients;
 mod signing_keys;
@@ -49,6 +51,10 @@ pub use jobs::{Job, JobKind, JobStore, NewJob};
 pub use leases::{CreatedLease, LeaseChange, NewLease};
 pub use messages::{
     Fanout, InsertedMessage, MessageDecided, MessageOutcome, MessagePage, NewMessage, Verdict,
+};
+pub use places::{
+    ChannelLevels, ChannelRecord, GrantRecord, NewChannel, NewGrant, NewGroup, NewSpace,
+    PlaceStore, SpaceLevels, SpaceRecord,
 };
 pub use postgres::PgStore;
 pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
@@ -105,6 +111,7 @@ pub trait Store:
     + JobStore
     + CardStore
     + SigningKeyStore
+    + PlaceStore
 {
 }
 
@@ -117,6 +124,7 @@ impl<T> Store for T where
         + JobStore
         + CardStore
         + SigningKeyStore
+        + PlaceStore
 {
 }
 

@@ -23,6 +23,7 @@ mod schema_drift;
 mod server_calls;
 mod store_contract;
 mod store_people;
+mod store_places;
 mod store_reads;
 mod tasks;
 mod webhook_keys;
