@@ -19,11 +19,13 @@ const CHANNEL_LEVELS: &str = "SELECT p.id, p.kind, g.level FROM grants g \
        AND ((g.place_kind = 'channel' AND g.place_id = $1) OR (g.place_kind = 'space' AND g.place_id = $2))";
 
 /// The same rows for one principal `$1` on space `$2` and on its channels,
-/// with the place each is on.
+/// with the place each is on. Its groups are found from the principal
+/// (`group_members_by_principal`), never by listing every group's members.
 const SPACE_LEVELS: &str = "SELECT p.id, p.kind, g.level, g.place_kind FROM grants g \
-     LEFT JOIN group_members m ON g.subject_kind = 'group' AND m.group_id = g.subject_id \
-     JOIN principals p ON p.id = CASE g.subject_kind WHEN 'group' THEN m.principal_id ELSE g.subject_id END \
-     WHERE p.disabled_at IS NULL AND p.id = $1 \
+     JOIN principals p ON p.id = $1 \
+     WHERE p.disabled_at IS NULL AND ((g.subject_kind = 'principal' AND g.subject_id = $1) \
+       OR (g.subject_kind = 'group' AND g.subject_id IN \
+           (SELECT group_id FROM group_members WHERE principal_id = $1))) \
        AND ((g.place_kind = 'space' AND g.place_id = $2) \
          OR (g.place_kind = 'channel' AND g.place_id IN \
              (SELECT id FROM conversations WHERE kind = 'channel' AND space_id = $2)))";
@@ -82,9 +84,9 @@ pub(super) fn visible_channels_sql(after_clause: &str) -> String {
          WHERE c.kind = 'channel' AND ($2 IS NULL OR c.space_id = $2) AND {after_clause} \
            AND EXISTS (SELECT 1 FROM principals p WHERE p.id = $1 AND p.disabled_at IS NULL) \
            AND EXISTS (SELECT 1 FROM grants g \
-                LEFT JOIN group_members m ON g.subject_kind = 'group' AND m.group_id = g.subject_id \
                 WHERE ((g.subject_kind = 'principal' AND g.subject_id = $1) \
-                    OR (g.subject_kind = 'group' AND m.principal_id = $1)) \
+                    OR (g.subject_kind = 'group' AND g.subject_id IN \
+                        (SELECT group_id FROM group_members WHERE principal_id = $1))) \
                   AND ((g.place_kind = 'channel' AND g.place_id = c.id) \
                     OR (g.place_kind = 'space' AND g.place_id = c.space_id))) \
          ORDER BY c.id LIMIT $4"

@@ -236,8 +236,15 @@ async fn exists(ex: &mut dyn Executor, sql: &str, id: Uuid) -> StoreResult<bool>
     Ok(ex.fetch_optional(sql, &[Arg::Id(id)]).await?.is_some())
 }
 
+/// An active principal: a disabled one answers as a missing one, so a
+/// grant or a membership cannot tell them apart.
 async fn check_principal(ex: &mut dyn Executor, id: Uuid) -> StoreResult<()> {
-    let found = exists(ex, "SELECT 1 AS one FROM principals WHERE id = $1", id).await?;
+    let found = exists(
+        ex,
+        "SELECT 1 AS one FROM principals WHERE id = $1 AND disabled_at IS NULL",
+        id,
+    )
+    .await?;
     found.then_some(()).ok_or(StoreError::NotFound)
 }
 
@@ -390,7 +397,16 @@ impl<D: Database + Keyset> PlaceStore for D {
     async fn remove_member(&self, group: Uuid, principal: Uuid) -> StoreResult<()> {
         let mut tx = self.begin().await?;
         check_group(&mut *tx, group).await?;
-        check_principal(&mut *tx, principal).await?;
+        // Any principal, disabled too: removing one is always allowed.
+        if !exists(
+            &mut *tx,
+            "SELECT 1 AS one FROM principals WHERE id = $1",
+            principal,
+        )
+        .await?
+        {
+            return Err(StoreError::NotFound);
+        }
         tx.execute(
             "DELETE FROM group_members WHERE group_id = $1 AND principal_id = $2",
             &[Arg::Id(group), Arg::Id(principal)],

@@ -500,4 +500,32 @@ async fn a_disabled_principal_reaches_nothing(store: DynStore) {
             .len(),
         1
     );
+    // A disabled principal is answered like a missing one: no new grant,
+    // no new membership; it can still be taken out of a group.
+    let grant = NewGrant {
+        id: Uuid::now_v7(),
+        subject: Holder::Principal(sam),
+        place: GrantPlace::Space(support),
+        level: Level::Admin,
+        granted_by: None,
+        created_at: T + 11,
+    };
+    assert!(matches!(
+        store.put_grant(&grant).await,
+        Err(StoreError::NotFound)
+    ));
+    let team = Uuid::now_v7();
+    store
+        .create_group(&NewGroup {
+            id: team,
+            name: "after-disable".into(),
+            created_at: T + 12,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.add_member(team, sam, T + 13).await,
+        Err(StoreError::NotFound)
+    ));
+    store.remove_member(team, sam).await.unwrap();
 }
