@@ -231,6 +231,19 @@ fn conflict_on_unique<T>(result: StoreResult<T>, what: &str) -> StoreResult<T> {
     }
 }
 
+/// A row of a table keyed by id with a unique name (spaces, groups).
+async fn insert_named<D: Database + ?Sized>(
+    db: &D,
+    sql: &str,
+    id: Uuid,
+    name: &str,
+    created_at: Millis,
+) -> StoreResult<()> {
+    let args = [Arg::Id(id), Arg::Text(name), Arg::Int(created_at)];
+    db.write().await?.execute(sql, &args).await?;
+    Ok(())
+}
+
 /// True when `sql` (one `$1` id) finds a row.
 async fn exists(ex: &mut dyn Executor, sql: &str, id: Uuid) -> StoreResult<bool> {
     Ok(ex.fetch_optional(sql, &[Arg::Id(id)]).await?.is_some())
@@ -335,18 +348,8 @@ async fn load_channel(ex: &mut dyn Executor, id: Uuid) -> StoreResult<Option<Cha
 #[async_trait]
 impl<D: Database + Keyset> PlaceStore for D {
     async fn create_space(&self, space: &NewSpace) -> StoreResult<SpaceRecord> {
-        let inserted = self
-            .write()
-            .await?
-            .execute(
-                "INSERT INTO spaces (id, name, created_at) VALUES ($1, $2, $3)",
-                &[
-                    Arg::Id(space.id),
-                    Arg::Text(&space.name),
-                    Arg::Int(space.created_at),
-                ],
-            )
-            .await;
+        let sql = "INSERT INTO spaces (id, name, created_at) VALUES ($1, $2, $3)";
+        let inserted = insert_named(self, sql, space.id, &space.name, space.created_at).await;
         conflict_on_unique(inserted, "a space of this name exists")?;
         Ok(SpaceRecord {
             id: space.id,
@@ -366,19 +369,9 @@ impl<D: Database + Keyset> PlaceStore for D {
     }
 
     async fn create_group(&self, group: &NewGroup) -> StoreResult<()> {
-        let inserted = self
-            .write()
-            .await?
-            .execute(
-                "INSERT INTO groups (id, name, created_at) VALUES ($1, $2, $3)",
-                &[
-                    Arg::Id(group.id),
-                    Arg::Text(&group.name),
-                    Arg::Int(group.created_at),
-                ],
-            )
-            .await;
-        conflict_on_unique(inserted, "a group of this name exists").map(|_| ())
+        let sql = "INSERT INTO groups (id, name, created_at) VALUES ($1, $2, $3)";
+        let inserted = insert_named(self, sql, group.id, &group.name, group.created_at).await;
+        conflict_on_unique(inserted, "a group of this name exists")
     }
 
     async fn add_member(&self, group: Uuid, principal: Uuid, now: Millis) -> StoreResult<()> {

@@ -346,8 +346,7 @@ fn message_spliced(r: &Row, text: Text) -> StoreResult<Box<RawValue>> {
 mod tests {
     use super::*;
     use crate::domain::event::{EventPayload, StoredEvent};
-    use crate::domain::message::{Message, Origin, Part};
-    use crate::store::events::read::tests::message_row;
+    use crate::store::events::read::tests::{message_row, sample_message};
 
     /// Both rebuilds, in the envelope, are byte for byte today's stored
     /// payload in today's envelope.
@@ -358,21 +357,7 @@ mod tests {
             .await
             .unwrap();
         for reply_to in [None, Some(Uuid::new_v4())] {
-            let m = Message {
-                id: Uuid::now_v7(),
-                conversation_id: Uuid::new_v4(),
-                seq: 7,
-                sender_id: Uuid::new_v4(),
-                origin: Origin::App,
-                parts: vec![
-                    Part::Text {
-                        text: "hi \"there\" \u{e9}\n".into(),
-                    },
-                    Part::Text { text: "2".into() },
-                ],
-                reply_to,
-                created_at: rfc3339(1_700_000_000_123),
-            };
+            let m = sample_message(reply_to);
             let today = StoredEvent {
                 id: Uuid::now_v7(),
                 audience: Uuid::new_v4(),

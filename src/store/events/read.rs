@@ -144,21 +144,7 @@ pub(crate) mod tests {
             .await
             .unwrap();
         for reply_to in [None, Some(Uuid::new_v4())] {
-            let m = Message {
-                id: Uuid::now_v7(),
-                conversation_id: Uuid::new_v4(),
-                seq: 7,
-                sender_id: Uuid::new_v4(),
-                origin: Origin::App,
-                parts: vec![
-                    Part::Text {
-                        text: "hi \"there\" \u{e9}\n".into(),
-                    },
-                    Part::Text { text: "2".into() },
-                ],
-                reply_to,
-                created_at: rfc3339(1_700_000_000_123),
-            };
+            let m = sample_message(reply_to);
             let written = StoredEvent {
                 id: Uuid::now_v7(),
                 audience: Uuid::new_v4(),
@@ -191,6 +177,26 @@ pub(crate) mod tests {
         );
         let value: Value = serde_json::from_str(jsonb).unwrap();
         assert_eq!(compacted(jsonb), serde_json::to_string(&value).unwrap());
+    }
+
+    /// A stored message with text that needs escaping, created at
+    /// 1_700_000_000_123.
+    pub fn sample_message(reply_to: Option<Uuid>) -> Message {
+        Message {
+            id: Uuid::now_v7(),
+            conversation_id: Uuid::new_v4(),
+            seq: 7,
+            sender_id: Uuid::new_v4(),
+            origin: Origin::App,
+            parts: vec![
+                Part::Text {
+                    text: "hi \"there\" \u{e9}\n".into(),
+                },
+                Part::Text { text: "2".into() },
+            ],
+            reply_to,
+            created_at: rfc3339(1_700_000_000_123),
+        }
     }
 
     /// A row with the message columns [`message_payload`] reads.
