@@ -26,6 +26,8 @@ pub mod names {
     pub const CONNECTIONS_CLOSED: &str = "switchboard_http_connections_closed_total";
     pub const ACCEPT_ERRORS: &str = "switchboard_accept_errors_total";
     pub const EVENTS_DELIVERED: &str = "switchboard_events_delivered_total";
+    /// Live sockets offered an event out of order, so they read the log.
+    pub const EVENT_GAPS: &str = "switchboard_event_gaps_total";
     pub const EPHEMERAL_DROPPED: &str = "switchboard_ephemeral_events_dropped_total";
     pub const EVENTS_WRITTEN: &str = "switchboard_events_written_total";
     pub const JOBS: &str = "switchboard_jobs_total";
@@ -103,6 +105,10 @@ fn describe() {
     describe_counter!(
         names::EVENTS_DELIVERED,
         "Events sent on sockets, by path (live or replay)"
+    );
+    describe_counter!(
+        names::EVENT_GAPS,
+        "Live sockets that were offered an event out of order and went back to reading the log"
     );
     describe_counter!(
         names::EPHEMERAL_DROPPED,

@@ -272,12 +272,10 @@ pub async fn store_message(
         .await
         .map_err(store_failure)?
     {
+        // The send's group commit published its events already.
         InsertedMessage::Inserted {
-            message,
-            verdict,
-            events,
+            message, verdict, ..
         } => {
-            hub.events.publish(&events);
             let delivery = gates::message::delivery_of(&verdict, 0);
             let delivery = match (job, gated) {
                 (Some(job), Some(gated)) => {

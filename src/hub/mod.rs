@@ -78,6 +78,11 @@ impl Hub {
         let store_for_events = store.clone();
         let replay_batch = config.events.replay_batch;
         let memberships = MembershipCache::new(config.messages.membership_cache_entries);
+        let events = Arc::new(EventBus::new(store_for_events, replay_batch));
+        // Group commits publish their own events, in commit order.
+        if !store.commit_feed().listen(events.clone()) {
+            anyhow::bail!("this store already feeds another hub's event bus");
+        }
         Ok(Arc::new(Hub {
             limiter: Arc::new(RateLimiter::keyed(quota)),
             refused_keys: throttle::RefusedKeys::new(
@@ -94,7 +99,7 @@ impl Hub {
             tasks: TaskTracker::new(),
             metrics: crate::telemetry::metrics_handle(),
             sync_epoch,
-            events: Arc::new(EventBus::new(store_for_events, replay_batch)),
+            events,
             memberships,
             webhook_egress,
         }))

@@ -311,3 +311,21 @@ async fn deliver(
     let new = NewEvent::message_copies(recipients, event_type, m.id, payload);
     ex.append_events(&new, m.created_at).await
 }
+
+impl super::commit_feed::Committed for InsertedMessage {
+    fn committed_events(&self) -> &[StoredEvent] {
+        match self {
+            InsertedMessage::Inserted { events, .. } => events,
+            InsertedMessage::Duplicate { .. } => &[],
+        }
+    }
+}
+
+impl super::commit_feed::Committed for MessageDecided {
+    fn committed_events(&self) -> &[StoredEvent] {
+        match self {
+            MessageDecided::Applied(events) => events,
+            _ => &[],
+        }
+    }
+}

@@ -13,6 +13,7 @@
 //! contract test suite runs the same cases against both.
 
 mod cards;
+mod commit_feed;
 mod conversations;
 mod effects;
 pub(crate) mod events;
@@ -40,6 +41,7 @@ use async_trait::async_trait;
 use crate::config::Config;
 
 pub use cards::{CardRecord, CardStore};
+pub use commit_feed::{CommitFeed, CommitListener};
 pub use conversations::{ConversationStore, CreatedConversation, NewConversation};
 pub use effects::Effects;
 pub use events::EventStore;
@@ -90,6 +92,10 @@ pub enum Backend {
 pub trait BaseStore: Send + Sync + 'static {
     fn backend(&self) -> Backend;
 
+    /// Where the group committers publish their events, in commit order
+    /// (see [`CommitFeed`]); the hub's event bus listens to it.
+    fn commit_feed(&self) -> &CommitFeed;
+
     /// Applies pending migrations.
     async fn migrate(&self) -> StoreResult<()>;
 
@@ -135,6 +141,8 @@ pub type DynStore = Arc<dyn Store>;
 pub trait BaseDialect {
     const BACKEND: Backend;
 
+    fn commit_feed(&self) -> &CommitFeed;
+
     /// Runs the backend's own migrations (`migrations/sqlite`,
     /// `migrations/postgres`).
     async fn run_migrations(&self) -> StoreResult<()>;
@@ -144,6 +152,10 @@ pub trait BaseDialect {
 impl<D: sql::Database + BaseDialect> BaseStore for D {
     fn backend(&self) -> Backend {
         D::BACKEND
+    }
+
+    fn commit_feed(&self) -> &CommitFeed {
+        BaseDialect::commit_feed(self)
     }
 
     async fn migrate(&self) -> StoreResult<()> {

@@ -16,6 +16,7 @@ mod hostile_http;
 mod hostile_ws;
 mod identity;
 mod layout;
+mod live_order;
 mod membership;
 mod migration;
 mod operations;
