@@ -405,6 +405,13 @@ async fn fanout_of(
             },
             None,
         )),
+        (ConversationKind::Channel, _) => Ok((
+            Fanout::Forward {
+                recipients: channel_readers(conversation, out.sender),
+                event_type: MessageReceived::NAME,
+            },
+            None,
+        )),
         (ConversationKind::Task, Origin::Agent) => {
             let task_id = conversation.task_id.ok_or_else(RpcError::internal)?;
             let (task, app) = hub
@@ -433,6 +440,22 @@ async fn fanout_of(
             ))
         }
     }
+}
+
+/// A channel's fan-out (ADR 0020 §2): every reader but the sender, people
+/// and agents; apps get no channel events until they subscribe (issue 15).
+fn channel_readers(conversation: &Membership, sender: Uuid) -> Vec<Uuid> {
+    let Some(channel) = &conversation.channel else {
+        return Vec::new();
+    };
+    let mut readers: Vec<Uuid> = channel
+        .levels
+        .iter()
+        .filter(|(id, (kind, _))| **id != sender && *kind != crate::domain::PrincipalKind::App)
+        .map(|(id, _)| *id)
+        .collect();
+    readers.sort();
+    readers
 }
 
 /// What a retried send must repeat for its `clientMsgId` to count as the
