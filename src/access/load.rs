@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::{Target, What};
@@ -14,6 +15,7 @@ use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::lease::Lease;
 use crate::domain::message::Message;
 use crate::domain::task::Task;
+use crate::domain::PrincipalKind;
 use crate::hub::membership::ChannelPlace;
 use crate::hub::{Hub, Membership};
 use crate::store::{AppRecord, StoreResult};
@@ -25,6 +27,62 @@ pub(super) enum Source {
     Cache,
     /// The store itself: what a denial is decided again on.
     Store,
+}
+
+/// The reads a loader makes, each one store (or cache) call: the hub's,
+/// and in the unit tests a recording fake that checks their order.
+#[async_trait]
+pub(super) trait Reads: Sync {
+    async fn membership(&self, id: Uuid, source: Source) -> StoreResult<Option<Arc<Membership>>>;
+    async fn conversation_whole(&self, id: Uuid)
+        -> StoreResult<Option<(Conversation, Membership)>>;
+    async fn message(&self, id: Uuid) -> StoreResult<Option<Message>>;
+    async fn is_recipient(&self, message: Uuid, principal: Uuid) -> StoreResult<bool>;
+    async fn task(&self, id: Uuid) -> StoreResult<Option<Task>>;
+    async fn lease(&self, id: Uuid) -> StoreResult<Option<Lease>>;
+    async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>>;
+    async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>>;
+}
+
+#[async_trait]
+impl Reads for Hub {
+    async fn membership(&self, id: Uuid, source: Source) -> StoreResult<Option<Arc<Membership>>> {
+        match source {
+            Source::Cache => self.memberships.get(&self.store, id).await,
+            Source::Store => Ok(Membership::read(&self.store, id).await?.map(Arc::new)),
+        }
+    }
+
+    async fn conversation_whole(
+        &self,
+        id: Uuid,
+    ) -> StoreResult<Option<(Conversation, Membership)>> {
+        Membership::read_whole(&self.store, id).await
+    }
+
+    async fn message(&self, id: Uuid) -> StoreResult<Option<Message>> {
+        Ok(self.store.message(id).await?.map(|(m, _)| m))
+    }
+
+    async fn is_recipient(&self, message: Uuid, principal: Uuid) -> StoreResult<bool> {
+        self.store.is_recipient(message, principal).await
+    }
+
+    async fn task(&self, id: Uuid) -> StoreResult<Option<Task>> {
+        Ok(self.store.task(id).await?.map(|r| r.task))
+    }
+
+    async fn lease(&self, id: Uuid) -> StoreResult<Option<Lease>> {
+        self.store.lease(id).await
+    }
+
+    async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>> {
+        self.store.app(id).await
+    }
+
+    async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>> {
+        self.store.principal_kinds(ids).await
+    }
 }
 
 /// What a granted request loaded, handed to the handler.
@@ -70,7 +128,7 @@ impl Loading {
 
 /// Loads `target` as principal `me` sees it.
 pub(super) async fn load(
-    hub: &Hub,
+    hub: &impl Reads,
     me: Uuid,
     target: &Target,
     source: Source,
@@ -99,15 +157,8 @@ pub(super) async fn load(
     }
 }
 
-async fn membership(hub: &Hub, id: Uuid, source: Source) -> StoreResult<Option<Arc<Membership>>> {
-    match source {
-        Source::Cache => hub.memberships.get(&hub.store, id).await,
-        Source::Store => Ok(Membership::read(&hub.store, id).await?.map(Arc::new)),
-    }
-}
-
 async fn conversation(
-    hub: &Hub,
+    hub: &impl Reads,
     me: Uuid,
     target: &Target,
     id: Uuid,
@@ -115,12 +166,12 @@ async fn conversation(
     source: Source,
 ) -> StoreResult<Loading> {
     let (membership, row) = if row {
-        match Membership::read_whole(&hub.store, id).await? {
+        match hub.conversation_whole(id).await? {
             Some((c, m)) => (Some(Arc::new(m)), Some(c)),
             None => (None, None),
         }
     } else {
-        (membership(hub, id, source).await?, None)
+        (hub.membership(id, source).await?, None)
     };
     let named = named(hub, &target.named, None).await?;
     let Some((membership, place)) = membership.and_then(|m| place_of(&m).map(|p| (m, p))) else {
@@ -140,16 +191,16 @@ async fn conversation(
 /// A message named inside a conversation (`replyTo`, a dispatch): the
 /// conversation, the message and whether it reached `me`, always all three.
 async fn message(
-    hub: &Hub,
+    hub: &impl Reads,
     me: Uuid,
     target: &Target,
     conversation: Uuid,
     id: Uuid,
     source: Source,
 ) -> StoreResult<Loading> {
-    let membership = membership(hub, conversation, source).await?;
-    let message = hub.store.message(id).await?.map(|(m, _)| m);
-    let recipient = hub.store.is_recipient(id, me).await?;
+    let membership = hub.membership(conversation, source).await?;
+    let message = hub.message(id).await?;
+    let recipient = hub.is_recipient(id, me).await?;
     let found = match (membership, message) {
         (Some(m), Some(msg)) if msg.conversation_id == m.id => {
             place_of(&m).map(|place| (m, msg, place))
@@ -176,8 +227,8 @@ async fn message(
     })
 }
 
-async fn task(hub: &Hub, target: &Target, id: Uuid) -> StoreResult<Loading> {
-    let task = hub.store.task(id).await?.map(|r| r.task);
+async fn task(hub: &impl Reads, target: &Target, id: Uuid) -> StoreResult<Loading> {
+    let task = hub.task(id).await?;
     let named = named(hub, &target.named, task.as_ref()).await?;
     let Some(task) = task else {
         return Ok(Loading::missing(target, named));
@@ -197,10 +248,10 @@ async fn task(hub: &Hub, target: &Target, id: Uuid) -> StoreResult<Loading> {
 
 /// A lease, with its conversation's membership (the task's app resolves
 /// it); the nil id's when the lease is missing.
-async fn lease(hub: &Hub, target: &Target, id: Uuid) -> StoreResult<Loading> {
-    let lease = hub.store.lease(id).await?;
+async fn lease(hub: &impl Reads, target: &Target, id: Uuid) -> StoreResult<Loading> {
+    let lease = hub.lease(id).await?;
     let conversation = lease.as_ref().map_or(Uuid::nil(), |l| l.conversation_id);
-    let membership = membership(hub, conversation, Source::Cache).await?;
+    let membership = hub.membership(conversation, Source::Cache).await?;
     let (Some(lease), Some(membership)) = (lease, membership) else {
         return Ok(Loading::missing(target, Vec::new()));
     };
@@ -219,8 +270,8 @@ async fn lease(hub: &Hub, target: &Target, id: Uuid) -> StoreResult<Loading> {
 }
 
 /// The app a `task.request` names, and the agents it invites.
-async fn app(hub: &Hub, target: &Target, id: Uuid) -> StoreResult<Loading> {
-    let app = hub.store.app(id).await?;
+async fn app(hub: &impl Reads, target: &Target, id: Uuid) -> StoreResult<Loading> {
+    let app = hub.app(id).await?;
     let named = named(hub, &target.named, None).await?;
     let Some(app) = app else {
         return Ok(Loading::missing(target, named));
@@ -237,11 +288,11 @@ async fn app(hub: &Hub, target: &Target, id: Uuid) -> StoreResult<Loading> {
 
 /// The principals a request names, in its order, with their kinds (one
 /// read for all); `task` says who takes part in it.
-async fn named(hub: &Hub, ids: &[Uuid], task: Option<&Task>) -> StoreResult<Vec<Named>> {
+async fn named(hub: &impl Reads, ids: &[Uuid], task: Option<&Task>) -> StoreResult<Vec<Named>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let found = hub.store.principal_kinds(ids).await?;
+    let found = hub.principal_kinds(ids).await?;
     Ok(ids
         .iter()
         .map(|id| {
@@ -314,3 +365,7 @@ pub fn place_of_conversation(c: &Conversation) -> Option<Place> {
         participants: c.participants.clone(),
     })
 }
+
+#[cfg(test)]
+#[path = "load_tests.rs"]
+mod tests;
