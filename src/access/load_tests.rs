@@ -288,3 +288,92 @@ async fn a_missing_app_is_missing_with_its_invitees_read() {
     assert_eq!(w.fake.take(), ["app", "principal_kinds"]);
     assert_eq!(loading.resource, Resource::Missing(ResourceKind::App));
 }
+
+/// A channel's readers are its levels map: a reader reads but may not
+/// write below its level (Forbidden, it knows the channel), and a stranger
+/// gets the missing channel's answer.
+#[tokio::test]
+async fn a_channel_is_decided_on_its_levels_map() {
+    let mut w = world();
+    let (reader, channel) = (Uuid::new_v4(), Uuid::new_v4());
+    w.fake.memberships.insert(
+        channel,
+        Arc::new(Membership {
+            id: channel,
+            kind: ConversationKind::Channel,
+            task_id: None,
+            participants: vec![],
+            name: Some("general".into()),
+            key: None,
+            created_by: reader,
+            created_at: String::new(),
+            channel: Some(ChannelPlace {
+                space_id: Uuid::new_v4(),
+                state: crate::domain::authz::ChannelState::Open,
+                levels: [(reader, (PrincipalKind::Person, Level::Read))]
+                    .into_iter()
+                    .collect(),
+            }),
+        }),
+    );
+    let person = Subject::Principal {
+        id: reader,
+        kind: PrincipalKind::Person,
+        active: true,
+    };
+    let decide = |action, loading: &Loading| {
+        let ctx = Context {
+            mode: Mode::Request,
+            facts: loading.facts.clone(),
+        };
+        authorize(&person, action, &loading.resource, &ctx)
+    };
+    let loading = load(
+        &w.fake,
+        reader,
+        &Target::conversation(channel),
+        Source::Cache,
+    )
+    .await
+    .unwrap();
+    assert_eq!(decide(Action::ConversationRead, &loading), Decision::Allow);
+    let Decision::Deny(d) = decide(Action::MessageCreate, &loading) else {
+        panic!("a reader wrote");
+    };
+    assert_eq!(d.reason, crate::domain::authz::Reason::LevelInsufficient);
+    w.fake.take();
+    denied(
+        both(
+            &w,
+            Action::ConversationRead,
+            Target::conversation(channel),
+            Target::conversation(Uuid::new_v4()),
+        )
+        .await,
+    );
+}
+
+/// Filter mode keeps what the caller may read and drops the rest.
+#[test]
+fn filter_drops_what_the_caller_may_not_read() {
+    let me = Uuid::new_v4();
+    let app = Uuid::new_v4();
+    let tasks = vec![
+        (app, vec![me]),
+        (app, vec![Uuid::new_v4()]),
+        (app, vec![me]),
+    ];
+    let principal = crate::domain::Principal {
+        id: me,
+        kind: PrincipalKind::Agent,
+    };
+    let kept = super::super::filter(principal, Action::TaskRead, tasks, |(app_id, p)| {
+        let resource = Resource::Task {
+            app_id: *app_id,
+            participants: p.clone(),
+        };
+        (resource, Facts::default())
+    });
+    assert_eq!(kept.len(), 2);
+    assert!(kept.iter().all(|(_, p)| p == &vec![me]));
+}
