@@ -36,6 +36,8 @@ pub mod names {
     pub const EGRESS_DURATION: &str = "switchboard_egress_request_duration_seconds";
     pub const EGRESS_BLOCKED: &str = "switchboard_egress_blocked_total";
     pub const RECIPIENTS_DROPPED: &str = "switchboard_forward_recipients_dropped_total";
+    /// Authorization denials by `action`, `reason` and `mode` (ADR 0020 §4).
+    pub const AUTHZ_DENIALS: &str = "switchboard_authz_denials_total";
 }
 
 pub fn init_logging(config: &LogConfig) {

@@ -1,6 +1,8 @@
 //! Handlers of the peer-to-hub methods, one module per area of the catalogue.
 //! They translate between protocol types and the identity, store and domain
-//! layers; the gateway has already checked the caller's kind.
+//! layers; the gateway has already checked the caller's kind, and every
+//! right is decided by `access::check` (ADR 0020 §3): handlers keep only
+//! input validation and the state machines' conflicts.
 
 pub mod conversations;
 pub mod events;
@@ -9,7 +11,6 @@ pub mod network;
 pub mod task_conversations;
 pub mod tasks;
 
-use crate::domain::PrincipalKind;
 use crate::hub::RequestContext;
 use crate::protocol::{conversations as c, events as e, network as n, router::Router, tasks as t};
 use crate::rpc::RpcError;
@@ -41,18 +42,6 @@ pub fn router() -> Router<RequestContext> {
         .register::<t::AgentDispatchRequest, _, _>(leases::dispatch_request)
         .register::<t::AgentDispatchComplete, _, _>(leases::dispatch_complete)
         .register::<t::AppDispatchResolve, _, _>(leases::dispatch_resolve)
-}
-
-/// Every id names an agent (else NotFound naming it).
-pub async fn check_agents_exist(ctx: &RequestContext, agents: &[Uuid]) -> Result<(), RpcError> {
-    for id in agents {
-        let record = ctx.hub.store.principal(*id).await.map_err(store_failure)?;
-        if record.map(|r| r.kind) != Some(PrincipalKind::Agent) {
-            return Err(RpcError::not_found(format!("agent {id} not found"))
-                .with_data(json!({ "agentId": id })));
-        }
-    }
-    Ok(())
 }
 
 /// `field` lists the other agents, each once: never the caller, who joins

@@ -213,6 +213,13 @@ pub async fn app_connect(
     })
 }
 
+/// An authenticated principal without its record: the hub's fault (its
+/// key was checked against that record), not something the caller named.
+fn own_record_missing() -> RpcError {
+    tracing::error!("an authenticated principal has no record");
+    RpcError::internal()
+}
+
 pub async fn agent_identity(ctx: RequestContext, _: NoParams) -> Result<AgentIdentity, RpcError> {
     let me = ctx.principal();
     let record = ctx
@@ -221,7 +228,7 @@ pub async fn agent_identity(ctx: RequestContext, _: NoParams) -> Result<AgentIde
         .principal(me.id)
         .await
         .map_err(store_failure)?
-        .ok_or_else(|| RpcError::not_found("agent not found"))?;
+        .ok_or_else(own_record_missing)?;
     Ok(AgentIdentity {
         agent_id: record.id,
         name: record.name,
@@ -238,7 +245,7 @@ pub async fn app_identity(ctx: RequestContext, _: NoParams) -> Result<AppIdentit
         .app(me.id)
         .await
         .map_err(store_failure)?
-        .ok_or_else(|| RpcError::not_found("app not found"))?;
+        .ok_or_else(own_record_missing)?;
     Ok(AppIdentity {
         app_id: record.principal.id,
         name: record.principal.name,

@@ -15,6 +15,14 @@
 //! invalidation is dropped (the generation check in [`MembershipCache::get`]),
 //! so a cached entry is never older than the last invalidation of its id.
 //!
+//! Channels (ADR 0020 §2) are cached too, with their space, state and
+//! readers (each principal a grant reaches, with its kind and effective
+//! level, from one `PlaceStore::channel_levels` query). Grants, group
+//! members and channel states *remove* rights, so their writers call
+//! [`MembershipCache::invalidate_channels`], which drops every channel
+//! entry and bumps the generation; a denial decided on a cached entry is
+//! decided again on a store read before it is answered (`access`).
+//!
 //! Cluster caveat: the cache is per process. With several hub nodes sharing
 //! one database (issue 19), a node adding participants must broadcast the
 //! invalidation to every other node before the cache may be enabled there.
@@ -24,8 +32,8 @@ use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
-use crate::domain::conversation::{Conversation, ConversationKind};
-use crate::store::{DynStore, StoreResult};
+use crate::domain::conversation::{ChannelState, Conversation, ConversationKind};
+use crate::store::{ChannelLevels, DynStore, StoreError, StoreResult};
 
 /// What a send reads of a conversation.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,9 +48,51 @@ pub struct Membership {
     pub key: Option<String>,
     pub created_by: Uuid,
     pub created_at: String,
+    /// A channel's place: `None` for every other kind.
+    pub channel: Option<ChannelPlace>,
+}
+
+/// What a channel's decisions read: its space, its state and its readers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChannelPlace {
+    pub space_id: Uuid,
+    pub state: ChannelState,
+    /// Principal -> (kind, effective level), folded by
+    /// `domain::authz::level`; disabled principals are not in it.
+    pub levels: ChannelLevels,
 }
 
 impl Membership {
+    /// The conversation and, for a channel, its levels, read from the
+    /// store: what the cache holds, and what a denial is decided again on.
+    pub async fn read(store: &DynStore, id: Uuid) -> StoreResult<Option<Membership>> {
+        Ok(Membership::read_whole(store, id).await?.map(|(_, m)| m))
+    }
+
+    /// [`Membership::read`] with the conversation it was read from.
+    pub async fn read_whole(
+        store: &DynStore,
+        id: Uuid,
+    ) -> StoreResult<Option<(Conversation, Membership)>> {
+        let Some(conversation) = store.conversation(id).await? else {
+            return Ok(None);
+        };
+        let mut membership = Membership::of(&conversation);
+        if conversation.kind == ConversationKind::Channel {
+            let corrupt = || StoreError::Corrupt(format!("channel {id} without space or state"));
+            let space_id = conversation.space_id.ok_or_else(corrupt)?;
+            let state = conversation.state.ok_or_else(corrupt)?;
+            membership.channel = Some(ChannelPlace {
+                space_id,
+                state,
+                levels: store.channel_levels(id, space_id).await?,
+            });
+        }
+        Ok(Some((conversation, membership)))
+    }
+
+    /// The membership of a conversation without its channel levels (for
+    /// what is not a channel, all there is).
     pub fn of(c: &Conversation) -> Membership {
         Membership {
             id: c.id,
@@ -53,6 +103,7 @@ impl Membership {
             key: c.key.clone(),
             created_by: c.created_by,
             created_at: c.created_at.clone(),
+            channel: None,
         }
     }
 
@@ -64,6 +115,8 @@ impl Membership {
             name: self.name.clone(),
             key: self.key.clone(),
             task_id: self.task_id,
+            space_id: self.channel.as_ref().map(|c| c.space_id),
+            state: self.channel.as_ref().map(|c| c.state),
             created_by: self.created_by,
             participants: self.participants.clone(),
             last_message_seq: seq,
@@ -109,10 +162,7 @@ impl MembershipCache {
     /// are not cached.
     pub async fn get(&self, store: &DynStore, id: Uuid) -> StoreResult<Option<Arc<Membership>>> {
         if self.limit == 0 {
-            return Ok(store
-                .conversation(id)
-                .await?
-                .map(|c| Arc::new(Membership::of(&c))));
+            return Ok(Membership::read(store, id).await?.map(Arc::new));
         }
         let generation = {
             let entries = self.lock();
@@ -121,10 +171,10 @@ impl MembershipCache {
             }
             entries.generation
         };
-        let Some(conversation) = store.conversation(id).await? else {
+        let Some(membership) = Membership::read(store, id).await? else {
             return Ok(None);
         };
-        let membership = Arc::new(Membership::of(&conversation));
+        let membership = Arc::new(membership);
         self.fill(generation, membership.clone());
         Ok(Some(membership))
     }
@@ -136,6 +186,15 @@ impl MembershipCache {
         let mut entries = self.lock();
         entries.generation += 1;
         entries.map.remove(&id);
+    }
+
+    /// Forgets every channel: a grant, a group member or a channel state
+    /// changed, and any channel's readers may have changed with it. Call it
+    /// after the store call, also when that call failed.
+    pub fn invalidate_channels(&self) {
+        let mut entries = self.lock();
+        entries.generation += 1;
+        entries.map.retain(|_, (_, m)| m.channel.is_none());
     }
 
     fn fill(&self, generation: u64, membership: Arc<Membership>) {
@@ -189,6 +248,29 @@ mod tests {
             key: None,
             created_by: Uuid::new_v4(),
             created_at: String::new(),
+            channel: None,
+        })
+    }
+
+    fn channel() -> Arc<Membership> {
+        let reader = Uuid::new_v4();
+        Arc::new(Membership {
+            kind: ConversationKind::Channel,
+            participants: vec![],
+            channel: Some(ChannelPlace {
+                space_id: Uuid::new_v4(),
+                state: ChannelState::Open,
+                levels: [(
+                    reader,
+                    (
+                        crate::domain::PrincipalKind::Agent,
+                        crate::domain::authz::Level::Read,
+                    ),
+                )]
+                .into_iter()
+                .collect(),
+            }),
+            ..(*membership(0)).clone()
         })
     }
 
@@ -223,6 +305,24 @@ mod tests {
         assert!(cached(&cache, m.id).is_some());
         cache.invalidate(m.id);
         assert!(cached(&cache, m.id).is_none());
+    }
+
+    #[test]
+    fn invalidating_channels_drops_every_channel_and_keeps_the_rest() {
+        let cache = MembershipCache::new(8);
+        let group = membership(2);
+        let (general, notes) = (channel(), channel());
+        for m in [&group, &general, &notes] {
+            cache.fill(0, m.clone());
+        }
+        let before = cache.lock().generation;
+        cache.invalidate_channels();
+        assert!(cached(&cache, general.id).is_none());
+        assert!(cached(&cache, notes.id).is_none());
+        assert_eq!(cached(&cache, group.id).as_deref(), Some(&*group));
+        // A channel read before the grant changed does not come back.
+        cache.fill(before, general.clone());
+        assert!(cached(&cache, general.id).is_none());
     }
 
     #[test]

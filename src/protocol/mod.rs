@@ -238,6 +238,8 @@ mod tests {
             name: None,
             key: None,
             task_id: None,
+            space_id: None,
+            state: None,
             created_by: Uuid::nil(),
             participants: vec![],
             last_message_seq: 0,

@@ -12,6 +12,7 @@ mod event_index;
 mod events;
 mod fanout_crash;
 mod frames;
+mod hidden;
 mod hostile_http;
 mod hostile_ws;
 mod identity;
