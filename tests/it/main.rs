@@ -21,6 +21,7 @@ mod migration;
 mod operations;
 mod schema_drift;
 mod server_calls;
+mod store_audit;
 mod store_contract;
 mod store_people;
 mod store_places;
