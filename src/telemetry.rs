@@ -34,6 +34,8 @@ pub mod names {
     pub const EGRESS_DURATION: &str = "switchboard_egress_request_duration_seconds";
     pub const EGRESS_BLOCKED: &str = "switchboard_egress_blocked_total";
     pub const RECIPIENTS_DROPPED: &str = "switchboard_forward_recipients_dropped_total";
+    pub const AUDIT_RECORDS_FLUSHED: &str = "switchboard_audit_records_flushed_total";
+    pub const AUDIT_DENIALS_DROPPED: &str = "switchboard_audit_denials_dropped_total";
 }
 
 pub fn init_logging(config: &LogConfig) {
@@ -117,6 +119,14 @@ fn describe() {
     describe_counter!(
         names::RECIPIENTS_DROPPED,
         "Forward recipients dropped because they were not participants"
+    );
+    describe_counter!(
+        names::AUDIT_RECORDS_FLUSHED,
+        "Aggregated denial records written to the audit"
+    );
+    describe_counter!(
+        names::AUDIT_DENIALS_DROPPED,
+        "Denials not audited because audit.max_open_records were open"
     );
 }
 

@@ -5,6 +5,7 @@
 //! One file per group of sections, each with its structs, defaults and the
 //! checks that need only that section; checks across sections live here.
 
+mod audit;
 mod events;
 mod gateway;
 mod hooks;
@@ -23,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::manifest::ManifestBounds;
 
+pub use audit::AuditConfig;
 pub use events::{EventsConfig, JobsConfig, LeasesConfig, MessagesConfig};
 pub use gateway::GatewayConfig;
 pub use hooks::{HooksConfig, LimitsConfig};
@@ -49,6 +51,7 @@ pub struct Config {
     pub jobs: JobsConfig,
     pub webhooks: WebhooksConfig,
     pub egress: EgressConfig,
+    pub audit: AuditConfig,
 }
 
 /// Refuses the first key whose value is 0, naming it.
@@ -113,6 +116,7 @@ impl Config {
         self.webhooks.validate()?;
         self.egress.validate()?;
         self.registration.validate()?;
+        self.audit.validate()?;
         // A handler's job is locked from before its insert: the lock must
         // outlast the wait for the writer, the hook and the grace period.
         if self.jobs.lock_ms

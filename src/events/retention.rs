@@ -1,5 +1,5 @@
-//! The background task that enforces `events.retention_hours` and
-//! `events.retention_max_per_audience`.
+//! The background task that enforces `events.retention_hours`,
+//! `events.retention_max_per_audience` and `audit.retention_days`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +18,9 @@ pub struct Retention {
     pub config: EventsConfig,
     pub store: DynStore,
     pub events: Arc<EventBus>,
+    /// `audit.retention_days`, in milliseconds: audit records last denied
+    /// longer ago are pruned on the same tick.
+    pub audit_retention_ms: i64,
     /// The gateway's per-principal call limiter, pruned on the same tick.
     pub limiter: Arc<governor::DefaultKeyedRateLimiter<uuid::Uuid>>,
     pub shutdown: CancellationToken,
@@ -41,8 +44,18 @@ pub async fn run(parts: Retention) {
             Ok(n) => info!(deleted = n, "pruned events past retention"),
             Err(e) => warn!(error = %e, "event pruning failed"),
         }
+        prune_audit(&parts).await;
         parts.events.sweep_waiters();
         // Keyed rate-limiter state would otherwise grow with every principal seen.
         parts.limiter.retain_recent();
+    }
+}
+
+async fn prune_audit(parts: &Retention) {
+    let before = now_millis() - parts.audit_retention_ms;
+    match parts.store.prune_denials(before).await {
+        Ok(0) => {}
+        Ok(n) => info!(deleted = n, "pruned audit records past retention"),
+        Err(e) => warn!(error = %e, "audit pruning failed"),
     }
 }

@@ -14,11 +14,13 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 pub mod context;
+pub mod denials;
 pub mod membership;
 pub mod registry;
 pub mod throttle;
 
 pub use context::{ConnectionInfo, RequestContext};
+pub use denials::DenialLog;
 pub use membership::{Membership, MembershipCache};
 pub use registry::Registry;
 
@@ -54,6 +56,8 @@ pub struct Hub {
     pub memberships: MembershipCache,
     /// Signed webhooks and other requests to app-owned URLs.
     pub webhook_egress: crate::webhooks::egress::EgressClient,
+    /// Request-mode denials, aggregated until the flush task writes them.
+    pub denials: Arc<DenialLog>,
 }
 
 impl Hub {
@@ -78,6 +82,7 @@ impl Hub {
         let store_for_events = store.clone();
         let replay_batch = config.events.replay_batch;
         let memberships = MembershipCache::new(config.messages.membership_cache_entries);
+        let denials = Arc::new(DenialLog::new(&config.audit));
         Ok(Arc::new(Hub {
             limiter: Arc::new(RateLimiter::keyed(quota)),
             refused_keys: throttle::RefusedKeys::new(
@@ -97,6 +102,7 @@ impl Hub {
             events: Arc::new(EventBus::new(store_for_events, replay_batch)),
             memberships,
             webhook_egress,
+            denials,
         }))
     }
 }
