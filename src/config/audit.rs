@@ -20,6 +20,10 @@ pub struct AuditConfig {
     pub max_open_records: usize,
     /// Records whose last denial is older than this are pruned.
     pub retention_days: u64,
+    /// Default and largest `limit` of `GET /api/v1/audit` and
+    /// `switchboard audit list`.
+    pub page_default: u32,
+    pub page_max: u32,
 }
 
 impl Default for AuditConfig {
@@ -29,6 +33,8 @@ impl Default for AuditConfig {
             flush_interval_ms: 1_000,
             max_open_records: 10_000,
             retention_days: 90,
+            page_default: 100,
+            page_max: 1000,
         }
     }
 }
@@ -42,7 +48,12 @@ impl AuditConfig {
             ),
             ("audit.flush_interval_ms", self.flush_interval_ms),
             ("audit.max_open_records", self.max_open_records as u64),
+            ("audit.page_default", u64::from(self.page_default)),
+            ("audit.page_max", u64::from(self.page_max)),
         ])?;
+        if self.page_default > self.page_max {
+            anyhow::bail!("audit.page_default must not exceed audit.page_max");
+        }
         if !(1..=MAX_RETENTION_DAYS).contains(&self.retention_days) {
             anyhow::bail!("audit.retention_days must be from 1 to {MAX_RETENTION_DAYS}");
         }
@@ -63,7 +74,7 @@ mod tests {
         let err = |c: &AuditConfig| c.validate().unwrap_err().to_string();
         AuditConfig::default().validate().unwrap();
         type Spoil = fn(&mut AuditConfig);
-        let cases: [(Spoil, &str); 5] = [
+        let cases: [(Spoil, &str); 8] = [
             (
                 |c| c.deny_aggregate_window_ms = 0,
                 "audit.deny_aggregate_window_ms",
@@ -72,6 +83,9 @@ mod tests {
             (|c| c.max_open_records = 0, "audit.max_open_records"),
             (|c| c.retention_days = 0, "audit.retention_days"),
             (|c| c.retention_days = 3651, "audit.retention_days"),
+            (|c| c.page_default = 0, "audit.page_default"),
+            (|c| c.page_max = 0, "audit.page_max"),
+            (|c| c.page_default = c.page_max + 1, "audit.page_default"),
         ];
         for (spoil, key) in cases {
             let mut c = AuditConfig::default();

@@ -10,6 +10,7 @@ mod events;
 mod gateway;
 mod hooks;
 mod log;
+mod ratelimit;
 mod registration;
 mod server;
 mod storage;
@@ -29,6 +30,7 @@ pub use events::{EventsConfig, JobsConfig, LeasesConfig, MessagesConfig};
 pub use gateway::GatewayConfig;
 pub use hooks::{HooksConfig, LimitsConfig};
 pub use log::{LogConfig, LogFormat};
+pub use ratelimit::{RateLimitConfig, RateQuota};
 pub use registration::{AdminConfig, RegistrationConfig, RegistrationMode};
 pub use server::ServerConfig;
 pub use storage::{SqliteSynchronous, StorageConfig};
@@ -52,6 +54,7 @@ pub struct Config {
     pub webhooks: WebhooksConfig,
     pub egress: EgressConfig,
     pub audit: AuditConfig,
+    pub ratelimit: RateLimitConfig,
 }
 
 /// Refuses the first key whose value is 0, naming it.
@@ -117,6 +120,7 @@ impl Config {
         self.egress.validate()?;
         self.registration.validate()?;
         self.audit.validate()?;
+        self.ratelimit.validate()?;
         // A handler's job is locked from before its insert: the lock must
         // outlast the wait for the writer, the hook and the grace period.
         if self.jobs.lock_ms

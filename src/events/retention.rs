@@ -21,8 +21,8 @@ pub struct Retention {
     /// `audit.retention_days`, in milliseconds: audit records last denied
     /// longer ago are pruned on the same tick.
     pub audit_retention_ms: i64,
-    /// The gateway's per-principal call limiter, pruned on the same tick.
-    pub limiter: Arc<governor::DefaultKeyedRateLimiter<uuid::Uuid>>,
+    /// The gateway's per-principal call limiters, pruned on the same tick.
+    pub limiters: Arc<crate::hub::CallLimiters>,
     pub shutdown: CancellationToken,
 }
 
@@ -47,7 +47,7 @@ pub async fn run(parts: Retention) {
         prune_audit(&parts).await;
         parts.events.sweep_waiters();
         // Keyed rate-limiter state would otherwise grow with every principal seen.
-        parts.limiter.retain_recent();
+        parts.limiters.retain_recent();
     }
 }
 

@@ -47,7 +47,7 @@ impl Server {
                 store: hub.store.clone(),
                 events: hub.events.clone(),
                 audit_retention_ms: hub.config.audit.retention_ms(),
-                limiter: hub.limiter.clone(),
+                limiters: hub.limiters.clone(),
                 shutdown: hub.shutdown.clone(),
             },
         ));
