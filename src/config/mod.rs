@@ -238,6 +238,30 @@ mod tests {
     }
 
     #[test]
+    fn the_old_gateway_rate_keys_are_refused_naming_their_replacements() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        for (old, new) in [
+            ("rate_limit_per_second", "ratelimit.default.per_second"),
+            ("rate_limit_burst", "ratelimit.default.burst"),
+        ] {
+            std::fs::write(&file, format!("[gateway]\n{old} = 100\n")).unwrap();
+            let err = Config::load(Some(&file), &FlagOverrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(new) && err.contains(old), "{err}");
+        }
+        std::fs::write(&file, "[ratelimit.message]\nburst = 3\n").unwrap();
+        let c = Config::load(Some(&file), &FlagOverrides::default()).unwrap();
+        assert_eq!(c.ratelimit.message.burst, 3);
+        assert_eq!(
+            c.ratelimit.message.per_second,
+            RateLimitConfig::default().message.per_second,
+            "a key left out keeps its default"
+        );
+    }
+
+    #[test]
     fn open_registration_beyond_loopback_is_refused() {
         let mut c = Config::default();
         c.server.listen = "0.0.0.0:7420".parse().unwrap();

@@ -199,7 +199,10 @@ pub async fn run(
     interval_ms: u64,
     shutdown: CancellationToken,
 ) {
-    let mut tick = tokio::time::interval(Duration::from_millis(interval_ms));
+    // The first tick one period from now, not at once: there is nothing
+    // to write yet.
+    let period = Duration::from_millis(interval_ms);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod audit;
 mod bench_smoke;
 mod cards;
 mod conversations;
