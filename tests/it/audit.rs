@@ -81,6 +81,25 @@ fn assert_one_record(records: &[Value], actor: &str, action: &str, count: i64) {
     assert_eq!(keys.len(), 10, "{r}");
 }
 
+/// `switchboard audit list ARGS` on a stopped hub's data directory:
+/// whether it succeeded, and its stdout and stderr.
+async fn audit_cli(data: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["audit", "list", "--data-dir"])
+        .arg(data)
+        .args(args)
+        .output()
+        .await
+        .expect("run switchboard audit list");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.contains(CANARY), "{text}");
+    (out.status.success(), text)
+}
+
 #[tokio::test]
 async fn a_thousand_denied_calls_make_one_record_that_holds_no_caller_text() {
     let hub = TestHub::start_with(
@@ -128,8 +147,39 @@ async fn a_graceful_shutdown_flushes_what_the_interval_did_not() {
     assert!(status.success(), "{status:?}\n{}", hub.log());
     assert!(!hub.log().contains(CANARY), "the canary reached the log");
 
+    // The operator's command reads the same records from the database.
+    let data = hub.dir.path().join("data");
+    let (ok, out) = audit_cli(&data, &["--actor", &agent]).await;
+    assert!(ok, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    let fields: Vec<&str> = lines[0].split(' ').collect();
+    assert_eq!(
+        fields[3..],
+        [
+            "1000",
+            "agent",
+            agent.as_str(),
+            "message.create",
+            "subject_kind_not_allowed",
+            "hub",
+            "00000000-0000-0000-0000-000000000000"
+        ],
+        "{out}"
+    );
+    let (_, out) = audit_cli(&data, &["--action", "task.manage"]).await;
+    assert_eq!(out.trim(), "", "another action's filter finds nothing");
+    for (args, named) in [
+        (&["--action", "message.delete"][..], "--action"),
+        (&["--reason", "because"][..], "--reason"),
+        (&["--limit", "0"][..], "audit.page_max"),
+    ] {
+        let (ok, out) = audit_cli(&data, args).await;
+        assert!(!ok && out.contains(named), "{args:?}: {out}");
+    }
+
     let again = TestHub::start_with(Options {
-        dir: Some(hub.dir.path().join("data")),
+        dir: Some(data),
         ..Options::default()
     })
     .await;
