@@ -13,6 +13,12 @@ use crate::config::EventsConfig;
 use crate::domain::now_millis;
 use crate::store::DynStore;
 
+/// State keyed by principal that would otherwise grow with every principal
+/// seen (the hub's call limiters), forgotten where it is back to rest.
+pub trait KeyedState: Send + Sync {
+    fn retain_recent(&self);
+}
+
 /// The parts of the hub the retention task works on.
 pub struct Retention {
     pub config: EventsConfig,
@@ -22,7 +28,7 @@ pub struct Retention {
     /// longer ago are pruned on the same tick.
     pub audit_retention_ms: i64,
     /// The gateway's per-principal call limiters, pruned on the same tick.
-    pub limiters: Arc<crate::hub::CallLimiters>,
+    pub limiters: Arc<dyn KeyedState>,
     pub shutdown: CancellationToken,
 }
 

@@ -47,10 +47,11 @@ impl CallLimiters {
             .check_key(&principal)
             .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
     }
+}
 
-    /// Forgets principals whose buckets are full again; keyed state would
-    /// otherwise grow with every principal seen.
-    pub fn retain_recent(&self) {
+impl crate::events::retention::KeyedState for CallLimiters {
+    /// Forgets principals whose buckets are full again, in every class.
+    fn retain_recent(&self) {
         for l in &self.limiters {
             l.retain_recent();
         }
