@@ -109,9 +109,11 @@ impl DenialLog {
                 return;
             }
         }
-        // A new record; the key's expired window, if any, makes room.
+        // A new record. The key's expired window leaves the map, but stays
+        // held until written if it counted anything since the last flush.
         let expired = records.open.remove(&denial);
-        if records.held() >= self.max_open {
+        let unwritten = expired.is_some_and(|w| w.dirty);
+        if records.held() + usize::from(unwritten) >= self.max_open {
             if let Some(w) = expired {
                 records.open.insert(denial, w);
             }

@@ -272,3 +272,26 @@ async fn past_the_bound_denials_are_dropped_and_a_flush_is_asked_for() {
     assert_eq!(rows.len(), 4);
     assert_eq!(rows.iter().filter(|r| r.denial == c).count(), 1);
 }
+
+#[tokio::test]
+async fn an_expired_unwritten_window_counts_against_the_bound() {
+    let f = fixture(100, 2);
+    let (a, b) = (
+        denial(Uuid::now_v7(), Uuid::now_v7()),
+        denial(Uuid::now_v7(), Uuid::now_v7()),
+    );
+    f.log.record(a);
+    f.log.record(b);
+    // `a`'s window is over but unwritten: a new one would make three.
+    f.at(100);
+    f.log.record(a);
+    assert_eq!(f.log.held(), 2);
+    f.log.flush(&f.table).await;
+    let rows = f.table.all();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r.count == 1 && r.first_at == T0));
+    // Written and over, `a`'s old window takes no room: the next opens.
+    f.log.record(a);
+    f.log.flush(&f.table).await;
+    assert_eq!(f.table.all().len(), 3);
+}

@@ -170,3 +170,42 @@ impl<D: Database + Keyset> AuditStore for D {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every value a record can hold is read back from its stored name, so
+    /// no flushed record is ever `Corrupt` on the way out.
+    #[test]
+    fn every_stored_name_parses_back() {
+        for a in Action::ALL {
+            assert_eq!(Action::parse(a.as_str()), Some(a));
+        }
+        for r in Reason::ALL {
+            assert_eq!(Reason::parse(r.as_str()), Some(r));
+        }
+        for k in ResourceKind::ALL {
+            assert_eq!(ResourceKind::parse(k.as_str()), Some(k));
+        }
+        for p in [
+            PrincipalKind::Agent,
+            PrincipalKind::App,
+            PrincipalKind::Person,
+        ] {
+            assert_eq!(PrincipalKind::parse(p.as_str()), Some(p));
+        }
+        assert_eq!(Reason::parse("because"), None);
+        assert_eq!(ResourceKind::parse("row"), None);
+    }
+
+    #[test]
+    fn one_statement_holds_its_rows_placeholders() {
+        let sql = upsert_sql(2);
+        assert!(
+            sql.contains("($1, $2, $3, $4, $5, $6, $7, $8, $9, $10), ($11,"),
+            "{sql}"
+        );
+        assert!(sql.contains("$20)"), "{sql}");
+    }
+}
