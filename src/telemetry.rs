@@ -38,6 +38,8 @@ pub mod names {
     pub const RECIPIENTS_DROPPED: &str = "switchboard_forward_recipients_dropped_total";
     /// Authorization denials by `action`, `reason` and `mode` (ADR 0020 §4).
     pub const AUTHZ_DENIALS: &str = "switchboard_authz_denials_total";
+    pub const AUDIT_RECORDS_FLUSHED: &str = "switchboard_audit_records_flushed_total";
+    pub const AUDIT_DENIALS_DROPPED: &str = "switchboard_audit_denials_dropped_total";
 }
 
 pub fn init_logging(config: &LogConfig) {
@@ -125,6 +127,14 @@ fn describe() {
     describe_counter!(
         names::RECIPIENTS_DROPPED,
         "Forward recipients dropped because they were not participants"
+    );
+    describe_counter!(
+        names::AUDIT_RECORDS_FLUSHED,
+        "Aggregated denial records written to the audit"
+    );
+    describe_counter!(
+        names::AUDIT_DENIALS_DROPPED,
+        "Denials not audited because audit.max_open_records were open"
     );
 }
 

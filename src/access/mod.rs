@@ -370,18 +370,29 @@ pub fn filter<T>(
 }
 
 /// Where every Request-mode denial goes, missing and hidden targets alike:
-/// the metric now, the audit's `DenialLog` (ADR 0020 §4) once it lands,
-/// which takes the subject and the requested id; no id reaches a label or
-/// a log line.
+/// the metric and the audit's `DenialLog` (ADR 0020 §4). No id reaches a
+/// label or a log line; the record holds closed names and ids only. The
+/// operator is no principal and has no audit actor: its refusals are
+/// counted only.
 pub fn record_denial(
-    _hub: &Hub,
-    _subject: &Subject,
+    hub: &Hub,
+    subject: &Subject,
     action: Action,
-    _resource_kind: ResourceKind,
-    _requested_id: Uuid,
+    resource_kind: ResourceKind,
+    requested_id: Uuid,
     reason: Reason,
 ) {
     count(action, reason, Mode::Request);
+    if let Subject::Principal { id, kind, .. } = *subject {
+        hub.denials.record(crate::store::DenialRecord {
+            actor_id: id,
+            actor_kind: kind,
+            action,
+            reason,
+            resource_kind,
+            resource_id: requested_id,
+        });
+    }
 }
 
 fn count(action: Action, reason: Reason, mode: Mode) {

@@ -42,14 +42,15 @@ pub fn negotiate(requested: Option<VersionRange>) -> Result<u32, RpcError> {
 
 fn limits(ctx: &RequestContext) -> ConnectionLimits {
     let g = &ctx.hub.config.gateway;
+    let default_rate = ctx.hub.config.ratelimit.default;
     ConnectionLimits {
         max_frame_bytes: g.max_frame_bytes as u64,
         transport_max_frame_bytes: g.transport_max_frame_bytes as u64,
         max_in_flight_requests: g.max_in_flight_requests,
         outbound_queue_capacity: g.outbound_queue_capacity,
         rate_limit: RateLimit {
-            per_second: g.rate_limit_per_second,
-            burst: g.rate_limit_burst,
+            per_second: default_rate.per_second,
+            burst: default_rate.burst,
         },
         heartbeat: Heartbeat {
             interval_ms: g.heartbeat_interval_ms,

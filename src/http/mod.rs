@@ -1,6 +1,7 @@
 //! REST routes and the WebSocket upgrade, on one port.
 
 mod admin;
+mod audit;
 mod body;
 mod cards;
 mod error;
@@ -32,6 +33,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/v1/keys/rotate", post(identity::rotate_key))
         .route("/api/v1/keys/revoke", post(identity::revoke_key))
         .route("/api/v1/apps/{app_id}/ping", post(admin::ping_app))
+        .route("/api/v1/audit", get(audit::list))
         .route("/api/v1/events", get(events::catch_up))
         .route("/api/v1/cards", post(cards::install).get(cards::list))
         .route("/api/v1/webhooks/keys", get(webhook_keys))

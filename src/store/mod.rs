@@ -3,7 +3,7 @@
 //!
 //! A caller names the area it uses: [`IdentityStore`], [`EventStore`],
 //! [`ConversationStore`], [`TaskStore`], [`JobStore`], [`CardStore`],
-//! [`SigningKeyStore`], [`PlaceStore`], with [`BaseStore`] for what concerns the database
+//! [`SigningKeyStore`], [`PlaceStore`], [`AuditStore`], with [`BaseStore`] for what concerns the database
 //! itself. [`Store`] is all of them, and the hub holds one [`DynStore`].
 //!
 //! Each area module holds its trait, its records and its SQL, written once
@@ -12,6 +12,7 @@
 //! `sqlite/` and `postgres/`, behind the area's `...Dialect` trait. The
 //! contract test suite runs the same cases against both.
 
+mod audit;
 mod cards;
 mod commit_feed;
 mod conversations;
@@ -40,6 +41,7 @@ use async_trait::async_trait;
 
 use crate::config::Config;
 
+pub use audit::{AuditFilter, AuditRecord, AuditStore, DenialRecord};
 pub use cards::{CardRecord, CardStore};
 pub use commit_feed::{CommitFeed, CommitListener};
 pub use conversations::{ConversationStore, CreatedConversation, NewConversation};
@@ -118,6 +120,7 @@ pub trait Store:
     + CardStore
     + SigningKeyStore
     + PlaceStore
+    + AuditStore
 {
 }
 
@@ -131,6 +134,7 @@ impl<T> Store for T where
         + CardStore
         + SigningKeyStore
         + PlaceStore
+        + AuditStore
 {
 }
 

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod audit;
 mod bench_smoke;
 mod cards;
 mod conversations;
@@ -23,6 +24,7 @@ mod migration;
 mod operations;
 mod schema_drift;
 mod server_calls;
+mod store_audit;
 mod store_contract;
 mod store_people;
 mod store_places;

@@ -111,6 +111,11 @@ impl ResourceKind {
         ResourceKind::Grant,
     ];
 
+    /// The inverse of [`ResourceKind::as_str`] (the audit's stored column).
+    pub fn parse(s: &str) -> Option<ResourceKind> {
+        ResourceKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ResourceKind::Hub => "hub",
