@@ -6,8 +6,10 @@
 //! reason, resource kind, resource id) within one window share a record;
 //! the window opens at the record's first denial (unaligned, so a burst
 //! cannot straddle a boundary it did not open) and later denials open a new
-//! record. A flush writes absolute counts, so writing a record again is
-//! harmless; a crash loses at most one interval's counts.
+//! record. A flush writes absolute counts and the store keeps the larger, so
+//! writing a record again (or an older copy of it) is harmless. A crash
+//! loses what was counted since the last flush that succeeded: at most one
+//! `audit.flush_interval_ms` while the store answers.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -59,12 +61,62 @@ struct Records {
     /// A denial was dropped: the next flush makes room by forgetting every
     /// window it wrote, open or not (a later denial opens a new record).
     full: bool,
+    /// Records a flush took out of memory (closed or evicted) and is still
+    /// writing: they come back if it fails, so they keep their room.
+    in_flight: usize,
+    /// The server's last flush ran: a later denial is dropped (counted).
+    sealed: bool,
 }
 
 impl Records {
+    /// Everything that counts against `audit.max_open_records`.
     fn held(&self) -> usize {
-        self.open.len() + self.closed.len()
+        self.open.len() + self.closed.len() + self.in_flight
     }
+
+    /// Folds `r` into the copy of the same record held, if any: the larger
+    /// count and last time win, as in the store. False if none is held.
+    fn merge(&mut self, r: &AuditRecord) -> bool {
+        if let Some(w) = self.open.get_mut(&r.denial).filter(|w| w.id == r.id) {
+            w.count = w.count.max(r.count);
+            w.last_at = w.last_at.max(r.last_at);
+            w.dirty = true;
+            return true;
+        }
+        if let Some(c) = self.closed.iter_mut().find(|c| c.id == r.id) {
+            c.count = c.count.max(r.count);
+            c.last_at = c.last_at.max(r.last_at);
+            return true;
+        }
+        false
+    }
+}
+
+/// One entry per record id, the larger count and last time kept: a batch
+/// with an id twice would be lost on SQLite (the last row wins) and fail
+/// whole on PostgreSQL (an upsert cannot touch a row twice).
+fn dedupe(batch: Vec<AuditRecord>) -> Vec<AuditRecord> {
+    let mut out: Vec<AuditRecord> = Vec::with_capacity(batch.len());
+    let mut at: HashMap<Uuid, usize> = HashMap::with_capacity(batch.len());
+    for r in batch {
+        match at.get(&r.id) {
+            Some(&i) => {
+                out[i].count = out[i].count.max(r.count);
+                out[i].last_at = out[i].last_at.max(r.last_at);
+            }
+            None => {
+                at.insert(r.id, out.len());
+                out.push(r);
+            }
+        }
+    }
+    out
+}
+
+/// A batch being written: how many of its records left memory for it.
+struct Batch {
+    records: Vec<AuditRecord>,
+    in_flight: usize,
 }
 
 pub struct DenialLog {
@@ -96,11 +148,16 @@ impl DenialLog {
     }
 
     /// Counts one denial: into its key's open window, or a new record.
-    /// Past `audit.max_open_records` it is dropped (counted) and a flush is
-    /// asked for at once.
+    /// Past `audit.max_open_records` (or after the last flush) it is
+    /// dropped (counted) and a flush is asked for at once.
     pub fn record(&self, denial: DenialRecord) {
         let now = (self.clock)();
         let mut records = self.lock();
+        if records.sealed {
+            drop(records);
+            metrics::counter!(names::AUDIT_DENIALS_DROPPED).increment(1);
+            return;
+        }
         if let Some(w) = records.open.get_mut(&denial) {
             if now < w.first_at.saturating_add(self.window_ms) {
                 w.last_at = w.last_at.max(now);
@@ -138,66 +195,106 @@ impl DenialLog {
 
     /// What a flush writes: every record counted since the last one, with
     /// its totals. Windows that are over leave memory here, and every
-    /// window when the log was full.
-    fn take(&self) -> Vec<AuditRecord> {
+    /// window when the log was full; until the write ends they stay
+    /// counted against the bound (`in_flight`).
+    fn take(&self) -> Batch {
         let now = (self.clock)();
         let mut records = self.lock();
         let mut out = std::mem::take(&mut records.closed);
+        let mut left = out.len();
         let evict = std::mem::take(&mut records.full);
         let window_ms = self.window_ms;
         records.open.retain(|denial, w| {
+            let keep = !evict && now < w.first_at.saturating_add(window_ms);
             if w.dirty {
                 out.push(w.record(*denial));
                 w.dirty = false;
+                left += usize::from(!keep);
             }
-            !evict && now < w.first_at.saturating_add(window_ms)
+            keep
         });
-        out
+        records.in_flight += left;
+        Batch {
+            records: dedupe(out),
+            in_flight: left,
+        }
     }
 
-    /// A failed flush's records come back, so the next flush writes them
-    /// (their values are absolute: a newer count of the same record wins).
-    fn give_back(&self, failed: Vec<AuditRecord>) {
+    /// The write of `batch` ended: its records no longer take room.
+    fn landed(&self, batch: &Batch) {
         let mut records = self.lock();
-        for r in failed {
-            match records.open.get_mut(&r.denial) {
-                Some(w) if w.id == r.id => w.dirty = true,
-                _ => records.closed.push(r),
+        records.in_flight = records.in_flight.saturating_sub(batch.in_flight);
+    }
+
+    /// A failed flush's records come back, so the next flush writes them.
+    /// One that is still held (its window went on, or a denial closed it
+    /// meanwhile) is merged by id, the larger count winning; the others
+    /// take back their room, and any past the bound are dropped (counted).
+    fn give_back(&self, failed: Batch) {
+        let mut records = self.lock();
+        records.in_flight = records.in_flight.saturating_sub(failed.in_flight);
+        let mut dropped = 0u64;
+        for r in failed.records {
+            if records.merge(&r) {
+                continue;
             }
+            if records.held() < self.max_open {
+                records.closed.push(r);
+            } else {
+                dropped += u64::try_from(r.count).unwrap_or(0);
+            }
+        }
+        drop(records);
+        if dropped > 0 {
+            metrics::counter!(names::AUDIT_DENIALS_DROPPED).increment(dropped);
         }
     }
 
     /// Writes what was counted since the last flush; on failure keeps it
-    /// for the next one.
-    pub async fn flush<S: AuditStore + ?Sized>(&self, store: &S) {
+    /// for the next one. False when the store refused the write.
+    pub async fn flush<S: AuditStore + ?Sized>(&self, store: &S) -> bool {
         let batch = self.take();
-        if batch.is_empty() {
-            return;
+        if batch.records.is_empty() {
+            return true;
         }
-        match store.flush_denials(&batch).await {
+        match store.flush_denials(&batch.records).await {
             Ok(()) => {
-                metrics::counter!(names::AUDIT_RECORDS_FLUSHED).increment(batch.len() as u64);
+                metrics::counter!(names::AUDIT_RECORDS_FLUSHED)
+                    .increment(batch.records.len() as u64);
+                self.landed(&batch);
+                true
             }
             Err(e) => {
-                warn!(error = %e, records = batch.len(), "audit flush failed; kept for the next one");
+                warn!(error = %e, records = batch.records.len(), "audit flush failed; kept for the next one");
                 self.give_back(batch);
+                false
             }
         }
     }
 
-    /// Records held in memory (open windows and unwritten ones).
+    /// The server's last flush: from here on a denial is dropped and
+    /// counted in `switchboard_audit_denials_dropped_total`, never held
+    /// where nothing would write it.
+    pub async fn close<S: AuditStore + ?Sized>(&self, store: &S) -> bool {
+        self.lock().sealed = true;
+        self.flush(store).await
+    }
+
+    /// Records counted against `audit.max_open_records`: open windows,
+    /// unwritten ones, and those a flush is writing.
     pub fn held(&self) -> usize {
         self.lock().held()
     }
 }
 
 /// The flush task: every `audit.flush_interval_ms`, and at once when the
-/// log is full, until shutdown. The last flush is the server's, after the
-/// connections drained (`Server::shutdown`), so no denial counted during
-/// the drain is lost.
-pub async fn run(
+/// log is full, until shutdown. After a failed flush it waits one interval
+/// before the next try, however many denials are dropped meanwhile (a
+/// failing store is not hammered). The last flush is the server's, after
+/// the connections and HTTP handlers drained (`Server::shutdown`).
+pub async fn run<S: AuditStore + ?Sized>(
     log: Arc<DenialLog>,
-    store: crate::store::DynStore,
+    store: Arc<S>,
     interval_ms: u64,
     shutdown: CancellationToken,
 ) {
@@ -212,7 +309,12 @@ pub async fn run(
             _ = log.full.notified() => {}
             _ = shutdown.cancelled() => return,
         }
-        log.flush(store.as_ref()).await;
+        while !log.flush(store.as_ref()).await {
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
     }
 }
 

@@ -25,8 +25,17 @@ impl AuditStore for Table {
         }
         self.flushes.fetch_add(1, Ordering::SeqCst);
         let mut rows = self.rows.lock().unwrap();
+        let mut ids: Vec<Uuid> = records.iter().map(|r| r.id).collect();
+        ids.sort();
+        ids.dedup();
+        if ids.len() != records.len() {
+            // As PostgreSQL: an upsert cannot affect a row a second time.
+            return Err(StoreError::Conflict("a record twice in one batch".into()));
+        }
         for r in records {
-            rows.insert(r.id, *r);
+            let row = rows.entry(r.id).or_insert(*r);
+            row.count = row.count.max(r.count);
+            row.last_at = row.last_at.max(r.last_at);
         }
         Ok(())
     }
@@ -294,4 +303,175 @@ async fn an_expired_unwritten_window_counts_against_the_bound() {
     f.log.record(a);
     f.log.flush(&f.table).await;
     assert_eq!(f.table.all().len(), 3);
+}
+
+/// A store whose first `fails` writes fail, running `during` while each
+/// write is in flight (a denial recorded while the flush waits).
+struct Flaky {
+    table: Table,
+    fails: AtomicI64,
+    during: Box<dyn Fn() + Send + Sync>,
+    attempts: Mutex<Vec<std::time::Instant>>,
+}
+
+impl Flaky {
+    fn new(fails: i64, during: impl Fn() + Send + Sync + 'static) -> Flaky {
+        Flaky {
+            table: Table::default(),
+            fails: AtomicI64::new(fails),
+            during: Box::new(during),
+            attempts: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl AuditStore for Flaky {
+    async fn flush_denials(&self, records: &[AuditRecord]) -> StoreResult<()> {
+        self.attempts
+            .lock()
+            .unwrap()
+            .push(std::time::Instant::now());
+        (self.during)();
+        if self.fails.fetch_sub(1, Ordering::SeqCst) > 0 {
+            return Err(StoreError::Conflict("the database is away".into()));
+        }
+        self.table.flush_denials(records).await
+    }
+
+    async fn denials(
+        &self,
+        f: AuditFilter,
+        a: Option<Uuid>,
+        l: u32,
+    ) -> StoreResult<Vec<AuditRecord>> {
+        self.table.denials(f, a, l).await
+    }
+
+    async fn prune_denials(&self, b: Millis) -> StoreResult<u64> {
+        self.table.prune_denials(b).await
+    }
+}
+
+/// A log shared with a store's `during` hook, on the fixture's clock.
+fn shared(window_ms: u64, max_open: usize) -> (Arc<AtomicI64>, Arc<DenialLog>) {
+    let f = fixture(window_ms, max_open);
+    (f.now, Arc::new(f.log))
+}
+
+#[tokio::test]
+async fn a_window_closed_during_a_failed_flush_is_written_once_with_its_largest_count() {
+    let (now, log) = shared(100, 100);
+    let d = denial(Uuid::now_v7(), Uuid::now_v7());
+    for _ in 0..5 {
+        log.record(d);
+    }
+    // While the flush of X (count 5) waits: X counts a sixth, its window
+    // ends, and the next denial closes X and opens Y. Then the write fails.
+    let (l, n) = (log.clone(), now.clone());
+    let store = Flaky::new(1, move || {
+        if n.load(Ordering::SeqCst) == T0 {
+            n.store(T0 + 50, Ordering::SeqCst);
+            l.record(d);
+            n.store(T0 + 150, Ordering::SeqCst);
+            l.record(d);
+        }
+    });
+    assert!(!log.flush(&store).await);
+    assert!(log.flush(&store).await, "the batch holds each record once");
+    let rows = store.table.all();
+    let counts: Vec<(i64, Millis)> = rows.iter().map(|r| (r.count, r.last_at - T0)).collect();
+    assert_eq!(counts, vec![(6, 50), (1, 150)], "no denial lost: {rows:?}");
+    assert_eq!(log.held(), 1, "only Y is held");
+}
+
+#[tokio::test]
+async fn records_in_flight_count_against_the_bound_while_the_store_fails() {
+    let (now, log) = shared(100, 3);
+    for _ in 0..3 {
+        log.record(denial(Uuid::now_v7(), Uuid::now_v7()));
+    }
+    // Every window is over: the flush takes all three out of memory.
+    now.store(T0 + 100, Ordering::SeqCst);
+    let l = log.clone();
+    let store = Flaky::new(1, move || {
+        for _ in 0..10 {
+            l.record(denial(Uuid::now_v7(), Uuid::now_v7()));
+        }
+        assert_eq!(l.held(), 3, "the three in flight keep their room");
+    });
+    assert!(!log.flush(&store).await);
+    assert_eq!(log.held(), 3, "given back, still within the bound");
+    assert!(log.flush(&store).await);
+    assert_eq!(store.table.all().len(), 3);
+    assert_eq!(log.held(), 0);
+}
+
+#[tokio::test]
+async fn a_given_back_record_past_the_bound_is_dropped() {
+    let (now, log) = shared(100, 1);
+    let d = denial(Uuid::now_v7(), Uuid::now_v7());
+    log.record(d);
+    // While the flush of X waits, X's window ends and the next denial opens
+    // Y in the only room (X looked written); X then has none to come back to.
+    let (l, n) = (log.clone(), now.clone());
+    let store = Flaky::new(1, move || {
+        n.store(T0 + 100, Ordering::SeqCst);
+        l.record(d);
+    });
+    assert!(!log.flush(&store).await);
+    assert_eq!(log.held(), 1, "the bound holds");
+    assert!(log.flush(&store).await);
+    let rows = store.table.all();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].first_at, T0 + 100, "Y was written, X dropped");
+}
+
+#[tokio::test]
+async fn after_a_failed_flush_the_task_waits_an_interval_however_many_denials_drop() {
+    let (_, log) = shared(60_000, 1);
+    log.record(denial(Uuid::now_v7(), Uuid::now_v7()));
+    let store = Arc::new(Flaky::new(i64::MAX, || {}));
+    let shutdown = CancellationToken::new();
+    let period = Duration::from_millis(200);
+    let task = tokio::spawn(run(
+        log.clone(),
+        store.clone(),
+        period.as_millis() as u64,
+        shutdown.clone(),
+    ));
+    // Drops keep waking the task until it has tried three times.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while store.attempts.lock().unwrap().len() < 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the task never retried"
+        );
+        log.record(denial(Uuid::now_v7(), Uuid::now_v7()));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    shutdown.cancel();
+    task.await.unwrap();
+    let attempts = store.attempts.lock().unwrap().clone();
+    for pair in attempts.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= period,
+            "retried too soon: {attempts:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn after_the_last_flush_a_denial_is_dropped_not_held() {
+    let f = fixture(60_000, 100);
+    let d = denial(Uuid::now_v7(), Uuid::now_v7());
+    f.log.record(d);
+    assert!(f.log.close(&f.table).await);
+    assert_eq!(f.table.all()[0].count, 1);
+    f.log.record(d);
+    f.log.record(denial(Uuid::now_v7(), Uuid::now_v7()));
+    assert_eq!(f.log.held(), 1, "only the written window, nothing new");
+    f.log.flush(&f.table).await;
+    assert_eq!(f.table.all()[0].count, 1);
+    assert_eq!(f.table.all().len(), 1);
 }

@@ -114,13 +114,22 @@ impl Server {
         {
             warn!("background tasks still running after the grace period");
         }
-        // Every connection and handler is done: nothing records a denial
-        // any more, so this flush is the last, with the store still open.
-        self.hub.denials.flush(self.hub.store.as_ref()).await;
-        match tokio::time::timeout(margin, self.task).await {
-            Ok(joined) => joined??,
-            Err(_) => warn!("HTTP server did not stop in time"),
-        }
+        // The listener task ends when its HTTP connections drained, so REST
+        // denials recorded during the drain are in the log before the last
+        // flush.
+        let served = match tokio::time::timeout(margin, self.task).await {
+            Ok(joined) => joined?,
+            Err(_) => {
+                warn!("HTTP server did not stop in time");
+                Ok(())
+            }
+        };
+        // The last flush, with the store still open. It closes the log: a
+        // handler still running after a timed-out wait has its denial
+        // counted in `switchboard_audit_denials_dropped_total`, not lost
+        // silently.
+        self.hub.denials.close(self.hub.store.as_ref()).await;
+        served?;
         info!("hub stopped");
         Ok(())
     }

@@ -45,8 +45,8 @@ pub struct AuditFilter {
 #[async_trait]
 pub trait AuditStore: Send + Sync + 'static {
     /// Writes each record with its absolute `count` and `last_at`: a record
-    /// flushed again replaces its earlier values, so a retried flush counts
-    /// nothing twice.
+    /// flushed again keeps the larger of its stored and new values, so a
+    /// retried flush counts nothing twice and a stale copy loses nothing.
     async fn flush_denials(&self, records: &[AuditRecord]) -> StoreResult<()>;
 
     /// Records matching `filter`, by id after `after`, at most `limit`.
@@ -105,14 +105,21 @@ fn row_args(r: &AuditRecord) -> [Arg<'static>; ARGS_PER_ROW] {
     ]
 }
 
-/// One multi-row upsert of `rows` records.
+/// One multi-row upsert of `rows` records. Monotone: a record's count and
+/// last time only grow, so two overlapping flushes (or a retried older
+/// copy) can never regress a row. `CASE` rather than `GREATEST`/`MAX`,
+/// which the two dialects spell differently.
 fn upsert_sql(rows: usize) -> String {
     let values: Vec<String> = (0..rows)
         .map(|i| format!("({})", placeholders(i * ARGS_PER_ROW + 1, ARGS_PER_ROW)))
         .collect();
     format!(
         "INSERT INTO audit_denials ({COLUMNS}) VALUES {} \
-         ON CONFLICT (id) DO UPDATE SET count = excluded.count, last_at = excluded.last_at",
+         ON CONFLICT (id) DO UPDATE SET \
+         count = CASE WHEN excluded.count > audit_denials.count \
+           THEN excluded.count ELSE audit_denials.count END, \
+         last_at = CASE WHEN excluded.last_at > audit_denials.last_at \
+           THEN excluded.last_at ELSE audit_denials.last_at END",
         values.join(", ")
     )
 }

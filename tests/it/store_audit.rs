@@ -61,6 +61,15 @@ async fn a_flush_again_replaces_count_and_last_time(store: DynStore) {
     store.flush_denials(&[r]).await.unwrap();
     store.flush_denials(&[r]).await.unwrap();
     assert_eq!(all(&store).await, vec![r]);
+    // An older copy of the record (a flush that overlapped a newer one)
+    // never lowers it.
+    let stale = AuditRecord {
+        count: 4,
+        last_at: T + 400,
+        ..r
+    };
+    store.flush_denials(&[stale]).await.unwrap();
+    assert_eq!(all(&store).await, vec![r]);
     // Nothing to write is no statement at all.
     store.flush_denials(&[]).await.unwrap();
     assert_eq!(all(&store).await.len(), 1);
