@@ -2,7 +2,9 @@
 //! an agent calling an app's method is refused as `subject_kind_not_allowed`
 //! and the refusals aggregate into one record, flushed on the interval and
 //! at a graceful shutdown; the operator reads them through
-//! `GET /api/v1/audit`; a spent class refuses only its own methods.
+//! `GET /api/v1/audit`; a send to a hidden conversation is a `no_grant`
+//! record keeping none of the caller's text; a spent class refuses only its
+//! own methods.
 
 use std::time::{Duration, Instant};
 
@@ -127,6 +129,76 @@ async fn a_thousand_denied_calls_make_one_record_that_holds_no_caller_text() {
     assert!(f["result"].is_object(), "{f}");
     let log = hub.log();
     assert!(!log.contains(CANARY), "the canary reached the log");
+}
+
+#[tokio::test]
+async fn sends_to_a_hidden_conversation_make_one_no_grant_record_without_the_caller_text() {
+    let hub = TestHub::start_with(
+        TestHub::fast_options().env("SWITCHBOARD_AUDIT__FLUSH_INTERVAL_MS", 100),
+    )
+    .await;
+    let (intruder, key) = hub.register_agent("intruder").await;
+    let (_, alice_key) = hub.register_agent("alice").await;
+    let (bob, _) = hub.register_agent("bob").await;
+    // A direct conversation of two other agents: hidden from the intruder.
+    let mut alice = RawSocket::connect_agent(&hub.ws_url(), &alice_key).await;
+    let created = alice
+        .call(
+            json!("create"),
+            "agent/conversation/create",
+            json!({ "kind": "direct", "participants": [bob] }),
+        )
+        .await;
+    let hidden = created["result"]["conversation"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+
+    let mut s = RawSocket::connect_agent(&hub.ws_url(), &key).await;
+    let send = json!({
+        "conversationId": hidden,
+        "parts": [{ "type": "text", "text": CANARY }],
+        "clientMsgId": CANARY,
+    });
+    for i in 0..1000 {
+        let f = s.call(json!(i), "agent/message/send", send.clone()).await;
+        assert_eq!(f["error"]["_tag"], json!("NotFoundError"), "{f}");
+        assert_eq!(f["error"]["data"]["conversationId"], json!(hidden), "{f}");
+        assert!(!f.to_string().contains(CANARY), "{f}");
+    }
+    // Filter mode answers a list; it audits nothing. A later denial of
+    // another key, once flushed, shows the list was flushed too.
+    let f = s
+        .call(json!("list"), "agent/conversation/list", json!({}))
+        .await;
+    assert!(f["result"].is_object(), "{f}");
+    denied_calls(&mut s, 1, "app/task/close", "task.manage").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let records = loop {
+        let records = wait_for_count(&hub, &intruder, 1000).await;
+        if records.iter().any(|r| r["action"] == json!("task.manage")) {
+            break records;
+        }
+        assert!(Instant::now() < deadline, "the marker never landed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(records.len(), 2, "the list wrote no record: {records:?}");
+    let r = records
+        .iter()
+        .find(|r| r["action"] == json!("message.create"))
+        .expect("the sends' record");
+    assert_eq!(r["actorId"], json!(intruder));
+    assert_eq!(r["actorKind"], json!("agent"));
+    assert_eq!(r["reason"], json!("no_grant"));
+    assert_eq!(r["resourceKind"], json!("conversation"));
+    assert_eq!(r["resourceId"], json!(hidden));
+    assert_eq!(r["count"], json!(1000));
+
+    let (_, body) = audit(&hub, "", Some(ADMIN_TOKEN)).await;
+    assert!(!body.to_string().contains(&key), "the caller's key: {body}");
+    let log = hub.log();
+    assert!(!log.contains(CANARY), "the canary reached the log");
+    assert!(!log.contains(&key), "the caller's key reached the log");
 }
 
 #[tokio::test]
@@ -279,10 +351,12 @@ async fn the_audit_route_pages_filters_and_names_each_bad_parameter() {
 
 #[tokio::test]
 async fn a_spent_message_class_refuses_sends_while_default_calls_pass() {
+    // The slowest rate there is, and no burst above it: a refused send
+    // says how long until the class's next token.
     let hub = TestHub::start_with(
         Options::default()
             .env("SWITCHBOARD_RATELIMIT__MESSAGE__PER_SECOND", 1)
-            .env("SWITCHBOARD_RATELIMIT__MESSAGE__BURST", 2),
+            .env("SWITCHBOARD_RATELIMIT__MESSAGE__BURST", 1),
     )
     .await;
     let (_, key) = hub.register_agent("chatty").await;
@@ -302,19 +376,21 @@ async fn a_spent_message_class_refuses_sends_while_default_calls_pass() {
         json!({ "conversationId": conversation, "parts": [{ "type": "text", "text": "hi" }] });
     let mut refused = None;
     for i in 0..20 {
+        let sent = Instant::now();
         let f = s.call(json!(i), "agent/message/send", send.clone()).await;
         if f.get("error").is_some() {
-            refused = Some(f);
+            refused = Some((sent, f));
             break;
         }
         assert!(f["result"]["message"].is_object(), "{f}");
     }
-    let f = refused.expect("a burst of 2 at 1 a second is spent within 20 sends");
+    let (sent, f) = refused.expect("a burst of 1 at 1 a second is spent within 20 sends");
     let e = &f["error"];
     assert_eq!(e["_tag"], json!("RateLimitedError"), "{f}");
     assert_eq!(e["code"], json!(-32029));
     assert_eq!(e["data"]["class"], json!("message"));
-    assert!(e["data"]["retryAfterMs"].as_u64().unwrap() >= 1, "{f}");
+    let retry_after = e["data"]["retryAfterMs"].as_u64().unwrap();
+    assert!((1..=1000).contains(&retry_after), "{f}");
     assert!(
         e["message"]
             .as_str()
@@ -322,7 +398,8 @@ async fn a_spent_message_class_refuses_sends_while_default_calls_pass() {
             .contains("ratelimit.message.per_second"),
         "{f}"
     );
-    // Typing is the same class; reads and identity are `default`'s.
+    // Typing is the same class: refused until the token the send lacked
+    // comes, and then it spends it. Either way, whatever the phase.
     let f = s
         .call(
             json!("typing"),
@@ -330,7 +407,17 @@ async fn a_spent_message_class_refuses_sends_while_default_calls_pass() {
             json!({ "conversationId": conversation }),
         )
         .await;
-    assert_eq!(f["error"]["data"]["class"], json!("message"), "{f}");
+    if f.get("error").is_some() {
+        assert_eq!(f["error"]["data"]["class"], json!("message"), "{f}");
+        let wait = f["error"]["data"]["retryAfterMs"].as_u64().unwrap();
+        assert!((1..=retry_after).contains(&wait), "{f}");
+    } else {
+        assert!(
+            sent.elapsed() >= Duration::from_millis(retry_after),
+            "typing passed before the message class had a token: {f}"
+        );
+    }
+    // Reads and identity are `default`'s.
     let f = s.call(json!("me"), "agent/identity/get", json!({})).await;
     assert!(f["result"].is_object(), "{f}");
     let f = s
@@ -352,15 +439,19 @@ async fn the_old_gateway_rate_keys_are_refused_naming_the_new_ones() {
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
             .arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--data-dir")
             .arg(dir.path())
             .env(var, "5")
-            .output()
+            .kill_on_drop(true)
+            .output();
+        // Refused at startup, or it would serve forever.
+        let out = tokio::time::timeout(Duration::from_secs(30), run)
             .await
+            .unwrap_or_else(|_| panic!("{var}: serve did not exit"))
             .expect("run switchboard serve");
         assert!(!out.status.success(), "{var} was accepted");
         let stderr = String::from_utf8_lossy(&out.stderr);
