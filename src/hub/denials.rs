@@ -119,6 +119,22 @@ struct Batch {
     in_flight: usize,
 }
 
+/// Gives a batch's room back when its write ends, however it ends (a
+/// flush future dropped midway included), so `in_flight` never leaks.
+struct Landing<'a> {
+    log: &'a DenialLog,
+    in_flight: usize,
+}
+
+impl Drop for Landing<'_> {
+    fn drop(&mut self) {
+        if self.in_flight > 0 {
+            let mut records = self.log.lock();
+            records.in_flight = records.in_flight.saturating_sub(self.in_flight);
+        }
+    }
+}
+
 pub struct DenialLog {
     records: Mutex<Records>,
     window_ms: Millis,
@@ -220,21 +236,16 @@ impl DenialLog {
         }
     }
 
-    /// The write of `batch` ended: its records no longer take room.
-    fn landed(&self, batch: &Batch) {
-        let mut records = self.lock();
-        records.in_flight = records.in_flight.saturating_sub(batch.in_flight);
-    }
-
     /// A failed flush's records come back, so the next flush writes them.
     /// One that is still held (its window went on, or a denial closed it
     /// meanwhile) is merged by id, the larger count winning; the others
     /// take back their room, and any past the bound are dropped (counted).
-    fn give_back(&self, failed: Batch) {
+    fn give_back(&self, failed: Vec<AuditRecord>, mut landing: Landing<'_>) {
         let mut records = self.lock();
-        records.in_flight = records.in_flight.saturating_sub(failed.in_flight);
+        records.in_flight = records.in_flight.saturating_sub(landing.in_flight);
+        landing.in_flight = 0;
         let mut dropped = 0u64;
-        for r in failed.records {
+        for r in failed {
             if records.merge(&r) {
                 continue;
             }
@@ -253,20 +264,22 @@ impl DenialLog {
     /// Writes what was counted since the last flush; on failure keeps it
     /// for the next one. False when the store refused the write.
     pub async fn flush<S: AuditStore + ?Sized>(&self, store: &S) -> bool {
-        let batch = self.take();
-        if batch.records.is_empty() {
+        let Batch { records, in_flight } = self.take();
+        let landing = Landing {
+            log: self,
+            in_flight,
+        };
+        if records.is_empty() {
             return true;
         }
-        match store.flush_denials(&batch.records).await {
+        match store.flush_denials(&records).await {
             Ok(()) => {
-                metrics::counter!(names::AUDIT_RECORDS_FLUSHED)
-                    .increment(batch.records.len() as u64);
-                self.landed(&batch);
+                metrics::counter!(names::AUDIT_RECORDS_FLUSHED).increment(records.len() as u64);
                 true
             }
             Err(e) => {
-                warn!(error = %e, records = batch.records.len(), "audit flush failed; kept for the next one");
-                self.give_back(batch);
+                warn!(error = %e, records = records.len(), "audit flush failed; kept for the next one");
+                self.give_back(records, landing);
                 false
             }
         }

@@ -475,3 +475,34 @@ async fn after_the_last_flush_a_denial_is_dropped_not_held() {
     assert_eq!(f.table.all()[0].count, 1);
     assert_eq!(f.table.all().len(), 1);
 }
+
+#[tokio::test]
+async fn a_flush_dropped_while_writing_gives_its_room_back() {
+    let (now, log) = shared(100, 1);
+    log.record(denial(Uuid::now_v7(), Uuid::now_v7()));
+    now.store(T0 + 100, Ordering::SeqCst);
+    // A store that never answers: the flush is dropped midway.
+    struct Stuck;
+    #[async_trait]
+    impl AuditStore for Stuck {
+        async fn flush_denials(&self, _: &[AuditRecord]) -> StoreResult<()> {
+            std::future::pending().await
+        }
+        async fn denials(
+            &self,
+            _: AuditFilter,
+            _: Option<Uuid>,
+            _: u32,
+        ) -> StoreResult<Vec<AuditRecord>> {
+            Ok(Vec::new())
+        }
+        async fn prune_denials(&self, _: Millis) -> StoreResult<u64> {
+            Ok(0)
+        }
+    }
+    let stuck = tokio::time::timeout(Duration::from_millis(10), log.flush(&Stuck)).await;
+    assert!(stuck.is_err());
+    assert_eq!(log.held(), 0, "the dropped write holds no room");
+    log.record(denial(Uuid::now_v7(), Uuid::now_v7()));
+    assert_eq!(log.held(), 1);
+}
