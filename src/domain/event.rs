@@ -88,6 +88,37 @@ impl NewEvent {
     }
 }
 
+impl NewEvent {
+    /// [`NewEvent::message_copies`] for a mixed audience: the recipients in
+    /// `people.0` get an event of type `people.1`, the others one of
+    /// `event_type`. Two events at most, whatever the audience's size, each
+    /// with its own id, sharing the payload (ADR 0018, ADR 0020 §1).
+    pub fn message_copies_by_kind(
+        recipients: &[Uuid],
+        event_type: &'static str,
+        people: (&[Uuid], &'static str),
+        message_id: Uuid,
+        payload: Arc<Value>,
+    ) -> Vec<NewEvent> {
+        let (people, person_type) = people;
+        if people.is_empty() {
+            return NewEvent::message_copies(recipients, event_type, message_id, payload);
+        }
+        let people: std::collections::HashSet<Uuid> = people.iter().copied().collect();
+        let (to_people, to_agents): (Vec<Uuid>, Vec<Uuid>) =
+            recipients.iter().partition(|r| people.contains(r));
+        let mut events =
+            NewEvent::message_copies(&to_agents, event_type, message_id, payload.clone());
+        events.extend(NewEvent::message_copies(
+            &to_people,
+            person_type,
+            message_id,
+            payload,
+        ));
+        events
+    }
+}
+
 /// An event's payload: the value its writer built (what the bus carries
 /// live), or the JSON text read back from the log, spliced into frames and
 /// pages without being parsed (ADR 0018).

@@ -8,7 +8,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::{check_agents_exist, check_others, invalid, store_failure};
+use super::{check_others, check_participants_exist, invalid, store_failure};
 use crate::config::MessagesConfig;
 use crate::domain::conversation::{direct_key, Conversation, ConversationKind};
 use crate::domain::event::NewEvent;
@@ -22,7 +22,7 @@ use crate::protocol::Notification;
 use crate::rpc::RpcError;
 use crate::store::{
     AppRecord, CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage, NewConversation,
-    NewMessage, Verdict,
+    NewMessage, PersonCopies, Verdict,
 };
 
 /// The conversation if the caller takes part in it. Anything else (missing,
@@ -62,13 +62,10 @@ pub async fn visible_membership(
     // invalidation (a panic between commit and invalidate, or another node
     // later) must not refuse a member for as long as it stays cached. Only
     // that rare case touches the cache; a stranger's probe does not.
-    let fresh = ctx
-        .hub
-        .store
-        .conversation(id)
+    let fresh = Membership::load(&ctx.hub.store, id)
         .await
         .map_err(store_failure)?;
-    match fresh.map(|c| Membership::of(&c)) {
+    match fresh {
         Some(m) if m.includes(me) => {
             cache.invalidate(id);
             Ok(Arc::new(m))
@@ -87,7 +84,7 @@ pub async fn create(
     let me = ctx.principal().id;
     check_others(me, &p.participants, "participants", "the caller is added")?;
     let kind = checked_kind(&p, ctx.hub.config.messages.max_group_participants)?;
-    check_agents_exist(&ctx, &p.participants).await?;
+    let people = check_participants_exist(&ctx, &p.participants).await?;
     let mut participants = vec![me];
     participants.extend(p.participants.iter().copied());
     let new = NewConversation {
@@ -101,7 +98,7 @@ pub async fn create(
         participants,
         created_at: now_millis(),
     };
-    let events = created_events(new.view(), &p.participants);
+    let events = created_events_by_kind(new.view(), &p.participants, &people);
     let (conversation, created) = write_conversation(&ctx, &new, &events).await?;
     Ok(ConversationCreateResult {
         conversation,
@@ -402,6 +399,15 @@ async fn fanout_of(
                     .filter(|a| *a != out.sender)
                     .collect(),
                 event_type: MessageReceived::NAME,
+                people: PersonCopies {
+                    people: conversation
+                        .people
+                        .iter()
+                        .copied()
+                        .filter(|p| *p != out.sender)
+                        .collect(),
+                    event_type: PersonMessageReceived::NAME,
+                },
             },
             None,
         )),
@@ -529,13 +535,19 @@ pub async fn typing(ctx: RequestContext, p: TypingSendParams) -> Result<Empty, R
     let conversation = visible_membership(&ctx, p.conversation_id).await?;
     let payload = serde_json::to_value(TypingPayload {
         conversation_id: conversation.id,
-        agent_id: me,
+        principal_id: me,
+        agent_id: (!conversation.is_person(me)).then_some(me),
     })
     .map_err(|_| RpcError::internal())?;
     for other in conversation.participants.iter().filter(|a| **a != me) {
+        let name = if conversation.is_person(*other) {
+            PersonTypingReceived::NAME
+        } else {
+            TypingReceived::NAME
+        };
         ctx.hub
             .events
-            .publish_ephemeral(*other, TypingReceived::NAME, payload.clone());
+            .publish_ephemeral(*other, name, payload.clone());
     }
     Ok(Empty {})
 }

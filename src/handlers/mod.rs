@@ -20,16 +20,23 @@ pub fn router() -> Router<RequestContext> {
     Router::new()
         .register::<n::AgentConnect, _, _>(network::agent_connect)
         .register::<n::AppConnect, _, _>(network::app_connect)
-        .register::<n::AgentIdentityGet, _, _>(network::agent_identity)
+        .register::<n::PersonConnect, _, _>(network::person_connect)
+        .register_twins::<n::AgentIdentityGet, n::PersonIdentityGet, _, _>(network::agent_identity)
         .register::<n::AppIdentityGet, _, _>(network::app_identity)
-        .register::<e::AgentEventAck, _, _>(events::ack)
+        .register_twins::<e::AgentEventAck, e::PersonEventAck, _, _>(events::ack)
         .register::<e::AppEventAck, _, _>(events::ack)
-        .register::<c::AgentConversationCreate, _, _>(conversations::create)
-        .register::<c::AgentConversationList, _, _>(conversations::list)
-        .register::<c::AgentConversationGet, _, _>(conversations::get)
-        .register::<c::AgentMessageSend, _, _>(conversations::send)
-        .register::<c::AgentMessageList, _, _>(conversations::history)
-        .register::<c::AgentTypingSend, _, _>(conversations::typing)
+        .register_twins::<c::AgentConversationCreate, c::PersonConversationCreate, _, _>(
+            conversations::create,
+        )
+        .register_twins::<c::AgentConversationList, c::PersonConversationList, _, _>(
+            conversations::list,
+        )
+        .register_twins::<c::AgentConversationGet, c::PersonConversationGet, _, _>(
+            conversations::get,
+        )
+        .register_twins::<c::AgentMessageSend, c::PersonMessageSend, _, _>(conversations::send)
+        .register_twins::<c::AgentMessageList, c::PersonMessageList, _, _>(conversations::history)
+        .register_twins::<c::AgentTypingSend, c::PersonTypingSend, _, _>(conversations::typing)
         .register::<t::AgentTaskRequest, _, _>(tasks::request)
         .register::<t::AgentTaskGet, _, _>(tasks::get)
         .register::<t::AgentTaskList, _, _>(tasks::list)
@@ -53,6 +60,44 @@ pub async fn check_agents_exist(ctx: &RequestContext, agents: &[Uuid]) -> Result
         }
     }
     Ok(())
+}
+
+/// Every id names an active agent or person, who may take part in direct
+/// and group conversations (ADR 0020 §1), in one read; else NotFound naming
+/// the first that does not, as `principalId`, whether it is missing, an app
+/// or disabled. Answers the people among them, whose events are named
+/// `person/...`.
+pub async fn check_participants_exist(
+    ctx: &RequestContext,
+    ids: &[Uuid],
+) -> Result<Vec<Uuid>, RpcError> {
+    let found = ctx
+        .hub
+        .store
+        .principal_kinds(ids)
+        .await
+        .map_err(store_failure)?;
+    let member = |id: &Uuid| {
+        found
+            .iter()
+            .find(|(f, _, _)| f == id)
+            .and_then(|(_, kind, active)| {
+                (*active && matches!(kind, PrincipalKind::Agent | PrincipalKind::Person))
+                    .then_some(*kind)
+            })
+    };
+    let mut people = Vec::new();
+    for id in ids {
+        match member(id) {
+            Some(PrincipalKind::Person) => people.push(*id),
+            Some(_) => {}
+            None => {
+                return Err(RpcError::not_found(format!("principal {id} not found"))
+                    .with_data(json!({ "principalId": id })))
+            }
+        }
+    }
+    Ok(people)
 }
 
 /// `field` lists the other agents, each once: never the caller, who joins

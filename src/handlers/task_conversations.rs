@@ -136,5 +136,6 @@ pub async fn app_message_send(
         client_msg_id: p.client_msg_id,
         reply_to: p.reply_to,
     };
-    store_message(&ctx, &Membership::of(&conversation), out).await
+    // A task conversation holds agents only: no person's copy to name.
+    store_message(&ctx, &Membership::of(&conversation, Vec::new()), out).await
 }

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
 use crate::domain::conversation::{Conversation, ConversationKind};
+use crate::domain::PrincipalKind;
 use crate::store::{DynStore, StoreResult};
 
 /// What a send reads of a conversation.
@@ -34,6 +35,10 @@ pub struct Membership {
     pub kind: ConversationKind,
     pub task_id: Option<Uuid>,
     pub participants: Vec<Uuid>,
+    /// The participants who are people (ADR 0020 §1); the others are
+    /// agents. Their events are named `person/...`. Kept beside
+    /// `participants`, not in it, so the readers of ids stay as they are.
+    pub people: Vec<Uuid>,
     /// The conversation's fields that never change once it is created, so
     /// a gate's hook gets the conversation without reading it again.
     pub name: Option<String>,
@@ -43,12 +48,14 @@ pub struct Membership {
 }
 
 impl Membership {
-    pub fn of(c: &Conversation) -> Membership {
+    /// `people` lists the participants of `c` who are people.
+    pub fn of(c: &Conversation, people: Vec<Uuid>) -> Membership {
         Membership {
             id: c.id,
             kind: c.kind,
             task_id: c.task_id,
             participants: c.participants.clone(),
+            people,
             name: c.name.clone(),
             key: c.key.clone(),
             created_by: c.created_by,
@@ -73,6 +80,31 @@ impl Membership {
 
     pub fn includes(&self, principal: Uuid) -> bool {
         self.participants.contains(&principal)
+    }
+
+    pub fn is_person(&self, principal: Uuid) -> bool {
+        self.people.contains(&principal)
+    }
+
+    /// The conversation's membership read from the store: the conversation
+    /// and, for direct and group ones (where people take part; task
+    /// conversations hold agents only), its participants' kinds. Only a
+    /// cache miss pays the second read, never a send on a cached entry.
+    pub async fn load(store: &DynStore, id: Uuid) -> StoreResult<Option<Membership>> {
+        let Some(c) = store.conversation(id).await? else {
+            return Ok(None);
+        };
+        let people = match c.kind {
+            ConversationKind::Task => Vec::new(),
+            _ => store
+                .principal_kinds(&c.participants)
+                .await?
+                .into_iter()
+                .filter(|(_, kind, _)| *kind == PrincipalKind::Person)
+                .map(|(id, _, _)| id)
+                .collect(),
+        };
+        Ok(Some(Membership::of(&c, people)))
     }
 }
 
@@ -109,10 +141,7 @@ impl MembershipCache {
     /// are not cached.
     pub async fn get(&self, store: &DynStore, id: Uuid) -> StoreResult<Option<Arc<Membership>>> {
         if self.limit == 0 {
-            return Ok(store
-                .conversation(id)
-                .await?
-                .map(|c| Arc::new(Membership::of(&c))));
+            return Ok(Membership::load(store, id).await?.map(Arc::new));
         }
         let generation = {
             let entries = self.lock();
@@ -121,10 +150,10 @@ impl MembershipCache {
             }
             entries.generation
         };
-        let Some(conversation) = store.conversation(id).await? else {
+        let Some(membership) = Membership::load(store, id).await? else {
             return Ok(None);
         };
-        let membership = Arc::new(Membership::of(&conversation));
+        let membership = Arc::new(membership);
         self.fill(generation, membership.clone());
         Ok(Some(membership))
     }
@@ -185,6 +214,7 @@ mod tests {
             kind: ConversationKind::Group,
             task_id: None,
             participants: (0..participants).map(|_| Uuid::new_v4()).collect(),
+            people: Vec::new(),
             name: None,
             key: None,
             created_by: Uuid::new_v4(),

@@ -19,6 +19,7 @@ mod layout;
 mod membership;
 mod migration;
 mod operations;
+mod people;
 mod schema_drift;
 mod server_calls;
 mod store_contract;

@@ -29,16 +29,18 @@ impl Reader {
     ) -> Result<(IdSlot, tokio::sync::OwnedSemaphorePermit), RpcError> {
         let session = self.conn.session.get().ok_or_else(|| {
             RpcError::unauthorized(
-                "not connected: call agent/network/connect or app/network/connect first",
+                "not connected: call agent/network/connect, app/network/connect or person/network/connect first",
             )
         })?;
         let expected = match caller {
             Caller::Agent => crate::domain::PrincipalKind::Agent,
+            Caller::Person => crate::domain::PrincipalKind::Person,
             _ => crate::domain::PrincipalKind::App,
         };
         if session.principal.kind != expected {
+            let article = if caller == Caller::Person { "a" } else { "an" };
             return Err(RpcError::forbidden(format!(
-                "{name} may be called only by an {}",
+                "{name} may be called only by {article} {}",
                 caller.as_str()
             )));
         }

@@ -257,6 +257,7 @@ mod tests {
         let forward = || Fanout::Forward {
             recipients: recipients.clone(),
             event_type: "agent/message/received",
+            people: crate::store::PersonCopies::NONE,
         };
         let group = [
             message(big, sender, forward(), false),
@@ -340,6 +341,7 @@ mod tests {
             Fanout::Forward {
                 recipients: vec![other],
                 event_type: "agent/message/received",
+                people: crate::store::PersonCopies::NONE,
             },
             false,
         );
