@@ -311,4 +311,46 @@ mod tests {
         };
         assert!(empty.can_serve_after(0));
     }
+
+    /// A mixed audience is one event per kind: each kind's copies share an
+    /// id and the payload, the two ids differ, and nobody is left out.
+    #[test]
+    fn copies_for_a_mixed_audience_are_one_event_per_kind() {
+        let (a, b, p, q) = (
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+        );
+        let payload = Arc::new(serde_json::json!({ "message": {} }));
+        let message = Uuid::new_v4();
+        let events = NewEvent::message_copies_by_kind(
+            &[a, p, b, q],
+            "agent/x",
+            (&[p, q], "person/x"),
+            message,
+            payload.clone(),
+        );
+        let of = |r: Uuid| events.iter().find(|e| e.audience == r).unwrap();
+        assert_eq!(events.len(), 4);
+        assert_eq!(
+            (of(a).event_type, of(p).event_type),
+            ("agent/x", "person/x")
+        );
+        assert_eq!(of(a).id, of(b).id);
+        assert_eq!(of(p).id, of(q).id);
+        assert_ne!(of(a).id, of(p).id);
+        assert!(events.iter().all(|e| Arc::ptr_eq(&e.payload, &payload)));
+        assert!(events.iter().all(|e| e.message == Some(message)));
+        let agents_only = NewEvent::message_copies_by_kind(
+            &[a, b],
+            "agent/x",
+            (&[], "person/x"),
+            message,
+            payload,
+        );
+        assert!(agents_only
+            .iter()
+            .all(|e| e.event_type == "agent/x" && e.id == agents_only[0].id));
+    }
 }
