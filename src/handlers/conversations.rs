@@ -13,8 +13,8 @@ use crate::config::MessagesConfig;
 use crate::domain::conversation::{direct_key, Conversation, ConversationKind};
 use crate::domain::event::NewEvent;
 use crate::domain::message::{self, Message, Origin, PartLimits};
-use crate::domain::now_millis;
 use crate::domain::task::{TaskHead, TaskState};
+use crate::domain::{now_millis, PrincipalKind};
 use crate::gates;
 use crate::hub::{Membership, RequestContext};
 use crate::protocol::conversations::*;
@@ -411,6 +411,12 @@ async fn fanout_of(
             },
             None,
         )),
+        // People never take part in tasks (ADR 0020 §1): a task
+        // conversation is no conversation of theirs.
+        (ConversationKind::Task, Origin::Person) => {
+            Err(RpcError::not_found("conversation not found")
+                .with_data(json!({ "conversationId": conversation.id })))
+        }
         (ConversationKind::Task, Origin::Agent) => {
             let task_id = conversation.task_id.ok_or_else(RpcError::internal)?;
             let (task, app) = hub
@@ -490,7 +496,10 @@ pub async fn send(
     let conversation = visible_membership(&ctx, p.conversation_id).await?;
     let out = Outgoing {
         sender: ctx.principal().id,
-        origin: Origin::Agent,
+        origin: match ctx.principal().kind {
+            PrincipalKind::Person => Origin::Person,
+            _ => Origin::Agent,
+        },
         parts: p.parts,
         client_msg_id: p.client_msg_id,
         reply_to: p.reply_to,

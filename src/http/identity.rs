@@ -184,14 +184,30 @@ impl Idempotency {
         &self,
         id_field: &'static str,
     ) -> impl Fn(uuid::Uuid) -> IdempotencyRecord + Send + Sync + '_ {
-        move |id| IdempotencyRecord {
-            scope: self.scope.clone(),
-            key: self.key.clone(),
-            result: IdempotentResponse {
-                request_hash: self.request_hash.clone(),
-                status: 201,
-                response: json!({ id_field: id, "keyWithheld": true }).to_string(),
-            },
+        self.record_with(id_field, Value::Null)
+    }
+
+    /// [`Idempotency::record`] with more members of the answer (an owned
+    /// agent's `ownerId`); `Null` adds none.
+    pub(super) fn record_with(
+        &self,
+        id_field: &'static str,
+        more: Value,
+    ) -> impl Fn(uuid::Uuid) -> IdempotencyRecord + Send + Sync + '_ {
+        move |id| {
+            let mut response = json!({ id_field: id, "keyWithheld": true });
+            if let (Value::Object(r), Value::Object(more)) = (&mut response, &more) {
+                r.extend(more.clone());
+            }
+            IdempotencyRecord {
+                scope: self.scope.clone(),
+                key: self.key.clone(),
+                result: IdempotentResponse {
+                    request_hash: self.request_hash.clone(),
+                    status: 201,
+                    response: response.to_string(),
+                },
+            }
         }
     }
 
@@ -265,7 +281,10 @@ pub async fn register_agent(
         }
     }
     let doc = json_value(&body)?;
-    let record = idem.as_ref().map(|i| i.record("agentId"));
+    let owned = owner.map_or(Value::Null, |o| json!({ "ownerId": o }));
+    let record = idem
+        .as_ref()
+        .map(|i| i.record_with("agentId", owned));
     let registered = match identity::register_owned_agent(
         hub.store.as_ref(),
         &doc,

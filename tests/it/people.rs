@@ -208,6 +208,7 @@ async fn people_and_agents_talk(hub: &TestHub) {
     .await;
     let got = next_of(&mut ra, "agent/message/received").await;
     assert_eq!(got["payload"]["message"]["senderId"], json!(p.id));
+    assert_eq!(got["payload"]["message"]["origin"], "person");
     call_ok(
         &mut sp,
         "3",
@@ -563,14 +564,15 @@ async fn owners_list_and_revoke_their_agents_keys_and_nobody_else_does() {
     assert_eq!(status, 403);
     let p = person(&hub, "pat").await;
     let q = person(&hub, "quinn").await;
-    let r = hub
-        .http
-        .post(format!("{}/api/v1/agents/register", hub.base))
-        .bearer_auth(&p.key)
-        .json(&json!({ "name": "helper" }))
-        .send()
-        .await
-        .unwrap();
+    let register = || {
+        hub.http
+            .post(format!("{}/api/v1/agents/register", hub.base))
+            .bearer_auth(&p.key)
+            .header("idempotency-key", "helper-1")
+            .json(&json!({ "name": "helper" }))
+            .send()
+    };
+    let r = register().await.unwrap();
     assert_eq!(r.status(), 201);
     assert_eq!(r.headers()["cache-control"], "no-store");
     let registered: Value = r.json().await.unwrap();
@@ -578,6 +580,11 @@ async fn owners_list_and_revoke_their_agents_keys_and_nobody_else_does() {
     let agent_id = registered["agentId"].as_str().unwrap().to_string();
     let agent_key = registered["agentKey"].as_str().unwrap().to_string();
     let key_id = switchboard::domain::keys::parse(&agent_key).unwrap().key_id;
+    let replay: Value = register().await.unwrap().json().await.unwrap();
+    assert_eq!(
+        replay,
+        json!({ "agentId": agent_id, "ownerId": p.id, "keyWithheld": true })
+    );
 
     let (status, listed) = with_bearer(
         &hub,
