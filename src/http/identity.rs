@@ -282,9 +282,7 @@ pub async fn register_agent(
     }
     let doc = json_value(&body)?;
     let owned = owner.map_or(Value::Null, |o| json!({ "ownerId": o }));
-    let record = idem
-        .as_ref()
-        .map(|i| i.record_with("agentId", owned));
+    let record = idem.as_ref().map(|i| i.record_with("agentId", owned));
     let registered = match identity::register_owned_agent(
         hub.store.as_ref(),
         &doc,
