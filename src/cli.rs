@@ -99,6 +99,45 @@ pub enum Command {
         #[command(flatten)]
         config: ConfigArgs,
     },
+    /// The audit of denials (ADR 0020 §4).
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum AuditCommand {
+    /// Denial records by id (oldest first), one line each: id, first and
+    /// last time, count, actor kind and id, action, reason, resource kind
+    /// and id.
+    List {
+        /// Only this actor's records.
+        #[arg(long)]
+        actor: Option<Uuid>,
+        /// Only this action (`message.create`, ...).
+        #[arg(long, value_parser = parse_action)]
+        action: Option<crate::domain::authz::Action>,
+        /// Only this reason (`no_grant`, ...).
+        #[arg(long, value_parser = parse_reason)]
+        reason: Option<crate::domain::authz::Reason>,
+        /// Records after this id (the last one printed).
+        #[arg(long)]
+        after: Option<Uuid>,
+        /// At most this many (default audit.page_default, at most audit.page_max).
+        #[arg(long)]
+        limit: Option<u32>,
+    },
+}
+
+fn parse_action(s: &str) -> Result<crate::domain::authz::Action, String> {
+    crate::domain::authz::Action::parse(s).ok_or_else(|| "not an action of the catalogue".into())
+}
+
+fn parse_reason(s: &str) -> Result<crate::domain::authz::Reason, String> {
+    crate::domain::authz::Reason::parse(s).ok_or_else(|| "not a denial reason".into())
 }
 
 #[derive(Subcommand)]
@@ -210,7 +249,48 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agent { command, config } => agent(command, config.load()?).await,
         Command::App { command, config } => app(command, config.load()?).await,
         Command::Person { command, config } => people::person(command, config.load()?).await,
+        Command::Audit { command, config } => audit(command, config.load()?).await,
     }
+}
+
+/// `switchboard audit list`: the audit of denials, straight from the store.
+async fn audit(command: AuditCommand, config: Config) -> anyhow::Result<()> {
+    use crate::store::AuditFilter;
+    let AuditCommand::List {
+        actor,
+        action,
+        reason,
+        after,
+        limit,
+    } = command;
+    let max = config.audit.page_max;
+    let limit = limit.unwrap_or(config.audit.page_default);
+    if !(1..=max).contains(&limit) {
+        anyhow::bail!("--limit must be from 1 to {max} (audit.page_max)");
+    }
+    let store = crate::store::open(&config).await?;
+    let filter = AuditFilter {
+        actor,
+        action,
+        reason,
+    };
+    for r in store.denials(filter, after, limit).await? {
+        let d = r.denial;
+        println!(
+            "{} {} {} {} {} {} {} {} {} {}",
+            r.id,
+            crate::domain::event::rfc3339(r.first_at),
+            crate::domain::event::rfc3339(r.last_at),
+            r.count,
+            d.actor_kind,
+            d.actor_id,
+            d.action,
+            d.reason.as_str(),
+            d.resource_kind.as_str(),
+            d.resource_id
+        );
+    }
+    Ok(())
 }
 
 async fn migrate(args: ConfigArgs) -> anyhow::Result<()> {

@@ -8,6 +8,7 @@
 //! methods; `rpc` is the JSON-RPC machinery shared with the SDK (`client`);
 //! `domain` is pure rules with no I/O.
 
+pub mod access;
 pub mod bench;
 pub mod cards;
 pub mod cli;

@@ -26,6 +26,8 @@ pub mod names {
     pub const CONNECTIONS_CLOSED: &str = "switchboard_http_connections_closed_total";
     pub const ACCEPT_ERRORS: &str = "switchboard_accept_errors_total";
     pub const EVENTS_DELIVERED: &str = "switchboard_events_delivered_total";
+    /// Live sockets offered an event out of order, so they read the log.
+    pub const EVENT_GAPS: &str = "switchboard_event_gaps_total";
     pub const EPHEMERAL_DROPPED: &str = "switchboard_ephemeral_events_dropped_total";
     pub const EVENTS_WRITTEN: &str = "switchboard_events_written_total";
     pub const JOBS: &str = "switchboard_jobs_total";
@@ -34,6 +36,10 @@ pub mod names {
     pub const EGRESS_DURATION: &str = "switchboard_egress_request_duration_seconds";
     pub const EGRESS_BLOCKED: &str = "switchboard_egress_blocked_total";
     pub const RECIPIENTS_DROPPED: &str = "switchboard_forward_recipients_dropped_total";
+    /// Authorization denials by `action`, `reason` and `mode` (ADR 0020 §4).
+    pub const AUTHZ_DENIALS: &str = "switchboard_authz_denials_total";
+    pub const AUDIT_RECORDS_FLUSHED: &str = "switchboard_audit_records_flushed_total";
+    pub const AUDIT_DENIALS_DROPPED: &str = "switchboard_audit_denials_dropped_total";
 }
 
 pub fn init_logging(config: &LogConfig) {
@@ -105,6 +111,10 @@ fn describe() {
         "Events sent on sockets, by path (live or replay)"
     );
     describe_counter!(
+        names::EVENT_GAPS,
+        "Live sockets that were offered an event out of order and went back to reading the log"
+    );
+    describe_counter!(
         names::EPHEMERAL_DROPPED,
         "Ephemeral events dropped for sockets with a nearly full queue"
     );
@@ -117,6 +127,14 @@ fn describe() {
     describe_counter!(
         names::RECIPIENTS_DROPPED,
         "Forward recipients dropped because they were not participants"
+    );
+    describe_counter!(
+        names::AUDIT_RECORDS_FLUSHED,
+        "Aggregated denial records written to the audit"
+    );
+    describe_counter!(
+        names::AUDIT_DENIALS_DROPPED,
+        "Denials not audited because audit.max_open_records were open"
     );
 }
 

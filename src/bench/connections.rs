@@ -123,11 +123,22 @@ async fn spawn_hub(
     k: usize,
 ) -> anyhow::Result<(tokio::process::Child, u32, String)> {
     let exe = std::env::current_exe()?;
-    let mut child = tokio::process::Command::new(exe)
+    let mut command = tokio::process::Command::new(exe);
+    for class in crate::protocol::RateClass::ALL {
+        let section = class.as_str().to_uppercase();
+        command
+            .env(
+                format!("SWITCHBOARD_RATELIMIT__{section}__PER_SECOND"),
+                "10000000",
+            )
+            .env(
+                format!("SWITCHBOARD_RATELIMIT__{section}__BURST"),
+                "10000000",
+            );
+    }
+    let mut child = command
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
-        .env("SWITCHBOARD_GATEWAY__RATE_LIMIT_PER_SECOND", "10000000")
-        .env("SWITCHBOARD_GATEWAY__RATE_LIMIT_BURST", "10000000")
         .env(
             "SWITCHBOARD_MESSAGES__MAX_GROUP_PARTICIPANTS",
             (k + 1).to_string(),

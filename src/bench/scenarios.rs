@@ -118,12 +118,26 @@ async fn start_hub(
     if let Some(url) = database_url {
         config.storage.database_url = url;
     }
-    config.gateway.rate_limit_per_second = 10_000_000;
-    config.gateway.rate_limit_burst = 10_000_000;
+    let unlimited = unlimited_quota(10_000_000);
+    config.ratelimit = crate::config::RateLimitConfig {
+        message: unlimited,
+        trigger: unlimited,
+        interaction: unlimited,
+        write: unlimited,
+        agent_runtime: unlimited,
+        default: unlimited,
+    };
     config.gateway.max_in_flight_requests = 1_000_000;
     tweak(&mut config);
     config.validate()?;
     Ok((Server::start(config).await?, dir))
+}
+
+fn unlimited_quota(n: u32) -> crate::config::RateQuota {
+    crate::config::RateQuota {
+        per_second: n,
+        burst: n,
+    }
 }
 
 async fn new_agent(server: &Server, name: &str) -> anyhow::Result<(Uuid, String)> {

@@ -1,5 +1,5 @@
-//! `[gateway]`: the WebSocket side — authentication, heartbeats, frame and
-//! rate limits, socket buffers.
+//! `[gateway]`: the WebSocket side — authentication, heartbeats, frame
+//! limits, socket buffers. The call rate limits are `[ratelimit]`'s.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,8 +15,14 @@ pub struct GatewayConfig {
     pub transport_max_frame_bytes: usize,
     pub max_in_flight_requests: u32,
     pub outbound_queue_capacity: u32,
-    pub rate_limit_per_second: u32,
-    pub rate_limit_burst: u32,
+    /// Replaced by `ratelimit.default.per_second`: still read, so that a
+    /// configuration that sets it is refused naming the new key instead of
+    /// silently losing its limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit_per_second: Option<u32>,
+    /// Replaced by `ratelimit.default.burst`, refused the same way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit_burst: Option<u32>,
     /// Per-socket read buffer. Small keeps idle sockets cheap; frames
     /// larger than it are still read (the buffer grows for them).
     pub socket_read_buffer_bytes: usize,
@@ -58,8 +64,8 @@ impl Default for GatewayConfig {
             transport_max_frame_bytes: 4 * 1024 * 1024,
             max_in_flight_requests: 64,
             outbound_queue_capacity: 1024,
-            rate_limit_per_second: 100,
-            rate_limit_burst: 200,
+            rate_limit_per_second: None,
+            rate_limit_burst: None,
             socket_read_buffer_bytes: 4096,
             socket_write_buffer_bytes: 8192,
             revocation_check_interval_ms: 2_000,
@@ -76,6 +82,16 @@ impl Default for GatewayConfig {
 
 impl GatewayConfig {
     pub(super) fn validate(&self) -> anyhow::Result<()> {
+        if self.rate_limit_per_second.is_some() {
+            anyhow::bail!(
+                "gateway.rate_limit_per_second is no longer read: set ratelimit.default.per_second (and the other ratelimit.<class> sections) instead"
+            );
+        }
+        if self.rate_limit_burst.is_some() {
+            anyhow::bail!(
+                "gateway.rate_limit_burst is no longer read: set ratelimit.default.burst (and the other ratelimit.<class> sections) instead"
+            );
+        }
         require_positive(&[
             ("gateway.auth_timeout_ms", self.auth_timeout_ms),
             ("gateway.heartbeat_interval_ms", self.heartbeat_interval_ms),
@@ -89,11 +105,6 @@ impl GatewayConfig {
                 "gateway.outbound_queue_capacity",
                 self.outbound_queue_capacity as u64,
             ),
-            (
-                "gateway.rate_limit_per_second",
-                self.rate_limit_per_second as u64,
-            ),
-            ("gateway.rate_limit_burst", self.rate_limit_burst as u64),
             (
                 "gateway.revocation_check_interval_ms",
                 self.revocation_check_interval_ms,

@@ -5,10 +5,12 @@
 //! One file per group of sections, each with its structs, defaults and the
 //! checks that need only that section; checks across sections live here.
 
+mod audit;
 mod events;
 mod gateway;
 mod hooks;
 mod log;
+mod ratelimit;
 mod registration;
 mod server;
 mod storage;
@@ -23,10 +25,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::manifest::ManifestBounds;
 
+pub use audit::AuditConfig;
 pub use events::{EventsConfig, JobsConfig, LeasesConfig, MessagesConfig};
 pub use gateway::GatewayConfig;
 pub use hooks::{HooksConfig, LimitsConfig};
 pub use log::{LogConfig, LogFormat};
+pub use ratelimit::{RateLimitConfig, RateQuota};
 pub use registration::{AdminConfig, RegistrationConfig, RegistrationMode};
 pub use server::ServerConfig;
 pub use storage::{SqliteSynchronous, StorageConfig};
@@ -49,6 +53,8 @@ pub struct Config {
     pub jobs: JobsConfig,
     pub webhooks: WebhooksConfig,
     pub egress: EgressConfig,
+    pub audit: AuditConfig,
+    pub ratelimit: RateLimitConfig,
 }
 
 /// Refuses the first key whose value is 0, naming it.
@@ -113,6 +119,8 @@ impl Config {
         self.webhooks.validate()?;
         self.egress.validate()?;
         self.registration.validate()?;
+        self.audit.validate()?;
+        self.ratelimit.validate()?;
         // A handler's job is locked from before its insert: the lock must
         // outlast the wait for the writer, the hook and the grace period.
         if self.jobs.lock_ms
@@ -227,6 +235,30 @@ mod tests {
         assert!(err(&c).contains("egress.connect_timeout_ms"));
         c.egress.connect_timeout_ms = 0;
         assert!(err(&c).contains("egress.connect_timeout_ms must be greater than 0"));
+    }
+
+    #[test]
+    fn the_old_gateway_rate_keys_are_refused_naming_their_replacements() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        for (old, new) in [
+            ("rate_limit_per_second", "ratelimit.default.per_second"),
+            ("rate_limit_burst", "ratelimit.default.burst"),
+        ] {
+            std::fs::write(&file, format!("[gateway]\n{old} = 100\n")).unwrap();
+            let err = Config::load(Some(&file), &FlagOverrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(new) && err.contains(old), "{err}");
+        }
+        std::fs::write(&file, "[ratelimit.message]\nburst = 3\n").unwrap();
+        let c = Config::load(Some(&file), &FlagOverrides::default()).unwrap();
+        assert_eq!(c.ratelimit.message.burst, 3);
+        assert_eq!(
+            c.ratelimit.message.per_second,
+            RateLimitConfig::default().message.per_second,
+            "a key left out keeps its default"
+        );
     }
 
     #[test]

@@ -4,6 +4,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub use super::authz::ChannelState;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ConversationKind {
@@ -13,6 +15,9 @@ pub enum ConversationKind {
     Group,
     /// Inside an app-bound task; the app's gates apply.
     Task,
+    /// A place of a space (ADR 0020 §2): its readers are the principals its
+    /// grants reach, not stored participants.
+    Channel,
 }
 
 impl ConversationKind {
@@ -21,6 +26,7 @@ impl ConversationKind {
             ConversationKind::Direct => "direct",
             ConversationKind::Group => "group",
             ConversationKind::Task => "task",
+            ConversationKind::Channel => "channel",
         }
     }
 
@@ -29,6 +35,7 @@ impl ConversationKind {
             "direct" => Some(ConversationKind::Direct),
             "group" => Some(ConversationKind::Group),
             "task" => Some(ConversationKind::Task),
+            "channel" => Some(ConversationKind::Channel),
             _ => None,
         }
     }
@@ -47,7 +54,14 @@ pub struct Conversation {
     pub key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<Uuid>,
+    /// A channel's space.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space_id: Option<Uuid>,
+    /// A channel's state (`open`, `read_only`, `archived`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<ChannelState>,
     pub created_by: Uuid,
+    /// Stored participants; none for a channel.
     pub participants: Vec<Uuid>,
     /// Seq of the newest message (0: none).
     pub last_message_seq: u64,

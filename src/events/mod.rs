@@ -62,6 +62,7 @@ impl Subscription {
             }
         } else {
             c.live = false;
+            metrics::counter!(names::EVENT_GAPS).increment(1);
             self.wake.notify_one();
         }
     }
@@ -173,6 +174,12 @@ impl EventBus {
     /// Drops notifiers nobody waits on.
     pub fn sweep_waiters(&self) {
         self.waiters.retain(|_, n| Arc::strong_count(n) > 1);
+    }
+}
+
+impl crate::store::CommitListener for EventBus {
+    fn committed(&self, events: &[StoredEvent]) {
+        self.publish(events);
     }
 }
 

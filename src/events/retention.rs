@@ -1,5 +1,5 @@
-//! The background task that enforces `events.retention_hours` and
-//! `events.retention_max_per_audience`.
+//! The background task that enforces `events.retention_hours`,
+//! `events.retention_max_per_audience` and `audit.retention_days`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,13 +13,22 @@ use crate::config::EventsConfig;
 use crate::domain::now_millis;
 use crate::store::DynStore;
 
+/// State keyed by principal that would otherwise grow with every principal
+/// seen (the hub's call limiters), forgotten where it is back to rest.
+pub trait KeyedState: Send + Sync {
+    fn retain_recent(&self);
+}
+
 /// The parts of the hub the retention task works on.
 pub struct Retention {
     pub config: EventsConfig,
     pub store: DynStore,
     pub events: Arc<EventBus>,
-    /// The gateway's per-principal call limiter, pruned on the same tick.
-    pub limiter: Arc<governor::DefaultKeyedRateLimiter<uuid::Uuid>>,
+    /// `audit.retention_days`, in milliseconds: audit records last denied
+    /// longer ago are pruned on the same tick.
+    pub audit_retention_ms: i64,
+    /// The gateway's per-principal call limiters, pruned on the same tick.
+    pub limiters: Arc<dyn KeyedState>,
     pub shutdown: CancellationToken,
 }
 
@@ -41,8 +50,18 @@ pub async fn run(parts: Retention) {
             Ok(n) => info!(deleted = n, "pruned events past retention"),
             Err(e) => warn!(error = %e, "event pruning failed"),
         }
+        prune_audit(&parts).await;
         parts.events.sweep_waiters();
         // Keyed rate-limiter state would otherwise grow with every principal seen.
-        parts.limiter.retain_recent();
+        parts.limiters.retain_recent();
+    }
+}
+
+async fn prune_audit(parts: &Retention) {
+    let before = now_millis() - parts.audit_retention_ms;
+    match parts.store.prune_denials(before).await {
+        Ok(0) => {}
+        Ok(n) => info!(deleted = n, "pruned audit records past retention"),
+        Err(e) => warn!(error = %e, "audit pruning failed"),
     }
 }

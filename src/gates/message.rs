@@ -137,9 +137,9 @@ async fn decide_once(
         .decide_message(message_id, &outcome, &effects, now_millis())
         .await?
     {
-        MessageDecided::Applied(stored) => {
+        // The verdict's group commit published its events already.
+        MessageDecided::Applied(_) => {
             count_verdict(&verdict, dropped);
-            hub.events.publish(&stored);
             Ok(Some(Some(delivery)))
         }
         MessageDecided::AlreadyDecided => Ok(Some(
@@ -360,17 +360,14 @@ pub async fn fail_closed(hub: &Arc<Hub>, message_id: Uuid, job_id: Uuid) -> Resu
         finish_job: Some(job_id),
         ..Default::default()
     };
-    if let MessageDecided::Applied(stored) = hub
-        .store
+    // The verdict's group commit publishes its events.
+    hub.store
         .decide_message(
             message_id,
             &MessageOutcome::Block { reason },
             &effects,
             now_millis(),
         )
-        .await?
-    {
-        hub.events.publish(&stored);
-    }
+        .await?;
     Ok(())
 }

@@ -1,15 +1,15 @@
 //! Conversations and messages between agents (outside apps: no gates, every
 //! participant but the sender receives).
 
-use std::sync::Arc;
-
 use serde::Serialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::{check_others, check_participants_exist, invalid, store_failure};
+use super::{check_others, invalid, people_among, store_failure};
+use crate::access::{self, Target};
 use crate::config::MessagesConfig;
+use crate::domain::authz::{Action, Facts, Resource, ResourceKind};
 use crate::domain::conversation::{direct_key, Conversation, ConversationKind};
 use crate::domain::event::NewEvent;
 use crate::domain::message::{self, Message, Origin, PartLimits};
@@ -25,56 +25,6 @@ use crate::store::{
     NewMessage, PersonCopies, Verdict,
 };
 
-/// The conversation if the caller takes part in it. Anything else (missing,
-/// or someone else's) is the same NotFound.
-pub async fn visible_conversation(
-    ctx: &RequestContext,
-    id: Uuid,
-) -> Result<Conversation, RpcError> {
-    let me = ctx.principal().id;
-    match ctx
-        .hub
-        .store
-        .conversation(id)
-        .await
-        .map_err(store_failure)?
-    {
-        Some(c) if c.participants.contains(&me) => Ok(c),
-        _ => Err(RpcError::not_found("conversation not found")
-            .with_data(json!({ "conversationId": id }))),
-    }
-}
-
-/// The conversation's membership if the caller takes part in it, from the
-/// hub's cache: what the send path checks. Anything else is the same NotFound
-/// as [`visible_conversation`].
-pub async fn visible_membership(
-    ctx: &RequestContext,
-    id: Uuid,
-) -> Result<Arc<Membership>, RpcError> {
-    let me = ctx.principal().id;
-    let cache = &ctx.hub.memberships;
-    let cached = cache.get(&ctx.hub.store, id).await.map_err(store_failure)?;
-    if let Some(m) = cached.filter(|m| m.includes(me)) {
-        return Ok(m);
-    }
-    // Before refusing, read the store itself: an entry that missed an
-    // invalidation (a panic between commit and invalidate, or another node
-    // later) must not refuse a member for as long as it stays cached. Only
-    // that rare case touches the cache; a stranger's probe does not.
-    let fresh = Membership::load(&ctx.hub.store, id)
-        .await
-        .map_err(store_failure)?;
-    match fresh {
-        Some(m) if m.includes(me) => {
-            cache.invalidate(id);
-            Ok(Arc::new(m))
-        }
-        _ => Err(RpcError::not_found("conversation not found")
-            .with_data(json!({ "conversationId": id }))),
-    }
-}
-
 /// `agent/conversation/create`: check the participants and the kind, then
 /// store the conversation (a direct one once per pair) and publish.
 pub async fn create(
@@ -84,7 +34,13 @@ pub async fn create(
     let me = ctx.principal().id;
     check_others(me, &p.participants, "participants", "the caller is added")?;
     let kind = checked_kind(&p, ctx.hub.config.messages.max_group_participants)?;
-    let people = check_participants_exist(&ctx, &p.participants).await?;
+    access::check(
+        &ctx,
+        Action::ConversationCreate,
+        Target::hub().naming(&p.participants),
+    )
+    .await?;
+    let people = people_among(&ctx, &p.participants).await?;
     let mut participants = vec![me];
     participants.extend(p.participants.iter().copied());
     let new = NewConversation {
@@ -187,22 +143,34 @@ pub async fn list(
     p: ConversationListParams,
 ) -> Result<ConversationListResult, RpcError> {
     let limit = page_limit(&ctx, p.limit)?;
-    let mut conversations = ctx
+    let mut listed = ctx
         .hub
         .store
         .conversations_of(ctx.principal().id, p.after, limit + 1)
         .await
         .map_err(store_failure)?;
-    let more = conversations.len() > limit as usize;
-    conversations.truncate(limit as usize);
+    // The page ends where the index's does: a dropped row ends nothing.
+    let more = listed.len() > limit as usize;
+    listed.truncate(limit as usize);
     let next_after = if more {
-        conversations.last().map(|c| c.id)
+        listed.last().map(|c| c.id)
     } else {
         None
     };
     Ok(ConversationListResult {
-        conversations,
+        conversations: readable(&ctx, listed),
         next_after,
+    })
+}
+
+/// Filter mode over listed conversations: the ones the caller may read.
+pub(super) fn readable(ctx: &RequestContext, listed: Vec<Conversation>) -> Vec<Conversation> {
+    access::filter(ctx.principal(), Action::ConversationRead, listed, |c| {
+        let resource = access::place_of_conversation(c).map_or(
+            Resource::Missing(ResourceKind::Conversation),
+            Resource::Conversation,
+        );
+        (resource, Facts::default())
     })
 }
 
@@ -210,8 +178,10 @@ pub async fn get(
     ctx: RequestContext,
     p: ConversationGetParams,
 ) -> Result<ConversationGetResult, RpcError> {
+    let target = Target::conversation_row(p.conversation_id);
+    let granted = access::check(&ctx, Action::ConversationRead, target).await?;
     Ok(ConversationGetResult {
-        conversation: visible_conversation(&ctx, p.conversation_id).await?,
+        conversation: granted.conversation()?,
     })
 }
 
@@ -269,12 +239,10 @@ pub async fn store_message(
         .await
         .map_err(store_failure)?
     {
+        // The send's group commit published its events already.
         InsertedMessage::Inserted {
-            message,
-            verdict,
-            events,
+            message, verdict, ..
         } => {
-            hub.events.publish(&events);
             let delivery = gates::message::delivery_of(&verdict, 0);
             let delivery = match (job, gated) {
                 (Some(job), Some(gated)) => {
@@ -344,30 +312,17 @@ fn check_outgoing(cfg: &MessagesConfig, out: &Outgoing) -> Result<(), RpcError> 
     Ok(())
 }
 
-/// `replyTo` names a message of this conversation the sender can see: one it
-/// sent or received.
+/// `replyTo` names a message of this conversation the sender can see (one
+/// it sent or received; any in a channel it reads); hidden or missing, the
+/// same InvalidParams naming `replyTo`.
 async fn check_reply_to(
     ctx: &RequestContext,
     conversation: &Membership,
     out: &Outgoing,
 ) -> Result<(), RpcError> {
-    let hub = &ctx.hub;
     if let Some(reply) = out.reply_to {
-        let target = hub.store.message(reply).await.map_err(store_failure)?;
-        let visible = match &target {
-            Some((m, _)) if m.conversation_id == conversation.id => {
-                m.sender_id == out.sender
-                    || hub
-                        .store
-                        .is_recipient(m.id, out.sender)
-                        .await
-                        .map_err(store_failure)?
-            }
-            _ => false,
-        };
-        if !visible {
-            return Err(invalid("replyTo", "names no message of this conversation"));
-        }
+        let target = Target::message(conversation.id, reply).field("replyTo");
+        access::check(ctx, Action::MessageRead, target).await?;
     }
     Ok(())
 }
@@ -411,11 +366,26 @@ async fn fanout_of(
             },
             None,
         )),
-        // People never take part in tasks (ADR 0020 §1): a task
-        // conversation is no conversation of theirs.
+        (ConversationKind::Channel, _) => {
+            let recipients = channel_readers(conversation, out.sender);
+            let people = PersonCopies {
+                people: conversation.people_among(&recipients),
+                event_type: PersonMessageReceived::NAME,
+            };
+            Ok((
+                Fanout::Forward {
+                    recipients,
+                    event_type: MessageReceived::NAME,
+                    people,
+                },
+                None,
+            ))
+        }
+        // People never take part in tasks (ADR 0020 §1): `access` refuses
+        // a person's send there before it gets here.
         (ConversationKind::Task, Origin::Person) => {
-            Err(RpcError::not_found("conversation not found")
-                .with_data(json!({ "conversationId": conversation.id })))
+            tracing::error!("a person's send reached a task conversation");
+            Err(RpcError::internal())
         }
         (ConversationKind::Task, Origin::Agent) => {
             let task_id = conversation.task_id.ok_or_else(RpcError::internal)?;
@@ -445,6 +415,22 @@ async fn fanout_of(
             ))
         }
     }
+}
+
+/// A channel's fan-out (ADR 0020 §2): every reader but the sender, people
+/// and agents; apps get no channel events until they subscribe (issue 15).
+fn channel_readers(conversation: &Membership, sender: Uuid) -> Vec<Uuid> {
+    let Some(channel) = &conversation.channel else {
+        return Vec::new();
+    };
+    let mut readers: Vec<Uuid> = channel
+        .levels
+        .iter()
+        .filter(|(id, (kind, _))| **id != sender && *kind != crate::domain::PrincipalKind::App)
+        .map(|(id, _)| *id)
+        .collect();
+    readers.sort();
+    readers
 }
 
 /// What a retried send must repeat for its `clientMsgId` to count as the
@@ -493,7 +479,10 @@ pub async fn send(
     ctx: RequestContext,
     p: MessageSendParams,
 ) -> Result<MessageSendResult, RpcError> {
-    let conversation = visible_membership(&ctx, p.conversation_id).await?;
+    let target = Target::conversation(p.conversation_id);
+    let conversation = access::check(&ctx, Action::MessageCreate, target)
+        .await?
+        .membership()?;
     let out = Outgoing {
         sender: ctx.principal().id,
         origin: match ctx.principal().kind {
@@ -515,7 +504,10 @@ pub async fn history(
         return Err(invalid("before", "give after or before, not both"));
     }
     let limit = page_limit(&ctx, p.limit)?;
-    let conversation = visible_membership(&ctx, p.conversation_id).await?;
+    let target = Target::conversation(p.conversation_id);
+    let conversation = access::check(&ctx, Action::ConversationRead, target)
+        .await?
+        .membership()?;
     let page = MessagePage {
         viewer: ctx.principal().id,
         after: p.after,
@@ -541,22 +533,34 @@ pub async fn history(
 
 pub async fn typing(ctx: RequestContext, p: TypingSendParams) -> Result<Empty, RpcError> {
     let me = ctx.principal().id;
-    let conversation = visible_membership(&ctx, p.conversation_id).await?;
+    let target = Target::conversation(p.conversation_id);
+    let conversation = access::check(&ctx, Action::TypingSend, target)
+        .await?
+        .membership()?;
     let payload = serde_json::to_value(TypingPayload {
         conversation_id: conversation.id,
         principal_id: me,
         agent_id: (!conversation.is_person(me)).then_some(me),
     })
     .map_err(|_| RpcError::internal())?;
-    for other in conversation.participants.iter().filter(|a| **a != me) {
-        let name = if conversation.is_person(*other) {
+    let others: Vec<Uuid> = match conversation.kind {
+        ConversationKind::Channel => channel_readers(&conversation, me),
+        _ => conversation
+            .participants
+            .iter()
+            .copied()
+            .filter(|a| *a != me)
+            .collect(),
+    };
+    for other in others {
+        let name = if conversation.is_person(other) {
             PersonTypingReceived::NAME
         } else {
             TypingReceived::NAME
         };
         ctx.hub
             .events
-            .publish_ephemeral(*other, name, payload.clone());
+            .publish_ephemeral(other, name, payload.clone());
     }
     Ok(Empty {})
 }

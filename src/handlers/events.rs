@@ -1,6 +1,8 @@
 use serde_json::json;
 
 use super::store_failure;
+use crate::access::{self, Target};
+use crate::domain::authz::Action;
 use crate::hub::RequestContext;
 use crate::protocol::events::{AckParams, AckResult};
 use crate::rpc::RpcError;
@@ -8,6 +10,7 @@ use crate::store::StoreError;
 
 pub async fn ack(ctx: RequestContext, p: AckParams) -> Result<AckResult, RpcError> {
     let me = ctx.principal().id;
+    access::check(&ctx, Action::EventAck, Target::stream(me)).await?;
     if p.seq > i64::MAX as u64 {
         return Err(RpcError::invalid_params("seq: is beyond any event")
             .with_data(json!({ "field": "seq" })));

@@ -4,12 +4,12 @@
 use serde_json::json;
 use uuid::Uuid;
 
-use super::conversations::visible_membership;
 use super::store_failure;
-use super::task_conversations::app_conversation;
 use super::tasks::invalid;
+use crate::access::{self, Target};
+use crate::domain::authz::Action;
 use crate::domain::gate::{admission_of, AdmissionAnswer};
-use crate::domain::lease::{Lease, LeaseState};
+use crate::domain::lease::LeaseState;
 use crate::domain::now_millis;
 use crate::gates;
 use crate::hub::RequestContext;
@@ -23,24 +23,17 @@ pub async fn dispatch_request(
 ) -> Result<LeaseResult, RpcError> {
     let hub = ctx.hub.clone();
     let me = ctx.principal().id;
-    let hidden =
-        || RpcError::not_found("message not found").with_data(json!({ "messageId": p.message_id }));
-    let conversation = visible_membership(&ctx, p.conversation_id).await?;
-    let (message, _) = hub
-        .store
-        .message(p.message_id)
-        .await
-        .map_err(store_failure)?
-        .ok_or_else(hidden)?;
-    if message.conversation_id != conversation.id
-        || !hub
-            .store
-            .is_recipient(message.id, me)
-            .await
-            .map_err(store_failure)?
-    {
-        return Err(hidden());
-    }
+    let conversation = access::check(
+        &ctx,
+        Action::ConversationRead,
+        Target::conversation(p.conversation_id),
+    )
+    .await?
+    .membership()?;
+    let target = Target::message(conversation.id, p.message_id);
+    let (message, _) = access::check(&ctx, Action::DispatchRequest, target)
+        .await?
+        .message()?;
     let lease_id = Uuid::now_v7();
     let job = gates::inline_job(
         &hub,
@@ -77,23 +70,13 @@ pub async fn dispatch_request(
     }
 }
 
-fn lease_not_found(id: Uuid) -> RpcError {
-    RpcError::not_found("lease not found").with_data(json!({ "leaseId": id }))
-}
-
 pub async fn dispatch_complete(
     ctx: RequestContext,
     p: LeaseParams,
 ) -> Result<LeaseResult, RpcError> {
-    let lease = ctx
-        .hub
-        .store
-        .lease(p.lease_id)
-        .await
-        .map_err(store_failure)?;
-    let Some(lease) = lease.filter(|l| l.recipient_id == ctx.principal().id) else {
-        return Err(lease_not_found(p.lease_id));
-    };
+    let (lease, _) = access::check(&ctx, Action::DispatchComplete, Target::lease(p.lease_id))
+        .await?
+        .lease()?;
     let change = LeaseChange {
         lease_id: lease.lease_id,
         from: vec![LeaseState::Granted],
@@ -130,16 +113,10 @@ pub async fn dispatch_resolve(
     ctx: RequestContext,
     p: DispatchResolveParams,
 ) -> Result<LeaseResult, RpcError> {
-    let lease: Option<Lease> = ctx
-        .hub
-        .store
-        .lease(p.lease_id)
-        .await
-        .map_err(store_failure)?;
-    let lease = lease.ok_or_else(|| lease_not_found(p.lease_id))?;
-    let (_, task) = app_conversation(&ctx, lease.conversation_id)
-        .await
-        .map_err(|_| lease_not_found(p.lease_id))?;
+    let (lease, conversation) =
+        access::check(&ctx, Action::DispatchResolve, Target::lease(p.lease_id))
+            .await?
+            .lease()?;
     let cfg = &ctx.hub.config.leases;
     let answer = match p.resolution {
         Resolution::Grant { lease_timeout_ms } => {
@@ -166,6 +143,6 @@ pub async fn dispatch_resolve(
     {
         Some(lease) => Ok(LeaseResult { lease }),
         None => Err(RpcError::conflict("the lease is already decided")
-            .with_data(json!({ "leaseId": lease.lease_id, "taskId": task.id }))),
+            .with_data(json!({ "leaseId": lease.lease_id, "taskId": conversation.task_id }))),
     }
 }

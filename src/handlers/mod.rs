@@ -1,6 +1,8 @@
 //! Handlers of the peer-to-hub methods, one module per area of the catalogue.
 //! They translate between protocol types and the identity, store and domain
-//! layers; the gateway has already checked the caller's kind.
+//! layers; the gateway has already checked the caller's kind, and every
+//! right is decided by `access::check` (ADR 0020 §3): handlers keep only
+//! input validation and the state machines' conflicts.
 
 pub mod conversations;
 pub mod events;
@@ -9,7 +11,6 @@ pub mod network;
 pub mod task_conversations;
 pub mod tasks;
 
-use crate::domain::PrincipalKind;
 use crate::hub::RequestContext;
 use crate::protocol::{conversations as c, events as e, network as n, router::Router, tasks as t};
 use crate::rpc::RpcError;
@@ -50,54 +51,20 @@ pub fn router() -> Router<RequestContext> {
         .register::<t::AppDispatchResolve, _, _>(leases::dispatch_resolve)
 }
 
-/// Every id names an agent (else NotFound naming it).
-pub async fn check_agents_exist(ctx: &RequestContext, agents: &[Uuid]) -> Result<(), RpcError> {
-    for id in agents {
-        let record = ctx.hub.store.principal(*id).await.map_err(store_failure)?;
-        if record.map(|r| r.kind) != Some(PrincipalKind::Agent) {
-            return Err(RpcError::not_found(format!("agent {id} not found"))
-                .with_data(json!({ "agentId": id })));
-        }
-    }
-    Ok(())
-}
-
-/// Every id names an active agent or person, who may take part in direct
-/// and group conversations (ADR 0020 §1), in one read; else NotFound naming
-/// the first that does not, as `principalId`, whether it is missing, an app
-/// or disabled. Answers the people among them, whose events are named
-/// `person/...`.
-pub async fn check_participants_exist(
-    ctx: &RequestContext,
-    ids: &[Uuid],
-) -> Result<Vec<Uuid>, RpcError> {
-    let found = ctx
+/// The people among `ids` (which `access::check` found to be active agents
+/// or people), whose events are named `person/...` (ADR 0020 §1): one read,
+/// at conversation creation only.
+pub async fn people_among(ctx: &RequestContext, ids: &[Uuid]) -> Result<Vec<Uuid>, RpcError> {
+    Ok(ctx
         .hub
         .store
         .principal_kinds(ids)
         .await
-        .map_err(store_failure)?;
-    let member = |id: &Uuid| {
-        found
-            .iter()
-            .find(|(f, _, _)| f == id)
-            .and_then(|(_, kind, active)| {
-                (*active && matches!(kind, PrincipalKind::Agent | PrincipalKind::Person))
-                    .then_some(*kind)
-            })
-    };
-    let mut people = Vec::new();
-    for id in ids {
-        match member(id) {
-            Some(PrincipalKind::Person) => people.push(*id),
-            Some(_) => {}
-            None => {
-                return Err(RpcError::not_found(format!("principal {id} not found"))
-                    .with_data(json!({ "principalId": id })))
-            }
-        }
-    }
-    Ok(people)
+        .map_err(store_failure)?
+        .into_iter()
+        .filter(|(_, kind, _)| *kind == crate::domain::PrincipalKind::Person)
+        .map(|(id, _, _)| id)
+        .collect())
 }
 
 /// `field` lists the other agents, each once: never the caller, who joins

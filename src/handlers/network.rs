@@ -43,14 +43,15 @@ pub fn negotiate(requested: Option<VersionRange>) -> Result<u32, RpcError> {
 
 fn limits(ctx: &RequestContext) -> ConnectionLimits {
     let g = &ctx.hub.config.gateway;
+    let default_rate = ctx.hub.config.ratelimit.default;
     ConnectionLimits {
         max_frame_bytes: g.max_frame_bytes as u64,
         transport_max_frame_bytes: g.transport_max_frame_bytes as u64,
         max_in_flight_requests: g.max_in_flight_requests,
         outbound_queue_capacity: g.outbound_queue_capacity,
         rate_limit: RateLimit {
-            per_second: g.rate_limit_per_second,
-            burst: g.rate_limit_burst,
+            per_second: default_rate.per_second,
+            burst: default_rate.burst,
         },
         heartbeat: Heartbeat {
             interval_ms: g.heartbeat_interval_ms,
@@ -214,6 +215,13 @@ pub async fn app_connect(
     })
 }
 
+/// An authenticated principal without its record: the hub's fault (its
+/// key was checked against that record), not something the caller named.
+fn own_record_missing() -> RpcError {
+    tracing::error!("an authenticated principal has no record");
+    RpcError::internal()
+}
+
 pub async fn person_connect(
     ctx: RequestContext,
     p: PersonConnectParams,
@@ -238,7 +246,7 @@ pub async fn agent_identity(ctx: RequestContext, _: NoParams) -> Result<AgentIde
         .principal(me.id)
         .await
         .map_err(store_failure)?
-        .ok_or_else(|| RpcError::not_found("agent not found"))?;
+        .ok_or_else(own_record_missing)?;
     Ok(AgentIdentity {
         principal_id: record.id,
         agent_id: (record.kind == PrincipalKind::Agent).then_some(record.id),
@@ -256,7 +264,7 @@ pub async fn app_identity(ctx: RequestContext, _: NoParams) -> Result<AppIdentit
         .app(me.id)
         .await
         .map_err(store_failure)?
-        .ok_or_else(|| RpcError::not_found("app not found"))?;
+        .ok_or_else(own_record_missing)?;
     Ok(AppIdentity {
         app_id: record.principal.id,
         name: record.principal.name,

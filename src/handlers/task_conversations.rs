@@ -2,50 +2,53 @@
 
 use std::collections::HashSet;
 
-use serde_json::json;
 use uuid::Uuid;
 
 use super::conversations::{store_message, Outgoing};
 use super::store_failure;
-use super::tasks::{app_task, check_name, invalid, require_active};
-use crate::domain::conversation::{Conversation, ConversationKind};
+use super::tasks::{check_name, invalid, require_active};
+use crate::access::{self, Target};
+use crate::domain::authz::Action;
+use crate::domain::conversation::ConversationKind;
 use crate::domain::event::NewEvent;
 use crate::domain::message::Origin;
 use crate::domain::now_millis;
 use crate::domain::task::Task;
-use crate::hub::{Membership, RequestContext};
+use crate::hub::RequestContext;
 use crate::protocol::conversations::{created_events, MessageSendParams, MessageSendResult};
 use crate::protocol::tasks::*;
 use crate::protocol::Notification;
 use crate::rpc::RpcError;
 use crate::store::NewConversation;
 
-/// Checks that every agent is a participant of the task.
-fn only_task_participants(task: &Task, agents: &[Uuid]) -> Result<(), RpcError> {
+/// Each agent once (that each takes part in the task is the access
+/// check's rule, `not_task_participant`).
+fn named_once(agents: &[Uuid]) -> Result<(), RpcError> {
     let mut seen = HashSet::new();
-    for a in agents {
-        if !task.has_participant(*a) {
-            return Err(RpcError::forbidden(format!(
-                "agent {a} is not a participant of task {}",
-                task.id
-            ))
-            .with_data(json!({ "agentId": a, "taskId": task.id })));
-        }
-        if !seen.insert(*a) {
-            return Err(invalid("participants", format!("names agent {a} twice")));
-        }
+    match agents.iter().find(|a| !seen.insert(**a)) {
+        Some(a) => Err(invalid("participants", format!("names agent {a} twice"))),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// The calling app's task, with every named agent one of its participants.
+async fn managed_task(
+    ctx: &RequestContext,
+    task_id: Uuid,
+    agents: &[Uuid],
+) -> Result<Task, RpcError> {
+    let target = Target::task(task_id).naming(agents);
+    access::check(ctx, Action::TaskManage, target).await?.task()
 }
 
 pub async fn app_conversation_create(
     ctx: RequestContext,
     p: AppConversationCreateParams,
 ) -> Result<ConversationResult, RpcError> {
-    let task = app_task(&ctx, p.task_id).await?;
+    let task = managed_task(&ctx, p.task_id, &p.participants).await?;
     require_active(&task)?;
     check_name("name", &p.name)?;
-    only_task_participants(&task, &p.participants)?;
+    named_once(&p.participants)?;
     let new = NewConversation {
         id: Uuid::now_v7(),
         kind: ConversationKind::Task,
@@ -62,32 +65,25 @@ pub async fn app_conversation_create(
     Ok(ConversationResult { conversation })
 }
 
-/// A conversation of one of the calling app's tasks, with that task.
-pub(super) async fn app_conversation(
-    ctx: &RequestContext,
-    id: Uuid,
-) -> Result<(Conversation, Task), RpcError> {
-    let hidden =
-        || RpcError::not_found("conversation not found").with_data(json!({ "conversationId": id }));
-    let conversation = ctx
-        .hub
-        .store
-        .conversation(id)
-        .await
-        .map_err(store_failure)?
-        .ok_or_else(hidden)?;
-    let task_id = conversation.task_id.ok_or_else(hidden)?;
-    let task = app_task(ctx, task_id).await.map_err(|_| hidden())?;
-    Ok((conversation, task))
-}
-
 pub async fn app_conversation_add(
     ctx: RequestContext,
     p: AppConversationAddParams,
 ) -> Result<ConversationResult, RpcError> {
-    let (conversation, task) = app_conversation(&ctx, p.conversation_id).await?;
+    let target = Target::conversation_row(p.conversation_id);
+    let conversation = access::check(&ctx, Action::ConversationRead, target)
+        .await?
+        .conversation()?;
+    // An app reads its tasks' conversations and the channels granted to
+    // it; only the former take participants.
+    let Some(task_id) = conversation.task_id else {
+        return Err(invalid(
+            "conversationId",
+            "names a channel; participants join task conversations only",
+        ));
+    };
+    let task = managed_task(&ctx, task_id, &p.participants).await?;
     require_active(&task)?;
-    only_task_participants(&task, &p.participants)?;
+    named_once(&p.participants)?;
     let added: Vec<Uuid> = p
         .participants
         .iter()
@@ -127,8 +123,20 @@ pub async fn app_message_send(
     ctx: RequestContext,
     p: MessageSendParams,
 ) -> Result<MessageSendResult, RpcError> {
-    let (conversation, task) = app_conversation(&ctx, p.conversation_id).await?;
-    require_active(&task)?;
+    let target = Target::conversation(p.conversation_id);
+    let conversation = access::check(&ctx, Action::MessageCreate, target)
+        .await?
+        .membership()?;
+    if let Some(task_id) = conversation.task_id {
+        let task = ctx
+            .hub
+            .store
+            .task(task_id)
+            .await
+            .map_err(store_failure)?
+            .ok_or_else(RpcError::internal)?;
+        require_active(&task.task)?;
+    }
     let out = Outgoing {
         sender: ctx.principal().id,
         origin: Origin::App,
@@ -136,6 +144,5 @@ pub async fn app_message_send(
         client_msg_id: p.client_msg_id,
         reply_to: p.reply_to,
     };
-    // A task conversation holds agents only: no person's copy to name.
-    store_message(&ctx, &Membership::of(&conversation, Vec::new()), out).await
+    store_message(&ctx, &conversation, out).await
 }

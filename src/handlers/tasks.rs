@@ -8,7 +8,9 @@ use std::time::Duration;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{check_agents_exist, store_failure};
+use super::store_failure;
+use crate::access::{self, Target};
+use crate::domain::authz::{Action, Facts, Resource};
 use crate::domain::conversation::Conversation;
 use crate::domain::event::{rfc3339, NewEvent};
 use crate::domain::manifest::TaskCreatePolicy;
@@ -19,13 +21,9 @@ use crate::hub::RequestContext;
 use crate::protocol::tasks::*;
 use crate::protocol::Notification;
 use crate::rpc::{ErrorKind, RpcError};
-use crate::store::{AppRecord, Effects, JobKind, NewTask};
+use crate::store::{Effects, JobKind, NewTask};
 
 pub(super) use super::invalid;
-
-pub(super) fn task_not_found(id: Uuid) -> RpcError {
-    RpcError::not_found("task not found").with_data(json!({ "taskId": id }))
-}
 
 pub(super) fn check_name(field: &str, name: &str) -> Result<(), RpcError> {
     if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
@@ -84,13 +82,17 @@ fn task_failed_error(task: &Task, hook_timeout: Option<u64>) -> RpcError {
 pub async fn request(ctx: RequestContext, p: TaskRequestParams) -> Result<AcceptedTask, RpcError> {
     let hub = ctx.hub.clone();
     let me = ctx.principal().id;
-    let app = requested_app(&ctx, p.app_id).await?;
-    check_invited(
+    super::check_others(
         me,
         &p.invited_agent_ids,
-        app.manifest.limits.max_participants,
+        "invitedAgentIds",
+        "the caller joins as initiator",
     )?;
-    check_agents_exist(&ctx, &p.invited_agent_ids).await?;
+    let target = Target::app(p.app_id).naming(&p.invited_agent_ids);
+    let app = access::check(&ctx, Action::TaskRequest, target)
+        .await?
+        .app()?;
+    check_participant_limit(&p.invited_agent_ids, app.manifest.limits.max_participants)?;
     let participants = participants_of(me, &p.invited_agent_ids);
     if let Some(ic) = &p.initial_conversation {
         check_initial_conversation(ic, &participants)?;
@@ -140,24 +142,8 @@ pub async fn request(ctx: RequestContext, p: TaskRequestParams) -> Result<Accept
     }
 }
 
-async fn requested_app(ctx: &RequestContext, app_id: Uuid) -> Result<AppRecord, RpcError> {
-    ctx.hub
-        .store
-        .app(app_id)
-        .await
-        .map_err(store_failure)?
-        .ok_or_else(|| RpcError::not_found("app not found").with_data(json!({ "appId": app_id })))
-}
-
-/// The invited agents: others than the caller, each once, and with the
-/// caller no more than the app's `limits.maxParticipants`.
-fn check_invited(me: Uuid, invited: &[Uuid], max_participants: u32) -> Result<(), RpcError> {
-    super::check_others(
-        me,
-        invited,
-        "invitedAgentIds",
-        "the caller joins as initiator",
-    )?;
+/// With the caller, no more than the app's `limits.maxParticipants`.
+fn check_participant_limit(invited: &[Uuid], max_participants: u32) -> Result<(), RpcError> {
     let max = max_participants as usize;
     let total = invited.len() + 1;
     if total > max {
@@ -251,26 +237,19 @@ async fn task_conversations(
         .conversations_of(ctx.principal().id, None, 10_000)
         .await
         .map_err(store_failure)?;
-    Ok(all
+    let of_task = all
         .into_iter()
         .filter(|c| c.task_id == Some(task_id))
-        .collect())
+        .collect();
+    Ok(super::conversations::readable(ctx, of_task))
 }
 
-/// A task the calling agent takes part in (else the same NotFound).
-async fn agent_task(ctx: &RequestContext, id: Uuid) -> Result<Task, RpcError> {
-    match ctx.hub.store.task(id).await.map_err(store_failure)? {
-        Some(r) if r.task.has_participant(ctx.principal().id) => Ok(r.task),
-        _ => Err(task_not_found(id)),
-    }
-}
-
-/// A task of the calling app (else the same NotFound).
-pub(super) async fn app_task(ctx: &RequestContext, id: Uuid) -> Result<Task, RpcError> {
-    match ctx.hub.store.task(id).await.map_err(store_failure)? {
-        Some(r) if r.task.app_id == ctx.principal().id => Ok(r.task),
-        _ => Err(task_not_found(id)),
-    }
+/// The task, if the caller may read it (a participant, the task's app);
+/// else the same NotFound as a missing one.
+pub(super) async fn readable_task(ctx: &RequestContext, id: Uuid) -> Result<Task, RpcError> {
+    access::check(ctx, Action::TaskRead, Target::task(id))
+        .await?
+        .task()
 }
 
 pub(super) fn require_active(task: &Task) -> Result<(), RpcError> {
@@ -285,12 +264,12 @@ pub(super) fn require_active(task: &Task) -> Result<(), RpcError> {
 
 pub async fn get(ctx: RequestContext, p: TaskGetParams) -> Result<TaskResult, RpcError> {
     Ok(TaskResult {
-        task: agent_task(&ctx, p.task_id).await?,
+        task: readable_task(&ctx, p.task_id).await?,
     })
 }
 
 pub async fn app_get(ctx: RequestContext, p: TaskGetParams) -> Result<AcceptedTask, RpcError> {
-    let task = app_task(&ctx, p.task_id).await?;
+    let task = readable_task(&ctx, p.task_id).await?;
     let conversations = ctx
         .hub
         .store
@@ -315,24 +294,33 @@ pub async fn list(ctx: RequestContext, p: TaskListParams) -> Result<TaskListResu
             ))
         }
     };
-    let mut tasks = ctx
+    let mut listed = ctx
         .hub
         .store
         .tasks_of(ctx.principal().id, p.after, limit + 1)
         .await
         .map_err(store_failure)?;
-    let more = tasks.len() > limit as usize;
-    tasks.truncate(limit as usize);
+    let more = listed.len() > limit as usize;
+    listed.truncate(limit as usize);
     let next_after = if more {
-        tasks.last().map(|t| t.id)
+        listed.last().map(|t| t.id)
     } else {
         None
     };
+    let tasks = access::filter(ctx.principal(), Action::TaskRead, listed, |t| {
+        let resource = Resource::Task {
+            app_id: t.app_id,
+            participants: t.participant_ids(),
+        };
+        (resource, Facts::default())
+    });
     Ok(TaskListResult { tasks, next_after })
 }
 
 pub async fn close(ctx: RequestContext, p: TaskCloseParams) -> Result<TaskResult, RpcError> {
-    let task = app_task(&ctx, p.task_id).await?;
+    let task = access::check(&ctx, Action::TaskManage, Target::task(p.task_id))
+        .await?
+        .task()?;
     require_active(&task)?;
     if let Some(r) = &p.reason {
         if r.chars().count() > 500 {

@@ -83,6 +83,38 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A principal's refusal (`access::reject`) over REST (ADR 0020 §3): 404
+/// `not_found`, 403 `forbidden` with its `reason`, 400 naming the field.
+impl From<crate::access::Refused> for ApiError {
+    fn from(refused: crate::access::Refused) -> Self {
+        use crate::access::{RefusalKind, Refused};
+        let refusal = match refused {
+            Refused::Denied(refusal) => refusal,
+            Refused::Store(err) => {
+                tracing::error!(error = %err, "store failure");
+                return ApiError::internal();
+            }
+        };
+        match refusal.kind {
+            RefusalKind::NotFound => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found", refusal.message)
+            }
+            RefusalKind::Forbidden => ApiError {
+                extra: Some(Box::new(json!({ "reason": refusal.reason.as_str() }))),
+                ..ApiError::new(StatusCode::FORBIDDEN, "forbidden", refusal.message)
+            },
+            RefusalKind::InvalidParams { field } => ApiError::invalid(
+                "invalid_request",
+                refusal.message.clone(),
+                vec![FieldProblem {
+                    pointer: format!("/{field}"),
+                    message: refusal.message.clone(),
+                }],
+            ),
+        }
+    }
+}
+
 impl From<crate::identity::IdentityError> for ApiError {
     fn from(e: crate::identity::IdentityError) -> Self {
         use crate::identity::IdentityError as E;

@@ -15,7 +15,9 @@ use super::identity::bearer;
 use uuid::Uuid;
 
 use super::query::QueryParams;
+use crate::access::{self, Target};
 use crate::config::EventsConfig;
+use crate::domain::authz::Action;
 use crate::domain::event::{StoredEvent, StreamPosition};
 use crate::hub::Hub;
 use crate::protocol::params::MAX_CURSOR;
@@ -58,6 +60,8 @@ pub async fn catch_up(
 ) -> Result<Json<CatchUpPage>, ApiError> {
     let auth = bearer(&hub, &headers, remote).await?;
     let audience = auth.principal.id;
+    let target = Target::stream(audience);
+    access::check_rest(&hub, auth.principal, Action::EventRead, target).await?;
     let (limit, wait) = check_query(&hub.config.events, &query)?;
     let pos = hub
         .store

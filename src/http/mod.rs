@@ -1,6 +1,7 @@
 //! REST routes and the WebSocket upgrade, on one port.
 
 mod admin;
+mod audit;
 mod body;
 mod cards;
 mod error;
@@ -44,6 +45,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
             "/api/v1/agents/{agent_id}/keys/revoke",
             post(people::revoke_agent_keys),
         )
+        .route("/api/v1/audit", get(audit::list))
         .route("/api/v1/events", get(events::catch_up))
         .route("/api/v1/cards", post(cards::install).get(cards::list))
         .route("/api/v1/webhooks/keys", get(webhook_keys))

@@ -13,7 +13,7 @@ use crate::domain::validate::FieldProblem;
 /// The parameters of a request's query string.
 pub struct QueryParams(pub HashMap<String, String>);
 
-fn invalid(name: &str, message: String) -> ApiError {
+pub(super) fn invalid(name: &str, message: String) -> ApiError {
     ApiError::invalid(
         "invalid_query",
         format!("query parameter {name} {message}"),
@@ -68,6 +68,28 @@ impl QueryParams {
             )),
             None => Ok(()),
         }
+    }
+
+    /// A UUID parameter (`actorId`, `after`).
+    pub fn uuid(&self, name: &str) -> Result<Option<uuid::Uuid>, ApiError> {
+        self.0
+            .get(name)
+            .map(|v| uuid::Uuid::parse_str(v).map_err(|_| invalid(name, "must be a UUID".into())))
+            .transpose()
+    }
+
+    /// A parameter from a closed set of names (an action, a reason); a
+    /// value outside it is refused without being echoed.
+    pub fn one_of<T>(
+        &self,
+        name: &str,
+        what: &str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Result<Option<T>, ApiError> {
+        self.0
+            .get(name)
+            .map(|v| parse(v).ok_or_else(|| invalid(name, format!("must name {what}"))))
+            .transpose()
     }
 
     pub fn number(&self, name: &str) -> Result<Option<u64>, ApiError> {

@@ -15,6 +15,14 @@
 //! invalidation is dropped (the generation check in [`MembershipCache::get`]),
 //! so a cached entry is never older than the last invalidation of its id.
 //!
+//! Channels (ADR 0020 §2) are cached too, with their space, state and
+//! readers (each principal a grant reaches, with its kind and effective
+//! level, from one `PlaceStore::channel_levels` query). Grants, group
+//! members and channel states *remove* rights, so their writers call
+//! [`MembershipCache::invalidate_channels`], which drops every channel
+//! entry and bumps the generation; a denial decided on a cached entry is
+//! decided again on a store read before it is answered (`access`).
+//!
 //! Cluster caveat: the cache is per process. With several hub nodes sharing
 //! one database (issue 19), a node adding participants must broadcast the
 //! invalidation to every other node before the cache may be enabled there.
@@ -24,9 +32,9 @@ use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
-use crate::domain::conversation::{Conversation, ConversationKind};
+use crate::domain::conversation::{ChannelState, Conversation, ConversationKind};
 use crate::domain::PrincipalKind;
-use crate::store::{DynStore, StoreResult};
+use crate::store::{ChannelLevels, DynStore, StoreError, StoreResult};
 
 /// What a send reads of a conversation.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,6 +46,7 @@ pub struct Membership {
     /// The participants who are people (ADR 0020 §1); the others are
     /// agents. Their events are named `person/...`. Kept beside
     /// `participants`, not in it, so the readers of ids stay as they are.
+    /// (A channel's readers carry their kind in `channel.levels`.)
     pub people: Vec<Uuid>,
     /// The conversation's fields that never change once it is created, so
     /// a gate's hook gets the conversation without reading it again.
@@ -45,21 +54,78 @@ pub struct Membership {
     pub key: Option<String>,
     pub created_by: Uuid,
     pub created_at: String,
+    /// A channel's place: `None` for every other kind.
+    pub channel: Option<ChannelPlace>,
+}
+
+/// What a channel's decisions read: its space, its state and its readers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChannelPlace {
+    pub space_id: Uuid,
+    pub state: ChannelState,
+    /// Principal -> (kind, effective level), folded by
+    /// `domain::authz::level`; disabled principals are not in it.
+    pub levels: ChannelLevels,
 }
 
 impl Membership {
-    /// `people` lists the participants of `c` who are people.
-    pub fn of(c: &Conversation, people: Vec<Uuid>) -> Membership {
+    /// The conversation and, for a channel, its levels, read from the
+    /// store: what the cache holds, and what a denial is decided again on.
+    pub async fn read(store: &DynStore, id: Uuid) -> StoreResult<Option<Membership>> {
+        Ok(Membership::read_whole(store, id).await?.map(|(_, m)| m))
+    }
+
+    /// [`Membership::read`] with the conversation it was read from.
+    pub async fn read_whole(
+        store: &DynStore,
+        id: Uuid,
+    ) -> StoreResult<Option<(Conversation, Membership)>> {
+        let Some(conversation) = store.conversation(id).await? else {
+            return Ok(None);
+        };
+        let mut membership = Membership::of(&conversation);
+        if matches!(
+            conversation.kind,
+            ConversationKind::Direct | ConversationKind::Group
+        ) {
+            // People take part in direct and group conversations only
+            // (task conversations hold agents). Only a cache miss pays
+            // this read, never a send on a cached entry.
+            membership.people = store
+                .principal_kinds(&conversation.participants)
+                .await?
+                .into_iter()
+                .filter(|(_, kind, _)| *kind == PrincipalKind::Person)
+                .map(|(id, _, _)| id)
+                .collect();
+        }
+        if conversation.kind == ConversationKind::Channel {
+            let corrupt = || StoreError::Corrupt(format!("channel {id} without space or state"));
+            let space_id = conversation.space_id.ok_or_else(corrupt)?;
+            let state = conversation.state.ok_or_else(corrupt)?;
+            membership.channel = Some(ChannelPlace {
+                space_id,
+                state,
+                levels: store.channel_levels(id, space_id).await?,
+            });
+        }
+        Ok(Some((conversation, membership)))
+    }
+
+    /// The membership of a conversation without its channel levels nor
+    /// its people (for a task conversation, all there is).
+    pub fn of(c: &Conversation) -> Membership {
         Membership {
             id: c.id,
             kind: c.kind,
             task_id: c.task_id,
             participants: c.participants.clone(),
-            people,
+            people: Vec::new(),
             name: c.name.clone(),
             key: c.key.clone(),
             created_by: c.created_by,
             created_at: c.created_at.clone(),
+            channel: None,
         }
     }
 
@@ -71,6 +137,8 @@ impl Membership {
             name: self.name.clone(),
             key: self.key.clone(),
             task_id: self.task_id,
+            space_id: self.channel.as_ref().map(|c| c.space_id),
+            state: self.channel.as_ref().map(|c| c.state),
             created_by: self.created_by,
             participants: self.participants.clone(),
             last_message_seq: seq,
@@ -82,29 +150,27 @@ impl Membership {
         self.participants.contains(&principal)
     }
 
+    /// Whether `principal`, a participant or a channel's reader, is a
+    /// person: its events are named `person/...`.
     pub fn is_person(&self, principal: Uuid) -> bool {
         self.people.contains(&principal)
+            || self.channel.as_ref().is_some_and(|c| {
+                c.levels
+                    .get(&principal)
+                    .is_some_and(|(kind, _)| *kind == PrincipalKind::Person)
+            })
     }
 
-    /// The conversation's membership read from the store: the conversation
-    /// and, for direct and group ones (where people take part; task
-    /// conversations hold agents only), its participants' kinds. Only a
-    /// cache miss pays the second read, never a send on a cached entry.
-    pub async fn load(store: &DynStore, id: Uuid) -> StoreResult<Option<Membership>> {
-        let Some(c) = store.conversation(id).await? else {
-            return Ok(None);
-        };
-        let people = match c.kind {
-            ConversationKind::Task => Vec::new(),
-            _ => store
-                .principal_kinds(&c.participants)
-                .await?
-                .into_iter()
-                .filter(|(_, kind, _)| *kind == PrincipalKind::Person)
-                .map(|(id, _, _)| id)
-                .collect(),
-        };
-        Ok(Some(Membership::of(&c, people)))
+    /// Those of `recipients` who are people.
+    pub fn people_among(&self, recipients: &[Uuid]) -> Vec<Uuid> {
+        if self.people.is_empty() && self.channel.is_none() {
+            return Vec::new();
+        }
+        recipients
+            .iter()
+            .copied()
+            .filter(|r| self.is_person(*r))
+            .collect()
     }
 }
 
@@ -141,7 +207,7 @@ impl MembershipCache {
     /// are not cached.
     pub async fn get(&self, store: &DynStore, id: Uuid) -> StoreResult<Option<Arc<Membership>>> {
         if self.limit == 0 {
-            return Ok(Membership::load(store, id).await?.map(Arc::new));
+            return Ok(Membership::read(store, id).await?.map(Arc::new));
         }
         let generation = {
             let entries = self.lock();
@@ -150,7 +216,7 @@ impl MembershipCache {
             }
             entries.generation
         };
-        let Some(membership) = Membership::load(store, id).await? else {
+        let Some(membership) = Membership::read(store, id).await? else {
             return Ok(None);
         };
         let membership = Arc::new(membership);
@@ -165,6 +231,15 @@ impl MembershipCache {
         let mut entries = self.lock();
         entries.generation += 1;
         entries.map.remove(&id);
+    }
+
+    /// Forgets every channel: a grant, a group member or a channel state
+    /// changed, and any channel's readers may have changed with it. Call it
+    /// after the store call, also when that call failed.
+    pub fn invalidate_channels(&self) {
+        let mut entries = self.lock();
+        entries.generation += 1;
+        entries.map.retain(|_, (_, m)| m.channel.is_none());
     }
 
     fn fill(&self, generation: u64, membership: Arc<Membership>) {
@@ -219,6 +294,29 @@ mod tests {
             key: None,
             created_by: Uuid::new_v4(),
             created_at: String::new(),
+            channel: None,
+        })
+    }
+
+    fn channel() -> Arc<Membership> {
+        let reader = Uuid::new_v4();
+        Arc::new(Membership {
+            kind: ConversationKind::Channel,
+            participants: vec![],
+            channel: Some(ChannelPlace {
+                space_id: Uuid::new_v4(),
+                state: ChannelState::Open,
+                levels: [(
+                    reader,
+                    (
+                        crate::domain::PrincipalKind::Agent,
+                        crate::domain::authz::Level::Read,
+                    ),
+                )]
+                .into_iter()
+                .collect(),
+            }),
+            ..(*membership(0)).clone()
         })
     }
 
@@ -253,6 +351,24 @@ mod tests {
         assert!(cached(&cache, m.id).is_some());
         cache.invalidate(m.id);
         assert!(cached(&cache, m.id).is_none());
+    }
+
+    #[test]
+    fn invalidating_channels_drops_every_channel_and_keeps_the_rest() {
+        let cache = MembershipCache::new(8);
+        let group = membership(2);
+        let (general, notes) = (channel(), channel());
+        for m in [&group, &general, &notes] {
+            cache.fill(0, m.clone());
+        }
+        let before = cache.lock().generation;
+        cache.invalidate_channels();
+        assert!(cached(&cache, general.id).is_none());
+        assert!(cached(&cache, notes.id).is_none());
+        assert_eq!(cached(&cache, group.id).as_deref(), Some(&*group));
+        // A channel read before the grant changed does not come back.
+        cache.fill(before, general.clone());
+        assert!(cached(&cache, general.id).is_none());
     }
 
     #[test]

@@ -4,22 +4,23 @@
 //! `jobs`, `http` and `server` use the hub; the hub uses only the layers it
 //! holds (config, store, the event bus, the protocol router, webhooks).
 
-use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use uuid::Uuid;
 
 pub mod context;
+pub mod denials;
 pub mod membership;
+pub mod rate;
 pub mod registry;
 pub mod throttle;
 
 pub use context::{ConnectionInfo, RequestContext};
+pub use denials::DenialLog;
 pub use membership::{Membership, MembershipCache};
+pub use rate::CallLimiters;
 pub use registry::Registry;
 
 use crate::config::Config;
@@ -27,17 +28,14 @@ use crate::events::EventBus;
 use crate::protocol::router::Router;
 use crate::store::DynStore;
 
-/// The per-principal call limiter (`gateway.rate_limit_*`), shared with the
-/// retention task that prunes it.
-pub type CallLimiter = DefaultKeyedRateLimiter<Uuid>;
-
 pub struct Hub {
     pub config: Config,
     pub store: DynStore,
     pub registry: Registry,
     pub router: Router<RequestContext>,
-    /// Calls per principal, across all of its sockets.
-    pub limiter: Arc<CallLimiter>,
+    /// Calls per principal and rate class, across all of its sockets
+    /// (`ratelimit.<class>`).
+    pub limiters: Arc<CallLimiters>,
     /// Refused keys per source address (key guessing), over WebSocket
     /// connects and REST bearer keys alike.
     pub refused_keys: throttle::RefusedKeys,
@@ -54,6 +52,8 @@ pub struct Hub {
     pub memberships: MembershipCache,
     /// Signed webhooks and other requests to app-owned URLs.
     pub webhook_egress: crate::webhooks::egress::EgressClient,
+    /// Request-mode denials, aggregated until the flush task writes them.
+    pub denials: Arc<DenialLog>,
 }
 
 impl Hub {
@@ -69,17 +69,20 @@ impl Hub {
             .check_complete()
             .map_err(|e| anyhow::anyhow!("protocol catalogue is incomplete: {e}"))?;
         let g = &config.gateway;
-        let quota =
-            Quota::per_second(NonZeroU32::new(g.rate_limit_per_second).expect("validated > 0"))
-                .allow_burst(NonZeroU32::new(g.rate_limit_burst).expect("validated > 0"));
         let sync_epoch = store.sync_epoch().await?;
         let webhook_egress =
             crate::webhooks::egress::EgressClient::from_config("webhook", &config.egress)?;
         let store_for_events = store.clone();
         let replay_batch = config.events.replay_batch;
         let memberships = MembershipCache::new(config.messages.membership_cache_entries);
+        let events = Arc::new(EventBus::new(store_for_events, replay_batch));
+        // Group commits publish their own events, in commit order.
+        if !store.commit_feed().listen(events.clone()) {
+            anyhow::bail!("this store already feeds another hub's event bus");
+        }
+        let denials = Arc::new(DenialLog::new(&config.audit));
         Ok(Arc::new(Hub {
-            limiter: Arc::new(RateLimiter::keyed(quota)),
+            limiters: Arc::new(CallLimiters::new(&config.ratelimit)),
             refused_keys: throttle::RefusedKeys::new(
                 g.failed_connects_per_address,
                 g.failed_connects_refill_per_minute,
@@ -94,9 +97,10 @@ impl Hub {
             tasks: TaskTracker::new(),
             metrics: crate::telemetry::metrics_handle(),
             sync_epoch,
-            events: Arc::new(EventBus::new(store_for_events, replay_batch)),
+            events,
             memberships,
             webhook_egress,
+            denials,
         }))
     }
 }

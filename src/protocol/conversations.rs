@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::events::Envelope;
-use super::{Caller, Direction, Method, Notification};
+use super::{Caller, Direction, Method, Notification, RateClass};
+use crate::domain::authz::Action;
 use crate::domain::conversation::Conversation;
 use crate::domain::message::{Message, Part};
 use crate::rpc::ErrorKind;
@@ -242,6 +243,8 @@ impl Method for AgentConversationCreate {
     const NAME: &'static str = "agent/conversation/create";
     const DIRECTION: Direction = Direction::ToHub;
     const CALLER: Caller = Caller::Agent;
+    const ACTION: Option<Action> = Some(Action::ConversationCreate);
+    const RATE_CLASS: RateClass = RateClass::Write;
     const SUMMARY: &'static str =
         "Open a direct (one other agent; reused if it exists) or group conversation outside any app.";
     const ERRORS: &'static [ErrorKind] = &[
@@ -258,6 +261,8 @@ impl Method for AgentConversationList {
     const NAME: &'static str = "agent/conversation/list";
     const DIRECTION: Direction = Direction::ToHub;
     const CALLER: Caller = Caller::Agent;
+    const ACTION: Option<Action> = Some(Action::ConversationRead);
+    const RATE_CLASS: RateClass = RateClass::Default;
     const SUMMARY: &'static str = "The caller's conversations, oldest first, paged by id.";
     const ERRORS: &'static [ErrorKind] = READ_ERRORS;
     type Params = ConversationListParams;
@@ -269,6 +274,8 @@ impl Method for AgentConversationGet {
     const NAME: &'static str = "agent/conversation/get";
     const DIRECTION: Direction = Direction::ToHub;
     const CALLER: Caller = Caller::Agent;
+    const ACTION: Option<Action> = Some(Action::ConversationRead);
+    const RATE_CLASS: RateClass = RateClass::Default;
     const SUMMARY: &'static str = "One conversation the caller takes part in.";
     const ERRORS: &'static [ErrorKind] = READ_ERRORS;
     type Params = ConversationGetParams;
@@ -280,6 +287,8 @@ impl Method for AgentMessageSend {
     const NAME: &'static str = "agent/message/send";
     const DIRECTION: Direction = Direction::ToHub;
     const CALLER: Caller = Caller::Agent;
+    const ACTION: Option<Action> = Some(Action::MessageCreate);
+    const RATE_CLASS: RateClass = RateClass::Message;
     const SUMMARY: &'static str =
         "Send a message; it is stored first, then its conversation's policy decides who receives it.";
     const ERRORS: &'static [ErrorKind] = &[
@@ -297,6 +306,8 @@ impl Method for AgentMessageList {
     const NAME: &'static str = "agent/message/list";
     const DIRECTION: Direction = Direction::ToHub;
     const CALLER: Caller = Caller::Agent;
+    const ACTION: Option<Action> = Some(Action::MessageRead);
+    const RATE_CLASS: RateClass = RateClass::Default;
     const SUMMARY: &'static str =
         "History of a conversation as the caller sees it (sent or received), paged by seq in either direction.";
     const ERRORS: &'static [ErrorKind] = READ_ERRORS;
@@ -309,6 +320,8 @@ impl Method for AgentTypingSend {
     const NAME: &'static str = "agent/typing/send";
     const DIRECTION: Direction = Direction::ToHub;
     const CALLER: Caller = Caller::Agent;
+    const ACTION: Option<Action> = Some(Action::TypingSend);
+    const RATE_CLASS: RateClass = RateClass::Message;
     const SUMMARY: &'static str =
         "Tell the other participants the caller is composing (ephemeral: never stored or replayed).";
     const ERRORS: &'static [ErrorKind] = READ_ERRORS;

@@ -5,7 +5,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{Caller, Direction, Method};
+use super::{Caller, Direction, Method, RateClass};
+use crate::domain::authz::Action;
 use crate::rpc::ErrorKind;
 
 /// Where to resume: everything after `after`, if the log's epoch is still
@@ -83,6 +84,8 @@ impl Method for AgentEventAck {
     const NAME: &'static str = "agent/event/ack";
     const DIRECTION: Direction = Direction::ToHub;
     const CALLER: Caller = Caller::Agent;
+    const ACTION: Option<Action> = Some(Action::EventAck);
+    const RATE_CLASS: RateClass = RateClass::AgentRuntime;
     const SUMMARY: &'static str =
         "Record the highest processed seq; a connect without resume starts after it.";
     const ERRORS: &'static [ErrorKind] = &[ErrorKind::InvalidParams];
@@ -95,6 +98,8 @@ impl Method for AppEventAck {
     const NAME: &'static str = "app/event/ack";
     const DIRECTION: Direction = Direction::ToHub;
     const CALLER: Caller = Caller::App;
+    const ACTION: Option<Action> = Some(Action::EventAck);
+    const RATE_CLASS: RateClass = RateClass::AgentRuntime;
     const SUMMARY: &'static str =
         "Record the highest processed seq; a connect without resume starts after it.";
     const ERRORS: &'static [ErrorKind] = &[ErrorKind::InvalidParams];

@@ -186,6 +186,12 @@ fn method_entry(spec: &MethodSpec, g: &mut SchemaGenerator) -> Value {
         ) => ("x-recipient", c.as_str()),
     };
     entry[who.0] = json!(who.1);
+    if spec.direction == Direction::ToHub && spec.kind == SpecKind::Request {
+        // The right a call asks for (null: none) and the rate limit it
+        // spends (ADR 0020 §3, §4).
+        entry["x-action"] = json!(spec.action.map(|a| a.as_str()));
+        entry["x-rate-class"] = json!(spec.rate_class.as_str());
+    }
     match spec.kind {
         SpecKind::Request => {
             if let (Some(result), Some(ty)) = (spec.result_schema, spec.result_type) {

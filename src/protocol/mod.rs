@@ -14,6 +14,7 @@ pub mod tasks;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{de::DeserializeOwned, Serialize};
 
+use crate::domain::authz::Action;
 use crate::rpc::ErrorKind;
 
 /// The protocol version this hub speaks. A client may ask for a range.
@@ -59,11 +60,59 @@ impl Caller {
     }
 }
 
+/// Which per-principal rate limit a method spends (ADR 0020 §4): one
+/// limiter per class, so a flood of one kind of call cannot starve the
+/// others. Configured as `ratelimit.<class>.per_second|burst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RateClass {
+    /// Sends and typing.
+    Message,
+    /// Issue 16's triggers; no method spends it yet.
+    Trigger,
+    /// Issue 16's interactions; no method spends it yet.
+    Interaction,
+    /// Creations, task requests and closes, an app's conversation changes.
+    Write,
+    /// What an agent's runtime does in its loop: dispatch and event acks.
+    AgentRuntime,
+    /// Everything else (reads, identity).
+    Default,
+}
+
+impl RateClass {
+    pub const ALL: [RateClass; 6] = [
+        RateClass::Message,
+        RateClass::Trigger,
+        RateClass::Interaction,
+        RateClass::Write,
+        RateClass::AgentRuntime,
+        RateClass::Default,
+    ];
+
+    /// The name in `data.class`, the export and the configuration section.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RateClass::Message => "message",
+            RateClass::Trigger => "trigger",
+            RateClass::Interaction => "interaction",
+            RateClass::Write => "write",
+            RateClass::AgentRuntime => "agent_runtime",
+            RateClass::Default => "default",
+        }
+    }
+}
+
 /// A request/response method.
 pub trait Method {
     const NAME: &'static str;
     const DIRECTION: Direction;
     const CALLER: Caller;
+    /// The right a call asks for (ADR 0020 §3), named in a refusal's
+    /// `data.action` and in the audit. `None`: the method needs no right
+    /// (the connects, reading one's own identity) or the hub calls it.
+    const ACTION: Option<Action>;
+    /// The rate limit a call spends; the hub's own calls spend none.
+    const RATE_CLASS: RateClass;
     const SUMMARY: &'static str;
     /// Application errors a caller can expect beyond the frame-level ones.
     const ERRORS: &'static [ErrorKind];
@@ -83,6 +132,10 @@ macro_rules! twin {
             const DIRECTION: $crate::protocol::Direction =
                 <$agent as $crate::protocol::Method>::DIRECTION;
             const CALLER: $crate::protocol::Caller = $crate::protocol::Caller::Person;
+            const ACTION: Option<$crate::domain::authz::Action> =
+                <$agent as $crate::protocol::Method>::ACTION;
+            const RATE_CLASS: $crate::protocol::RateClass =
+                <$agent as $crate::protocol::Method>::RATE_CLASS;
             const SUMMARY: &'static str = <$agent as $crate::protocol::Method>::SUMMARY;
             const ERRORS: &'static [$crate::rpc::ErrorKind] =
                 <$agent as $crate::protocol::Method>::ERRORS;
@@ -129,6 +182,9 @@ pub struct MethodSpec {
     pub kind: SpecKind,
     pub direction: Direction,
     pub caller: Caller,
+    /// `None` for notifications and methods without one.
+    pub action: Option<Action>,
+    pub rate_class: RateClass,
     pub summary: &'static str,
     pub errors: &'static [ErrorKind],
     pub params_schema: fn(&mut SchemaGenerator) -> Schema,
@@ -165,6 +221,8 @@ pub fn method_spec<M: Method>() -> MethodSpec {
         kind: SpecKind::Request,
         direction: M::DIRECTION,
         caller: M::CALLER,
+        action: M::ACTION,
+        rate_class: M::RATE_CLASS,
         summary: M::SUMMARY,
         errors: M::ERRORS,
         params_schema: inline_schema_of::<M::Params>,
@@ -182,6 +240,8 @@ pub fn notification_spec<N: Notification>() -> MethodSpec {
         },
         direction: N::DIRECTION,
         caller: N::AUDIENCE,
+        action: None,
+        rate_class: RateClass::Default,
         summary: N::SUMMARY,
         errors: &[],
         params_schema: inline_schema_of::<N::Params>,
@@ -287,6 +347,8 @@ mod tests {
             name: None,
             key: None,
             task_id: None,
+            space_id: None,
+            state: None,
             created_by: Uuid::nil(),
             participants: vec![],
             last_message_seq: 0,
@@ -361,6 +423,90 @@ mod tests {
                 (a.summary, a.kind, a.direction)
             );
             assert_eq!(p.errors, a.errors, "{}", p.name);
+            assert_eq!((p.action, p.rate_class), (a.action, a.rate_class));
+        }
+    }
+
+    /// Every method a principal calls names the action its caller kind may
+    /// ask for (so a refusal of another kind is a true
+    /// `subject_kind_not_allowed`), except the connects and one's own
+    /// identity; the hub's calls name none and spend no class.
+    #[test]
+    fn actions_admit_their_callers_and_the_hubs_calls_have_none() {
+        use crate::domain::PrincipalKind;
+        let without = [
+            "agent/network/connect",
+            "app/network/connect",
+            "agent/identity/get",
+            "app/identity/get",
+            "person/network/connect",
+            "person/identity/get",
+        ];
+        for s in catalogue() {
+            let to_hub = s.direction == Direction::ToHub && s.kind == SpecKind::Request;
+            if !to_hub {
+                assert_eq!(s.action, None, "{}", s.name);
+                assert_eq!(s.rate_class, RateClass::Default, "{}", s.name);
+                continue;
+            }
+            if without.contains(&s.name) {
+                assert_eq!(s.action, None, "{}", s.name);
+                continue;
+            }
+            let action = s
+                .action
+                .unwrap_or_else(|| panic!("{} names no action", s.name));
+            let kind = match s.caller {
+                Caller::Agent => PrincipalKind::Agent,
+                Caller::App => PrincipalKind::App,
+                Caller::Person => PrincipalKind::Person,
+                Caller::Unauthenticated => panic!("{} is a connect", s.name),
+            };
+            assert!(
+                action.requirement().subjects.admits_principal(kind),
+                "{} names {action}, which a {kind} may not ask for",
+                s.name
+            );
+        }
+    }
+
+    /// ADR 0020 §4: sends and typing spend `message`, creations and task
+    /// changes `write`, dispatch and acks `agent_runtime`; the rest `default`.
+    /// `trigger` and `interaction` are issue 16's.
+    #[test]
+    fn rate_classes_follow_the_adr() {
+        let class = |name: &str| find(name).unwrap().rate_class;
+        for m in [
+            "agent/message/send",
+            "agent/typing/send",
+            "app/message/send",
+        ] {
+            assert_eq!(class(m), RateClass::Message, "{m}");
+        }
+        for m in [
+            "agent/conversation/create",
+            "agent/task/request",
+            "app/task/close",
+            "app/conversation/create",
+            "app/conversation/add",
+        ] {
+            assert_eq!(class(m), RateClass::Write, "{m}");
+        }
+        for m in [
+            "agent/dispatch/request",
+            "agent/dispatch/complete",
+            "app/dispatch/resolve",
+            "agent/event/ack",
+            "app/event/ack",
+        ] {
+            assert_eq!(class(m), RateClass::AgentRuntime, "{m}");
+        }
+        for s in catalogue() {
+            assert!(
+                !matches!(s.rate_class, RateClass::Trigger | RateClass::Interaction),
+                "{}",
+                s.name
+            );
         }
     }
 

@@ -4,7 +4,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{Caller, Direction, Method};
+use super::{Caller, Direction, Method, RateClass};
+use crate::domain::authz::Action;
 use crate::rpc::ErrorKind;
 
 /// A protocol version range a client can speak; both ends inclusive.
@@ -68,7 +69,9 @@ pub struct ConnectionLimits {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RateLimit {
-    /// Sustained calls per second per principal (all its sockets together).
+    /// Sustained calls per second per principal (all its sockets together)
+    /// of the `default` rate class; each method's class is in the
+    /// catalogue (`x-rate-class`).
     pub per_second: u32,
     pub burst: u32,
 }
@@ -117,6 +120,8 @@ impl Method for AgentConnect {
     const NAME: &'static str = "agent/network/connect";
     const DIRECTION: Direction = Direction::ToHub;
     const CALLER: Caller = Caller::Unauthenticated;
+    const ACTION: Option<Action> = None;
+    const RATE_CLASS: RateClass = RateClass::Default;
     const SUMMARY: &'static str =
         "Authenticate this socket as an agent. Must be the first call, within gateway.auth_timeout_ms.";
     const ERRORS: &'static [ErrorKind] = &[
@@ -134,6 +139,8 @@ impl Method for AppConnect {
     const NAME: &'static str = "app/network/connect";
     const DIRECTION: Direction = Direction::ToHub;
     const CALLER: Caller = Caller::Unauthenticated;
+    const ACTION: Option<Action> = None;
+    const RATE_CLASS: RateClass = RateClass::Default;
     const SUMMARY: &'static str =
         "Authenticate this socket as an app. The newest open app socket receives the app's callbacks.";
     const ERRORS: &'static [ErrorKind] = &[
@@ -153,6 +160,8 @@ impl Method for PersonConnect {
     const NAME: &'static str = "person/network/connect";
     const DIRECTION: Direction = Direction::ToHub;
     const CALLER: Caller = Caller::Unauthenticated;
+    const ACTION: Option<Action> = None;
+    const RATE_CLASS: RateClass = RateClass::Default;
     const SUMMARY: &'static str =
         "Authenticate this socket as a person. Must be the first call, within gateway.auth_timeout_ms.";
     const ERRORS: &'static [ErrorKind] = &[
@@ -186,6 +195,8 @@ impl Method for AppPing {
     const NAME: &'static str = "app/network/ping";
     const DIRECTION: Direction = Direction::FromHub;
     const CALLER: Caller = Caller::App;
+    const ACTION: Option<Action> = None;
+    const RATE_CLASS: RateClass = RateClass::Default;
     const SUMMARY: &'static str =
         "The hub checks that the app answers callbacks; the app echoes the nonce.";
     const ERRORS: &'static [ErrorKind] = &[];
@@ -230,6 +241,8 @@ impl Method for AgentIdentityGet {
     const NAME: &'static str = "agent/identity/get";
     const DIRECTION: Direction = Direction::ToHub;
     const CALLER: Caller = Caller::Agent;
+    const ACTION: Option<Action> = None;
+    const RATE_CLASS: RateClass = RateClass::Default;
     const SUMMARY: &'static str = "The calling agent's own registration record.";
     const ERRORS: &'static [ErrorKind] = &[
         ErrorKind::Unauthorized,
@@ -247,6 +260,8 @@ impl Method for AppIdentityGet {
     const NAME: &'static str = "app/identity/get";
     const DIRECTION: Direction = Direction::ToHub;
     const CALLER: Caller = Caller::App;
+    const ACTION: Option<Action> = None;
+    const RATE_CLASS: RateClass = RateClass::Default;
     const SUMMARY: &'static str =
         "The calling app's own registration record, with the manifest the hub enforces.";
     const ERRORS: &'static [ErrorKind] = &[

@@ -7,7 +7,8 @@ use uuid::Uuid;
 
 use super::conversations::{MessageSendParams, MessageSendResult};
 use super::events::Envelope;
-use super::{Caller, Direction, Method, Notification};
+use super::{Caller, Direction, Method, Notification, RateClass};
+use crate::domain::authz::Action;
 use crate::domain::conversation::Conversation;
 use crate::domain::gate::{DispatchAuthorizeAnswer, MessageAuthorizeAnswer, TaskCreateAnswer};
 use crate::domain::lease::Lease;
@@ -205,12 +206,14 @@ pub struct LeasePayload {
 // ---- the catalogue entries ----
 
 macro_rules! method {
-    ($ty:ident, $name:literal, $dir:ident, $caller:ident, $summary:literal, [$($err:ident),*], $params:ty, $result:ty) => {
+    ($ty:ident, $action:expr, $class:ident, $name:literal, $dir:ident, $caller:ident, $summary:literal, [$($err:ident),*], $params:ty, $result:ty) => {
         pub struct $ty;
         impl Method for $ty {
             const NAME: &'static str = $name;
             const DIRECTION: Direction = Direction::$dir;
             const CALLER: Caller = Caller::$caller;
+            const ACTION: Option<Action> = $action;
+            const RATE_CLASS: RateClass = RateClass::$class;
             const SUMMARY: &'static str = $summary;
             const ERRORS: &'static [ErrorKind] = &[$(ErrorKind::$err),*];
             type Params = $params;
@@ -233,11 +236,13 @@ macro_rules! event {
     };
 }
 
-method!(AgentTaskRequest, "agent/task/request", ToHub, Agent,
+method!(AgentTaskRequest, Some(Action::TaskRequest), Write,"agent/task/request", ToHub, Agent,
     "Request an app-bound task. The task_create gate decides; the answer is the accepted task, or an error naming why it failed.",
     [InvalidParams, NotFound, Forbidden, Timeout, Unavailable, RateLimited], TaskRequestParams, AcceptedTask);
 method!(
     AgentTaskGet,
+    Some(Action::TaskRead),
+    Default,
     "agent/task/get",
     ToHub,
     Agent,
@@ -248,6 +253,8 @@ method!(
 );
 method!(
     AgentTaskList,
+    Some(Action::TaskRead),
+    Default,
     "agent/task/list",
     ToHub,
     Agent,
@@ -258,6 +265,8 @@ method!(
 );
 method!(
     AppTaskGet,
+    Some(Action::TaskRead),
+    Default,
     "app/task/get",
     ToHub,
     App,
@@ -268,6 +277,8 @@ method!(
 );
 method!(
     AppTaskClose,
+    Some(Action::TaskManage),
+    Write,
     "app/task/close",
     ToHub,
     App,
@@ -278,6 +289,8 @@ method!(
 );
 method!(
     AppConversationCreate,
+    Some(Action::TaskManage),
+    Write,
     "app/conversation/create",
     ToHub,
     App,
@@ -288,6 +301,8 @@ method!(
 );
 method!(
     AppConversationAdd,
+    Some(Action::TaskManage),
+    Write,
     "app/conversation/add",
     ToHub,
     App,
@@ -296,14 +311,16 @@ method!(
     AppConversationAddParams,
     ConversationResult
 );
-method!(AppMessageSend, "app/message/send", ToHub, App,
+method!(AppMessageSend, Some(Action::MessageCreate), Message,"app/message/send", ToHub, App,
     "Send a message as the app into a conversation of its own active task; every participant receives it.",
     [InvalidParams, NotFound, Conflict], MessageSendParams, MessageSendResult);
-method!(AgentDispatchRequest, "agent/dispatch/request", ToHub, Agent,
+method!(AgentDispatchRequest, Some(Action::DispatchRequest), AgentRuntime,"agent/dispatch/request", ToHub, Agent,
     "Ask for a lease to act on a message the caller received. Answers at once with the pending lease; the verdict comes as agent/dispatch/released.",
     [InvalidParams, NotFound], DispatchRequestParams, LeaseResult);
 method!(
     AgentDispatchComplete,
+    Some(Action::DispatchComplete),
+    AgentRuntime,
     "agent/dispatch/complete",
     ToHub,
     Agent,
@@ -314,6 +331,8 @@ method!(
 );
 method!(
     AppDispatchResolve,
+    Some(Action::DispatchResolve),
+    AgentRuntime,
     "app/dispatch/resolve",
     ToHub,
     App,
@@ -322,13 +341,13 @@ method!(
     DispatchResolveParams,
     LeaseResult
 );
-method!(AppTaskCreate, "app/task/create", FromHub, App,
+method!(AppTaskCreate, None, Default,"app/task/create", FromHub, App,
     "Gate task_create: answer {verdict: {decision: \"Accept\"}} or {verdict: {decision: \"Reject\", reason}} within timeoutMs.",
     [], TaskCreateCallback, TaskCreateAnswer);
-method!(AppMessageAuthorize, "app/message/authorize", FromHub, App,
+method!(AppMessageAuthorize, None, Default,"app/message/authorize", FromHub, App,
     "Gate message_authorize: answer {verdict: {decision: \"Forward\", recipients}} or {verdict: {decision: \"Block\", reason}} within timeoutMs.",
     [], MessageAuthorizeCallback, MessageAuthorizeAnswer);
-method!(AppDispatchAuthorize, "app/dispatch/authorize", FromHub, App,
+method!(AppDispatchAuthorize, None, Default,"app/dispatch/authorize", FromHub, App,
     "Gate dispatch_authorize: answer {admission: {decision: \"grant\", leaseTimeoutMs?}} / \"deny\" / \"hold\" within timeoutMs.",
     [], DispatchAuthorizeCallback, DispatchAuthorizeAnswer);
 

@@ -46,9 +46,16 @@ impl Server {
                 config: hub.config.events.clone(),
                 store: hub.store.clone(),
                 events: hub.events.clone(),
-                limiter: hub.limiter.clone(),
+                audit_retention_ms: hub.config.audit.retention_ms(),
+                limiters: hub.limiters.clone(),
                 shutdown: hub.shutdown.clone(),
             },
+        ));
+        hub.tasks.spawn(crate::hub::denials::run(
+            hub.denials.clone(),
+            hub.store.clone(),
+            hub.config.audit.flush_interval_ms,
+            hub.shutdown.clone(),
         ));
         hub.tasks
             .spawn(crate::gateway::revocations::run(hub.clone()));
@@ -107,6 +114,9 @@ impl Server {
         {
             warn!("background tasks still running after the grace period");
         }
+        // Every connection and handler is done: nothing records a denial
+        // any more, so this flush is the last, with the store still open.
+        self.hub.denials.flush(self.hub.store.as_ref()).await;
         match tokio::time::timeout(margin, self.task).await {
             Ok(joined) => joined??,
             Err(_) => warn!("HTTP server did not stop in time"),

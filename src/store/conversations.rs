@@ -14,7 +14,7 @@ use super::messages::{
 use super::recipients::received_by;
 use super::sql::{is_unique_violation, parsed, Arg, Database, Executor, Keyset, Row};
 use super::{StoreError, StoreResult};
-use crate::domain::conversation::{Conversation, ConversationKind};
+use crate::domain::conversation::{ChannelState, Conversation, ConversationKind};
 use crate::domain::event::{rfc3339, NewEvent, StoredEvent};
 use crate::domain::message::Message;
 use crate::domain::Millis;
@@ -43,6 +43,8 @@ impl NewConversation {
             name: self.name.clone(),
             key: self.template_key.clone(),
             task_id: self.task_id,
+            space_id: None,
+            state: None,
             created_by: self.created_by,
             participants: self.participants.clone(),
             last_message_seq: 0,
@@ -132,7 +134,8 @@ pub trait ConversationDialect {
 }
 
 pub(super) const CONVERSATION_COLUMNS: &str =
-    "c.id, c.kind, c.name, c.task_id, c.template_key, c.created_by, c.created_at, c.last_message_seq";
+    "c.id, c.kind, c.name, c.task_id, c.template_key, c.created_by, c.created_at, c.last_message_seq, \
+     c.space_id, c.state";
 
 pub(super) async fn insert_conversation(
     ex: &mut dyn Executor,
@@ -200,9 +203,22 @@ pub(super) async fn load_conversation(
             &[Arg::Id(id)],
         )
         .await?;
+    let kind = parsed(row.text("kind")?, "kind", ConversationKind::parse)?;
+    // Only a channel has a state that means something (every row has the
+    // column, `open` by default).
+    let state = match kind {
+        ConversationKind::Channel => Some(parsed(
+            row.text("state")?,
+            "channel state",
+            ChannelState::parse,
+        )?),
+        _ => None,
+    };
     Ok(Conversation {
         id,
-        kind: parsed(row.text("kind")?, "kind", ConversationKind::parse)?,
+        kind,
+        space_id: row.opt_id("space_id")?,
+        state,
         name: row.opt_text("name")?,
         key: row.opt_text("template_key")?,
         task_id: row.opt_id("task_id")?,

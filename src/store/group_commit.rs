@@ -6,13 +6,15 @@
 //! backend's [`GroupWriter`] and answers each writer. A write answered by
 //! an earlier group returns at once; a write given up while still queued
 //! is taken back out, so it is never written behind writes that came after
-//! it.
+//! it. The group's events go live from the group's task, in group order,
+//! before the next group may write ([`super::commit_feed`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
+use super::commit_feed::{CommitFeed, Committed};
 use super::{StoreError, StoreResult};
 
 /// A backend's two ways of writing items of one kind.
@@ -28,7 +30,7 @@ pub trait GroupWriter<T, R>: Send + Sync + 'static {
 struct Queued<T, R> {
     ticket: u64,
     item: T,
-    reply: tokio::sync::oneshot::Sender<StoreResult<R>>,
+    reply: Reply<R>,
 }
 
 type Queue<T, R> = Arc<Mutex<Vec<Queued<T, R>>>>;
@@ -40,22 +42,25 @@ pub struct GroupCommit<T, R> {
     queued: Queue<T, R>,
     tickets: AtomicU64,
     writer: Arc<dyn GroupWriter<T, R>>,
+    feed: CommitFeed,
 }
 
 impl<T, R> GroupCommit<T, R>
 where
     T: Clone + Send + Sync + 'static,
-    R: Send + 'static,
+    R: Committed + Send + 'static,
 {
     pub fn new(
         lock: Arc<tokio::sync::Mutex<()>>,
         writer: Arc<dyn GroupWriter<T, R>>,
+        feed: CommitFeed,
     ) -> GroupCommit<T, R> {
         GroupCommit {
             lock,
             queued: Arc::new(Mutex::new(Vec::new())),
             tickets: AtomicU64::new(0),
             writer,
+            feed,
         }
     }
 
@@ -84,18 +89,34 @@ where
             holding = self.lock.clone().lock_owned() => holding,
         };
         unqueue.armed = false;
-        // The lock passes on only after a group answered all its writers:
-        // ours is answered, or still queued.
+        // Answered while we waited for the lock: an earlier group wrote it.
         if let Ok(done) = answer.try_recv() {
             return done;
         }
         let group = std::mem::take(&mut *self.queue());
+        if group.is_empty() {
+            // Ours is in the group whose task just let the lock go and is
+            // publishing; it answers us next.
+            drop(holding);
+            return answer.await.unwrap_or_else(|_| Err(group_ended()));
+        }
         let writer = self.writer.clone();
+        let feed = self.feed.clone();
         // Its own task: the group's other writers wait on this write, so it
         // must finish even if this caller is dropped.
         tokio::spawn(async move {
-            write_group(writer.as_ref(), group).await;
+            let answers = write_group(writer.as_ref(), group).await;
+            // The next group may write while this one publishes, but not
+            // publish before it: the turn is taken in commit order.
+            let turn = feed.turn().await;
             drop(holding);
+            for (reply, result) in answers {
+                if let Ok(r) = &result {
+                    feed.publish(r.committed_events());
+                }
+                let _ = reply.send(result);
+            }
+            drop(turn);
         });
         answer.await.unwrap_or_else(|_| Err(group_ended()))
     }
@@ -134,22 +155,27 @@ impl<T, R> Drop for Unqueue<T, R> {
     }
 }
 
+type Reply<R> = tokio::sync::oneshot::Sender<StoreResult<R>>;
+
 /// Writes a group in one transaction. If one item is at fault (a
 /// duplicate `clientMsgId`, a missing conversation) each is written on its
 /// own so only that one gets the error; any other failure (the database is
 /// unavailable) is every writer's answer, rather than N more attempts.
+/// Answers come back in group order, not yet sent: they are published
+/// first.
 async fn write_group<T: Sync + 'static, R: Send + 'static>(
     writer: &dyn GroupWriter<T, R>,
     group: Vec<Queued<T, R>>,
-) {
+) -> Vec<(Reply<R>, StoreResult<R>)> {
     if group.len() > 1 {
         let items: Vec<&T> = group.iter().map(|q| &q.item).collect();
         match writer.write_group(&items).await {
             Ok(results) => {
-                for (q, r) in group.into_iter().zip(results) {
-                    let _ = q.reply.send(Ok(r));
-                }
-                return;
+                return group
+                    .into_iter()
+                    .zip(results)
+                    .map(|(q, r)| (q.reply, Ok(r)))
+                    .collect();
             }
             Err(e) if one_item_at_fault(&e) => {
                 tracing::debug!(error = %e, size = items.len(), "group write failed; writing one by one")
@@ -157,19 +183,22 @@ async fn write_group<T: Sync + 'static, R: Send + 'static>(
             Err(e) => {
                 tracing::warn!(error = %e, size = items.len(), "group write failed");
                 let text = e.to_string();
-                for q in group {
-                    let _ = q.reply.send(Err(StoreError::Database(sqlx::Error::Protocol(
-                        text.clone(),
-                    ))));
-                }
-                return;
+                return group
+                    .into_iter()
+                    .map(|q| {
+                        let e = StoreError::Database(sqlx::Error::Protocol(text.clone()));
+                        (q.reply, Err(e))
+                    })
+                    .collect();
             }
         }
     }
+    let mut answers = Vec::with_capacity(group.len());
     for q in group {
         let r = writer.write_one(&q.item).await;
-        let _ = q.reply.send(r);
+        answers.push((q.reply, r));
     }
+    answers
 }
 
 fn one_item_at_fault(e: &StoreError) -> bool {

@@ -337,3 +337,21 @@ async fn deliver(
     );
     ex.append_events(&new, m.created_at).await
 }
+
+impl super::commit_feed::Committed for InsertedMessage {
+    fn committed_events(&self) -> &[StoredEvent] {
+        match self {
+            InsertedMessage::Inserted { events, .. } => events,
+            InsertedMessage::Duplicate { .. } => &[],
+        }
+    }
+}
+
+impl super::commit_feed::Committed for MessageDecided {
+    fn committed_events(&self) -> &[StoredEvent] {
+        match self {
+            MessageDecided::Applied(events) => events,
+            _ => &[],
+        }
+    }
+}

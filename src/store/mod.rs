@@ -3,7 +3,7 @@
 //!
 //! A caller names the area it uses: [`IdentityStore`], [`EventStore`],
 //! [`ConversationStore`], [`TaskStore`], [`JobStore`], [`CardStore`],
-//! [`SigningKeyStore`], [`PlaceStore`], with [`BaseStore`] for what concerns the database
+//! [`SigningKeyStore`], [`PlaceStore`], [`AuditStore`], with [`BaseStore`] for what concerns the database
 //! itself. [`Store`] is all of them, and the hub holds one [`DynStore`].
 //!
 //! Each area module holds its trait, its records and its SQL, written once
@@ -12,7 +12,9 @@
 //! `sqlite/` and `postgres/`, behind the area's `...Dialect` trait. The
 //! contract test suite runs the same cases against both.
 
+mod audit;
 mod cards;
+mod commit_feed;
 mod conversations;
 mod effects;
 pub(crate) mod events;
@@ -39,7 +41,9 @@ use async_trait::async_trait;
 
 use crate::config::Config;
 
+pub use audit::{AuditFilter, AuditRecord, AuditStore, DenialRecord};
 pub use cards::{CardRecord, CardStore};
+pub use commit_feed::{CommitFeed, CommitListener};
 pub use conversations::{ConversationStore, CreatedConversation, NewConversation};
 pub use effects::Effects;
 pub use events::EventStore;
@@ -91,6 +95,10 @@ pub enum Backend {
 pub trait BaseStore: Send + Sync + 'static {
     fn backend(&self) -> Backend;
 
+    /// Where the group committers publish their events, in commit order
+    /// (see [`CommitFeed`]); the hub's event bus listens to it.
+    fn commit_feed(&self) -> &CommitFeed;
+
     /// Applies pending migrations.
     async fn migrate(&self) -> StoreResult<()>;
 
@@ -113,6 +121,7 @@ pub trait Store:
     + CardStore
     + SigningKeyStore
     + PlaceStore
+    + AuditStore
 {
 }
 
@@ -126,6 +135,7 @@ impl<T> Store for T where
         + CardStore
         + SigningKeyStore
         + PlaceStore
+        + AuditStore
 {
 }
 
@@ -136,6 +146,8 @@ pub type DynStore = Arc<dyn Store>;
 pub trait BaseDialect {
     const BACKEND: Backend;
 
+    fn commit_feed(&self) -> &CommitFeed;
+
     /// Runs the backend's own migrations (`migrations/sqlite`,
     /// `migrations/postgres`).
     async fn run_migrations(&self) -> StoreResult<()>;
@@ -145,6 +157,10 @@ pub trait BaseDialect {
 impl<D: sql::Database + BaseDialect> BaseStore for D {
     fn backend(&self) -> Backend {
         D::BACKEND
+    }
+
+    fn commit_feed(&self) -> &CommitFeed {
+        BaseDialect::commit_feed(self)
     }
 
     async fn migrate(&self) -> StoreResult<()> {

@@ -175,7 +175,7 @@ fn top_level_modules_form_no_cycle() {
 fn the_hub_and_the_domain_do_not_reach_outward() {
     let graph = dependency_graph();
     let outer = [
-        "handlers", "gates", "http", "server", "cli", "jobs", "gateway",
+        "handlers", "gates", "http", "server", "cli", "jobs", "gateway", "access",
     ];
     let hub: Vec<&String> = graph["hub"]
         .iter()
@@ -203,5 +203,37 @@ fn no_source_file_is_too_long_to_read() {
     assert!(
         long.is_empty(),
         "split these by what they are about: {long:?}"
+    );
+}
+
+/// The files that answer a principal's requests: the handlers and the REST
+/// routes a principal calls (the operator's routes in `http/admin.rs`,
+/// `http/cards.rs` and the fallback are not theirs).
+fn principal_answering_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    rust_files(&src().join("handlers"), &mut files);
+    for f in ["events.rs", "identity.rs"] {
+        files.push(src().join("http").join(f));
+    }
+    files
+}
+
+/// Hidden equals missing, structurally (ADR 0020 §3): every NotFound a
+/// principal gets is built by `access::reject` from what it asked for, so
+/// no handler or principal route constructs one itself.
+#[test]
+fn only_access_builds_a_principals_not_found() {
+    let mut found = Vec::new();
+    for f in principal_answering_files() {
+        let code = code_of(&std::fs::read_to_string(&f).expect("read source"));
+        for needle in ["RpcError::not_found(", "ApiError::not_found("] {
+            if code.contains(needle) {
+                found.push(format!("{} uses {needle}", f.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "NotFound built outside access: {found:#?}"
     );
 }

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod audit;
 mod bench_smoke;
 mod cards;
 mod conversations;
@@ -12,16 +13,19 @@ mod event_index;
 mod events;
 mod fanout_crash;
 mod frames;
+mod hidden;
 mod hostile_http;
 mod hostile_ws;
 mod identity;
 mod layout;
+mod live_order;
 mod membership;
 mod migration;
 mod operations;
 mod people;
 mod schema_drift;
 mod server_calls;
+mod store_audit;
 mod store_contract;
 mod store_people;
 mod store_places;

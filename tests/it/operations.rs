@@ -61,8 +61,8 @@ async fn a_silent_peer_is_closed_by_the_heartbeat() {
 async fn calls_beyond_the_rate_limit_are_refused_with_a_retry_hint() {
     let hub = TestHub::start_with(
         Options::default()
-            .env("SWITCHBOARD_GATEWAY__RATE_LIMIT_PER_SECOND", 1)
-            .env("SWITCHBOARD_GATEWAY__RATE_LIMIT_BURST", 3),
+            .env("SWITCHBOARD_RATELIMIT__DEFAULT__PER_SECOND", 1)
+            .env("SWITCHBOARD_RATELIMIT__DEFAULT__BURST", 3),
     )
     .await;
     let (_, key) = hub.register_agent("chatty").await;

@@ -4,6 +4,7 @@
 
 use switchboard::domain::authz::level::{GrantPlace, Holder};
 use switchboard::domain::authz::{ChannelState, Level};
+use switchboard::domain::conversation::ConversationKind;
 use switchboard::domain::PrincipalKind;
 use switchboard::store::{
     ChannelRecord, DynStore, NewChannel, NewGrant, NewGroup, NewSpace, SpaceLevels, StoreError,
@@ -19,6 +20,7 @@ contract!(
     grants_name_existing_subjects_and_places,
     channels_are_named_once_per_space,
     channels_change_name_and_state,
+    a_channel_loads_as_a_conversation,
     channels_are_listed_to_whom_grants_reach,
     levels_fold_direct_and_group_grants,
     a_disabled_principal_reaches_nothing,
@@ -251,6 +253,32 @@ async fn channels_are_named_once_per_space(store: DynStore) {
         store
             .create_channel(&new_channel(Uuid::now_v7(), "general", alex))
             .await,
+    );
+}
+
+/// A channel is a `conversations` row of kind `channel`: it reads back as
+/// a conversation with its space and state, and without participants.
+async fn a_channel_loads_as_a_conversation(store: DynStore) {
+    let alex = someone(&store, PrincipalKind::Person, "Alex").await;
+    let support = space(&store, "support").await;
+    let general = channel(&store, support, "general", alex).await;
+    let c = store.conversation(general.id).await.unwrap().unwrap();
+    assert_eq!(c.kind, ConversationKind::Channel);
+    assert_eq!(c.name.as_deref(), Some("general"));
+    assert_eq!(
+        (c.space_id, c.state),
+        (Some(support), Some(ChannelState::Open))
+    );
+    assert!(c.participants.is_empty());
+    store
+        .set_channel(general.id, None, Some(ChannelState::ReadOnly))
+        .await
+        .unwrap();
+    let c = store.conversation(general.id).await.unwrap().unwrap();
+    assert_eq!(c.state, Some(ChannelState::ReadOnly));
+    assert_eq!(
+        serde_json::to_value(&c).unwrap()["state"],
+        serde_json::json!("read_only")
     );
 }
 

@@ -102,6 +102,23 @@ pub enum Reason {
 }
 
 impl Reason {
+    pub const ALL: [Reason; 8] = [
+        Reason::NoGrant,
+        Reason::LevelInsufficient,
+        Reason::SubjectKindNotAllowed,
+        Reason::NotSelf,
+        Reason::ChannelReadOnly,
+        Reason::ChannelArchived,
+        Reason::PrincipalInactive,
+        Reason::NotTaskParticipant,
+    ];
+
+    /// The inverse of [`Reason::as_str`]: the audit's stored column and its
+    /// query filter.
+    pub fn parse(s: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::NoGrant => "no_grant",

@@ -3,10 +3,13 @@
 //! A missing row is a value here, not an error, so the decision can answer
 //! it exactly like a row the subject may not read.
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// A channel's state; it binds every principal (ADR 0020 §2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum ChannelState {
     Open,
     /// Only admins write.
@@ -107,6 +110,11 @@ impl ResourceKind {
         ResourceKind::App,
         ResourceKind::Grant,
     ];
+
+    /// The inverse of [`ResourceKind::as_str`] (the audit's stored column).
+    pub fn parse(s: &str) -> Option<ResourceKind> {
+        ResourceKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {

@@ -1,59 +1,42 @@
 //! What a socket's requests pass before they run: a connect (once per
 //! socket, under the refused-key budget) and, for every other method, the
-//! admission checks (session kind, rate, an id not in flight, a free
-//! in-flight slot).
+//! admission checks (session kind, the rate of the method's class, an id
+//! not in flight, a free in-flight slot).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::{json, Value};
+use uuid::Uuid;
 
 use super::{bounded, Reader};
+use crate::domain::authz::{Reason, ResourceKind, Subject};
+use crate::domain::principal::Principal;
+use crate::domain::PrincipalKind;
 use crate::gateway::hygiene::{answer_even_if_it_panics, presented_key_id};
 use crate::hub::RequestContext;
-use crate::protocol::Caller;
+use crate::protocol::{Caller, MethodSpec, RateClass};
 use crate::rpc::frame::Id;
 use crate::rpc::{close_code, ErrorKind, RpcError};
 use crate::telemetry::names;
 
 impl Reader {
     /// The checks an authenticated method passes before it runs: a session
-    /// of the right kind, the principal's rate, an id not in flight, a free
-    /// in-flight slot.
+    /// of the right kind, the principal's rate in the method's class, an id
+    /// not in flight, a free in-flight slot.
     pub(super) fn admit(
         &self,
         id: &Id,
-        name: &'static str,
-        caller: Caller,
+        spec: &MethodSpec,
     ) -> Result<(IdSlot, tokio::sync::OwnedSemaphorePermit), RpcError> {
         let session = self.conn.session.get().ok_or_else(|| {
             RpcError::unauthorized(
                 "not connected: call agent/network/connect, app/network/connect or person/network/connect first",
             )
         })?;
-        let expected = match caller {
-            Caller::Agent => crate::domain::PrincipalKind::Agent,
-            Caller::Person => crate::domain::PrincipalKind::Person,
-            _ => crate::domain::PrincipalKind::App,
-        };
-        if session.principal.kind != expected {
-            let article = if caller == Caller::Person { "a" } else { "an" };
-            return Err(RpcError::forbidden(format!(
-                "{name} may be called only by {article} {}",
-                caller.as_str()
-            )));
-        }
-        if let Err(not_until) = self.hub.limiter.check_key(&session.principal.id) {
-            let wait = not_until.wait_time_from(governor::clock::Clock::now(
-                &governor::clock::DefaultClock::default(),
-            ));
-            return Err(RpcError::new(
-                ErrorKind::RateLimited,
-                "rate limit exceeded (gateway.rate_limit_per_second)",
-            )
-            .with_data(json!({ "retryAfterMs": wait.as_millis() as u64 })));
-        }
+        self.check_audience(session.principal, spec)?;
+        self.spend_rate(session.principal.id, spec.rate_class)?;
         let id_slot = self.claim_id(id).ok_or_else(|| {
             RpcError::invalid_request(format!(
                 "id {} is already in flight on this socket; use a new id per request",
@@ -71,6 +54,64 @@ impl Reader {
             .with_data(json!({ "limit": limit }))
         })?;
         Ok((id_slot, permit))
+    }
+
+    /// A method outside the caller's audience is not in its catalogue: the
+    /// decision's first step (ADR 0020 §3), answered and audited as any
+    /// denial. It is decided before the params are read, so it is about
+    /// no resource (the hub, nil id) and nothing the caller sent is kept.
+    fn check_audience(&self, principal: Principal, spec: &MethodSpec) -> Result<(), RpcError> {
+        let expected = match spec.caller {
+            Caller::Agent => PrincipalKind::Agent,
+            Caller::Person => PrincipalKind::Person,
+            _ => PrincipalKind::App,
+        };
+        if principal.kind == expected {
+            return Ok(());
+        }
+        let reason = Reason::SubjectKindNotAllowed;
+        let mut data = json!({ "reason": reason.as_str() });
+        if let Some(action) = spec.action {
+            data["action"] = json!(action.as_str());
+            let subject = Subject::Principal {
+                id: principal.id,
+                kind: principal.kind,
+                active: true,
+            };
+            crate::access::record_denial(
+                &self.hub,
+                &subject,
+                action,
+                ResourceKind::Hub,
+                Uuid::nil(),
+                reason,
+            );
+        }
+        let article = if spec.caller == Caller::Person {
+            "a"
+        } else {
+            "an"
+        };
+        Err(RpcError::forbidden(format!(
+            "{} may be called only by {article} {}",
+            spec.name,
+            spec.caller.as_str()
+        ))
+        .with_data(data))
+    }
+
+    /// One call of the method's rate class (`ratelimit.<class>`).
+    fn spend_rate(&self, principal: Uuid, class: RateClass) -> Result<(), RpcError> {
+        self.hub.limiters.check(class, principal).map_err(|wait| {
+            let class = class.as_str();
+            RpcError::new(
+                ErrorKind::RateLimited,
+                format!(
+                    "rate limit of class {class} exceeded (ratelimit.{class}.per_second, ratelimit.{class}.burst)"
+                ),
+            )
+            .with_data(json!({ "retryAfterMs": (wait.as_millis() as u64).max(1), "class": class }))
+        })
     }
 
     /// A connect runs inline, so requests pipelined behind it see its

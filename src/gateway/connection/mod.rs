@@ -362,8 +362,8 @@ impl Reader {
         let started = Instant::now();
         match route.spec.caller {
             Caller::Unauthenticated => self.connect(id, route, ctx, params).await,
-            caller @ (Caller::Agent | Caller::App | Caller::Person) => {
-                let (id_slot, permit) = match self.admit(&id, name, caller) {
+            Caller::Agent | Caller::App | Caller::Person => {
+                let (id_slot, permit) = match self.admit(&id, &route.spec) {
                     Ok(admitted) => admitted,
                     Err(err) => return self.finish(&id, name, started, Err(err)),
                 };

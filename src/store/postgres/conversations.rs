@@ -20,6 +20,7 @@ use crate::store::group_verdicts::{MarkDecided, PoolVerdicts, VerdictCommit};
 use crate::store::messages::{is_pending, InsertedMessage, MessageOutcome, NewMessage};
 use crate::store::recipients::listings;
 use crate::store::sql::{Arg, Executor};
+use crate::store::CommitFeed;
 use crate::store::StoreResult;
 
 impl ConversationDialect for PgStore {
@@ -101,15 +102,17 @@ async fn task_active_held(ex: &mut dyn Executor, message_id: Uuid) -> StoreResul
 
 /// The group committers of sends and of verdicts, one lock each; other
 /// writes run concurrently.
-pub(super) fn group_commits(pool: PgPool) -> (SendCommit, VerdictCommit) {
+pub(super) fn group_commits(pool: PgPool, feed: CommitFeed) -> (SendCommit, VerdictCommit) {
     (
         GroupCommit::new(
             Arc::new(tokio::sync::Mutex::new(())),
             Arc::new(PoolSends::new(pool.clone())),
+            feed.clone(),
         ),
         GroupCommit::new(
             Arc::new(tokio::sync::Mutex::new(())),
             Arc::new(PoolVerdicts::new(pool, "BEGIN")),
+            feed,
         ),
     )
 }

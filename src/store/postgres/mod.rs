@@ -22,7 +22,7 @@ use uuid::Uuid;
 use super::group_sends::SendCommit;
 use super::group_verdicts::VerdictCommit;
 use super::sql::{connection_executor, Arg, Columns, Database, Executor, Keyset, Row, Session, Tx};
-use super::{Backend, BaseDialect, StoreResult};
+use super::{Backend, BaseDialect, CommitFeed, StoreResult};
 use crate::domain::event::{NewEvent, StoredEvent};
 use crate::domain::Millis;
 
@@ -34,6 +34,7 @@ pub struct PgStore {
     sends: SendCommit,
     /// Verdicts of gated messages, group-committed.
     verdicts: VerdictCommit,
+    feed: CommitFeed,
 }
 
 impl PgStore {
@@ -42,8 +43,10 @@ impl PgStore {
             .max_connections(max_connections)
             .connect(url)
             .await?;
-        let (sends, verdicts) = conversations::group_commits(pool.clone());
+        let feed = CommitFeed::default();
+        let (sends, verdicts) = conversations::group_commits(pool.clone(), feed.clone());
         Ok(PgStore {
+            feed,
             sends,
             verdicts,
             pool,
@@ -77,6 +80,10 @@ impl Keyset for PgStore {
 #[async_trait]
 impl BaseDialect for PgStore {
     const BACKEND: Backend = Backend::Postgres;
+
+    fn commit_feed(&self) -> &CommitFeed {
+        &self.feed
+    }
 
     async fn run_migrations(&self) -> StoreResult<()> {
         MIGRATOR.run(&self.pool).await?;

@@ -19,6 +19,7 @@ use crate::store::group_verdicts::{MarkDecided, PoolVerdicts, VerdictCommit};
 use crate::store::messages::{is_pending, InsertedMessage, MessageOutcome, NewMessage};
 use crate::store::recipients::listings;
 use crate::store::sql::{Arg, Executor};
+use crate::store::CommitFeed;
 use crate::store::StoreResult;
 
 impl ConversationDialect for SqliteStore {
@@ -87,10 +88,19 @@ async fn mark_decided(
 pub(super) fn group_commits(
     writer: Arc<tokio::sync::Mutex<()>>,
     pool: SqlitePool,
+    feed: CommitFeed,
 ) -> (SendCommit, VerdictCommit) {
     (
-        GroupCommit::new(writer.clone(), Arc::new(PoolSends::new(pool.clone()))),
-        GroupCommit::new(writer, Arc::new(PoolVerdicts::new(pool, "BEGIN IMMEDIATE"))),
+        GroupCommit::new(
+            writer.clone(),
+            Arc::new(PoolSends::new(pool.clone())),
+            feed.clone(),
+        ),
+        GroupCommit::new(
+            writer,
+            Arc::new(PoolVerdicts::new(pool, "BEGIN IMMEDIATE")),
+            feed,
+        ),
     )
 }
 

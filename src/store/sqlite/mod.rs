@@ -27,7 +27,7 @@ use uuid::Uuid;
 use super::group_sends::SendCommit;
 use super::group_verdicts::VerdictCommit;
 use super::sql::{connection_executor, Arg, Columns, Database, Executor, Keyset, Row, Session, Tx};
-use super::{Backend, BaseDialect, StoreError, StoreResult};
+use super::{Backend, BaseDialect, CommitFeed, StoreError, StoreResult};
 use crate::domain::event::{NewEvent, StoredEvent};
 use crate::domain::Millis;
 
@@ -44,6 +44,7 @@ pub struct SqliteStore {
     sends: SendCommit,
     /// Verdicts of gated messages, group-committed under the same lock.
     verdicts: VerdictCommit,
+    feed: CommitFeed,
 }
 
 impl SqliteStore {
@@ -79,8 +80,11 @@ impl SqliteStore {
             .connect_with(options)
             .await?;
         let writer = Arc::new(tokio::sync::Mutex::new(()));
-        let (sends, verdicts) = conversations::group_commits(writer.clone(), pool.clone());
+        let feed = CommitFeed::default();
+        let (sends, verdicts) =
+            conversations::group_commits(writer.clone(), pool.clone(), feed.clone());
         Ok(SqliteStore {
+            feed,
             sends,
             verdicts,
             pool,
@@ -122,6 +126,10 @@ impl Keyset for SqliteStore {
 #[async_trait]
 impl BaseDialect for SqliteStore {
     const BACKEND: Backend = Backend::Sqlite;
+
+    fn commit_feed(&self) -> &CommitFeed {
+        &self.feed
+    }
 
     /// On one connection without foreign-key enforcement: migration 0009
     /// rebuilds `principals` and `conversations` (SQLite cannot alter a

@@ -219,6 +219,8 @@ impl Writer<'_> {
             name,
             key: None,
             task_id: None,
+            space_id: None,
+            state: None,
             created_by: creator,
             participants: members.iter().map(|m| m.id).collect(),
             last_message_seq: 0,

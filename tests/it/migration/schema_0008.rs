@@ -185,6 +185,8 @@ async fn conversation(db: &LegacyDb, task: &Task, app: Uuid) -> Conversation {
         name: Some("village".into()),
         key: Some("werewolf-chat".into()),
         task_id: Some(task.id),
+        space_id: None,
+        state: None,
         created_by: app,
         participants: task.participants.iter().map(|p| p.agent_id).collect(),
         last_message_seq: 2,

@@ -112,11 +112,23 @@ impl TestHub {
         }
     }
 
-    /// Test-friendly limits: a high rate limit so bulk sends are not refused.
+    /// Test-friendly limits: a high rate limit in every class so bulk
+    /// calls are not refused.
     pub fn fast_options() -> Options {
-        Options::default()
-            .env("SWITCHBOARD_GATEWAY__RATE_LIMIT_PER_SECOND", 1_000_000)
-            .env("SWITCHBOARD_GATEWAY__RATE_LIMIT_BURST", 1_000_000)
+        let mut o = Options::default();
+        for class in switchboard::protocol::RateClass::ALL {
+            let section = class.as_str().to_uppercase();
+            o = o
+                .env(
+                    &format!("SWITCHBOARD_RATELIMIT__{section}__PER_SECOND"),
+                    1_000_000,
+                )
+                .env(
+                    &format!("SWITCHBOARD_RATELIMIT__{section}__BURST"),
+                    1_000_000,
+                );
+        }
+        o
     }
 
     pub fn ws_url(&self) -> String {

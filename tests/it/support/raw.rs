@@ -92,6 +92,28 @@ impl RawSocket {
         }
     }
 
+    /// Sends a request and returns the response with the same id exactly as
+    /// the hub wrote it (notifications and other frames are skipped).
+    pub async fn call_text(&mut self, id: &str, method: &str, params: Value) -> String {
+        self.send_json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let msg = tokio::time::timeout(DEADLINE, self.ws.next())
+                .await
+                .expect("no frame within the deadline");
+            let Some(Ok(Message::Text(t))) = msg else {
+                match msg {
+                    Some(Ok(_)) => continue,
+                    other => panic!("the socket ended waiting for {method}: {other:?}"),
+                }
+            };
+            let frame: Value = serde_json::from_str(t.as_str()).expect("hub sent JSON");
+            if frame.get("id") == Some(&json!(id)) && frame.get("method").is_none() {
+                return t.as_str().to_string();
+            }
+        }
+    }
+
     /// Waits for the close frame (or the end of the socket).
     pub async fn closed(&mut self) -> Option<(u16, String)> {
         loop {

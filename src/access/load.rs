@@ -1,0 +1,371 @@
+//! The loaders: for each kind of target, the row and the facts `authorize`
+//! decides on. A missing row is `Resource::Missing(kind)`, never an error,
+//! and each loader makes the same reads in the same order whether the row
+//! exists or not (a row's dependent read runs on the nil id when the row is
+//! missing), so a hidden id costs what a missing one costs.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::{Target, What};
+use crate::domain::authz::{Facts, Level, Named, Place, PlaceKind, Resource};
+use crate::domain::conversation::{Conversation, ConversationKind};
+use crate::domain::lease::Lease;
+use crate::domain::message::Message;
+use crate::domain::task::Task;
+use crate::domain::PrincipalKind;
+use crate::hub::membership::ChannelPlace;
+use crate::hub::{Hub, Membership};
+use crate::store::{AppRecord, StoreResult};
+
+/// Where a conversation's membership is read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Source {
+    /// The hub's membership cache (ADR 0019): the send path's read.
+    Cache,
+    /// The store itself: what a denial is decided again on.
+    Store,
+}
+
+/// The reads a loader makes, each one store (or cache) call: the hub's,
+/// and in the unit tests a recording fake that checks their order.
+#[async_trait]
+pub(super) trait Reads: Sync {
+    async fn membership(&self, id: Uuid, source: Source) -> StoreResult<Option<Arc<Membership>>>;
+    async fn conversation_whole(&self, id: Uuid)
+        -> StoreResult<Option<(Conversation, Membership)>>;
+    async fn message(&self, id: Uuid) -> StoreResult<Option<Message>>;
+    async fn is_recipient(&self, message: Uuid, principal: Uuid) -> StoreResult<bool>;
+    async fn task(&self, id: Uuid) -> StoreResult<Option<Task>>;
+    async fn lease(&self, id: Uuid) -> StoreResult<Option<Lease>>;
+    async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>>;
+    async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>>;
+}
+
+#[async_trait]
+impl Reads for Hub {
+    async fn membership(&self, id: Uuid, source: Source) -> StoreResult<Option<Arc<Membership>>> {
+        match source {
+            Source::Cache => self.memberships.get(&self.store, id).await,
+            Source::Store => Ok(Membership::read(&self.store, id).await?.map(Arc::new)),
+        }
+    }
+
+    async fn conversation_whole(
+        &self,
+        id: Uuid,
+    ) -> StoreResult<Option<(Conversation, Membership)>> {
+        Membership::read_whole(&self.store, id).await
+    }
+
+    async fn message(&self, id: Uuid) -> StoreResult<Option<Message>> {
+        Ok(self.store.message(id).await?.map(|(m, _)| m))
+    }
+
+    async fn is_recipient(&self, message: Uuid, principal: Uuid) -> StoreResult<bool> {
+        self.store.is_recipient(message, principal).await
+    }
+
+    async fn task(&self, id: Uuid) -> StoreResult<Option<Task>> {
+        Ok(self.store.task(id).await?.map(|r| r.task))
+    }
+
+    async fn lease(&self, id: Uuid) -> StoreResult<Option<Lease>> {
+        self.store.lease(id).await
+    }
+
+    async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>> {
+        self.store.app(id).await
+    }
+
+    async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>> {
+        self.store.principal_kinds(ids).await
+    }
+}
+
+/// What a granted request loaded, handed to the handler.
+#[derive(Debug)]
+pub enum Loaded {
+    /// The hub or a stream: nothing.
+    Nothing,
+    Conversation {
+        membership: Arc<Membership>,
+        /// Read whole for a [`Target::conversation_row`].
+        row: Option<Conversation>,
+    },
+    Message {
+        message: Message,
+        membership: Arc<Membership>,
+    },
+    Task(Task),
+    Lease {
+        lease: Lease,
+        membership: Arc<Membership>,
+    },
+    App(AppRecord),
+}
+
+pub(super) struct Loading {
+    pub resource: Resource,
+    pub facts: Facts,
+    pub loaded: Loaded,
+}
+
+impl Loading {
+    fn missing(target: &Target, named: Vec<Named>) -> Loading {
+        Loading {
+            resource: Resource::Missing(target.kind()),
+            facts: Facts {
+                named,
+                ..Facts::default()
+            },
+            loaded: Loaded::Nothing,
+        }
+    }
+}
+
+/// Loads `target` as principal `me` sees it.
+pub(super) async fn load(
+    hub: &impl Reads,
+    me: Uuid,
+    target: &Target,
+    source: Source,
+) -> StoreResult<Loading> {
+    match target.what {
+        What::Hub => Ok(Loading {
+            resource: Resource::Hub,
+            facts: Facts {
+                named: named(hub, &target.named, None).await?,
+                ..Facts::default()
+            },
+            loaded: Loaded::Nothing,
+        }),
+        What::Stream(audience) => Ok(Loading {
+            resource: Resource::Stream { audience },
+            facts: Facts::default(),
+            loaded: Loaded::Nothing,
+        }),
+        What::Conversation { id, row } => conversation(hub, me, target, id, row, source).await,
+        What::Message { conversation, id } => {
+            message(hub, me, target, conversation, id, source).await
+        }
+        What::Task(id) => task(hub, target, id).await,
+        What::Lease(id) => lease(hub, target, id).await,
+        What::App(id) => app(hub, target, id).await,
+    }
+}
+
+async fn conversation(
+    hub: &impl Reads,
+    me: Uuid,
+    target: &Target,
+    id: Uuid,
+    row: bool,
+    source: Source,
+) -> StoreResult<Loading> {
+    let (membership, row) = if row {
+        match hub.conversation_whole(id).await? {
+            Some((c, m)) => (Some(Arc::new(m)), Some(c)),
+            None => (None, None),
+        }
+    } else {
+        (hub.membership(id, source).await?, None)
+    };
+    let named = named(hub, &target.named, None).await?;
+    let Some((membership, place)) = membership.and_then(|m| place_of(&m).map(|p| (m, p))) else {
+        return Ok(Loading::missing(target, named));
+    };
+    Ok(Loading {
+        facts: Facts {
+            grants: grants_of(&membership, me),
+            named,
+            ..Facts::default()
+        },
+        resource: Resource::Conversation(place),
+        loaded: Loaded::Conversation { membership, row },
+    })
+}
+
+/// A message named inside a conversation (`replyTo`, a dispatch): the
+/// conversation, the message and whether it reached `me`, always all three.
+async fn message(
+    hub: &impl Reads,
+    me: Uuid,
+    target: &Target,
+    conversation: Uuid,
+    id: Uuid,
+    source: Source,
+) -> StoreResult<Loading> {
+    let membership = hub.membership(conversation, source).await?;
+    let message = hub.message(id).await?;
+    let recipient = hub.is_recipient(id, me).await?;
+    let found = match (membership, message) {
+        (Some(m), Some(msg)) if msg.conversation_id == m.id => {
+            place_of(&m).map(|place| (m, msg, place))
+        }
+        _ => None,
+    };
+    let Some((membership, message, place)) = found else {
+        return Ok(Loading::missing(target, Vec::new()));
+    };
+    Ok(Loading {
+        facts: Facts {
+            grants: grants_of(&membership, me),
+            ..Facts::default()
+        },
+        resource: Resource::Message {
+            place,
+            sender: message.sender_id,
+            recipient,
+        },
+        loaded: Loaded::Message {
+            message,
+            membership,
+        },
+    })
+}
+
+async fn task(hub: &impl Reads, target: &Target, id: Uuid) -> StoreResult<Loading> {
+    let task = hub.task(id).await?;
+    let named = named(hub, &target.named, task.as_ref()).await?;
+    let Some(task) = task else {
+        return Ok(Loading::missing(target, named));
+    };
+    Ok(Loading {
+        resource: Resource::Task {
+            app_id: task.app_id,
+            participants: task.participant_ids(),
+        },
+        facts: Facts {
+            named,
+            ..Facts::default()
+        },
+        loaded: Loaded::Task(task),
+    })
+}
+
+/// A lease, with its conversation's membership (the task's app resolves
+/// it); the nil id's when the lease is missing.
+async fn lease(hub: &impl Reads, target: &Target, id: Uuid) -> StoreResult<Loading> {
+    let lease = hub.lease(id).await?;
+    let conversation = lease.as_ref().map_or(Uuid::nil(), |l| l.conversation_id);
+    let membership = hub.membership(conversation, Source::Cache).await?;
+    let (Some(lease), Some(membership)) = (lease, membership) else {
+        return Ok(Loading::missing(target, Vec::new()));
+    };
+    let task_app = match place_of(&membership).map(|p| p.kind) {
+        Some(PlaceKind::Task { app_id }) => Some(app_id),
+        _ => None,
+    };
+    Ok(Loading {
+        resource: Resource::Lease {
+            recipient: lease.recipient_id,
+            task_app,
+        },
+        facts: Facts::default(),
+        loaded: Loaded::Lease { lease, membership },
+    })
+}
+
+/// The app a `task.request` names, and the agents it invites.
+async fn app(hub: &impl Reads, target: &Target, id: Uuid) -> StoreResult<Loading> {
+    let app = hub.app(id).await?;
+    let named = named(hub, &target.named, None).await?;
+    let Some(app) = app else {
+        return Ok(Loading::missing(target, named));
+    };
+    Ok(Loading {
+        resource: Resource::App,
+        facts: Facts {
+            named,
+            ..Facts::default()
+        },
+        loaded: Loaded::App(app),
+    })
+}
+
+/// The principals a request names, in its order, with their kinds (one
+/// read for all); `task` says who takes part in it.
+async fn named(hub: &impl Reads, ids: &[Uuid], task: Option<&Task>) -> StoreResult<Vec<Named>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let found = hub.principal_kinds(ids).await?;
+    Ok(ids
+        .iter()
+        .map(|id| {
+            let row = found.iter().find(|(p, _, _)| p == id);
+            Named {
+                id: *id,
+                kind: row.map(|(_, kind, _)| *kind),
+                active: row.is_some_and(|(_, _, active)| *active),
+                in_task: task.is_some_and(|t| t.has_participant(*id)),
+            }
+        })
+        .collect())
+}
+
+/// A channel's level for `me`, as the one grant level its readers map
+/// holds (already the effective one); nothing elsewhere.
+fn grants_of(membership: &Membership, me: Uuid) -> Vec<Level> {
+    membership
+        .channel
+        .as_ref()
+        .and_then(|c| c.levels.get(&me))
+        .map(|(_, level)| vec![*level])
+        .unwrap_or_default()
+}
+
+/// The conversation as a place. A task conversation is created by its
+/// task's app on every path (the task gate, `app/conversation/create`), so
+/// its `created_by` is the task's app. `None` (decided as missing) for a
+/// channel read without its place.
+fn place_of(m: &Membership) -> Option<Place> {
+    Some(Place {
+        id: m.id,
+        kind: kind_of(m.kind, m.created_by, m.channel.as_ref())?,
+        participants: m.participants.clone(),
+    })
+}
+
+fn kind_of(
+    kind: ConversationKind,
+    created_by: Uuid,
+    channel: Option<&ChannelPlace>,
+) -> Option<PlaceKind> {
+    Some(match kind {
+        ConversationKind::Direct => PlaceKind::Direct,
+        ConversationKind::Group => PlaceKind::Group,
+        ConversationKind::Task => PlaceKind::Task { app_id: created_by },
+        ConversationKind::Channel => {
+            let c = channel?;
+            PlaceKind::Channel {
+                space_id: c.space_id,
+                state: c.state,
+            }
+        }
+    })
+}
+
+/// A listed conversation as a place, for Filter mode. A channel row has no
+/// readers map here; lists of channels judge with their levels.
+pub fn place_of_conversation(c: &Conversation) -> Option<Place> {
+    let kind = match (c.kind, c.space_id, c.state) {
+        (ConversationKind::Channel, Some(space_id), Some(state)) => {
+            PlaceKind::Channel { space_id, state }
+        }
+        (ConversationKind::Channel, _, _) => return None,
+        (kind, _, _) => kind_of(kind, c.created_by, None)?,
+    };
+    Some(Place {
+        id: c.id,
+        kind,
+        participants: c.participants.clone(),
+    })
+}
+
+#[cfg(test)]
+#[path = "load_tests.rs"]
+mod tests;

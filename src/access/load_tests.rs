@@ -1,0 +1,381 @@
+//! The loaders read the same things in the same order for a hidden row as
+//! for a missing one, and `authorize` then gives the two one denial.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::*;
+use crate::domain::authz::{authorize, Action, Context, Decision, Mode, ResourceKind, Subject};
+use crate::domain::lease::LeaseState;
+use crate::domain::message::Origin;
+use crate::domain::task::{TaskParticipant, TaskRole, TaskState};
+use crate::store::StoreError;
+
+/// Rows by id, and every read asked of it, by name.
+#[derive(Default)]
+struct Fake {
+    memberships: HashMap<Uuid, Arc<Membership>>,
+    messages: HashMap<Uuid, Message>,
+    tasks: HashMap<Uuid, Task>,
+    leases: HashMap<Uuid, Lease>,
+    kinds: Vec<(Uuid, PrincipalKind, bool)>,
+    log: Mutex<Vec<&'static str>>,
+}
+
+impl Fake {
+    fn note(&self, read: &'static str) {
+        self.log.lock().unwrap().push(read);
+    }
+
+    fn take(&self) -> Vec<&'static str> {
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+}
+
+#[async_trait]
+impl Reads for Fake {
+    async fn membership(&self, id: Uuid, _: Source) -> StoreResult<Option<Arc<Membership>>> {
+        self.note("membership");
+        Ok(self.memberships.get(&id).cloned())
+    }
+    async fn conversation_whole(&self, _: Uuid) -> StoreResult<Option<(Conversation, Membership)>> {
+        self.note("conversation_whole");
+        Err(StoreError::Corrupt("not used here".into()))
+    }
+    async fn message(&self, id: Uuid) -> StoreResult<Option<Message>> {
+        self.note("message");
+        Ok(self.messages.get(&id).cloned())
+    }
+    async fn is_recipient(&self, _: Uuid, _: Uuid) -> StoreResult<bool> {
+        self.note("is_recipient");
+        Ok(false)
+    }
+    async fn task(&self, id: Uuid) -> StoreResult<Option<Task>> {
+        self.note("task");
+        Ok(self.tasks.get(&id).cloned())
+    }
+    async fn lease(&self, id: Uuid) -> StoreResult<Option<Lease>> {
+        self.note("lease");
+        Ok(self.leases.get(&id).cloned())
+    }
+    async fn app(&self, _: Uuid) -> StoreResult<Option<AppRecord>> {
+        self.note("app");
+        Ok(None)
+    }
+    async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>> {
+        self.note("principal_kinds");
+        Ok(self
+            .kinds
+            .iter()
+            .filter(|(id, _, _)| ids.contains(id))
+            .copied()
+            .collect())
+    }
+}
+
+/// A world where `me` (an agent) sees nothing: a conversation of two
+/// others inside a task, a message there, the task and a lease.
+struct World {
+    fake: Fake,
+    me: Uuid,
+    conversation: Uuid,
+    message: Uuid,
+    task: Uuid,
+    lease: Uuid,
+}
+
+fn world() -> World {
+    let (me, a, b, app) = (
+        Uuid::new_v4(),
+        Uuid::new_v4(),
+        Uuid::new_v4(),
+        Uuid::new_v4(),
+    );
+    let (conversation, message, task, lease) = (
+        Uuid::new_v4(),
+        Uuid::new_v4(),
+        Uuid::new_v4(),
+        Uuid::new_v4(),
+    );
+    let mut fake = Fake::default();
+    fake.memberships.insert(
+        conversation,
+        Arc::new(Membership {
+            id: conversation,
+            kind: ConversationKind::Task,
+            task_id: Some(task),
+            participants: vec![a, b],
+            people: Vec::new(),
+            name: None,
+            key: None,
+            created_by: app,
+            created_at: String::new(),
+            channel: None,
+        }),
+    );
+    fake.messages.insert(
+        message,
+        Message {
+            id: message,
+            conversation_id: conversation,
+            seq: 1,
+            sender_id: a,
+            origin: Origin::Agent,
+            parts: vec![],
+            reply_to: None,
+            created_at: String::new(),
+        },
+    );
+    let participant = |agent_id| TaskParticipant {
+        agent_id,
+        role: TaskRole::Invited,
+    };
+    fake.tasks.insert(
+        task,
+        Task {
+            id: task,
+            app_id: app,
+            initiator_id: a,
+            state: TaskState::Active,
+            participants: vec![participant(a), participant(b)],
+            failure: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+        },
+    );
+    fake.leases.insert(
+        lease,
+        Lease {
+            lease_id: lease,
+            message_id: message,
+            conversation_id: conversation,
+            recipient_id: b,
+            state: LeaseState::Granted,
+            reason: None,
+            expires_at: None,
+            created_at: String::new(),
+        },
+    );
+    fake.kinds = vec![
+        (a, PrincipalKind::Agent, true),
+        (me, PrincipalKind::Agent, true),
+    ];
+    World {
+        fake,
+        me,
+        conversation,
+        message,
+        task,
+        lease,
+    }
+}
+
+/// Loads `hidden` and a random id's twin, checks the reads were the same
+/// and the missing one is `Missing(kind)`, and returns both decisions.
+async fn both(w: &World, action: Action, hidden: Target, missing: Target) -> (Decision, Decision) {
+    let subject = Subject::Principal {
+        id: w.me,
+        kind: PrincipalKind::Agent,
+        active: true,
+    };
+    let mut out = Vec::new();
+    let mut reads = Vec::new();
+    for target in [&hidden, &missing] {
+        let loading = load(&w.fake, w.me, target, Source::Cache).await.unwrap();
+        reads.push(w.fake.take());
+        let ctx = Context {
+            mode: Mode::Request,
+            facts: loading.facts,
+        };
+        out.push((
+            loading.resource.clone(),
+            authorize(&subject, action, &loading.resource, &ctx),
+        ));
+    }
+    assert!(!reads[0].is_empty());
+    assert_eq!(
+        reads[0], reads[1],
+        "{action}: other reads for a missing row"
+    );
+    assert!(!matches!(out[0].0, Resource::Missing(_)), "{action}: found");
+    assert_eq!(out[1].0, Resource::Missing(missing.kind()));
+    (out[0].1, out[1].1)
+}
+
+fn denied(decisions: (Decision, Decision)) {
+    assert!(matches!(decisions.0, Decision::Deny(_)), "{decisions:?}");
+    assert_eq!(decisions.0, decisions.1);
+}
+
+#[tokio::test]
+async fn a_hidden_conversation_reads_and_answers_like_a_missing_one() {
+    let w = world();
+    for action in [
+        Action::ConversationRead,
+        Action::MessageCreate,
+        Action::TypingSend,
+    ] {
+        denied(
+            both(
+                &w,
+                action,
+                Target::conversation(w.conversation),
+                Target::conversation(Uuid::new_v4()),
+            )
+            .await,
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_hidden_message_reads_and_answers_like_a_missing_one() {
+    let w = world();
+    for action in [Action::MessageRead, Action::DispatchRequest] {
+        denied(
+            both(
+                &w,
+                action,
+                Target::message(w.conversation, w.message),
+                Target::message(w.conversation, Uuid::new_v4()),
+            )
+            .await,
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_hidden_task_reads_and_answers_like_a_missing_one() {
+    let w = world();
+    let named = [w.me];
+    denied(
+        both(
+            &w,
+            Action::TaskRead,
+            Target::task(w.task).naming(&named),
+            Target::task(Uuid::new_v4()).naming(&named),
+        )
+        .await,
+    );
+}
+
+#[tokio::test]
+async fn a_hidden_lease_reads_and_answers_like_a_missing_one() {
+    let w = world();
+    let (hidden, missing) = both(
+        &w,
+        Action::DispatchComplete,
+        Target::lease(w.lease),
+        Target::lease(Uuid::new_v4()),
+    )
+    .await;
+    denied((hidden, missing));
+    // The missing lease's conversation read happened too (on the nil id).
+    assert!(
+        matches!(hidden, Decision::Deny(d) if d.reason == crate::domain::authz::Reason::NotSelf)
+    );
+}
+
+#[tokio::test]
+async fn a_missing_app_is_missing_with_its_invitees_read() {
+    let w = world();
+    let loading = load(
+        &w.fake,
+        w.me,
+        &Target::app(Uuid::new_v4()).naming(&[w.me]),
+        Source::Cache,
+    )
+    .await
+    .unwrap();
+    assert_eq!(w.fake.take(), ["app", "principal_kinds"]);
+    assert_eq!(loading.resource, Resource::Missing(ResourceKind::App));
+}
+
+/// A channel's readers are its levels map: a reader reads but may not
+/// write below its level (Forbidden, it knows the channel), and a stranger
+/// gets the missing channel's answer.
+#[tokio::test]
+async fn a_channel_is_decided_on_its_levels_map() {
+    let mut w = world();
+    let (reader, channel) = (Uuid::new_v4(), Uuid::new_v4());
+    w.fake.memberships.insert(
+        channel,
+        Arc::new(Membership {
+            id: channel,
+            kind: ConversationKind::Channel,
+            task_id: None,
+            participants: vec![],
+            people: Vec::new(),
+            name: Some("general".into()),
+            key: None,
+            created_by: reader,
+            created_at: String::new(),
+            channel: Some(ChannelPlace {
+                space_id: Uuid::new_v4(),
+                state: crate::domain::authz::ChannelState::Open,
+                levels: [(reader, (PrincipalKind::Person, Level::Read))]
+                    .into_iter()
+                    .collect(),
+            }),
+        }),
+    );
+    let person = Subject::Principal {
+        id: reader,
+        kind: PrincipalKind::Person,
+        active: true,
+    };
+    let decide = |action, loading: &Loading| {
+        let ctx = Context {
+            mode: Mode::Request,
+            facts: loading.facts.clone(),
+        };
+        authorize(&person, action, &loading.resource, &ctx)
+    };
+    let loading = load(
+        &w.fake,
+        reader,
+        &Target::conversation(channel),
+        Source::Cache,
+    )
+    .await
+    .unwrap();
+    assert_eq!(decide(Action::ConversationRead, &loading), Decision::Allow);
+    let Decision::Deny(d) = decide(Action::MessageCreate, &loading) else {
+        panic!("a reader wrote");
+    };
+    assert_eq!(d.reason, crate::domain::authz::Reason::LevelInsufficient);
+    w.fake.take();
+    denied(
+        both(
+            &w,
+            Action::ConversationRead,
+            Target::conversation(channel),
+            Target::conversation(Uuid::new_v4()),
+        )
+        .await,
+    );
+}
+
+/// Filter mode keeps what the caller may read and drops the rest.
+#[test]
+fn filter_drops_what_the_caller_may_not_read() {
+    let me = Uuid::new_v4();
+    let app = Uuid::new_v4();
+    let tasks = vec![
+        (app, vec![me]),
+        (app, vec![Uuid::new_v4()]),
+        (app, vec![me]),
+    ];
+    let principal = crate::domain::Principal {
+        id: me,
+        kind: PrincipalKind::Agent,
+    };
+    let kept = super::super::filter(principal, Action::TaskRead, tasks, |(app_id, p)| {
+        let resource = Resource::Task {
+            app_id: *app_id,
+            participants: p.clone(),
+        };
+        (resource, Facts::default())
+    });
+    assert_eq!(kept.len(), 2);
+    assert!(kept.iter().all(|(_, p)| p == &vec![me]));
+}

@@ -1,0 +1,415 @@
+//! The access layer (ADR 0020 §3, "Loading: one step per handler"): what
+//! stands between a request and `domain::authz::authorize`. A handler names
+//! what the request is about ([`Target`]) and the [`Action`]; [`check`]
+//! loads the row and the facts, decides in Request mode, and answers either
+//! [`Granted`], carrying what it loaded so the handler reads nothing twice,
+//! or the one refusal [`reject`] builds from the kind and the id the caller
+//! sent. Lists keep their SQL and drop what [`filter`] refuses.
+//!
+//! Hidden equals missing by construction: a missing row is
+//! `Resource::Missing(kind)`, the loader reads the same things in the same
+//! order either way, and the answer is built from the request, never from
+//! the row.
+
+mod load;
+mod reject;
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+pub use load::{place_of_conversation, Loaded};
+pub use reject::{reject, Refusal, RefusalKind};
+
+use crate::domain::authz::{
+    authorize, Action, Context, Decision, Denial, Facts, Mode, Reason, Resource, ResourceKind,
+    Subject,
+};
+use crate::domain::conversation::Conversation;
+use crate::domain::lease::Lease;
+use crate::domain::message::Message;
+use crate::domain::task::Task;
+use crate::domain::Principal;
+use crate::hub::{Hub, Membership, RequestContext};
+use crate::rpc::RpcError;
+use crate::store::{AppRecord, StoreError};
+use crate::telemetry::names;
+
+/// What a request names, as the caller sent it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    what: What,
+    named: Vec<Uuid>,
+    field: Option<&'static str>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum What {
+    Hub,
+    Stream(Uuid),
+    /// `row`: read the conversation itself from the store (a handler that
+    /// answers with it), not the cached membership.
+    Conversation {
+        id: Uuid,
+        row: bool,
+    },
+    Message {
+        conversation: Uuid,
+        id: Uuid,
+    },
+    Task(Uuid),
+    Lease(Uuid),
+    App(Uuid),
+}
+
+impl Target {
+    fn of(what: What) -> Target {
+        Target {
+            what,
+            named: Vec::new(),
+            field: None,
+        }
+    }
+
+    /// The hub itself: creations.
+    pub fn hub() -> Target {
+        Target::of(What::Hub)
+    }
+
+    /// A principal's event stream.
+    pub fn stream(audience: Uuid) -> Target {
+        Target::of(What::Stream(audience))
+    }
+
+    /// A conversation, decided on the hub's membership cache (the send
+    /// path's read).
+    pub fn conversation(id: Uuid) -> Target {
+        Target::of(What::Conversation { id, row: false })
+    }
+
+    /// A conversation read whole from the store, for a handler that answers
+    /// with it (`*/conversation/get`, `app/conversation/add`).
+    pub fn conversation_row(id: Uuid) -> Target {
+        Target::of(What::Conversation { id, row: true })
+    }
+
+    /// A message the request names inside `conversation`.
+    pub fn message(conversation: Uuid, id: Uuid) -> Target {
+        Target::of(What::Message { conversation, id })
+    }
+
+    pub fn task(id: Uuid) -> Target {
+        Target::of(What::Task(id))
+    }
+
+    pub fn lease(id: Uuid) -> Target {
+        Target::of(What::Lease(id))
+    }
+
+    /// The app a `task.request` names.
+    pub fn app(id: Uuid) -> Target {
+        Target::of(What::App(id))
+    }
+
+    /// The principals the request names (participants, invitees, agents
+    /// to add), judged by the action's rule.
+    pub fn naming(mut self, ids: &[Uuid]) -> Target {
+        self.named = ids.to_vec();
+        self
+    }
+
+    /// The request's field that names the target (`replyTo`): a refusal is
+    /// InvalidParams naming it, hidden or missing alike.
+    pub fn field(mut self, field: &'static str) -> Target {
+        self.field = Some(field);
+        self
+    }
+
+    /// The kind of resource the request asks for, whatever the row is.
+    pub fn kind(&self) -> ResourceKind {
+        match self.what {
+            What::Hub => ResourceKind::Hub,
+            What::Stream(_) => ResourceKind::Stream,
+            What::Conversation { .. } => ResourceKind::Conversation,
+            What::Message { .. } => ResourceKind::Message,
+            What::Task(_) => ResourceKind::Task,
+            What::Lease(_) => ResourceKind::Lease,
+            What::App(_) => ResourceKind::App,
+        }
+    }
+
+    /// The id the caller sent (nil for the hub).
+    pub fn requested_id(&self) -> Uuid {
+        match self.what {
+            What::Hub => Uuid::nil(),
+            What::Stream(id)
+            | What::Conversation { id, .. }
+            | What::Message { id, .. }
+            | What::Task(id)
+            | What::Lease(id)
+            | What::App(id) => id,
+        }
+    }
+
+    /// Decided on the membership cache, so a denial is decided again on a
+    /// store read (ADR 0019) before it is answered.
+    fn cached(&self) -> bool {
+        matches!(
+            self.what,
+            What::Conversation { row: false, .. } | What::Message { .. }
+        )
+    }
+
+    /// The conversation whose cached entry a fresh Allow replaces.
+    fn cached_conversation(&self) -> Option<Uuid> {
+        match self.what {
+            What::Conversation { id, row: false } => Some(id),
+            What::Message { conversation, .. } => Some(conversation),
+            _ => None,
+        }
+    }
+}
+
+/// An allowed request, with what the decision loaded.
+#[derive(Debug)]
+pub struct Granted {
+    pub loaded: Loaded,
+}
+
+/// The granted thing is not what the handler's target loads: a bug of the
+/// handler, answered as the hub's fault rather than a panic.
+fn mismatch() -> RpcError {
+    tracing::error!("access: the target loaded another kind of resource");
+    RpcError::internal()
+}
+
+impl Granted {
+    pub fn membership(self) -> Result<Arc<Membership>, RpcError> {
+        match self.loaded {
+            Loaded::Conversation { membership, .. } | Loaded::Message { membership, .. } => {
+                Ok(membership)
+            }
+            _ => Err(mismatch()),
+        }
+    }
+
+    /// The conversation of a [`Target::conversation_row`].
+    pub fn conversation(self) -> Result<Conversation, RpcError> {
+        match self.loaded {
+            Loaded::Conversation { row: Some(c), .. } => Ok(c),
+            _ => Err(mismatch()),
+        }
+    }
+
+    pub fn message(self) -> Result<(Message, Arc<Membership>), RpcError> {
+        match self.loaded {
+            Loaded::Message {
+                message,
+                membership,
+            } => Ok((message, membership)),
+            _ => Err(mismatch()),
+        }
+    }
+
+    pub fn task(self) -> Result<Task, RpcError> {
+        match self.loaded {
+            Loaded::Task(task) => Ok(task),
+            _ => Err(mismatch()),
+        }
+    }
+
+    /// The lease, with the membership of its conversation.
+    pub fn lease(self) -> Result<(Lease, Arc<Membership>), RpcError> {
+        match self.loaded {
+            Loaded::Lease { lease, membership } => Ok((lease, membership)),
+            _ => Err(mismatch()),
+        }
+    }
+
+    pub fn app(self) -> Result<AppRecord, RpcError> {
+        match self.loaded {
+            Loaded::App(app) => Ok(app),
+            _ => Err(mismatch()),
+        }
+    }
+}
+
+/// Who asks. A session's principal is active: disabling revokes its keys,
+/// which closes its sockets (ADR 0020 §1), and REST checks the key on
+/// every request.
+pub fn subject_of(principal: Principal) -> Subject {
+    Subject::Principal {
+        id: principal.id,
+        kind: principal.kind,
+        active: true,
+    }
+}
+
+/// Decides `action` on `target` for the socket's principal; the gateway's
+/// answer on refusal.
+pub async fn check(
+    ctx: &RequestContext,
+    action: Action,
+    target: Target,
+) -> Result<Granted, RpcError> {
+    match decide(&ctx.hub, ctx.principal(), action, &target).await {
+        Ok(granted) => Ok(granted),
+        Err(Refused::Store(e)) => Err(store_failure(e)),
+        Err(Refused::Denied(refusal)) => Err(refusal.rpc()),
+    }
+}
+
+/// The REST twin of [`check`]: the same decision, answered by the caller
+/// (`http` turns a [`Refusal`] into its 404, 403 or 400).
+pub async fn check_rest(
+    hub: &Hub,
+    principal: Principal,
+    action: Action,
+    target: Target,
+) -> Result<Granted, Refused> {
+    decide(hub, principal, action, &target).await
+}
+
+/// Why [`check_rest`] did not grant.
+#[derive(Debug)]
+pub enum Refused {
+    Denied(Refusal),
+    /// The hub's fault: answered as Internal.
+    Store(StoreError),
+}
+
+impl From<StoreError> for Refused {
+    fn from(e: StoreError) -> Self {
+        Refused::Store(e)
+    }
+}
+
+async fn decide(
+    hub: &Hub,
+    principal: Principal,
+    action: Action,
+    target: &Target,
+) -> Result<Granted, Refused> {
+    let (me, subject) = (principal.id, subject_of(principal));
+    let mut denial = match decide_on(hub, me, &subject, action, target, load::Source::Cache).await?
+    {
+        Ok(granted) => return Ok(granted),
+        Err(denial) => denial,
+    };
+    if target.cached() {
+        // The cached entry may have missed an invalidation: decide again
+        // on the store before refusing. A missing id costs the same read.
+        match decide_on(hub, me, &subject, action, target, load::Source::Store).await? {
+            Ok(granted) => {
+                if let Some(id) = target.cached_conversation() {
+                    hub.memberships.invalidate(id);
+                }
+                return Ok(granted);
+            }
+            Err(fresh) => denial = fresh,
+        }
+    }
+    record_denial(
+        hub,
+        &subject,
+        action,
+        target.kind(),
+        target.requested_id(),
+        denial.reason,
+    );
+    Err(Refused::Denied(reject(target, action, denial)))
+}
+
+async fn decide_on(
+    hub: &Hub,
+    me: Uuid,
+    subject: &Subject,
+    action: Action,
+    target: &Target,
+    source: load::Source,
+) -> Result<Result<Granted, Denial>, StoreError> {
+    let loading = load::load(hub, me, target, source).await?;
+    let ctx = Context {
+        mode: Mode::Request,
+        facts: loading.facts,
+    };
+    Ok(match authorize(subject, action, &loading.resource, &ctx) {
+        Decision::Allow => Ok(Granted {
+            loaded: loading.loaded,
+        }),
+        Decision::Deny(denial) => Err(denial),
+    })
+}
+
+/// Filter mode: keeps the rows of a list the principal may see under
+/// `action`, drops the rest silently (counted, never audited). The list's
+/// SQL is the index; this is the judge.
+pub fn filter<T>(
+    principal: Principal,
+    action: Action,
+    rows: Vec<T>,
+    judge: impl Fn(&T) -> (Resource, Facts),
+) -> Vec<T> {
+    let subject = subject_of(principal);
+    rows.into_iter()
+        .filter(|row| {
+            let (resource, facts) = judge(row);
+            let ctx = Context {
+                mode: Mode::Filter,
+                facts,
+            };
+            match authorize(&subject, action, &resource, &ctx) {
+                Decision::Allow => true,
+                Decision::Deny(denial) => {
+                    count(action, denial.reason, Mode::Filter);
+                    false
+                }
+            }
+        })
+        .collect()
+}
+
+/// Where every Request-mode denial goes, missing and hidden targets alike:
+/// the metric and the audit's `DenialLog` (ADR 0020 §4). No id reaches a
+/// label or a log line; the record holds closed names and ids only. The
+/// operator is no principal and has no audit actor: its refusals are
+/// counted only.
+pub fn record_denial(
+    hub: &Hub,
+    subject: &Subject,
+    action: Action,
+    resource_kind: ResourceKind,
+    requested_id: Uuid,
+    reason: Reason,
+) {
+    count(action, reason, Mode::Request);
+    if let Subject::Principal { id, kind, .. } = *subject {
+        hub.denials.record(crate::store::DenialRecord {
+            actor_id: id,
+            actor_kind: kind,
+            action,
+            reason,
+            resource_kind,
+            resource_id: requested_id,
+        });
+    }
+}
+
+fn count(action: Action, reason: Reason, mode: Mode) {
+    let mode = match mode {
+        Mode::Request => "request",
+        Mode::Filter => "filter",
+    };
+    metrics::counter!(
+        names::AUTHZ_DENIALS,
+        "action" => action.as_str(),
+        "reason" => reason.as_str(),
+        "mode" => mode
+    )
+    .increment(1);
+}
+
+fn store_failure(e: StoreError) -> RpcError {
+    tracing::error!(error = %e, "store failure");
+    RpcError::internal()
+}
