@@ -19,6 +19,8 @@ use super::admin::check_admin;
 use super::body::checked_json;
 use super::error::ApiError;
 use super::identity::{bearer, bearer_token, created_with_key, json_object, Client, Idempotency};
+use crate::access;
+use crate::domain::authz::Action;
 use crate::domain::event::rfc3339;
 use crate::domain::validate::FieldProblem;
 use crate::domain::{Principal, PrincipalKind};
@@ -210,9 +212,10 @@ fn owned_agent_json(a: &OwnedAgent) -> Value {
 }
 
 /// `POST /api/v1/agents/{agentId}/keys/revoke`: by its owner (a person's
-/// key) or the operator (the token); 204 and the agent's sockets close
-/// with 4003. A person who does not own the agent gets the unknown agent's
-/// answer, after the same reads.
+/// key, decided by `access`: `agent.keys.revoke`) or the operator (the
+/// token); 204 and the agent's sockets close with 4003. A person who does
+/// not own the agent gets the unknown agent's answer, after the same read;
+/// an agent's or app's key is 403 `subject_kind_not_allowed`.
 pub async fn revoke_agent_keys(
     State(hub): State<Arc<Hub>>,
     ConnectInfo(remote): ConnectInfo<SocketAddr>,
@@ -220,22 +223,22 @@ pub async fn revoke_agent_keys(
     Path(agent): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let is_key = bearer_token(&headers).is_some_and(|t| crate::domain::keys::parse(t).is_some());
-    let owner = if is_key {
-        Some(person(&hub, &headers, remote).await?.id)
+    // A malformed id names no agent: decided as the nil id, which none has.
+    let agent = Uuid::parse_str(&agent).unwrap_or(Uuid::nil());
+    let by_owner = is_key;
+    if is_key {
+        let auth = bearer(&hub, &headers, remote).await?;
+        let target = access::Target::agent(agent);
+        access::check_rest(&hub, auth.principal, Action::AgentKeysRevoke, target).await?;
     } else {
         check_admin(&hub, &headers, remote).await?;
-        None
-    };
-    let agent = Uuid::parse_str(&agent).map_err(|_| unknown_agent())?;
-    let record = hub.store.principal(agent).await.map_err(store_failure)?;
-    let visible = record.is_some_and(|r| {
-        r.kind == PrincipalKind::Agent && owner.is_none_or(|me| r.owner_id == Some(me))
-    });
-    if !visible {
-        return Err(unknown_agent());
+        let record = hub.store.principal(agent).await.map_err(store_failure)?;
+        if record.is_none_or(|r| r.kind != PrincipalKind::Agent) {
+            return Err(unknown_agent());
+        }
     }
     let revoked = identity::revoke(hub.store.as_ref(), agent).await?;
     close_revoked(&hub, agent, &revoked);
-    info!(%agent, by_owner = owner.is_some(), revoked = revoked.len(), "agent keys revoked");
+    info!(%agent, by_owner, revoked = revoked.len(), "agent keys revoked");
     Ok(StatusCode::NO_CONTENT)
 }
