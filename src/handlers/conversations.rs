@@ -347,19 +347,14 @@ async fn fanout_of(
         (ConversationKind::Direct | ConversationKind::Group, _)
         | (ConversationKind::Task, Origin::App) => Ok((
             Fanout::Forward {
-                recipients: conversation
-                    .participants
-                    .iter()
-                    .copied()
-                    .filter(|a| *a != out.sender)
-                    .collect(),
+                recipients: conversation.recipients_but(out.sender),
                 event_type: MessageReceived::NAME,
                 people: PersonCopies {
                     people: conversation
                         .people
                         .iter()
                         .copied()
-                        .filter(|p| *p != out.sender)
+                        .filter(|p| *p != out.sender && !conversation.disabled.contains(p))
                         .collect(),
                     event_type: PersonMessageReceived::NAME,
                 },
@@ -545,12 +540,7 @@ pub async fn typing(ctx: RequestContext, p: TypingSendParams) -> Result<Empty, R
     .map_err(|_| RpcError::internal())?;
     let others: Vec<Uuid> = match conversation.kind {
         ConversationKind::Channel => channel_readers(&conversation, me),
-        _ => conversation
-            .participants
-            .iter()
-            .copied()
-            .filter(|a| *a != me)
-            .collect(),
+        _ => conversation.recipients_but(me),
     };
     for other in others {
         let name = if conversation.is_person(other) {

@@ -104,6 +104,9 @@ pub async fn disable(
         Err(IdentityError::NotFound) => return Err(unknown_person()),
         other => other?,
     };
+    // Cached memberships hold who is disabled: forget them before the
+    // answer, so no send after it fans out to the person.
+    hub.memberships.invalidate_all();
     close_revoked(&hub, person, &revoked);
     info!(%person, revoked = revoked.len(), "person disabled");
     Ok(StatusCode::NO_CONTENT)

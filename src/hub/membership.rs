@@ -48,6 +48,10 @@ pub struct Membership {
     /// `participants`, not in it, so the readers of ids stay as they are.
     /// (A channel's readers carry their kind in `channel.levels`.)
     pub people: Vec<Uuid>,
+    /// The participants who are disabled (people), out of every fan-out
+    /// (ADR 0020 §1). A disable drops every cached entry
+    /// ([`MembershipCache::invalidate_all`]).
+    pub disabled: Vec<Uuid>,
     /// The conversation's fields that never change once it is created, so
     /// a gate's hook gets the conversation without reading it again.
     pub name: Option<String>,
@@ -91,13 +95,15 @@ impl Membership {
             // People take part in direct and group conversations only
             // (task conversations hold agents). Only a cache miss pays
             // this read, never a send on a cached entry.
-            membership.people = store
-                .principal_kinds(&conversation.participants)
-                .await?
-                .into_iter()
-                .filter(|(_, kind, _)| *kind == PrincipalKind::Person)
-                .map(|(id, _, _)| id)
-                .collect();
+            let kinds = store.principal_kinds(&conversation.participants).await?;
+            for (id, kind, active) in kinds {
+                if kind == PrincipalKind::Person {
+                    membership.people.push(id);
+                }
+                if !active {
+                    membership.disabled.push(id);
+                }
+            }
         }
         if conversation.kind == ConversationKind::Channel {
             let corrupt = || StoreError::Corrupt(format!("channel {id} without space or state"));
@@ -121,6 +127,7 @@ impl Membership {
             task_id: c.task_id,
             participants: c.participants.clone(),
             people: Vec::new(),
+            disabled: Vec::new(),
             name: c.name.clone(),
             key: c.key.clone(),
             created_by: c.created_by,
@@ -159,6 +166,16 @@ impl Membership {
                     .get(&principal)
                     .is_some_and(|(kind, _)| *kind == PrincipalKind::Person)
             })
+    }
+
+    /// The participants but `sender` who receive its events: not the
+    /// disabled.
+    pub fn recipients_but(&self, sender: Uuid) -> Vec<Uuid> {
+        self.participants
+            .iter()
+            .copied()
+            .filter(|p| *p != sender && !self.disabled.contains(p))
+            .collect()
     }
 
     /// Those of `recipients` who are people.
@@ -236,6 +253,15 @@ impl MembershipCache {
     /// Forgets every channel: a grant, a group member or a channel state
     /// changed, and any channel's readers may have changed with it. Call it
     /// after the store call, also when that call failed.
+    /// Forgets every entry: a person was disabled, and entries hold who
+    /// is (ADR 0020 §1). Disables are rare; the cache refills on use.
+    pub fn invalidate_all(&self) {
+        let mut entries = self.lock();
+        entries.generation += 1;
+        entries.map.clear();
+        entries.order.clear();
+    }
+
     pub fn invalidate_channels(&self) {
         let mut entries = self.lock();
         entries.generation += 1;
@@ -290,6 +316,7 @@ mod tests {
             task_id: None,
             participants: (0..participants).map(|_| Uuid::new_v4()).collect(),
             people: Vec::new(),
+            disabled: Vec::new(),
             name: None,
             key: None,
             created_by: Uuid::new_v4(),
@@ -369,6 +396,21 @@ mod tests {
         // A channel read before the grant changed does not come back.
         cache.fill(before, general.clone());
         assert!(cached(&cache, general.id).is_none());
+    }
+
+    /// A disable forgets every entry, and a fill read before it is dropped.
+    #[test]
+    fn invalidate_all_forgets_everything_and_drops_racing_fills() {
+        let cache = MembershipCache::new(8);
+        let (a, b) = (membership(2), membership(3));
+        let before = cache.lock().generation;
+        cache.fill(before, a.clone());
+        cache.fill(before, b.clone());
+        cache.invalidate_all();
+        assert_eq!(cache.len(), 0);
+        assert!(cache.lock().order.is_empty());
+        cache.fill(before, a.clone());
+        assert!(cached(&cache, a.id).is_none(), "read before the disable");
     }
 
     #[test]

@@ -5,7 +5,9 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::{cli, connect_person, field, person, refused_connect};
-use crate::support::agents::agent;
+use switchboard::client::AgentClient;
+
+use crate::support::agents::{agent, direct, send};
 use crate::support::hub::{Options, ADMIN_TOKEN};
 use crate::support::{RawSocket, TestHub};
 
@@ -134,4 +136,58 @@ async fn rotation_revocation_and_disable_close_a_person_with_4003() {
     let (mut s, _) = connect_person(&hub, &q.key).await;
     cli(&data, &["person", "revoke-key", "--id", &q.id.to_string()]);
     assert_eq!(s.closed().await.map(|c| c.0), Some(4003));
+}
+
+/// The agent's send into `conversation`: how many it was forwarded to.
+async fn forwarded_to(sender: &AgentClient, conversation: Uuid) -> u64 {
+    let sent = send(sender, conversation, "anyone there?").await;
+    let delivery = serde_json::to_value(sent.delivery).unwrap();
+    delivery["recipients"].as_u64().unwrap()
+}
+
+/// A disabled person is out of every fan-out (ADR 0020 §1), whether the
+/// operator disabled it over REST (this process forgets its cached
+/// memberships at once) or with the CLI (the revocation sweep does).
+#[tokio::test]
+async fn a_disabled_person_receives_nothing_more() {
+    let hub = TestHub::start_with(
+        Options::default().env("SWITCHBOARD_GATEWAY__REVOCATION_CHECK_INTERVAL_MS", 100),
+    )
+    .await;
+    let (p, q) = (person(&hub, "pat").await, person(&hub, "quinn").await);
+    let a = agent(&hub, "ada").await;
+    let ca = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let (with_p, with_q) = (direct(&ca, p.id).await, direct(&ca, q.id).await);
+    assert_eq!(forwarded_to(&ca, with_p).await, 1);
+    assert_eq!(forwarded_to(&ca, with_q).await, 1);
+
+    let r = hub
+        .http
+        .post(format!("{}/api/v1/people/{}/disable", hub.base, p.id))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert_eq!(forwarded_to(&ca, with_p).await, 0);
+
+    let (mut s, _) = connect_person(&hub, &q.key).await;
+    cli(
+        &hub.dir.path().join("data"),
+        &["person", "disable", "--id", &q.id.to_string()],
+    );
+    assert_eq!(s.closed().await.map(|c| c.0), Some(4003));
+    assert_eq!(forwarded_to(&ca, with_q).await, 0);
+    // A disabled person is no new participant either.
+    let err = ca
+        .call::<switchboard::protocol::conversations::AgentConversationCreate>(
+            switchboard::protocol::conversations::ConversationCreateParams {
+                kind: switchboard::protocol::conversations::NewConversationKind::Group,
+                participants: vec![q.id],
+                name: None,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(format!("{err:?}").contains("NotFound"), "{err:?}");
 }
