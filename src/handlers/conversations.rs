@@ -346,36 +346,13 @@ async fn fanout_of(
     match (conversation.kind, out.origin) {
         (ConversationKind::Direct | ConversationKind::Group, _)
         | (ConversationKind::Task, Origin::App) => Ok((
-            Fanout::Forward {
-                recipients: conversation.recipients_but(out.sender),
-                event_type: MessageReceived::NAME,
-                people: PersonCopies {
-                    people: conversation
-                        .people
-                        .iter()
-                        .copied()
-                        .filter(|p| *p != out.sender && !conversation.disabled.contains(p))
-                        .collect(),
-                    event_type: PersonMessageReceived::NAME,
-                },
-            },
+            forward(conversation, conversation.recipients_but(out.sender)),
             None,
         )),
-        (ConversationKind::Channel, _) => {
-            let recipients = channel_readers(conversation, out.sender);
-            let people = PersonCopies {
-                people: conversation.people_among(&recipients),
-                event_type: PersonMessageReceived::NAME,
-            };
-            Ok((
-                Fanout::Forward {
-                    recipients,
-                    event_type: MessageReceived::NAME,
-                    people,
-                },
-                None,
-            ))
-        }
+        (ConversationKind::Channel, _) => Ok((
+            forward(conversation, channel_readers(conversation, out.sender)),
+            None,
+        )),
         // People never take part in tasks (ADR 0020 §1): `access` refuses
         // a person's send there before it gets here.
         (ConversationKind::Task, Origin::Person) => {
@@ -409,6 +386,20 @@ async fn fanout_of(
                 }),
             ))
         }
+    }
+}
+
+/// A forward to `recipients`, each event named by its recipient's kind
+/// (ADR 0020 §1).
+fn forward(conversation: &Membership, recipients: Vec<Uuid>) -> Fanout {
+    let people = PersonCopies {
+        people: conversation.people_among(&recipients),
+        event_type: PersonMessageReceived::NAME,
+    };
+    Fanout::Forward {
+        recipients,
+        event_type: MessageReceived::NAME,
+        people,
     }
 }
 
