@@ -1,5 +1,7 @@
 //! The `switchboard` command line.
 
+mod people;
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -90,6 +92,13 @@ pub enum Command {
         #[command(flatten)]
         config: ConfigArgs,
     },
+    /// Operator helpers for people.
+    Person {
+        #[command(subcommand)]
+        command: people::PersonCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
     /// The audit of denials (ADR 0020 §4).
     Audit {
         #[command(subcommand)]
@@ -167,6 +176,18 @@ pub enum AgentCommand {
         name: String,
         #[arg(long)]
         description: Option<String>,
+        /// The person who owns the agent (ADR 0020 §1).
+        #[arg(long)]
+        owner: Option<Uuid>,
+    },
+    /// Set the agent's owner (a person), or clear it with --none.
+    SetOwner {
+        #[arg(long)]
+        id: Uuid,
+        #[arg(long, required_unless_present = "none", conflicts_with = "none")]
+        owner: Option<Uuid>,
+        #[arg(long)]
+        none: bool,
     },
     /// Issue a new key and revoke the old ones. A running hub closes sockets
     /// on the old keys (4003) within gateway.revocation_check_interval_ms.
@@ -227,6 +248,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Agent { command, config } => agent(command, config.load()?).await,
         Command::App { command, config } => app(command, config.load()?).await,
+        Command::Person { command, config } => people::person(command, config.load()?).await,
         Command::Audit { command, config } => audit(command, config.load()?).await,
     }
 }
@@ -337,18 +359,22 @@ async fn keys(command: KeysCommand, config: Config) -> anyhow::Result<()> {
 async fn agent(command: AgentCommand, config: Config) -> anyhow::Result<()> {
     let store = crate::store::open(&config).await?;
     match command {
-        AgentCommand::Register { name, description } => {
-            let mut doc = serde_json::json!({ "name": name });
-            if let Some(d) = description {
-                doc["description"] = serde_json::Value::String(d);
-            }
-            let r = identity::register_agent(store.as_ref(), &doc, None)
+        AgentCommand::Register {
+            name,
+            description,
+            owner,
+        } => {
+            let doc = people::name_and_description(name, description);
+            let r = identity::register_owned_agent(store.as_ref(), &doc, owner, None)
                 .await
                 .map_err(describe)?;
             println!("agent id:  {}", r.id);
             println!("agent key: {}", r.key.plaintext);
             println!("The key is shown only once; store it now.");
             Ok(())
+        }
+        AgentCommand::SetOwner { id, owner, none: _ } => {
+            people::set_owner(store.as_ref(), id, owner).await
         }
         AgentCommand::RotateKey { id } => rotate(store.as_ref(), id, PrincipalKind::Agent).await,
         AgentCommand::RevokeKey { id } => revoke(store.as_ref(), id, PrincipalKind::Agent).await,

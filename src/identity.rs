@@ -22,6 +22,10 @@ pub enum IdentityError {
     Invalid(Vec<FieldProblem>),
     #[error("not found")]
     NotFound,
+    /// An owner that is not an active person (missing, another kind or
+    /// disabled alike, so the answer tells nothing about the id).
+    #[error("the owner is not an active person")]
+    OwnerRefused,
     /// The idempotency key was used by an earlier request; replay its result.
     #[error("idempotency key already used")]
     IdempotencyTaken,
@@ -66,25 +70,102 @@ pub async fn register_agent(
     doc: &Value,
     idem: Option<IdempotencyFor<'_>>,
 ) -> Result<Registered, IdentityError> {
-    let AgentRegistration { name, description } =
-        agent::validate_registration(doc).map_err(IdentityError::Invalid)?;
-    let id = Uuid::new_v4();
-    let key = keys::mint(PrincipalKind::Agent);
+    register_owned_agent(store, doc, None, idem).await
+}
+
+/// Registers an agent owned by `owner` when given (ADR 0020 §1), its owner
+/// written in the same transaction. An owner that is no active person is
+/// `OwnerRefused`.
+pub async fn register_owned_agent(
+    store: &(impl IdentityStore + ?Sized),
+    doc: &Value,
+    owner: Option<Uuid>,
+    idem: Option<IdempotencyFor<'_>>,
+) -> Result<Registered, IdentityError> {
+    let (new, key) = new_principal(PrincipalKind::Agent, doc)?;
+    let idem = idem.map(|f| f(new.id));
+    let stored = match owner {
+        None => {
+            store
+                .create_agent(&new, &new_key(&key), idem.as_ref())
+                .await
+        }
+        Some(owner) => {
+            store
+                .create_owned_agent(&new, &new_key(&key), owner, idem.as_ref())
+                .await
+        }
+    };
+    stored.map_err(|e| match e {
+        StoreError::Conflict(_) if owner.is_some() => IdentityError::OwnerRefused,
+        other => from_store(other),
+    })?;
+    Ok(Registered { id: new.id, key })
+}
+
+/// Creates a person (`{name, description?}`, the agents' rules) with its
+/// first key, shown once. Only the operator does (ADR 0020 §1).
+pub async fn create_person(
+    store: &(impl IdentityStore + ?Sized),
+    doc: &Value,
+    idem: Option<IdempotencyFor<'_>>,
+) -> Result<Registered, IdentityError> {
+    let (new, key) = new_principal(PrincipalKind::Person, doc)?;
     store
-        .create_agent(
-            &NewPrincipal {
-                id,
-                kind: PrincipalKind::Agent,
-                name,
-                description,
-                created_at: now_millis(),
-            },
-            &new_key(&key),
-            idem.map(|f| f(id)).as_ref(),
-        )
+        .create_person(&new, &new_key(&key), idem.map(|f| f(new.id)).as_ref())
         .await
         .map_err(from_store)?;
-    Ok(Registered { id, key })
+    Ok(Registered { id: new.id, key })
+}
+
+/// Disables a person: every key revoked (returned, for closing sockets)
+/// and `disabled_at` set. `NotFound` for an id that is no person.
+pub async fn disable_person(
+    store: &(impl IdentityStore + ?Sized),
+    person: Uuid,
+) -> Result<Vec<String>, IdentityError> {
+    store
+        .disable_person(person, now_millis())
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound | StoreError::Conflict(_) => IdentityError::NotFound,
+            other => other.into(),
+        })
+}
+
+/// Sets or clears an agent's owner (the operator's act). `NotFound` for an
+/// id that is no agent, `OwnerRefused` for an owner that is no active
+/// person.
+pub async fn set_owner(
+    store: &(impl IdentityStore + ?Sized),
+    agent: Uuid,
+    owner: Option<Uuid>,
+) -> Result<(), IdentityError> {
+    let found = store.principal(agent).await?;
+    if found.map(|p| p.kind) != Some(PrincipalKind::Agent) {
+        return Err(IdentityError::NotFound);
+    }
+    store.set_owner(agent, owner).await.map_err(|e| match e {
+        StoreError::NotFound => IdentityError::NotFound,
+        StoreError::Conflict(_) => IdentityError::OwnerRefused,
+        other => other.into(),
+    })
+}
+
+fn new_principal(
+    kind: PrincipalKind,
+    doc: &Value,
+) -> Result<(NewPrincipal, MintedKey), IdentityError> {
+    let AgentRegistration { name, description } =
+        agent::validate_registration(doc).map_err(IdentityError::Invalid)?;
+    let new = NewPrincipal {
+        id: Uuid::new_v4(),
+        kind,
+        name,
+        description,
+        created_at: now_millis(),
+    };
+    Ok((new, keys::mint(kind)))
 }
 
 /// Validates the manifest (every problem reported with a pointer relative to

@@ -18,7 +18,7 @@ use crate::domain::task::Task;
 use crate::domain::PrincipalKind;
 use crate::hub::membership::ChannelPlace;
 use crate::hub::{Hub, Membership};
-use crate::store::{AppRecord, StoreResult};
+use crate::store::{AppRecord, PrincipalRecord, StoreResult};
 
 /// Where a conversation's membership is read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +42,7 @@ pub(super) trait Reads: Sync {
     async fn lease(&self, id: Uuid) -> StoreResult<Option<Lease>>;
     async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>>;
     async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>>;
+    async fn principal(&self, id: Uuid) -> StoreResult<Option<PrincipalRecord>>;
 }
 
 #[async_trait]
@@ -83,6 +84,10 @@ impl Reads for Hub {
     async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>> {
         self.store.principal_kinds(ids).await
     }
+
+    async fn principal(&self, id: Uuid) -> StoreResult<Option<PrincipalRecord>> {
+        self.store.principal(id).await
+    }
 }
 
 /// What a granted request loaded, handed to the handler.
@@ -105,6 +110,8 @@ pub enum Loaded {
         membership: Arc<Membership>,
     },
     App(AppRecord),
+    /// An agent and its owner, for `agent.keys.*`.
+    Agent(PrincipalRecord),
 }
 
 pub(super) struct Loading {
@@ -154,6 +161,7 @@ pub(super) async fn load(
         What::Task(id) => task(hub, target, id).await,
         What::Lease(id) => lease(hub, target, id).await,
         What::App(id) => app(hub, target, id).await,
+        What::Agent(id) => agent(hub, target, id).await,
     }
 }
 
@@ -283,6 +291,22 @@ async fn app(hub: &impl Reads, target: &Target, id: Uuid) -> StoreResult<Loading
             ..Facts::default()
         },
         loaded: Loaded::App(app),
+    })
+}
+
+/// An agent with its owner: one read; a principal of another kind is
+/// `Missing(Agent)`, like an unknown id.
+async fn agent(hub: &impl Reads, target: &Target, id: Uuid) -> StoreResult<Loading> {
+    let record = hub.principal(id).await?;
+    let Some(record) = record.filter(|r| r.kind == PrincipalKind::Agent) else {
+        return Ok(Loading::missing(target, Vec::new()));
+    };
+    Ok(Loading {
+        resource: Resource::Agent {
+            owner: record.owner_id,
+        },
+        facts: Facts::default(),
+        loaded: Loaded::Agent(record),
     })
 }
 

@@ -19,6 +19,7 @@ struct Fake {
     tasks: HashMap<Uuid, Task>,
     leases: HashMap<Uuid, Lease>,
     kinds: Vec<(Uuid, PrincipalKind, bool)>,
+    principals: HashMap<Uuid, crate::store::PrincipalRecord>,
     log: Mutex<Vec<&'static str>>,
 }
 
@@ -61,6 +62,10 @@ impl Reads for Fake {
     async fn app(&self, _: Uuid) -> StoreResult<Option<AppRecord>> {
         self.note("app");
         Ok(None)
+    }
+    async fn principal(&self, id: Uuid) -> StoreResult<Option<crate::store::PrincipalRecord>> {
+        self.note("principal");
+        Ok(self.principals.get(&id).cloned())
     }
     async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>> {
         self.note("principal_kinds");
@@ -105,6 +110,8 @@ fn world() -> World {
             kind: ConversationKind::Task,
             task_id: Some(task),
             participants: vec![a, b],
+            people: Vec::new(),
+            disabled: Vec::new(),
             name: None,
             key: None,
             created_by: app,
@@ -303,6 +310,8 @@ async fn a_channel_is_decided_on_its_levels_map() {
             kind: ConversationKind::Channel,
             task_id: None,
             participants: vec![],
+            people: Vec::new(),
+            disabled: Vec::new(),
             name: Some("general".into()),
             key: None,
             created_by: reader,
@@ -376,4 +385,59 @@ fn filter_drops_what_the_caller_may_not_read() {
     });
     assert_eq!(kept.len(), 2);
     assert!(kept.iter().all(|(_, p)| p == &vec![me]));
+}
+
+/// `agent.keys.revoke` by people: the owner is allowed; another person, a
+/// random id and a principal that is no agent read the same row and get
+/// one denial (the unknown agent's).
+#[tokio::test]
+async fn another_persons_agent_reads_and_answers_like_a_missing_one() {
+    let (owner, stranger, agent, app) = (
+        Uuid::new_v4(),
+        Uuid::new_v4(),
+        Uuid::new_v4(),
+        Uuid::new_v4(),
+    );
+    let record = |id, kind, owner_id| crate::store::PrincipalRecord {
+        id,
+        kind,
+        name: "x".into(),
+        description: None,
+        created_at: 0,
+        owner_id,
+        disabled_at: None,
+    };
+    let mut fake = Fake::default();
+    fake.principals
+        .insert(agent, record(agent, PrincipalKind::Agent, Some(owner)));
+    fake.principals
+        .insert(app, record(app, PrincipalKind::App, None));
+    let decide = |me: Uuid, id: Uuid| {
+        let fake = &fake;
+        async move {
+            let loading = load(fake, me, &Target::agent(id), Source::Store)
+                .await
+                .unwrap();
+            let subject = Subject::Principal {
+                id: me,
+                kind: PrincipalKind::Person,
+                active: true,
+            };
+            let ctx = Context {
+                mode: Mode::Request,
+                facts: loading.facts,
+            };
+            let decision = authorize(&subject, Action::AgentKeysRevoke, &loading.resource, &ctx);
+            (decision, fake.take())
+        }
+    };
+    let (allowed, reads) = decide(owner, agent).await;
+    assert_eq!(allowed, Decision::Allow);
+    assert_eq!(reads, ["principal"]);
+    let hidden = decide(stranger, agent).await;
+    assert!(
+        matches!(hidden.0, Decision::Deny(d) if d.reason == crate::domain::authz::Reason::NoGrant)
+    );
+    assert_eq!(decide(stranger, Uuid::new_v4()).await, hidden);
+    assert_eq!(decide(owner, app).await, hidden, "an app is no agent");
 }

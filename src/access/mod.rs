@@ -60,6 +60,7 @@ enum What {
     Task(Uuid),
     Lease(Uuid),
     App(Uuid),
+    Agent(Uuid),
 }
 
 impl Target {
@@ -111,6 +112,11 @@ impl Target {
         Target::of(What::App(id))
     }
 
+    /// An agent whose keys its owner reads or revokes (`agent.keys.*`).
+    pub fn agent(id: Uuid) -> Target {
+        Target::of(What::Agent(id))
+    }
+
     /// The principals the request names (participants, invitees, agents
     /// to add), judged by the action's rule.
     pub fn naming(mut self, ids: &[Uuid]) -> Target {
@@ -135,6 +141,7 @@ impl Target {
             What::Task(_) => ResourceKind::Task,
             What::Lease(_) => ResourceKind::Lease,
             What::App(_) => ResourceKind::App,
+            What::Agent(_) => ResourceKind::Agent,
         }
     }
 
@@ -147,7 +154,8 @@ impl Target {
             | What::Message { id, .. }
             | What::Task(id)
             | What::Lease(id)
-            | What::App(id) => id,
+            | What::App(id)
+            | What::Agent(id) => id,
         }
     }
 

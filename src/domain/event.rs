@@ -88,6 +88,37 @@ impl NewEvent {
     }
 }
 
+impl NewEvent {
+    /// [`NewEvent::message_copies`] for a mixed audience: the recipients in
+    /// `people.0` get an event of type `people.1`, the others one of
+    /// `event_type`. Two events at most, whatever the audience's size, each
+    /// with its own id, sharing the payload (ADR 0018, ADR 0020 §1).
+    pub fn message_copies_by_kind(
+        recipients: &[Uuid],
+        event_type: &'static str,
+        people: (&[Uuid], &'static str),
+        message_id: Uuid,
+        payload: Arc<Value>,
+    ) -> Vec<NewEvent> {
+        let (people, person_type) = people;
+        if people.is_empty() {
+            return NewEvent::message_copies(recipients, event_type, message_id, payload);
+        }
+        let people: std::collections::HashSet<Uuid> = people.iter().copied().collect();
+        let (to_people, to_agents): (Vec<Uuid>, Vec<Uuid>) =
+            recipients.iter().partition(|r| people.contains(r));
+        let mut events =
+            NewEvent::message_copies(&to_agents, event_type, message_id, payload.clone());
+        events.extend(NewEvent::message_copies(
+            &to_people,
+            person_type,
+            message_id,
+            payload,
+        ));
+        events
+    }
+}
+
 /// An event's payload: the value its writer built (what the bus carries
 /// live), or the JSON text read back from the log, spliced into frames and
 /// pages without being parsed (ADR 0018).
@@ -279,5 +310,47 @@ mod tests {
             oldest_seq: 1,
         };
         assert!(empty.can_serve_after(0));
+    }
+
+    /// A mixed audience is one event per kind: each kind's copies share an
+    /// id and the payload, the two ids differ, and nobody is left out.
+    #[test]
+    fn copies_for_a_mixed_audience_are_one_event_per_kind() {
+        let (a, b, p, q) = (
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+        );
+        let payload = Arc::new(serde_json::json!({ "message": {} }));
+        let message = Uuid::new_v4();
+        let events = NewEvent::message_copies_by_kind(
+            &[a, p, b, q],
+            "agent/x",
+            (&[p, q], "person/x"),
+            message,
+            payload.clone(),
+        );
+        let of = |r: Uuid| events.iter().find(|e| e.audience == r).unwrap();
+        assert_eq!(events.len(), 4);
+        assert_eq!(
+            (of(a).event_type, of(p).event_type),
+            ("agent/x", "person/x")
+        );
+        assert_eq!(of(a).id, of(b).id);
+        assert_eq!(of(p).id, of(q).id);
+        assert_ne!(of(a).id, of(p).id);
+        assert!(events.iter().all(|e| Arc::ptr_eq(&e.payload, &payload)));
+        assert!(events.iter().all(|e| e.message == Some(message)));
+        let agents_only = NewEvent::message_copies_by_kind(
+            &[a, b],
+            "agent/x",
+            (&[], "person/x"),
+            message,
+            payload,
+        );
+        assert!(agents_only
+            .iter()
+            .all(|e| e.event_type == "agent/x" && e.id == agents_only[0].id));
     }
 }

@@ -63,8 +63,6 @@ fn prefix(kind: PrincipalKind) -> &'static str {
     match kind {
         PrincipalKind::Agent => "sbk_agent_",
         PrincipalKind::App => "sbk_app_",
-        // Minted by the people step of issue 14; `parse` does not accept it
-        // yet, so a person key is answered like any unknown key.
         PrincipalKind::Person => "sbk_person_",
     }
 }
@@ -87,13 +85,17 @@ pub fn mint(kind: PrincipalKind) -> MintedKey {
 /// Splits a presented key. `None` for anything that is not a well-formed key;
 /// callers answer that exactly like a wrong key.
 pub fn parse(presented: &str) -> Option<PresentedKey> {
-    let (kind, rest) = if let Some(rest) = presented.strip_prefix(prefix(PrincipalKind::Agent)) {
-        (PrincipalKind::Agent, rest)
-    } else if let Some(rest) = presented.strip_prefix(prefix(PrincipalKind::App)) {
-        (PrincipalKind::App, rest)
-    } else {
-        return None;
-    };
+    let (kind, rest) = [
+        PrincipalKind::Agent,
+        PrincipalKind::App,
+        PrincipalKind::Person,
+    ]
+    .into_iter()
+    .find_map(|kind| {
+        presented
+            .strip_prefix(prefix(kind))
+            .map(|rest| (kind, rest))
+    })?;
     if rest.len() != KEY_ID_HEX + 1 + SECRET_B64 || !rest.is_ascii() {
         return None;
     }
@@ -159,13 +161,16 @@ mod tests {
         assert!(parse(&format!("{k}x")).is_none());
     }
 
-    /// People exist as a kind before their keys may be used (issue 14's
-    /// people migration): a person key is refused like any unknown key.
+    /// A person key parses as a person's (ADR 0020 §1), and only the exact
+    /// prefix does.
     #[test]
-    fn person_keys_do_not_parse_yet() {
+    fn person_keys_parse_as_people() {
         let k = mint(PrincipalKind::Person);
         assert!(k.plaintext.starts_with("sbk_person_"));
-        assert!(parse(&k.plaintext).is_none());
+        let p = parse(&k.plaintext).unwrap();
+        assert_eq!(p.kind, PrincipalKind::Person);
+        assert!(verify(&p, Some(&k.secret_hash)));
+        assert!(parse(&k.plaintext.replace("sbk_person_", "sbk_persons_")).is_none());
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub enum Part {
 pub enum Origin {
     Agent,
     App,
+    /// A person's message (ADR 0020 §1): direct and group conversations only.
+    Person,
 }
 
 impl Origin {
@@ -37,6 +39,7 @@ impl Origin {
         match self {
             Origin::Agent => "agent",
             Origin::App => "app",
+            Origin::Person => "person",
         }
     }
 
@@ -44,6 +47,7 @@ impl Origin {
         match s {
             "agent" => Some(Origin::Agent),
             "app" => Some(Origin::App),
+            "person" => Some(Origin::Person),
             _ => None,
         }
     }

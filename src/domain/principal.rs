@@ -8,8 +8,8 @@ use uuid::Uuid;
 pub enum PrincipalKind {
     Agent,
     App,
-    /// A human (issue 14, ADR 0020). The store refuses person rows until the
-    /// people migration; the decision in `authz` already speaks of them.
+    /// A human (issue 14, ADR 0020 §1), created by the operator, calling
+    /// the `person/...` twins of the agents' methods.
     Person,
 }
 

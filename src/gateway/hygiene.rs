@@ -78,7 +78,8 @@ pub(super) fn presented_key_id(params: Option<&Value>) -> Option<String> {
     let params = params?;
     let key = params
         .get("agentKey")
-        .or_else(|| params.get("appKey"))?
+        .or_else(|| params.get("appKey"))
+        .or_else(|| params.get("personKey"))?
         .as_str()?;
     crate::domain::keys::parse(key).map(|k| k.key_id)
 }

@@ -35,10 +35,18 @@ pub async fn run(hub: Arc<Hub>) {
         let started = now_millis();
         match hub.store.keys_revoked_since(since).await {
             Ok(revoked) => {
-                for (principal, key_id, revoked_at) in revoked {
-                    if handled.insert(key_id.clone(), revoked_at).is_some() {
-                        continue;
-                    }
+                let fresh: Vec<_> = revoked
+                    .into_iter()
+                    .filter(|(_, key_id, at)| handled.insert(key_id.clone(), *at).is_none())
+                    .collect();
+                if !fresh.is_empty() {
+                    // A revocation elsewhere may be a person's disable,
+                    // which cached memberships must learn (ADR 0020 §1):
+                    // drop them before the sockets close. Revocations are
+                    // rare; the cache refills on use.
+                    hub.memberships.invalidate_all();
+                }
+                for (principal, key_id, _) in fresh {
                     let closed = hub.registry.close_keys(
                         principal,
                         std::slice::from_ref(&key_id),

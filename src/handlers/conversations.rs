@@ -6,15 +6,15 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::{check_others, invalid, store_failure};
+use super::{check_others, invalid, people_among, store_failure};
 use crate::access::{self, Target};
 use crate::config::MessagesConfig;
 use crate::domain::authz::{Action, Facts, Resource, ResourceKind};
 use crate::domain::conversation::{direct_key, Conversation, ConversationKind};
 use crate::domain::event::NewEvent;
 use crate::domain::message::{self, Message, Origin, PartLimits};
-use crate::domain::now_millis;
 use crate::domain::task::{TaskHead, TaskState};
+use crate::domain::{now_millis, PrincipalKind};
 use crate::gates;
 use crate::hub::{Membership, RequestContext};
 use crate::protocol::conversations::*;
@@ -22,7 +22,7 @@ use crate::protocol::Notification;
 use crate::rpc::RpcError;
 use crate::store::{
     AppRecord, CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage, NewConversation,
-    NewMessage, Verdict,
+    NewMessage, PersonCopies, Verdict,
 };
 
 /// `agent/conversation/create`: check the participants and the kind, then
@@ -40,6 +40,7 @@ pub async fn create(
         Target::hub().naming(&p.participants),
     )
     .await?;
+    let people = people_among(&ctx, &p.participants).await?;
     let mut participants = vec![me];
     participants.extend(p.participants.iter().copied());
     let new = NewConversation {
@@ -53,7 +54,7 @@ pub async fn create(
         participants,
         created_at: now_millis(),
     };
-    let events = created_events(new.view(), &p.participants);
+    let events = created_events_by_kind(new.view(), &p.participants, &people);
     let (conversation, created) = write_conversation(&ctx, &new, &events).await?;
     Ok(ConversationCreateResult {
         conversation,
@@ -345,24 +346,19 @@ async fn fanout_of(
     match (conversation.kind, out.origin) {
         (ConversationKind::Direct | ConversationKind::Group, _)
         | (ConversationKind::Task, Origin::App) => Ok((
-            Fanout::Forward {
-                recipients: conversation
-                    .participants
-                    .iter()
-                    .copied()
-                    .filter(|a| *a != out.sender)
-                    .collect(),
-                event_type: MessageReceived::NAME,
-            },
+            forward(conversation, conversation.recipients_but(out.sender)),
             None,
         )),
         (ConversationKind::Channel, _) => Ok((
-            Fanout::Forward {
-                recipients: channel_readers(conversation, out.sender),
-                event_type: MessageReceived::NAME,
-            },
+            forward(conversation, channel_readers(conversation, out.sender)),
             None,
         )),
+        // People never take part in tasks (ADR 0020 §1): `access` refuses
+        // a person's send there before it gets here.
+        (ConversationKind::Task, Origin::Person) => {
+            tracing::error!("a person's send reached a task conversation");
+            Err(RpcError::internal())
+        }
         (ConversationKind::Task, Origin::Agent) => {
             let task_id = conversation.task_id.ok_or_else(RpcError::internal)?;
             let (task, app) = hub
@@ -390,6 +386,20 @@ async fn fanout_of(
                 }),
             ))
         }
+    }
+}
+
+/// A forward to `recipients`, each event named by its recipient's kind
+/// (ADR 0020 §1).
+fn forward(conversation: &Membership, recipients: Vec<Uuid>) -> Fanout {
+    let people = PersonCopies {
+        people: conversation.people_among(&recipients),
+        event_type: PersonMessageReceived::NAME,
+    };
+    Fanout::Forward {
+        recipients,
+        event_type: MessageReceived::NAME,
+        people,
     }
 }
 
@@ -461,7 +471,10 @@ pub async fn send(
         .membership()?;
     let out = Outgoing {
         sender: ctx.principal().id,
-        origin: Origin::Agent,
+        origin: match ctx.principal().kind {
+            PrincipalKind::Person => Origin::Person,
+            _ => Origin::Agent,
+        },
         parts: p.parts,
         client_msg_id: p.client_msg_id,
         reply_to: p.reply_to,
@@ -512,22 +525,23 @@ pub async fn typing(ctx: RequestContext, p: TypingSendParams) -> Result<Empty, R
         .membership()?;
     let payload = serde_json::to_value(TypingPayload {
         conversation_id: conversation.id,
-        agent_id: me,
+        principal_id: me,
+        agent_id: (!conversation.is_person(me)).then_some(me),
     })
     .map_err(|_| RpcError::internal())?;
     let others: Vec<Uuid> = match conversation.kind {
         ConversationKind::Channel => channel_readers(&conversation, me),
-        _ => conversation
-            .participants
-            .iter()
-            .copied()
-            .filter(|a| *a != me)
-            .collect(),
+        _ => conversation.recipients_but(me),
     };
     for other in others {
+        let name = if conversation.is_person(other) {
+            PersonTypingReceived::NAME
+        } else {
+            TypingReceived::NAME
+        };
         ctx.hub
             .events
-            .publish_ephemeral(other, TypingReceived::NAME, payload.clone());
+            .publish_ephemeral(other, name, payload.clone());
     }
     Ok(Empty {})
 }

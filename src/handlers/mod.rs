@@ -21,16 +21,23 @@ pub fn router() -> Router<RequestContext> {
     Router::new()
         .register::<n::AgentConnect, _, _>(network::agent_connect)
         .register::<n::AppConnect, _, _>(network::app_connect)
-        .register::<n::AgentIdentityGet, _, _>(network::agent_identity)
+        .register::<n::PersonConnect, _, _>(network::person_connect)
+        .register_twins::<n::AgentIdentityGet, n::PersonIdentityGet, _, _>(network::agent_identity)
         .register::<n::AppIdentityGet, _, _>(network::app_identity)
-        .register::<e::AgentEventAck, _, _>(events::ack)
+        .register_twins::<e::AgentEventAck, e::PersonEventAck, _, _>(events::ack)
         .register::<e::AppEventAck, _, _>(events::ack)
-        .register::<c::AgentConversationCreate, _, _>(conversations::create)
-        .register::<c::AgentConversationList, _, _>(conversations::list)
-        .register::<c::AgentConversationGet, _, _>(conversations::get)
-        .register::<c::AgentMessageSend, _, _>(conversations::send)
-        .register::<c::AgentMessageList, _, _>(conversations::history)
-        .register::<c::AgentTypingSend, _, _>(conversations::typing)
+        .register_twins::<c::AgentConversationCreate, c::PersonConversationCreate, _, _>(
+            conversations::create,
+        )
+        .register_twins::<c::AgentConversationList, c::PersonConversationList, _, _>(
+            conversations::list,
+        )
+        .register_twins::<c::AgentConversationGet, c::PersonConversationGet, _, _>(
+            conversations::get,
+        )
+        .register_twins::<c::AgentMessageSend, c::PersonMessageSend, _, _>(conversations::send)
+        .register_twins::<c::AgentMessageList, c::PersonMessageList, _, _>(conversations::history)
+        .register_twins::<c::AgentTypingSend, c::PersonTypingSend, _, _>(conversations::typing)
         .register::<t::AgentTaskRequest, _, _>(tasks::request)
         .register::<t::AgentTaskGet, _, _>(tasks::get)
         .register::<t::AgentTaskList, _, _>(tasks::list)
@@ -42,6 +49,22 @@ pub fn router() -> Router<RequestContext> {
         .register::<t::AgentDispatchRequest, _, _>(leases::dispatch_request)
         .register::<t::AgentDispatchComplete, _, _>(leases::dispatch_complete)
         .register::<t::AppDispatchResolve, _, _>(leases::dispatch_resolve)
+}
+
+/// The people among `ids` (which `access::check` found to be active agents
+/// or people), whose events are named `person/...` (ADR 0020 §1): one read,
+/// at conversation creation only.
+pub async fn people_among(ctx: &RequestContext, ids: &[Uuid]) -> Result<Vec<Uuid>, RpcError> {
+    Ok(ctx
+        .hub
+        .store
+        .principal_kinds(ids)
+        .await
+        .map_err(store_failure)?
+        .into_iter()
+        .filter(|(_, kind, _)| *kind == crate::domain::PrincipalKind::Person)
+        .map(|(id, _, _)| id)
+        .collect())
 }
 
 /// `field` lists the other agents, each once: never the caller, who joins

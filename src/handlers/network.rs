@@ -9,7 +9,8 @@ use crate::identity::{self, Authenticated, IdentityError};
 use crate::protocol::events::{EventStreamInfo, Resume, ResyncInfo};
 use crate::protocol::network::{
     AgentConnectParams, AgentConnectResult, AgentIdentity, AppConnectParams, AppConnectResult,
-    AppIdentity, ConnectionLimits, Heartbeat, NoParams, RateLimit, VersionRange,
+    AppIdentity, ConnectionLimits, Heartbeat, NoParams, PersonConnectParams, PersonConnectResult,
+    RateLimit, VersionRange,
 };
 use crate::protocol::{PROTOCOL_VERSION_MAX, PROTOCOL_VERSION_MIN};
 use crate::rpc::{ErrorKind, RpcError};
@@ -221,6 +222,22 @@ fn own_record_missing() -> RpcError {
     RpcError::internal()
 }
 
+pub async fn person_connect(
+    ctx: RequestContext,
+    p: PersonConnectParams,
+) -> Result<PersonConnectResult, RpcError> {
+    let version = negotiate(p.protocol)?;
+    let (auth, events) = connect(&ctx, &p.person_key, PrincipalKind::Person, p.resume).await?;
+    Ok(PersonConnectResult {
+        person_id: auth.principal.id,
+        connection_id: ctx.conn.id,
+        protocol_version: version,
+        limits: limits(&ctx),
+        events,
+    })
+}
+
+/// `agent/identity/get` and its twin `person/identity/get`.
 pub async fn agent_identity(ctx: RequestContext, _: NoParams) -> Result<AgentIdentity, RpcError> {
     let me = ctx.principal();
     let record = ctx
@@ -231,7 +248,8 @@ pub async fn agent_identity(ctx: RequestContext, _: NoParams) -> Result<AgentIde
         .map_err(store_failure)?
         .ok_or_else(own_record_missing)?;
     Ok(AgentIdentity {
-        agent_id: record.id,
+        principal_id: record.id,
+        agent_id: (record.kind == PrincipalKind::Agent).then_some(record.id),
         name: record.name,
         description: record.description,
         created_at: rfc3339(record.created_at),

@@ -124,6 +124,14 @@ impl From<crate::identity::IdentityError> for ApiError {
                 ApiError::invalid("invalid_request", "the request has invalid fields", details)
             }
             E::NotFound => ApiError::not_found("not found"),
+            E::OwnerRefused => ApiError::invalid(
+                "invalid_request",
+                "the request has invalid fields",
+                vec![FieldProblem {
+                    pointer: "/ownerId".into(),
+                    message: "names no active person".into(),
+                }],
+            ),
             E::IdempotencyTaken => ApiError::new(
                 axum::http::StatusCode::CONFLICT,
                 "idempotency_conflict",

@@ -109,7 +109,7 @@ fn secret_required() -> ApiError {
 }
 
 /// A response that carries a key: never cached.
-fn created_with_key(body: Value) -> Response {
+pub(super) fn created_with_key(body: Value) -> Response {
     let mut response = (StatusCode::CREATED, Json(body)).into_response();
     response
         .headers_mut()
@@ -123,25 +123,35 @@ const IDEMPOTENCY_HEADER: &str = "idempotency-key";
 /// address. (There is one registration secret, so it tells no clients
 /// apart; a digest of it in the scope could be guessed offline from a
 /// database dump, ADR 0008.)
-struct Client(String);
+pub(super) struct Client(String);
 
 impl Client {
     fn of(remote: SocketAddr) -> Client {
         Client(format!("addr:{}", remote.ip()))
+    }
+
+    /// The operator: one token, so one client.
+    pub(super) fn operator() -> Client {
+        Client("operator".to_string())
+    }
+
+    /// A principal that authenticated with its key.
+    fn principal(id: uuid::Uuid) -> Client {
+        Client(format!("principal:{id}"))
     }
 }
 
 /// The `Idempotency-Key` of a create, with the hash of the body it came with.
 /// Keys are the client's own: the scope names the client, so one client's
 /// key never answers another's request (ADR 0008).
-struct Idempotency {
+pub(super) struct Idempotency {
     scope: String,
     key: String,
     request_hash: String,
 }
 
 impl Idempotency {
-    fn from_request(
+    pub(super) fn from_request(
         create: &'static str,
         client: &Client,
         headers: &HeaderMap,
@@ -170,23 +180,39 @@ impl Idempotency {
 
     /// The replay body stores ids only: keys are shown once, so a replay
     /// withholds the key (`keyWithheld: true`).
-    fn record(
+    pub(super) fn record(
         &self,
         id_field: &'static str,
     ) -> impl Fn(uuid::Uuid) -> IdempotencyRecord + Send + Sync + '_ {
-        move |id| IdempotencyRecord {
-            scope: self.scope.clone(),
-            key: self.key.clone(),
-            result: IdempotentResponse {
-                request_hash: self.request_hash.clone(),
-                status: 201,
-                response: json!({ id_field: id, "keyWithheld": true }).to_string(),
-            },
+        self.record_with(id_field, Value::Null)
+    }
+
+    /// [`Idempotency::record`] with more members of the answer (an owned
+    /// agent's `ownerId`); `Null` adds none.
+    pub(super) fn record_with(
+        &self,
+        id_field: &'static str,
+        more: Value,
+    ) -> impl Fn(uuid::Uuid) -> IdempotencyRecord + Send + Sync + '_ {
+        move |id| {
+            let mut response = json!({ id_field: id, "keyWithheld": true });
+            if let (Value::Object(r), Value::Object(more)) = (&mut response, &more) {
+                r.extend(more.clone());
+            }
+            IdempotencyRecord {
+                scope: self.scope.clone(),
+                key: self.key.clone(),
+                result: IdempotentResponse {
+                    request_hash: self.request_hash.clone(),
+                    status: 201,
+                    response: response.to_string(),
+                },
+            }
         }
     }
 
     /// Answers a retry from the stored result, or refuses a reused key.
-    async fn replay(&self, hub: &Hub) -> Result<Option<Response>, ApiError> {
+    pub(super) async fn replay(&self, hub: &Hub) -> Result<Option<Response>, ApiError> {
         let stored = hub
             .store
             .idempotent_response(&self.scope, &self.key)
@@ -215,15 +241,39 @@ impl Idempotency {
     }
 }
 
+/// Who registers an agent: a person with its key as Bearer owns it, in
+/// every registration mode (the key is operator-issued; ADR 0020 §1);
+/// without a Bearer the registration mode applies. Any other Bearer is
+/// refused, never taken as anonymous.
+async fn registrant(
+    hub: &Hub,
+    headers: &HeaderMap,
+    remote: SocketAddr,
+) -> Result<Option<uuid::Uuid>, ApiError> {
+    if headers.get(header::AUTHORIZATION).is_none() {
+        check_registration(hub, headers, remote).await?;
+        return Ok(None);
+    }
+    let auth = bearer(hub, headers, remote).await?;
+    if auth.principal.kind != crate::domain::PrincipalKind::Person {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "only a person's key registers agents it owns; register without Authorization",
+        ));
+    }
+    Ok(Some(auth.principal.id))
+}
+
 pub async fn register_agent(
     State(hub): State<Arc<Hub>>,
     ConnectInfo(remote): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    check_registration(&hub, &headers, remote).await?;
+    let owner = registrant(&hub, &headers, remote).await?;
     checked_json(&headers, &body)?;
-    let client = Client::of(remote);
+    let client = owner.map_or_else(|| Client::of(remote), Client::principal);
     let idem = Idempotency::from_request("register:agent", &client, &headers, &body)?;
     if let Some(idem) = &idem {
         if let Some(replayed) = idem.replay(&hub).await? {
@@ -231,10 +281,12 @@ pub async fn register_agent(
         }
     }
     let doc = json_value(&body)?;
-    let record = idem.as_ref().map(|i| i.record("agentId"));
-    let registered = match identity::register_agent(
+    let owned = owner.map_or(Value::Null, |o| json!({ "ownerId": o }));
+    let record = idem.as_ref().map(|i| i.record_with("agentId", owned));
+    let registered = match identity::register_owned_agent(
         hub.store.as_ref(),
         &doc,
+        owner,
         record.as_ref().map(|f| f as identity::IdempotencyFor<'_>),
     )
     .await
@@ -248,11 +300,15 @@ pub async fn register_agent(
         }
         other => other?,
     };
-    info!(agent = %registered.id, key_id = %registered.key.key_id, "agent registered");
-    Ok(created_with_key(json!({
+    info!(agent = %registered.id, key_id = %registered.key.key_id, owned = owner.is_some(), "agent registered");
+    let mut body = json!({
         "agentId": registered.id,
         "agentKey": registered.key.plaintext,
-    })))
+    });
+    if let Some(owner) = owner {
+        body["ownerId"] = json!(owner);
+    }
+    Ok(created_with_key(body))
 }
 
 pub async fn register_app(

@@ -8,6 +8,7 @@ mod error;
 mod events;
 mod identity;
 mod ops;
+mod people;
 mod query;
 
 use std::net::SocketAddr;
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use axum::extract::{ConnectInfo, MatchedPath, Request, State, WebSocketUpgrade};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Router;
 
 use crate::hub::Hub;
@@ -33,6 +34,17 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/v1/keys/rotate", post(identity::rotate_key))
         .route("/api/v1/keys/revoke", post(identity::revoke_key))
         .route("/api/v1/apps/{app_id}/ping", post(admin::ping_app))
+        .route("/api/v1/people", post(people::create))
+        .route("/api/v1/people/me/agents", get(people::my_agents))
+        .route("/api/v1/people/{person_id}/disable", post(people::disable))
+        .route(
+            "/api/v1/agents/{agent_id}/owner",
+            put(people::put_owner).delete(people::delete_owner),
+        )
+        .route(
+            "/api/v1/agents/{agent_id}/keys/revoke",
+            post(people::revoke_agent_keys),
+        )
         .route("/api/v1/audit", get(audit::list))
         .route("/api/v1/events", get(events::catch_up))
         .route("/api/v1/cards", post(cards::install).get(cards::list))

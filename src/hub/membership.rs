@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
 use crate::domain::conversation::{ChannelState, Conversation, ConversationKind};
+use crate::domain::PrincipalKind;
 use crate::store::{ChannelLevels, DynStore, StoreError, StoreResult};
 
 /// What a send reads of a conversation.
@@ -42,6 +43,15 @@ pub struct Membership {
     pub kind: ConversationKind,
     pub task_id: Option<Uuid>,
     pub participants: Vec<Uuid>,
+    /// The participants who are people (ADR 0020 §1); the others are
+    /// agents. Their events are named `person/...`. Kept beside
+    /// `participants`, not in it, so the readers of ids stay as they are.
+    /// (A channel's readers carry their kind in `channel.levels`.)
+    pub people: Vec<Uuid>,
+    /// The participants who are disabled (people), out of every fan-out
+    /// (ADR 0020 §1). A disable drops every cached entry
+    /// ([`MembershipCache::invalidate_all`]).
+    pub disabled: Vec<Uuid>,
     /// The conversation's fields that never change once it is created, so
     /// a gate's hook gets the conversation without reading it again.
     pub name: Option<String>,
@@ -78,6 +88,23 @@ impl Membership {
             return Ok(None);
         };
         let mut membership = Membership::of(&conversation);
+        if matches!(
+            conversation.kind,
+            ConversationKind::Direct | ConversationKind::Group
+        ) {
+            // People take part in direct and group conversations only
+            // (task conversations hold agents). Only a cache miss pays
+            // this read, never a send on a cached entry.
+            let kinds = store.principal_kinds(&conversation.participants).await?;
+            for (id, kind, active) in kinds {
+                if kind == PrincipalKind::Person {
+                    membership.people.push(id);
+                }
+                if !active {
+                    membership.disabled.push(id);
+                }
+            }
+        }
         if conversation.kind == ConversationKind::Channel {
             let corrupt = || StoreError::Corrupt(format!("channel {id} without space or state"));
             let space_id = conversation.space_id.ok_or_else(corrupt)?;
@@ -91,14 +118,16 @@ impl Membership {
         Ok(Some((conversation, membership)))
     }
 
-    /// The membership of a conversation without its channel levels (for
-    /// what is not a channel, all there is).
+    /// The membership of a conversation without its channel levels nor
+    /// its people (for a task conversation, all there is).
     pub fn of(c: &Conversation) -> Membership {
         Membership {
             id: c.id,
             kind: c.kind,
             task_id: c.task_id,
             participants: c.participants.clone(),
+            people: Vec::new(),
+            disabled: Vec::new(),
             name: c.name.clone(),
             key: c.key.clone(),
             created_by: c.created_by,
@@ -126,6 +155,39 @@ impl Membership {
 
     pub fn includes(&self, principal: Uuid) -> bool {
         self.participants.contains(&principal)
+    }
+
+    /// Whether `principal`, a participant or a channel's reader, is a
+    /// person: its events are named `person/...`.
+    pub fn is_person(&self, principal: Uuid) -> bool {
+        self.people.contains(&principal)
+            || self.channel.as_ref().is_some_and(|c| {
+                c.levels
+                    .get(&principal)
+                    .is_some_and(|(kind, _)| *kind == PrincipalKind::Person)
+            })
+    }
+
+    /// The participants but `sender` who receive its events: not the
+    /// disabled.
+    pub fn recipients_but(&self, sender: Uuid) -> Vec<Uuid> {
+        self.participants
+            .iter()
+            .copied()
+            .filter(|p| *p != sender && !self.disabled.contains(p))
+            .collect()
+    }
+
+    /// Those of `recipients` who are people.
+    pub fn people_among(&self, recipients: &[Uuid]) -> Vec<Uuid> {
+        if self.people.is_empty() && self.channel.is_none() {
+            return Vec::new();
+        }
+        recipients
+            .iter()
+            .copied()
+            .filter(|r| self.is_person(*r))
+            .collect()
     }
 }
 
@@ -191,6 +253,15 @@ impl MembershipCache {
     /// Forgets every channel: a grant, a group member or a channel state
     /// changed, and any channel's readers may have changed with it. Call it
     /// after the store call, also when that call failed.
+    /// Forgets every entry: a person was disabled, and entries hold who
+    /// is (ADR 0020 §1). Disables are rare; the cache refills on use.
+    pub fn invalidate_all(&self) {
+        let mut entries = self.lock();
+        entries.generation += 1;
+        entries.map.clear();
+        entries.order.clear();
+    }
+
     pub fn invalidate_channels(&self) {
         let mut entries = self.lock();
         entries.generation += 1;
@@ -244,6 +315,8 @@ mod tests {
             kind: ConversationKind::Group,
             task_id: None,
             participants: (0..participants).map(|_| Uuid::new_v4()).collect(),
+            people: Vec::new(),
+            disabled: Vec::new(),
             name: None,
             key: None,
             created_by: Uuid::new_v4(),
@@ -323,6 +396,21 @@ mod tests {
         // A channel read before the grant changed does not come back.
         cache.fill(before, general.clone());
         assert!(cached(&cache, general.id).is_none());
+    }
+
+    /// A disable forgets every entry, and a fill read before it is dropped.
+    #[test]
+    fn invalidate_all_forgets_everything_and_drops_racing_fills() {
+        let cache = MembershipCache::new(8);
+        let (a, b) = (membership(2), membership(3));
+        let before = cache.lock().generation;
+        cache.fill(before, a.clone());
+        cache.fill(before, b.clone());
+        cache.invalidate_all();
+        assert_eq!(cache.len(), 0);
+        assert!(cache.lock().order.is_empty());
+        cache.fill(before, a.clone());
+        assert!(cached(&cache, a.id).is_none(), "read before the disable");
     }
 
     #[test]

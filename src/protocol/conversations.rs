@@ -178,6 +178,16 @@ pub fn created_events(
     conversation: Conversation,
     recipients: &[Uuid],
 ) -> Vec<crate::domain::event::NewEvent> {
+    created_events_by_kind(conversation, recipients, &[])
+}
+
+/// [`created_events`] for an audience with people: those in `people` get
+/// `person/conversation/created` (ADR 0020 §1).
+pub fn created_events_by_kind(
+    conversation: Conversation,
+    recipients: &[Uuid],
+    people: &[Uuid],
+) -> Vec<crate::domain::event::NewEvent> {
     let payload = std::sync::Arc::new(
         serde_json::to_value(ConversationCreatedPayload::new(conversation))
             .expect("payload serializes"),
@@ -185,7 +195,12 @@ pub fn created_events(
     recipients
         .iter()
         .map(|a| {
-            crate::domain::event::NewEvent::new(*a, ConversationCreated::NAME, payload.clone())
+            let name = if people.contains(a) {
+                PersonConversationCreated::NAME
+            } else {
+                ConversationCreated::NAME
+            };
+            crate::domain::event::NewEvent::new(*a, name, payload.clone())
         })
         .collect()
 }
@@ -210,7 +225,11 @@ impl ConversationCreatedPayload {
 #[serde(rename_all = "camelCase")]
 pub struct TypingPayload {
     pub conversation_id: Uuid,
-    pub agent_id: Uuid,
+    /// Who is composing, agent or person.
+    pub principal_id: Uuid,
+    /// Set when the one composing is an agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<Uuid>,
 }
 
 const READ_ERRORS: &[ErrorKind] = &[
@@ -339,3 +358,25 @@ impl Notification for TypingReceived {
     const EPHEMERAL: bool = true;
     type Params = Envelope<TypingPayload>;
 }
+
+super::twin!(
+    PersonConversationCreate,
+    AgentConversationCreate,
+    "person/conversation/create"
+);
+super::twin!(
+    PersonConversationList,
+    AgentConversationList,
+    "person/conversation/list"
+);
+super::twin!(
+    PersonConversationGet,
+    AgentConversationGet,
+    "person/conversation/get"
+);
+super::twin!(PersonMessageSend, AgentMessageSend, "person/message/send");
+super::twin!(PersonMessageList, AgentMessageList, "person/message/list");
+super::twin!(PersonTypingSend, AgentTypingSend, "person/typing/send");
+super::twin!(notification PersonMessageReceived, MessageReceived, "person/message/received");
+super::twin!(notification PersonConversationCreated, ConversationCreated, "person/conversation/created");
+super::twin!(notification PersonTypingReceived, TypingReceived, "person/typing/received");

@@ -106,3 +106,5 @@ impl Method for AppEventAck {
     type Params = AckParams;
     type Result = AckResult;
 }
+
+super::twin!(PersonEventAck, AgentEventAck, "person/event/ack");

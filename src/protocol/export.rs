@@ -180,9 +180,10 @@ fn method_entry(spec: &MethodSpec, g: &mut SchemaGenerator) -> Value {
     });
     let who = match (spec.direction, spec.caller) {
         (Direction::ToHub, c) => ("x-caller", c.as_str()),
-        (Direction::FromHub, c @ (Caller::Agent | Caller::App | Caller::Unauthenticated)) => {
-            ("x-recipient", c.as_str())
-        }
+        (
+            Direction::FromHub,
+            c @ (Caller::Agent | Caller::App | Caller::Person | Caller::Unauthenticated),
+        ) => ("x-recipient", c.as_str()),
     };
     entry[who.0] = json!(who.1);
     if spec.direction == Direction::ToHub && spec.kind == SpecKind::Request {

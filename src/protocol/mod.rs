@@ -45,6 +45,8 @@ pub enum Caller {
     Unauthenticated,
     Agent,
     App,
+    /// A human (ADR 0020 §1): the `person/...` twins of the agents' methods.
+    Person,
 }
 
 impl Caller {
@@ -53,6 +55,7 @@ impl Caller {
             Caller::Unauthenticated => "unauthenticated",
             Caller::Agent => "agent",
             Caller::App => "app",
+            Caller::Person => "person",
         }
     }
 }
@@ -116,6 +119,44 @@ pub trait Method {
     type Params: Serialize + DeserializeOwned + JsonSchema + Send + 'static;
     type Result: Serialize + DeserializeOwned + JsonSchema + Send + 'static;
 }
+
+/// Declares `$person`, the `person/...` twin of the agents' `$agent` (ADR
+/// 0020 §1, "twins, not reuse"): the same params, result, summary and
+/// errors under the person's name, so the two cannot drift. The router
+/// registers one handler under both (`Router::register_twins`).
+macro_rules! twin {
+    ($person:ident, $agent:ident, $name:literal) => {
+        pub struct $person;
+        impl $crate::protocol::Method for $person {
+            const NAME: &'static str = $name;
+            const DIRECTION: $crate::protocol::Direction =
+                <$agent as $crate::protocol::Method>::DIRECTION;
+            const CALLER: $crate::protocol::Caller = $crate::protocol::Caller::Person;
+            const ACTION: Option<$crate::domain::authz::Action> =
+                <$agent as $crate::protocol::Method>::ACTION;
+            const RATE_CLASS: $crate::protocol::RateClass =
+                <$agent as $crate::protocol::Method>::RATE_CLASS;
+            const SUMMARY: &'static str = <$agent as $crate::protocol::Method>::SUMMARY;
+            const ERRORS: &'static [$crate::rpc::ErrorKind] =
+                <$agent as $crate::protocol::Method>::ERRORS;
+            type Params = <$agent as $crate::protocol::Method>::Params;
+            type Result = <$agent as $crate::protocol::Method>::Result;
+        }
+    };
+    (notification $person:ident, $agent:ident, $name:literal) => {
+        pub struct $person;
+        impl $crate::protocol::Notification for $person {
+            const NAME: &'static str = $name;
+            const DIRECTION: $crate::protocol::Direction =
+                <$agent as $crate::protocol::Notification>::DIRECTION;
+            const AUDIENCE: $crate::protocol::Caller = $crate::protocol::Caller::Person;
+            const SUMMARY: &'static str = <$agent as $crate::protocol::Notification>::SUMMARY;
+            const EPHEMERAL: bool = <$agent as $crate::protocol::Notification>::EPHEMERAL;
+            type Params = <$agent as $crate::protocol::Notification>::Params;
+        }
+    };
+}
+pub(crate) use twin;
 
 /// A notification (no answer).
 pub trait Notification {
@@ -228,6 +269,15 @@ pub fn catalogue() -> Vec<MethodSpec> {
         method_spec::<conversations::AgentMessageSend>(),
         method_spec::<conversations::AgentMessageList>(),
         method_spec::<conversations::AgentTypingSend>(),
+        method_spec::<network::PersonConnect>(),
+        method_spec::<network::PersonIdentityGet>(),
+        method_spec::<events::PersonEventAck>(),
+        method_spec::<conversations::PersonConversationCreate>(),
+        method_spec::<conversations::PersonConversationList>(),
+        method_spec::<conversations::PersonConversationGet>(),
+        method_spec::<conversations::PersonMessageSend>(),
+        method_spec::<conversations::PersonMessageList>(),
+        method_spec::<conversations::PersonTypingSend>(),
         method_spec::<tasks::AgentTaskRequest>(),
         method_spec::<tasks::AgentTaskGet>(),
         method_spec::<tasks::AgentTaskList>(),
@@ -245,6 +295,9 @@ pub fn catalogue() -> Vec<MethodSpec> {
         notification_spec::<conversations::MessageReceived>(),
         notification_spec::<conversations::ConversationCreated>(),
         notification_spec::<conversations::TypingReceived>(),
+        notification_spec::<conversations::PersonMessageReceived>(),
+        notification_spec::<conversations::PersonConversationCreated>(),
+        notification_spec::<conversations::PersonTypingReceived>(),
         notification_spec::<tasks::TaskInvited>(),
         notification_spec::<tasks::TaskActivated>(),
         notification_spec::<tasks::TaskAccepted>(),
@@ -344,6 +397,36 @@ mod tests {
         );
     }
 
+    /// Each `person/...` entry but the connect is an agent method's twin:
+    /// the same name after the audience, the same params, result, summary
+    /// and errors, and people as its callers or recipients.
+    #[test]
+    fn person_entries_are_twins_of_agent_entries() {
+        let specs = catalogue();
+        let people: Vec<&MethodSpec> = specs
+            .iter()
+            .filter(|s| s.name.starts_with("person/") && s.name != "person/network/connect")
+            .collect();
+        assert_eq!(people.len(), 11);
+        for p in people {
+            let agent_name = p.name.replacen("person/", "agent/", 1);
+            let a = specs
+                .iter()
+                .find(|s| s.name == agent_name)
+                .unwrap_or_else(|| panic!("{} has no agent twin", p.name));
+            assert_eq!(p.caller, Caller::Person, "{}", p.name);
+            assert_eq!(a.caller, Caller::Agent, "{}", a.name);
+            assert_eq!((p.params_type)(), (a.params_type)(), "{}", p.name);
+            assert_eq!(p.result_type.map(|t| t()), a.result_type.map(|t| t()));
+            assert_eq!(
+                (p.summary, p.kind, p.direction),
+                (a.summary, a.kind, a.direction)
+            );
+            assert_eq!(p.errors, a.errors, "{}", p.name);
+            assert_eq!((p.action, p.rate_class), (a.action, a.rate_class));
+        }
+    }
+
     /// Every method a principal calls names the action its caller kind may
     /// ask for (so a refusal of another kind is a true
     /// `subject_kind_not_allowed`), except the connects and one's own
@@ -356,6 +439,8 @@ mod tests {
             "app/network/connect",
             "agent/identity/get",
             "app/identity/get",
+            "person/network/connect",
+            "person/identity/get",
         ];
         for s in catalogue() {
             let to_hub = s.direction == Direction::ToHub && s.kind == SpecKind::Request;
@@ -374,6 +459,7 @@ mod tests {
             let kind = match s.caller {
                 Caller::Agent => PrincipalKind::Agent,
                 Caller::App => PrincipalKind::App,
+                Caller::Person => PrincipalKind::Person,
                 Caller::Unauthenticated => panic!("{} is a connect", s.name),
             };
             assert!(
@@ -433,7 +519,9 @@ mod tests {
         assert_eq!(names.len(), specs.len());
         for s in specs {
             assert!(
-                s.name.starts_with("agent/") || s.name.starts_with("app/"),
+                s.name.starts_with("agent/")
+                    || s.name.starts_with("app/")
+                    || s.name.starts_with("person/"),
                 "{}",
                 s.name
             );

@@ -41,6 +41,17 @@ pub struct AppConnectParams {
     pub resume: Option<super::events::Resume>,
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PersonConnectParams {
+    /// The key returned by `POST /api/v1/people` or `switchboard person create`.
+    pub person_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<VersionRange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<super::events::Resume>,
+}
+
 /// The limits in force on this connection.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -94,6 +105,16 @@ pub struct AppConnectResult {
     pub events: super::events::EventStreamInfo,
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PersonConnectResult {
+    pub person_id: Uuid,
+    pub connection_id: Uuid,
+    pub protocol_version: u32,
+    pub limits: ConnectionLimits,
+    pub events: super::events::EventStreamInfo,
+}
+
 pub struct AgentConnect;
 impl Method for AgentConnect {
     const NAME: &'static str = "agent/network/connect";
@@ -130,6 +151,27 @@ impl Method for AppConnect {
     ];
     type Params = AppConnectParams;
     type Result = AppConnectResult;
+}
+
+/// Not a twin of `agent/network/connect`: its params and result name the
+/// person (`personKey`, `personId`).
+pub struct PersonConnect;
+impl Method for PersonConnect {
+    const NAME: &'static str = "person/network/connect";
+    const DIRECTION: Direction = Direction::ToHub;
+    const CALLER: Caller = Caller::Unauthenticated;
+    const ACTION: Option<Action> = None;
+    const RATE_CLASS: RateClass = RateClass::Default;
+    const SUMMARY: &'static str =
+        "Authenticate this socket as a person. Must be the first call, within gateway.auth_timeout_ms.";
+    const ERRORS: &'static [ErrorKind] = &[
+        ErrorKind::Unauthorized,
+        ErrorKind::Conflict,
+        ErrorKind::UnsupportedVersion,
+        ErrorKind::ResyncRequired,
+    ];
+    type Params = PersonConnectParams;
+    type Result = PersonConnectResult;
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -170,7 +212,11 @@ pub struct NoParams {}
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentIdentity {
-    pub agent_id: Uuid,
+    /// The caller, agent or person (`person/identity/get` is the twin).
+    pub principal_id: Uuid,
+    /// Set when the caller is an agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<Uuid>,
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -206,6 +252,8 @@ impl Method for AgentIdentityGet {
     type Params = NoParams;
     type Result = AgentIdentity;
 }
+
+super::twin!(PersonIdentityGet, AgentIdentityGet, "person/identity/get");
 
 pub struct AppIdentityGet;
 impl Method for AppIdentityGet {

@@ -82,6 +82,22 @@ impl<C: Send + 'static> Router<C> {
         self
     }
 
+    /// Registers one handler under an agent method and its `person/...`
+    /// twin (ADR 0020 §1): the twin has the same params and result by
+    /// type, so one body serves both audiences.
+    pub fn register_twins<A, P, F, Fut>(self, handler: F) -> Self
+    where
+        A: Method,
+        P: Method<Params = A::Params, Result = A::Result>,
+        F: Fn(C, A::Params) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<A::Result, RpcError>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let twin = handler.clone();
+        self.register::<A, _, _>(move |c, p| handler(c, p))
+            .register::<P, _, _>(move |c, p| twin(c, p))
+    }
+
     /// Fails when a peer-to-hub request of the catalogue has no handler, so a
     /// method cannot be declared and forgotten.
     pub fn check_complete(&self) -> Result<(), String> {

@@ -205,11 +205,19 @@ pub fn group_delivery(group: &[&NewMessage], seqs: &[i64]) -> GroupDelivery {
         if let Fanout::Forward {
             recipients,
             event_type,
+            people,
         } = &m.fanout
         {
             let payload = Arc::new(serde_json::json!({ "message": message }));
-            let copies = NewEvent::message_copies(recipients, event_type, m.id, payload);
-            if let Some(e) = copies.first() {
+            let copies = NewEvent::message_copies_by_kind(
+                recipients,
+                event_type,
+                (&people.people, people.event_type),
+                m.id,
+                payload,
+            );
+            // One event per recipient kind: each id is this message's.
+            for e in &copies {
                 owner.insert(e.id, i);
             }
             events.extend(copies);

@@ -142,6 +142,17 @@ pub trait IdentityStore: Send + Sync + 'static {
         key: &str,
     ) -> StoreResult<Option<IdempotentResponse>>;
 
+    /// [`IdentityStore::create_agent`] with its owner set in the same
+    /// transaction (ADR 0020 §1: registered with a person's key). `Conflict`
+    /// when `owner` names no active person, under the owner's lock.
+    async fn create_owned_agent(
+        &self,
+        agent: &NewPrincipal,
+        key: &NewKey,
+        owner: Uuid,
+        idem: Option<&IdempotencyRecord>,
+    ) -> StoreResult<()>;
+
     /// Stores a person and its first key (and the idempotency record, if
     /// any) in one transaction. `Conflict` when `person.kind` is not a person.
     async fn create_person(
@@ -487,6 +498,23 @@ impl<D: Database + IdentityDialect> IdentityStore for D {
         let revoked = revoke_active(&mut *tx, person, now).await?;
         tx.commit().await?;
         Ok(revoked)
+    }
+
+    async fn create_owned_agent(
+        &self,
+        agent: &NewPrincipal,
+        key: &NewKey,
+        owner: Uuid,
+        idem: Option<&IdempotencyRecord>,
+    ) -> StoreResult<()> {
+        let mut tx = self.begin().await?;
+        // Locked, so a disable cannot commit between check and write.
+        D::lock_principal(&mut *tx, owner).await?;
+        people::check_owner(&mut *tx, owner).await?;
+        insert_idempotency(&mut *tx, idem, agent.created_at).await?;
+        insert_principal(&mut *tx, agent, key).await?;
+        people::write_owner(&mut *tx, agent.id, Some(owner)).await?;
+        tx.commit().await
     }
 
     async fn set_owner(&self, agent: Uuid, owner: Option<Uuid>) -> StoreResult<()> {

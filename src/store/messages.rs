@@ -21,9 +21,28 @@ pub enum Fanout {
     Forward {
         recipients: Vec<Uuid>,
         event_type: &'static str,
+        /// Which of `recipients` are people, whose copy is named for them.
+        people: PersonCopies,
     },
     /// A policy decides later; the message waits as `pending`.
     Pending,
+}
+
+/// The recipients of a forward who are people, and the event type their
+/// copies take (ADR 0020 §1: an event is named by its recipient's kind).
+/// They share one more payload row, never one per person (ADR 0018).
+#[derive(Clone, Debug, Default)]
+pub struct PersonCopies {
+    pub people: Vec<Uuid>,
+    pub event_type: &'static str,
+}
+
+impl PersonCopies {
+    /// No person among the recipients: every copy is the agents' event.
+    pub const NONE: PersonCopies = PersonCopies {
+        people: Vec::new(),
+        event_type: "",
+    };
 }
 
 #[derive(Clone, Debug)]
@@ -300,6 +319,7 @@ async fn deliver(
     let Fanout::Forward {
         recipients,
         event_type,
+        people,
     } = &m.fanout
     else {
         return Ok(Vec::new());
@@ -308,7 +328,13 @@ async fn deliver(
         ex.insert_recipients(m.id, recipients).await?;
     }
     let payload = Arc::new(serde_json::json!({ "message": message }));
-    let new = NewEvent::message_copies(recipients, event_type, m.id, payload);
+    let new = NewEvent::message_copies_by_kind(
+        recipients,
+        event_type,
+        (&people.people, people.event_type),
+        m.id,
+        payload,
+    );
     ex.append_events(&new, m.created_at).await
 }
 

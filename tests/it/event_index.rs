@@ -229,6 +229,7 @@ async fn send(
         fanout: Fanout::Forward {
             recipients: recipients.to_vec(),
             event_type: "agent/message/received",
+            people: switchboard::store::PersonCopies::NONE,
         },
         job: None,
     };

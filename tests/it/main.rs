@@ -22,6 +22,7 @@ mod live_order;
 mod membership;
 mod migration;
 mod operations;
+mod people;
 mod schema_drift;
 mod server_calls;
 mod store_audit;

@@ -270,6 +270,7 @@ pub(crate) async fn send_to(
         fanout: Fanout::Forward {
             recipients: recipients.to_vec(),
             event_type: "agent/message/received",
+            people: switchboard::store::PersonCopies::NONE,
         },
         job: None,
     };
@@ -598,6 +599,7 @@ async fn concurrent_sends_keep_order_and_fail_alone(store: DynStore) {
         fanout: Fanout::Forward {
             recipients: vec![b, c],
             event_type: "agent/message/received",
+            people: switchboard::store::PersonCopies::NONE,
         },
         job: None,
     };

@@ -14,6 +14,7 @@ contract!(
     only_an_agent_has_an_owner_and_only_a_person_owns,
     owners_list_their_agents_with_their_keys,
     principal_kinds_read_kind_and_activity_at_once,
+    an_owned_agent_is_stored_with_its_owner_or_not_at_all,
 );
 
 /// A person with one key, stored; returns its id and key id.
@@ -230,4 +231,52 @@ async fn principal_kinds_read_kind_and_activity_at_once(store: DynStore) {
     );
     assert!(store.principal_kinds(&[]).await.unwrap().is_empty());
     assert!(store.principal_kinds(&[unknown]).await.unwrap().is_empty());
+}
+
+/// `create_owned_agent` writes the agent, its key and its owner in one
+/// transaction; an owner that is no active person leaves nothing behind,
+/// not even the idempotency record.
+async fn an_owned_agent_is_stored_with_its_owner_or_not_at_all(store: DynStore) {
+    let (owner, _) = person(&store, "Alex").await;
+    let helper = principal(PrincipalKind::Agent, "helper");
+    let (_, key) = new_key(PrincipalKind::Agent);
+    store
+        .create_owned_agent(&helper, &key, owner, None)
+        .await
+        .unwrap();
+    let got = store.principal(helper.id).await.unwrap().unwrap();
+    assert_eq!(got.owner_id, Some(owner));
+    assert_eq!(
+        store.owned_agents(owner).await.unwrap()[0].agent_id,
+        helper.id
+    );
+
+    let (disabled, _) = person(&store, "Sam").await;
+    store.disable_person(disabled, 5).await.unwrap();
+    let (other_agent, _) = agent(&store, "someone").await;
+    for refused in [Uuid::new_v4(), disabled, other_agent, app(&store).await] {
+        let orphan = principal(PrincipalKind::Agent, "orphan");
+        let (_, key) = new_key(PrincipalKind::Agent);
+        let idem = switchboard::store::IdempotencyRecord {
+            scope: "test".into(),
+            key: orphan.id.to_string(),
+            result: switchboard::store::IdempotentResponse {
+                request_hash: "h".into(),
+                status: 201,
+                response: "{}".into(),
+            },
+        };
+        conflict(
+            store
+                .create_owned_agent(&orphan, &key, refused, Some(&idem))
+                .await,
+            "not an active person",
+        );
+        assert!(store.principal(orphan.id).await.unwrap().is_none());
+        assert!(store.key(&key.key_id).await.unwrap().is_none());
+        let replay = store
+            .idempotent_response("test", &orphan.id.to_string())
+            .await;
+        assert!(replay.unwrap().is_none());
+    }
 }

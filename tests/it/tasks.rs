@@ -1279,6 +1279,7 @@ async fn a_dispatch_gate_that_keeps_failing_denies_the_lease() {
         Fanout::Forward {
             recipients: vec![recipient],
             event_type: "agent/message/received",
+            people: switchboard::store::PersonCopies::NONE,
         },
         None,
     );

@@ -32,7 +32,7 @@ impl Reader {
     ) -> Result<(IdSlot, tokio::sync::OwnedSemaphorePermit), RpcError> {
         let session = self.conn.session.get().ok_or_else(|| {
             RpcError::unauthorized(
-                "not connected: call agent/network/connect or app/network/connect first",
+                "not connected: call agent/network/connect, app/network/connect or person/network/connect first",
             )
         })?;
         self.check_audience(session.principal, spec)?;
@@ -63,6 +63,7 @@ impl Reader {
     fn check_audience(&self, principal: Principal, spec: &MethodSpec) -> Result<(), RpcError> {
         let expected = match spec.caller {
             Caller::Agent => PrincipalKind::Agent,
+            Caller::Person => PrincipalKind::Person,
             _ => PrincipalKind::App,
         };
         if principal.kind == expected {
@@ -86,8 +87,13 @@ impl Reader {
                 reason,
             );
         }
+        let article = if spec.caller == Caller::Person {
+            "a"
+        } else {
+            "an"
+        };
         Err(RpcError::forbidden(format!(
-            "{} may be called only by an {}",
+            "{} may be called only by {article} {}",
             spec.name,
             spec.caller.as_str()
         ))

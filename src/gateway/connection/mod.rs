@@ -362,7 +362,7 @@ impl Reader {
         let started = Instant::now();
         match route.spec.caller {
             Caller::Unauthenticated => self.connect(id, route, ctx, params).await,
-            Caller::Agent | Caller::App => {
+            Caller::Agent | Caller::App | Caller::Person => {
                 let (id_slot, permit) = match self.admit(&id, &route.spec) {
                     Ok(admitted) => admitted,
                     Err(err) => return self.finish(&id, name, started, Err(err)),

@@ -267,6 +267,7 @@ mod tests {
         let forward = || Fanout::Forward {
             recipients: recipients.clone(),
             event_type: "agent/message/received",
+            people: crate::store::PersonCopies::NONE,
         };
         let group = [
             message(big, sender, forward(), false),
@@ -350,6 +351,7 @@ mod tests {
             Fanout::Forward {
                 recipients: vec![other],
                 event_type: "agent/message/received",
+                people: crate::store::PersonCopies::NONE,
             },
             false,
         );
