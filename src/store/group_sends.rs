@@ -69,17 +69,17 @@ where
     }
 }
 
+/// Takes `$1` seqs of conversation `$2`; returns its new last seq.
+pub const TAKE_SEQS: &str = "UPDATE conversations SET last_message_seq = last_message_seq + $1 \
+                             WHERE id = $2 RETURNING last_message_seq";
+
 /// Each message's seq, in group order: one update per conversation takes
 /// its whole count at once.
 pub async fn group_seqs(ex: &mut dyn Executor, group: &[&NewMessage]) -> StoreResult<Vec<i64>> {
     let mut first_seq = HashMap::new();
     for (conversation, count) in conversation_counts(group) {
         let last = ex
-            .fetch_optional(
-                "UPDATE conversations SET last_message_seq = last_message_seq + $1 WHERE id = $2 \
-                 RETURNING last_message_seq",
-                &[Arg::Int(count), Arg::Id(conversation)],
-            )
+            .fetch_optional(TAKE_SEQS, &[Arg::Int(count), Arg::Id(conversation)])
             .await?
             .ok_or(StoreError::NotFound)?
             .int("last_message_seq")?;
@@ -125,7 +125,7 @@ pub fn message_rows<'a>(
 /// Seq ranges for a group: one update per conversation, each taking its
 /// count at once. Conversations come in id order, so two groups (on two
 /// nodes) lock their rows in the same order.
-fn conversation_counts(group: &[&NewMessage]) -> Vec<(Uuid, i64)> {
+pub fn conversation_counts(group: &[&NewMessage]) -> Vec<(Uuid, i64)> {
     let mut counts = std::collections::BTreeMap::new();
     for m in group {
         *counts.entry(m.conversation_id).or_insert(0i64) += 1;
@@ -134,7 +134,7 @@ fn conversation_counts(group: &[&NewMessage]) -> Vec<(Uuid, i64)> {
 }
 
 /// Each message's seq, in group order, from each conversation's first seq.
-fn assign_seqs(group: &[&NewMessage], mut first_seq: HashMap<Uuid, i64>) -> Vec<i64> {
+pub fn assign_seqs(group: &[&NewMessage], mut first_seq: HashMap<Uuid, i64>) -> Vec<i64> {
     group
         .iter()
         .map(|m| {

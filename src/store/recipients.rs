@@ -43,28 +43,46 @@ pub fn received_by(viewer: usize) -> String {
 /// recipients must be listed: pending messages are (they have none yet),
 /// forwards only when they miss a participant.
 pub async fn listings(ex: &mut dyn Executor, group: &[&NewMessage]) -> StoreResult<Vec<bool>> {
-    let mut rosters = BTreeMap::new();
-    for m in group {
-        if matches!(m.fanout, Fanout::Forward { .. }) {
-            rosters
-                .entry(m.conversation_id)
-                .or_insert_with(Vec::new)
-                .push(m.sender_id);
-        }
-    }
     let mut counts = BTreeMap::new();
-    for (conversation, senders) in rosters {
+    for (conversation, senders) in rosters_needed(group) {
         counts.insert(conversation, roster(ex, conversation, &senders).await?);
     }
-    Ok(group
+    Ok(listed_by(group, &counts))
+}
+
+/// A conversation's participant count, for [`Roster::participants`].
+pub const ROSTER_COUNT: &str =
+    "SELECT COUNT(*) AS n FROM conversation_participants WHERE conversation_id = $1";
+/// Whether `$2` takes part in conversation `$1`, for [`Roster::senders_in`].
+pub const ROSTER_MEMBER: &str =
+    "SELECT 1 AS one FROM conversation_participants WHERE conversation_id = $1 AND principal_id = $2";
+
+/// The conversations of a group's forwards, in id order, each with its
+/// distinct senders: the rosters [`listed_by`] needs.
+pub fn rosters_needed(group: &[&NewMessage]) -> BTreeMap<Uuid, Vec<Uuid>> {
+    let mut rosters: BTreeMap<Uuid, Vec<Uuid>> = BTreeMap::new();
+    for m in group {
+        if matches!(m.fanout, Fanout::Forward { .. }) {
+            let senders = rosters.entry(m.conversation_id).or_default();
+            if !senders.contains(&m.sender_id) {
+                senders.push(m.sender_id);
+            }
+        }
+    }
+    rosters
+}
+
+/// Each message's listing from its conversation's roster.
+pub fn listed_by(group: &[&NewMessage], rosters: &BTreeMap<Uuid, Roster>) -> Vec<bool> {
+    group
         .iter()
         .map(|m| match &m.fanout {
             Fanout::Forward { recipients, .. } => {
-                !reaches_all(&counts[&m.conversation_id], m.sender_id, recipients)
+                !reaches_all(&rosters[&m.conversation_id], m.sender_id, recipients)
             }
             Fanout::Pending => true,
         })
-        .collect())
+        .collect()
 }
 
 /// Whether a verdict's forward of a stored message must list its
@@ -94,9 +112,9 @@ pub async fn verdict_listed(
 }
 
 /// A conversation's participant count and which of `senders` take part.
-struct Roster {
-    participants: usize,
-    senders_in: HashSet<Uuid>,
+pub struct Roster {
+    pub participants: usize,
+    pub senders_in: HashSet<Uuid>,
 }
 
 async fn roster(
@@ -105,20 +123,13 @@ async fn roster(
     senders: &[Uuid],
 ) -> StoreResult<Roster> {
     let participants = ex
-        .fetch_optional(
-            "SELECT COUNT(*) AS n FROM conversation_participants WHERE conversation_id = $1",
-            &[Arg::Id(conversation)],
-        )
+        .fetch_optional(ROSTER_COUNT, &[Arg::Id(conversation)])
         .await?
         .map_or(Ok(0), |r| r.int("n"))? as usize;
     let mut senders_in = HashSet::new();
-    let distinct: HashSet<Uuid> = senders.iter().copied().collect();
-    for s in distinct {
+    for &s in senders {
         let found = ex
-            .fetch_optional(
-                "SELECT 1 AS one FROM conversation_participants WHERE conversation_id = $1 AND principal_id = $2",
-                &[Arg::Id(conversation), Arg::Id(s)],
-            )
+            .fetch_optional(ROSTER_MEMBER, &[Arg::Id(conversation), Arg::Id(s)])
             .await?;
         if found.is_some() {
             senders_in.insert(s);

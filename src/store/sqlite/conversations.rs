@@ -1,5 +1,6 @@
-//! The SQLite parts of the conversation area: the group-committed writes
-//! of concurrent sends (ADR 0013) and the verdict write.
+//! The SQLite parts of the conversation area: the group committers of
+//! concurrent sends (ADR 0013, written on the writer thread, ADR 0022) and
+//! the verdict write.
 
 use std::sync::Arc;
 
@@ -7,17 +8,14 @@ use async_trait::async_trait;
 use sqlx::{SqliteConnection, SqlitePool};
 use uuid::Uuid;
 
-use super::events::append_events;
+use super::send_writer::ThreadSends;
+use super::writer::Writer;
 use super::SqliteStore;
 use crate::store::conversations::{ConversationDialect, Marked};
 use crate::store::group_commit::GroupCommit;
-use crate::store::group_sends::{
-    group_delivery, group_jobs, group_seqs, message_rows, recipient_pairs, GroupInsert, PoolSends,
-    SendCommit,
-};
+use crate::store::group_sends::SendCommit;
 use crate::store::group_verdicts::{MarkDecided, PoolVerdicts, VerdictCommit};
-use crate::store::messages::{is_pending, InsertedMessage, MessageOutcome, NewMessage};
-use crate::store::recipients::listings;
+use crate::store::messages::{is_pending, MessageOutcome};
 use crate::store::sql::{Arg, Executor};
 use crate::store::CommitFeed;
 use crate::store::StoreResult;
@@ -88,12 +86,13 @@ async fn mark_decided(
 pub(super) fn group_commits(
     writer: Arc<tokio::sync::Mutex<()>>,
     pool: SqlitePool,
+    thread: Arc<Writer>,
     feed: CommitFeed,
 ) -> (SendCommit, VerdictCommit) {
     (
         GroupCommit::new(
             writer.clone(),
-            Arc::new(PoolSends::new(pool.clone())),
+            Arc::new(ThreadSends::new(thread)),
             feed.clone(),
         ),
         GroupCommit::new(
@@ -102,78 +101,6 @@ pub(super) fn group_commits(
             feed,
         ),
     )
-}
-
-#[async_trait]
-impl GroupInsert for SqliteConnection {
-    async fn insert_group_in(
-        &mut self,
-        group: &[&NewMessage],
-    ) -> StoreResult<Vec<InsertedMessage>> {
-        insert_group_in(self, group).await
-    }
-}
-
-async fn insert_group_in(
-    conn: &mut SqliteConnection,
-    group: &[&NewMessage],
-) -> StoreResult<Vec<InsertedMessage>> {
-    let seqs = group_seqs(&mut *conn, group).await?;
-    let listed = listings(&mut *conn, group).await?;
-    let rows = message_rows(group, &seqs, &listed)?;
-    for part in rows.chunks(500) {
-        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
-             request_hash, verdict, created_at, listed, recipient_count) ",
-        );
-        q.push_values(part, |mut row, r| {
-            let m = r.message;
-            row.push_bind(m.id.to_string())
-                .push_bind(m.conversation_id.to_string())
-                .push_bind(r.seq)
-                .push_bind(m.sender_id.to_string())
-                .push_bind(m.origin.as_str())
-                .push_bind(r.parts.clone())
-                .push_bind(m.reply_to.map(|r| r.to_string()))
-                .push_bind(m.client_msg_id.clone())
-                .push_bind(m.request_hash.clone())
-                .push_bind(r.verdict)
-                .push_bind(m.created_at)
-                .push_bind(r.listed)
-                .push_bind(r.recipient_count);
-        });
-        q.build().execute(&mut *conn).await?;
-    }
-    let jobs = group_jobs(group);
-    for part in jobs.chunks(500) {
-        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "INSERT INTO jobs (id, kind, subject, run_at, created_at, locked_until, attempts) ",
-        );
-        q.push_values(part, |mut row, (job, now)| {
-            row.push_bind(job.id.to_string())
-                .push_bind(job.kind.as_str())
-                .push_bind(job.subject.to_string())
-                .push_bind(job.run_at)
-                .push_bind(*now)
-                .push_bind(job.claimed_until)
-                .push_bind(job.initial_attempts());
-        });
-        q.build().execute(&mut *conn).await?;
-    }
-    let pairs = recipient_pairs(&rows);
-    for part in pairs.chunks(500) {
-        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "INSERT INTO message_recipients (message_id, recipient_id) ",
-        );
-        q.push_values(part, |mut row, (message, recipient)| {
-            row.push_bind(message.to_string())
-                .push_bind(recipient.to_string());
-        });
-        q.build().execute(&mut *conn).await?;
-    }
-    let delivery = group_delivery(group, &seqs);
-    let stored = append_events(conn, &delivery.events, delivery.occurred_at).await?;
-    Ok(delivery.results(group, stored))
 }
 
 #[cfg(test)]
@@ -187,7 +114,7 @@ mod tests {
     use crate::domain::message::{Origin, Part};
     use crate::domain::PrincipalKind;
     use crate::store::group_commit::GroupWriter;
-    use crate::store::messages::{Fanout, Verdict};
+    use crate::store::messages::{Fanout, InsertedMessage, NewMessage, Verdict};
     use crate::store::{
         BaseStore, ConversationStore, EventStore, IdentityStore, JobKind, JobStore,
         NewConversation, NewJob, NewKey, NewPrincipal,
@@ -277,7 +204,7 @@ mod tests {
             message(big, sender, forward(), false),
         ];
         let refs: Vec<&NewMessage> = group.iter().collect();
-        let results = PoolSends::new(s.pool.clone())
+        let results = ThreadSends::new(s.thread.clone())
             .write_group(&refs)
             .await
             .unwrap();

@@ -7,8 +7,12 @@
 mod conversations;
 mod events;
 mod locks;
+mod send_writer;
+#[cfg(test)]
+mod send_writer_tests;
 #[cfg(test)]
 mod verdict_group_tests;
+mod writer;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -40,6 +44,9 @@ pub struct SqliteStore {
     /// busy handler, which sleeps 1 ms, 2 ms, 5 ms, ... between retries,
     /// keeps contended writes from waiting on sleeps.
     writer: Arc<tokio::sync::Mutex<()>>,
+    /// The writer thread's connection (ADR 0022), used under `writer`.
+    #[cfg_attr(not(test), allow(dead_code))]
+    thread: Arc<writer::Writer>,
     /// Sends, group-committed under the writer lock (ADR 0013).
     sends: SendCommit,
     /// Verdicts of gated messages, group-committed under the same lock.
@@ -54,9 +61,9 @@ impl SqliteStore {
         busy_timeout_ms: u64,
         synchronous: crate::config::SqliteSynchronous,
     ) -> StoreResult<Self> {
-        let synchronous = match synchronous {
-            crate::config::SqliteSynchronous::Full => SqliteSynchronous::Full,
-            crate::config::SqliteSynchronous::Normal => SqliteSynchronous::Normal,
+        let (synchronous, synchronous_pragma) = match synchronous {
+            crate::config::SqliteSynchronous::Full => (SqliteSynchronous::Full, "FULL"),
+            crate::config::SqliteSynchronous::Normal => (SqliteSynchronous::Normal, "NORMAL"),
         };
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
@@ -75,15 +82,31 @@ impl SqliteStore {
                     .map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
             }
         }
+        let settings = writer::WriterSettings {
+            path: writer::writer_path(options.get_filename())?,
+            synchronous: synchronous_pragma,
+            busy_timeout: Duration::from_millis(busy_timeout_ms),
+        };
         let pool = SqlitePoolOptions::new()
             .max_connections(max_connections)
             .connect_with(options)
             .await?;
+        // After the pool: its first connection made the file and set WAL.
+        let thread = Arc::new(
+            tokio::task::spawn_blocking(move || writer::Writer::start(settings))
+                .await
+                .map_err(|e| StoreError::Database(sqlx::Error::Protocol(e.to_string())))??,
+        );
         let writer = Arc::new(tokio::sync::Mutex::new(()));
         let feed = CommitFeed::default();
-        let (sends, verdicts) =
-            conversations::group_commits(writer.clone(), pool.clone(), feed.clone());
+        let (sends, verdicts) = conversations::group_commits(
+            writer.clone(),
+            pool.clone(),
+            thread.clone(),
+            feed.clone(),
+        );
         Ok(SqliteStore {
+            thread,
             feed,
             sends,
             verdicts,
