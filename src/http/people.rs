@@ -34,14 +34,14 @@ fn store_failure(e: crate::store::StoreError) -> ApiError {
     ApiError::internal()
 }
 
-/// The one answer for an agent the caller may not see: unknown, another
-/// kind, or another person's.
+/// The operator's answer for an id that names no agent (unknown or
+/// another kind); a person's revoke is answered by `access` instead.
 fn unknown_agent() -> ApiError {
-    ApiError::not_found("agent not found")
+    super::admin::operator_not_found("agent")
 }
 
 fn unknown_person() -> ApiError {
-    ApiError::not_found("person not found")
+    super::admin::operator_not_found("person")
 }
 
 /// Closes this process's sockets on the principal's revoked keys.
