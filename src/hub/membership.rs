@@ -275,9 +275,6 @@ impl MembershipCache {
         entries.map.remove(&id);
     }
 
-    /// Forgets every channel: a grant, a group member or a channel state
-    /// changed, and any channel's readers may have changed with it. Call it
-    /// after the store call, also when that call failed.
     /// Forgets every entry: a person was disabled, and entries hold who
     /// is (ADR 0020 §1). Disables are rare; the cache refills on use.
     pub fn invalidate_all(&self) {
@@ -287,6 +284,9 @@ impl MembershipCache {
         entries.order.clear();
     }
 
+    /// Forgets every channel: a grant, a group member or a channel state
+    /// changed, and any channel's readers may have changed with it. Call it
+    /// after the store call, also when that call failed.
     pub fn invalidate_channels(&self) {
         let mut entries = self.lock();
         entries.generation += 1;
