@@ -365,7 +365,7 @@ async fn agent(command: AgentCommand, config: Config) -> anyhow::Result<()> {
             owner,
         } => {
             let doc = people::name_and_description(name, description);
-            let r = identity::register_owned_agent(store.as_ref(), &doc, owner, None)
+            let r = identity::register_agent_owned_by(store.as_ref(), &doc, owner, None)
                 .await
                 .map_err(describe)?;
             println!("agent id:  {}", r.id);

@@ -73,13 +73,39 @@ pub async fn register_agent(
     register_owned_agent(store, doc, None, idem).await
 }
 
-/// Registers an agent owned by `owner` when given (ADR 0020 §1), its owner
-/// written in the same transaction. An owner that is no active person is
-/// `OwnerRefused`.
+/// Registers an agent with a person's key (`Bearer <person key>`, ADR 0020
+/// §1): the caller owns it, written in the same transaction. A caller
+/// disabled since its key was checked is answered like a bad key (the key
+/// no longer authenticates), never as a refused `ownerId` the body lacks.
 pub async fn register_owned_agent(
     store: &(impl IdentityStore + ?Sized),
     doc: &Value,
     owner: Option<Uuid>,
+    idem: Option<IdempotencyFor<'_>>,
+) -> Result<Registered, IdentityError> {
+    register(store, doc, owner, IdentityError::BadKey, idem).await
+}
+
+/// Registers an agent owned by the person the operator names (`switchboard
+/// agent register --owner`), when given. An owner that is no active person
+/// is `OwnerRefused`.
+pub async fn register_agent_owned_by(
+    store: &(impl IdentityStore + ?Sized),
+    doc: &Value,
+    owner: Option<Uuid>,
+    idem: Option<IdempotencyFor<'_>>,
+) -> Result<Registered, IdentityError> {
+    register(store, doc, owner, IdentityError::OwnerRefused, idem).await
+}
+
+/// An agent and its key, owned by `owner` when given; `refused` answers an
+/// owner that is no active person. Any other store error (a key id taken)
+/// is what it is on every create.
+async fn register(
+    store: &(impl IdentityStore + ?Sized),
+    doc: &Value,
+    owner: Option<Uuid>,
+    refused: IdentityError,
     idem: Option<IdempotencyFor<'_>>,
 ) -> Result<Registered, IdentityError> {
     let (new, key) = new_principal(PrincipalKind::Agent, doc)?;
@@ -97,7 +123,7 @@ pub async fn register_owned_agent(
         }
     };
     stored.map_err(|e| match e {
-        StoreError::Conflict(_) if owner.is_some() => IdentityError::OwnerRefused,
+        StoreError::NotFound if owner.is_some() => refused,
         other => from_store(other),
     })?;
     Ok(Registered { id: new.id, key })
@@ -256,6 +282,17 @@ pub async fn revoke(
     principal_id: Uuid,
 ) -> Result<Vec<String>, IdentityError> {
     Ok(store.revoke_keys(principal_id, now_millis()).await?)
+}
+
+/// An owner's revoke of its agent's keys (`agent.keys.revoke`, decided by
+/// `access` before): `None` when the agent is no longer `owner`'s by the
+/// time the revoke holds its lock (the operator moved it meanwhile).
+pub async fn revoke_owned(
+    store: &(impl IdentityStore + ?Sized),
+    agent: Uuid,
+    owner: Uuid,
+) -> Result<Option<Vec<String>>, IdentityError> {
+    Ok(store.revoke_owned_keys(agent, owner, now_millis()).await?)
 }
 
 /// Looks a principal up for the operator CLI.

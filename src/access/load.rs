@@ -1,8 +1,10 @@
 //! The loaders: for each kind of target, the row and the facts `authorize`
 //! decides on. A missing row is `Resource::Missing(kind)`, never an error,
 //! and each loader makes the same reads in the same order whether the row
-//! exists or not (a row's dependent read runs on the nil id when the row is
-//! missing), so a hidden id costs what a missing one costs.
+//! exists or not, each read one store statement for a hidden row as for a
+//! missing one (a row and what depends on it come in one statement, see
+//! `store::conversations`, `store::tasks`, `store::leases`), so a hidden id
+//! costs what a missing one costs, counted in statements.
 
 use std::sync::Arc;
 
@@ -18,7 +20,7 @@ use crate::domain::task::Task;
 use crate::domain::PrincipalKind;
 use crate::hub::membership::ChannelPlace;
 use crate::hub::{Hub, Membership};
-use crate::store::{AppRecord, PrincipalRecord, StoreResult};
+use crate::store::{AppRecord, LeaseAccess, PrincipalRecord, StoreError, StoreResult};
 
 /// Where a conversation's membership is read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,16 +32,19 @@ pub(super) enum Source {
 }
 
 /// The reads a loader makes, each one store (or cache) call: the hub's,
-/// and in the unit tests a recording fake that checks their order.
+/// and in the unit tests a recording fake that checks their order and
+/// counts their statements.
 #[async_trait]
 pub(super) trait Reads: Sync {
-    async fn membership(&self, id: Uuid, source: Source) -> StoreResult<Option<Arc<Membership>>>;
+    /// The membership, and whether it was read from the store (a cache
+    /// miss, or [`Source::Store`]).
+    async fn membership(&self, id: Uuid, source: Source) -> StoreResult<Fetched>;
     async fn conversation_whole(&self, id: Uuid)
         -> StoreResult<Option<(Conversation, Membership)>>;
     async fn message(&self, id: Uuid) -> StoreResult<Option<Message>>;
     async fn is_recipient(&self, message: Uuid, principal: Uuid) -> StoreResult<bool>;
     async fn task(&self, id: Uuid) -> StoreResult<Option<Task>>;
-    async fn lease(&self, id: Uuid) -> StoreResult<Option<Lease>>;
+    async fn lease(&self, id: Uuid) -> StoreResult<Option<LeaseAccess>>;
     async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>>;
     async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>>;
     async fn principal(&self, id: Uuid) -> StoreResult<Option<PrincipalRecord>>;
@@ -47,11 +52,15 @@ pub(super) trait Reads: Sync {
 
 #[async_trait]
 impl Reads for Hub {
-    async fn membership(&self, id: Uuid, source: Source) -> StoreResult<Option<Arc<Membership>>> {
-        match source {
-            Source::Cache => self.memberships.get(&self.store, id).await,
-            Source::Store => Ok(Membership::read(&self.store, id).await?.map(Arc::new)),
-        }
+    async fn membership(&self, id: Uuid, source: Source) -> StoreResult<Fetched> {
+        let (membership, from_store) = match source {
+            Source::Cache => self.memberships.lookup(&self.store, id).await?,
+            Source::Store => (Membership::read(&self.store, id).await?.map(Arc::new), true),
+        };
+        Ok(Fetched {
+            membership,
+            from_store,
+        })
     }
 
     async fn conversation_whole(
@@ -73,8 +82,8 @@ impl Reads for Hub {
         Ok(self.store.task(id).await?.map(|r| r.task))
     }
 
-    async fn lease(&self, id: Uuid) -> StoreResult<Option<Lease>> {
-        self.store.lease(id).await
+    async fn lease(&self, id: Uuid) -> StoreResult<Option<LeaseAccess>> {
+        self.store.lease_for_access(id).await
     }
 
     async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>> {
@@ -88,6 +97,12 @@ impl Reads for Hub {
     async fn principal(&self, id: Uuid) -> StoreResult<Option<PrincipalRecord>> {
         self.store.principal(id).await
     }
+}
+
+/// A membership read, and whether it came from the store.
+pub(super) struct Fetched {
+    pub membership: Option<Arc<Membership>>,
+    pub from_store: bool,
 }
 
 /// What a granted request loaded, handed to the handler.
@@ -105,9 +120,11 @@ pub enum Loaded {
         membership: Arc<Membership>,
     },
     Task(Task),
+    /// The membership is read only once the lease is granted
+    /// ([`complete`]): deciding needs none.
     Lease {
         lease: Lease,
-        membership: Arc<Membership>,
+        membership: Option<Arc<Membership>>,
     },
     App(AppRecord),
     /// An agent and its owner, for `agent.keys.*`.
@@ -118,6 +135,9 @@ pub(super) struct Loading {
     pub resource: Resource,
     pub facts: Facts,
     pub loaded: Loaded,
+    /// Decided on store reads only (no cache hit): a denial needs no
+    /// second read before it is answered.
+    pub from_store: bool,
 }
 
 impl Loading {
@@ -129,7 +149,13 @@ impl Loading {
                 ..Facts::default()
             },
             loaded: Loaded::Nothing,
+            from_store: true,
         }
+    }
+
+    fn on_store(mut self, from_store: bool) -> Loading {
+        self.from_store = from_store;
+        self
     }
 }
 
@@ -148,11 +174,13 @@ pub(super) async fn load(
                 ..Facts::default()
             },
             loaded: Loaded::Nothing,
+            from_store: true,
         }),
         What::Stream(audience) => Ok(Loading {
             resource: Resource::Stream { audience },
             facts: Facts::default(),
             loaded: Loaded::Nothing,
+            from_store: true,
         }),
         What::Conversation { id, row } => conversation(hub, me, target, id, row, source).await,
         What::Message { conversation, id } => {
@@ -173,17 +201,18 @@ async fn conversation(
     row: bool,
     source: Source,
 ) -> StoreResult<Loading> {
-    let (membership, row) = if row {
+    let (membership, row, from_store) = if row {
         match hub.conversation_whole(id).await? {
-            Some((c, m)) => (Some(Arc::new(m)), Some(c)),
-            None => (None, None),
+            Some((c, m)) => (Some(Arc::new(m)), Some(c), true),
+            None => (None, None, true),
         }
     } else {
-        (hub.membership(id, source).await?, None)
+        let fetched = hub.membership(id, source).await?;
+        (fetched.membership, None, fetched.from_store)
     };
     let named = named(hub, &target.named, None).await?;
     let Some((membership, place)) = membership.and_then(|m| place_of(&m).map(|p| (m, p))) else {
-        return Ok(Loading::missing(target, named));
+        return Ok(Loading::missing(target, named).on_store(from_store));
     };
     Ok(Loading {
         facts: Facts {
@@ -193,6 +222,7 @@ async fn conversation(
         },
         resource: Resource::Conversation(place),
         loaded: Loaded::Conversation { membership, row },
+        from_store,
     })
 }
 
@@ -206,17 +236,18 @@ async fn message(
     id: Uuid,
     source: Source,
 ) -> StoreResult<Loading> {
-    let membership = hub.membership(conversation, source).await?;
+    let fetched = hub.membership(conversation, source).await?;
     let message = hub.message(id).await?;
     let recipient = hub.is_recipient(id, me).await?;
-    let found = match (membership, message) {
+    let from_store = fetched.from_store;
+    let found = match (fetched.membership, message) {
         (Some(m), Some(msg)) if msg.conversation_id == m.id => {
             place_of(&m).map(|place| (m, msg, place))
         }
         _ => None,
     };
     let Some((membership, message, place)) = found else {
-        return Ok(Loading::missing(target, Vec::new()));
+        return Ok(Loading::missing(target, Vec::new()).on_store(from_store));
     };
     Ok(Loading {
         facts: Facts {
@@ -232,6 +263,7 @@ async fn message(
             message,
             membership,
         },
+        from_store,
     })
 }
 
@@ -251,21 +283,15 @@ async fn task(hub: &impl Reads, target: &Target, id: Uuid) -> StoreResult<Loadin
             ..Facts::default()
         },
         loaded: Loaded::Task(task),
+        from_store: true,
     })
 }
 
-/// A lease, with its conversation's membership (the task's app resolves
-/// it); the nil id's when the lease is missing.
+/// A lease, with its conversation's kind and creator from the same
+/// statement (the task's app resolves it): no membership read.
 async fn lease(hub: &impl Reads, target: &Target, id: Uuid) -> StoreResult<Loading> {
-    let lease = hub.lease(id).await?;
-    let conversation = lease.as_ref().map_or(Uuid::nil(), |l| l.conversation_id);
-    let membership = hub.membership(conversation, Source::Cache).await?;
-    let (Some(lease), Some(membership)) = (lease, membership) else {
+    let Some(LeaseAccess { lease, task_app }) = hub.lease(id).await? else {
         return Ok(Loading::missing(target, Vec::new()));
-    };
-    let task_app = match place_of(&membership).map(|p| p.kind) {
-        Some(PlaceKind::Task { app_id }) => Some(app_id),
-        _ => None,
     };
     Ok(Loading {
         resource: Resource::Lease {
@@ -273,7 +299,34 @@ async fn lease(hub: &impl Reads, target: &Target, id: Uuid) -> StoreResult<Loadi
             task_app,
         },
         facts: Facts::default(),
-        loaded: Loaded::Lease { lease, membership },
+        loaded: Loaded::Lease {
+            lease,
+            membership: None,
+        },
+        from_store: true,
+    })
+}
+
+/// What a granted request still needs read, after the decision (so a
+/// refusal never costs it): a lease's conversation membership.
+pub(super) async fn complete(hub: &impl Reads, loaded: Loaded) -> StoreResult<Loaded> {
+    let Loaded::Lease {
+        lease,
+        membership: None,
+    } = loaded
+    else {
+        return Ok(loaded);
+    };
+    let membership = hub
+        .membership(lease.conversation_id, Source::Cache)
+        .await?
+        .membership
+        .ok_or_else(|| {
+            StoreError::Corrupt(format!("lease {} without its conversation", lease.lease_id))
+        })?;
+    Ok(Loaded::Lease {
+        lease,
+        membership: Some(membership),
     })
 }
 
@@ -291,6 +344,7 @@ async fn app(hub: &impl Reads, target: &Target, id: Uuid) -> StoreResult<Loading
             ..Facts::default()
         },
         loaded: Loaded::App(app),
+        from_store: true,
     })
 }
 
@@ -307,6 +361,7 @@ async fn agent(hub: &impl Reads, target: &Target, id: Uuid) -> StoreResult<Loadi
         },
         facts: Facts::default(),
         loaded: Loaded::Agent(record),
+        from_store: true,
     })
 }
 

@@ -1,7 +1,9 @@
 //! The loaders read the same things in the same order for a hidden row as
-//! for a missing one, and `authorize` then gives the two one denial.
+//! for a missing one, and `authorize` then gives the two one denial; and
+//! the whole decision (both passes) makes as many store statements for
+//! either, cached or not.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use super::*;
@@ -9,39 +11,73 @@ use crate::domain::authz::{authorize, Action, Context, Decision, Mode, ResourceK
 use crate::domain::lease::LeaseState;
 use crate::domain::message::Origin;
 use crate::domain::task::{TaskParticipant, TaskRole, TaskState};
-use crate::store::StoreError;
 
-/// Rows by id, and every read asked of it, by name.
+/// Rows by id, the membership cache (the ids it holds), every read asked
+/// of it, by name, and the store statements those reads cost. Each read
+/// costs what the real store's costs whether its row exists or not (the
+/// real store's counts are checked in `tests/it/store_statements.rs`): a
+/// membership read two (the conversation with its participants, the
+/// channel levels), a cache hit none, every other read one.
 #[derive(Default)]
 struct Fake {
     memberships: HashMap<Uuid, Arc<Membership>>,
     messages: HashMap<Uuid, Message>,
     tasks: HashMap<Uuid, Task>,
-    leases: HashMap<Uuid, Lease>,
+    leases: HashMap<Uuid, LeaseAccess>,
     kinds: Vec<(Uuid, PrincipalKind, bool)>,
     principals: HashMap<Uuid, crate::store::PrincipalRecord>,
+    cached: Mutex<HashSet<Uuid>>,
     log: Mutex<Vec<&'static str>>,
+    statements: Mutex<u32>,
 }
+
+/// What reading a membership from the store costs.
+const MEMBERSHIP_STATEMENTS: u32 = 3;
 
 impl Fake {
     fn note(&self, read: &'static str) {
+        self.cost(read, 1);
+    }
+
+    fn cost(&self, read: &'static str, statements: u32) {
         self.log.lock().unwrap().push(read);
+        *self.statements.lock().unwrap() += statements;
     }
 
     fn take(&self) -> Vec<&'static str> {
         std::mem::take(&mut *self.log.lock().unwrap())
     }
+
+    fn take_statements(&self) -> u32 {
+        std::mem::take(&mut *self.statements.lock().unwrap())
+    }
 }
 
 #[async_trait]
 impl Reads for Fake {
-    async fn membership(&self, id: Uuid, _: Source) -> StoreResult<Option<Arc<Membership>>> {
-        self.note("membership");
-        Ok(self.memberships.get(&id).cloned())
+    async fn membership(&self, id: Uuid, source: Source) -> StoreResult<Fetched> {
+        let found = self.memberships.get(&id).cloned();
+        let hit = source == Source::Cache && self.cached.lock().unwrap().contains(&id);
+        if hit {
+            self.cost("membership", 0);
+        } else {
+            self.cost("membership", MEMBERSHIP_STATEMENTS);
+            if source == Source::Cache && found.is_some() {
+                self.cached.lock().unwrap().insert(id);
+            }
+        }
+        Ok(Fetched {
+            membership: found,
+            from_store: !hit,
+        })
     }
-    async fn conversation_whole(&self, _: Uuid) -> StoreResult<Option<(Conversation, Membership)>> {
-        self.note("conversation_whole");
-        Err(StoreError::Corrupt("not used here".into()))
+    async fn conversation_whole(
+        &self,
+        id: Uuid,
+    ) -> StoreResult<Option<(Conversation, Membership)>> {
+        self.cost("conversation_whole", MEMBERSHIP_STATEMENTS);
+        let found = self.memberships.get(&id);
+        Ok(found.map(|m| (m.conversation_at(0), (**m).clone())))
     }
     async fn message(&self, id: Uuid) -> StoreResult<Option<Message>> {
         self.note("message");
@@ -55,7 +91,7 @@ impl Reads for Fake {
         self.note("task");
         Ok(self.tasks.get(&id).cloned())
     }
-    async fn lease(&self, id: Uuid) -> StoreResult<Option<Lease>> {
+    async fn lease(&self, id: Uuid) -> StoreResult<Option<LeaseAccess>> {
         self.note("lease");
         Ok(self.leases.get(&id).cloned())
     }
@@ -151,15 +187,18 @@ fn world() -> World {
     );
     fake.leases.insert(
         lease,
-        Lease {
-            lease_id: lease,
-            message_id: message,
-            conversation_id: conversation,
-            recipient_id: b,
-            state: LeaseState::Granted,
-            reason: None,
-            expires_at: None,
-            created_at: String::new(),
+        LeaseAccess {
+            lease: Lease {
+                lease_id: lease,
+                message_id: message,
+                conversation_id: conversation,
+                recipient_id: b,
+                state: LeaseState::Granted,
+                reason: None,
+                expires_at: None,
+                created_at: String::new(),
+            },
+            task_app: Some(app),
         },
     );
     fake.kinds = vec![
@@ -275,7 +314,6 @@ async fn a_hidden_lease_reads_and_answers_like_a_missing_one() {
     )
     .await;
     denied((hidden, missing));
-    // The missing lease's conversation read happened too (on the nil id).
     assert!(
         matches!(hidden, Decision::Deny(d) if d.reason == crate::domain::authz::Reason::NotSelf)
     );
@@ -440,4 +478,110 @@ async fn another_persons_agent_reads_and_answers_like_a_missing_one() {
     );
     assert_eq!(decide(stranger, Uuid::new_v4()).await, hidden);
     assert_eq!(decide(owner, app).await, hidden, "an app is no agent");
+}
+
+/// Runs the whole decision (both passes, and what a grant completes) on
+/// `target` and returns the store statements it cost, checking it refused.
+async fn statements_of(w: &World, action: Action, target: Target) -> u32 {
+    let subject = Subject::Principal {
+        id: w.me,
+        kind: PrincipalKind::Agent,
+        active: true,
+    };
+    w.fake.take_statements();
+    let outcome = super::super::decide_with(&w.fake, w.me, &subject, action, &target)
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, super::super::Outcome::Denied(_)),
+        "{action}: granted"
+    );
+    w.fake.take();
+    w.fake.take_statements()
+}
+
+/// A hidden id and a random one cost the same statements deciding
+/// `action`, with the cache cold, then with `warm` cached (a random id is
+/// never cached: misses are not).
+async fn same_cost(w: &World, action: Action, warm: Uuid, hidden: Target, missing: Target) {
+    for cache in [vec![], vec![warm]] {
+        let mut cost = Vec::new();
+        for target in [&hidden, &missing] {
+            *w.fake.cached.lock().unwrap() = cache.iter().copied().collect();
+            cost.push(statements_of(w, action, target.clone()).await);
+        }
+        assert!(cost[1] > 0, "{action}: no statement");
+        assert_eq!(
+            cost[0], cost[1],
+            "{action}, cached {cache:?}: hidden vs missing"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_hidden_conversation_costs_the_statements_of_a_missing_one() {
+    let w = world();
+    for action in [
+        Action::ConversationRead,
+        Action::MessageCreate,
+        Action::TypingSend,
+    ] {
+        let (hidden, missing) = (w.conversation, Uuid::new_v4());
+        let (h, m) = (Target::conversation(hidden), Target::conversation(missing));
+        same_cost(&w, action, hidden, h, m).await;
+    }
+    // Read whole (`*/conversation/get`, `app/conversation/add`): no cache.
+    let (h, m) = (
+        Target::conversation_row(w.conversation),
+        Target::conversation_row(Uuid::new_v4()),
+    );
+    same_cost(&w, Action::ConversationRead, w.conversation, h, m).await;
+}
+
+#[tokio::test]
+async fn a_hidden_message_costs_the_statements_of_a_missing_one() {
+    let w = world();
+    // The conversation is one the caller was granted already (the handlers
+    // check it first): a random message in the same conversation.
+    let hidden = Target::message(w.conversation, w.message).field("replyTo");
+    let missing = Target::message(w.conversation, Uuid::new_v4()).field("replyTo");
+    for action in [Action::MessageCreate, Action::DispatchRequest] {
+        same_cost(&w, action, w.conversation, hidden.clone(), missing.clone()).await;
+    }
+}
+
+#[tokio::test]
+async fn a_hidden_task_and_lease_cost_the_statements_of_missing_ones() {
+    let w = world();
+    let named = [w.me];
+    let (task, random) = (Target::task(w.task), Target::task(Uuid::new_v4()));
+    same_cost(&w, Action::TaskRead, w.conversation, task, random).await;
+    let task = Target::task(w.task).naming(&named);
+    let random = Target::task(Uuid::new_v4()).naming(&named);
+    same_cost(&w, Action::TaskManage, w.conversation, task, random).await;
+    let (lease, random) = (Target::lease(w.lease), Target::lease(Uuid::new_v4()));
+    same_cost(&w, Action::DispatchComplete, w.conversation, lease, random).await;
+}
+
+/// An agent's send to a conversation it is in, cached: one cache lookup,
+/// no statement; uncached: one membership read, never a second pass.
+#[tokio::test]
+async fn a_granted_send_to_a_cached_conversation_costs_no_statement() {
+    let w = world();
+    let a = w.fake.memberships[&w.conversation].participants[0];
+    let subject = Subject::Principal {
+        id: a,
+        kind: PrincipalKind::Agent,
+        active: true,
+    };
+    let target = Target::conversation(w.conversation);
+    for expected in [MEMBERSHIP_STATEMENTS, 0] {
+        let outcome =
+            super::super::decide_with(&w.fake, a, &subject, Action::MessageCreate, &target)
+                .await
+                .unwrap();
+        assert!(matches!(outcome, super::super::Outcome::Allowed { .. }));
+        assert_eq!(w.fake.take(), ["membership"]);
+        assert_eq!(w.fake.take_statements(), expected);
+    }
 }

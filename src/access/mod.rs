@@ -8,8 +8,10 @@
 //!
 //! Hidden equals missing by construction: a missing row is
 //! `Resource::Missing(kind)`, the loader reads the same things in the same
-//! order either way, and the answer is built from the request, never from
-//! the row.
+//! order either way, each read the same number of store statements (a
+//! denial decided on a cache hit is decided again on the store; one
+//! decided on a store read is not), and the answer is built from the
+//! request, never from the row.
 
 mod load;
 mod reject;
@@ -168,7 +170,8 @@ impl Target {
         )
     }
 
-    /// The conversation whose cached entry a fresh Allow replaces.
+    /// The conversation whose cached entry a fresh Allow invalidates (the
+    /// next get refills it).
     fn cached_conversation(&self) -> Option<Uuid> {
         match self.what {
             What::Conversation { id, row: false } => Some(id),
@@ -229,7 +232,10 @@ impl Granted {
     /// The lease, with the membership of its conversation.
     pub fn lease(self) -> Result<(Lease, Arc<Membership>), RpcError> {
         match self.loaded {
-            Loaded::Lease { lease, membership } => Ok((lease, membership)),
+            Loaded::Lease {
+                lease,
+                membership: Some(membership),
+            } => Ok((lease, membership)),
             _ => Err(mismatch()),
         }
     }
@@ -298,55 +304,100 @@ async fn decide(
     action: Action,
     target: &Target,
 ) -> Result<Granted, Refused> {
-    let (me, subject) = (principal.id, subject_of(principal));
-    let mut denial = match decide_on(hub, me, &subject, action, target, load::Source::Cache).await?
-    {
-        Ok(granted) => return Ok(granted),
-        Err(denial) => denial,
-    };
-    if target.cached() {
-        // The cached entry may have missed an invalidation: decide again
-        // on the store before refusing. A missing id costs the same read.
-        match decide_on(hub, me, &subject, action, target, load::Source::Store).await? {
-            Ok(granted) => {
-                if let Some(id) = target.cached_conversation() {
-                    hub.memberships.invalidate(id);
-                }
-                return Ok(granted);
+    let subject = subject_of(principal);
+    match decide_with(hub, principal.id, &subject, action, target).await? {
+        Outcome::Allowed { granted, stale } => {
+            if let Some(id) = stale {
+                hub.memberships.invalidate(id);
             }
-            Err(fresh) => denial = fresh,
+            Ok(granted)
+        }
+        Outcome::Denied(denial) => {
+            record_denial(
+                hub,
+                &subject,
+                action,
+                target.kind(),
+                target.requested_id(),
+                denial.reason,
+            );
+            Err(Refused::Denied(reject(target, action, denial)))
         }
     }
-    record_denial(
-        hub,
-        &subject,
-        action,
-        target.kind(),
-        target.requested_id(),
-        denial.reason,
-    );
-    Err(Refused::Denied(reject(target, action, denial)))
 }
 
+/// A decision before its side effects. Returned once per request and
+/// unpacked at once: boxing the grant would cost the send path an
+/// allocation for nothing.
+#[allow(clippy::large_enum_variant)]
+enum Outcome {
+    /// `stale`: a cached entry that refused what the store allows.
+    Allowed {
+        granted: Granted,
+        stale: Option<Uuid>,
+    },
+    Denied(Denial),
+}
+
+/// The decision on `reads`, with every read it makes: the unit tests run
+/// it on a fake that counts statements. A denial decided on a cache hit is
+/// decided again on the store (the entry may have missed an
+/// invalidation); one decided on a store read already is not, so a hidden
+/// id costs what a missing one costs, cached or not.
+async fn decide_with(
+    reads: &impl load::Reads,
+    me: Uuid,
+    subject: &Subject,
+    action: Action,
+    target: &Target,
+) -> Result<Outcome, StoreError> {
+    let first = decide_on(reads, me, subject, action, target, load::Source::Cache).await?;
+    let denial = match first {
+        (Ok(granted), _) => return allowed(reads, granted, None).await,
+        (Err(denial), true) => return Ok(Outcome::Denied(denial)),
+        (Err(denial), false) => denial,
+    };
+    if !target.cached() {
+        return Ok(Outcome::Denied(denial));
+    }
+    match decide_on(reads, me, subject, action, target, load::Source::Store).await? {
+        (Ok(granted), _) => allowed(reads, granted, target.cached_conversation()).await,
+        (Err(fresh), _) => Ok(Outcome::Denied(fresh)),
+    }
+}
+
+async fn allowed(
+    reads: &impl load::Reads,
+    granted: Granted,
+    stale: Option<Uuid>,
+) -> Result<Outcome, StoreError> {
+    let granted = Granted {
+        loaded: load::complete(reads, granted.loaded).await?,
+    };
+    Ok(Outcome::Allowed { granted, stale })
+}
+
+/// One pass: the decision, and whether it was made on store reads only.
 async fn decide_on(
-    hub: &Hub,
+    reads: &impl load::Reads,
     me: Uuid,
     subject: &Subject,
     action: Action,
     target: &Target,
     source: load::Source,
-) -> Result<Result<Granted, Denial>, StoreError> {
-    let loading = load::load(hub, me, target, source).await?;
+) -> Result<(Result<Granted, Denial>, bool), StoreError> {
+    let loading = load::load(reads, me, target, source).await?;
     let ctx = Context {
         mode: Mode::Request,
         facts: loading.facts,
     };
-    Ok(match authorize(subject, action, &loading.resource, &ctx) {
+    let decision = match authorize(subject, action, &loading.resource, &ctx) {
         Decision::Allow => Ok(Granted {
             loaded: loading.loaded,
         }),
         Decision::Deny(denial) => Err(denial),
-    })
+    };
+    Ok((decision, loading.from_store))
 }
 
 /// Filter mode: keeps the rows of a list the principal may see under

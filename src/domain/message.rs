@@ -30,7 +30,8 @@ pub enum Part {
 pub enum Origin {
     Agent,
     App,
-    /// A person's message (ADR 0020 §1): direct and group conversations only.
+    /// A person's message (ADR 0020 §1): direct, group and channel
+    /// conversations; never a task's (people take no part in tasks).
     Person,
 }
 

@@ -1,21 +1,47 @@
-//! Closes sockets whose key was revoked by another process. REST revocation
-//! closes them at once in this process; the operator CLI (and, later, other
-//! hub nodes) only write `revoked_at`, which this sweep picks up.
+//! Closes sockets whose key was revoked, or whose person was disabled, by
+//! another process. REST revocation closes them at once in this process;
+//! the operator CLI (and, later, other hub nodes) only write `revoked_at`
+//! or `disabled_at`, which this sweep picks up.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::{info, warn};
+use uuid::Uuid;
 
-use crate::domain::now_millis;
+use crate::domain::{now_millis, Millis};
 use crate::hub::Hub;
 use crate::rpc::close_code;
+use crate::store::StoreResult;
 
 /// Revocations are looked for back to this far before the last sweep, so a
 /// revoking process whose clock runs behind ours is not missed. Closing a
 /// socket twice is harmless: a closed one has left the registry.
 const CLOCK_SLACK_MS: i64 = 60_000;
+
+/// What one sweep found that no earlier sweep acted on.
+struct Fresh {
+    /// `(principal, key id)` of keys revoked elsewhere.
+    keys: Vec<(Uuid, String)>,
+    /// People disabled elsewhere, with or without a key revoked with them.
+    disabled: Vec<Uuid>,
+}
+
+/// What was acted on within the slack window, with its time, so each
+/// revocation or disable is acted on once though every sweep sees it again.
+#[derive(Default)]
+struct Handled {
+    keys: HashMap<String, Millis>,
+    disabled: HashMap<Uuid, Millis>,
+}
+
+impl Handled {
+    fn forget_before(&mut self, since: Millis) {
+        self.keys.retain(|_, at| *at >= since);
+        self.disabled.retain(|_, at| *at >= since);
+    }
+}
 
 pub async fn run(hub: Arc<Hub>) {
     let interval = Duration::from_millis(hub.config.gateway.revocation_check_interval_ms);
@@ -24,43 +50,76 @@ pub async fn run(hub: Arc<Hub>) {
     // Sockets cannot predate the hub, so neither can a revocation that
     // matters to one.
     let mut since = now_millis() - CLOCK_SLACK_MS;
-    // Keys handled within the slack window, with their `revoked_at`, so
-    // each revocation is acted on once though every sweep sees it again.
-    let mut handled: HashMap<String, i64> = HashMap::new();
+    let mut handled = Handled::default();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = hub.shutdown.cancelled() => return,
         }
         let started = now_millis();
-        match hub.store.keys_revoked_since(since).await {
-            Ok(revoked) => {
-                let fresh: Vec<_> = revoked
-                    .into_iter()
-                    .filter(|(_, key_id, at)| handled.insert(key_id.clone(), *at).is_none())
-                    .collect();
-                if !fresh.is_empty() {
-                    // A revocation elsewhere may be a person's disable,
-                    // which cached memberships must learn (ADR 0020 §1):
-                    // drop them before the sockets close. Revocations are
-                    // rare; the cache refills on use.
-                    hub.memberships.invalidate_all();
-                }
-                for (principal, key_id, _) in fresh {
-                    let closed = hub.registry.close_keys(
-                        principal,
-                        std::slice::from_ref(&key_id),
-                        close_code::KEY_REVOKED,
-                        "key revoked",
-                    );
-                    if closed > 0 {
-                        info!(%principal, %key_id, closed, "closed sockets of a key revoked elsewhere");
-                    }
-                }
+        match fresh(&hub, since, &mut handled).await {
+            Ok(found) => {
+                act(&hub, found);
                 since = started - CLOCK_SLACK_MS;
-                handled.retain(|_, at| *at >= since);
+                handled.forget_before(since);
             }
             Err(e) => warn!(error = %e, "checking for revoked keys failed"),
+        }
+    }
+}
+
+/// The revoked keys and disabled people since `since` not handled yet,
+/// marked handled. A disable that found no active key revokes no key row,
+/// so disables are read on their own (ADR 0020 §1).
+async fn fresh(hub: &Hub, since: Millis, handled: &mut Handled) -> StoreResult<Fresh> {
+    let revoked = hub.store.keys_revoked_since(since).await?;
+    let disabled = hub.store.principals_disabled_since(since).await?;
+    Ok(Fresh {
+        keys: revoked
+            .into_iter()
+            .filter(|(_, key_id, at)| handled.keys.insert(key_id.clone(), *at).is_none())
+            .map(|(principal, key_id, _)| (principal, key_id))
+            .collect(),
+        disabled: disabled
+            .into_iter()
+            .filter(|(person, at)| handled.disabled.insert(*person, *at).is_none())
+            .map(|(person, _)| person)
+            .collect(),
+    })
+}
+
+fn act(hub: &Hub, found: Fresh) {
+    if found.keys.is_empty() && found.disabled.is_empty() {
+        return;
+    }
+    // A revocation elsewhere may be a person's disable, and a disable is
+    // one, which cached memberships must learn (ADR 0020 §1): drop them
+    // before the sockets close. Both are rare; the cache refills on use.
+    hub.memberships.invalidate_all();
+    for (principal, key_id) in found.keys {
+        let closed = hub.registry.close_keys(
+            principal,
+            std::slice::from_ref(&key_id),
+            close_code::KEY_REVOKED,
+            "key revoked",
+        );
+        if closed > 0 {
+            info!(%principal, %key_id, closed, "closed sockets of a key revoked elsewhere");
+        }
+    }
+    for person in found.disabled {
+        // Whatever key a socket of a disabled person holds, it is closed.
+        let keys: Vec<String> = hub
+            .registry
+            .connections(person)
+            .into_iter()
+            .map(|c| c.key_id)
+            .collect();
+        let closed = hub
+            .registry
+            .close_keys(person, &keys, close_code::KEY_REVOKED, "key revoked");
+        if closed > 0 {
+            info!(%person, closed, "closed sockets of a person disabled elsewhere");
         }
     }
 }

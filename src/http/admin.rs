@@ -25,6 +25,13 @@ use crate::protocol::network::{AppPing, PingParams};
 /// The operator token's check. A wrong token spends the source address's
 /// budget of refused credentials, shared with keys and the registration
 /// secret; while it is spent the token is not compared (429).
+/// A NotFound on an operator route: the operator is no principal and
+/// nothing is hidden from it, so this is the plain answer for a row that
+/// is not there (principals' NotFounds come from `access::reject`).
+pub(super) fn operator_not_found(what: &str) -> ApiError {
+    ApiError::not_found(format!("{what} not found"))
+}
+
 pub(super) async fn check_admin(
     hub: &Hub,
     headers: &HeaderMap,

@@ -20,7 +20,7 @@ use super::body::checked_json;
 use super::error::ApiError;
 use super::identity::{bearer, bearer_token, created_with_key, json_object, Client, Idempotency};
 use crate::access;
-use crate::domain::authz::Action;
+use crate::domain::authz::{Action, Answer, Denial, Reason};
 use crate::domain::event::rfc3339;
 use crate::domain::validate::FieldProblem;
 use crate::domain::{Principal, PrincipalKind};
@@ -34,14 +34,14 @@ fn store_failure(e: crate::store::StoreError) -> ApiError {
     ApiError::internal()
 }
 
-/// The one answer for an agent the caller may not see: unknown, another
-/// kind, or another person's.
+/// The operator's answer for an id that names no agent (unknown or
+/// another kind); a person's revoke is answered by `access` instead.
 fn unknown_agent() -> ApiError {
-    ApiError::not_found("agent not found")
+    super::admin::operator_not_found("agent")
 }
 
 fn unknown_person() -> ApiError {
-    ApiError::not_found("person not found")
+    super::admin::operator_not_found("person")
 }
 
 /// Closes this process's sockets on the principal's revoked keys.
@@ -229,19 +229,46 @@ pub async fn revoke_agent_keys(
     // A malformed id names no agent: decided as the nil id, which none has.
     let agent = Uuid::parse_str(&agent).unwrap_or(Uuid::nil());
     let by_owner = is_key;
-    if is_key {
-        let auth = bearer(&hub, &headers, remote).await?;
-        let target = access::Target::agent(agent);
-        access::check_rest(&hub, auth.principal, Action::AgentKeysRevoke, target).await?;
+    let revoked = if is_key {
+        revoke_as_owner(&hub, &headers, remote, agent).await?
     } else {
         check_admin(&hub, &headers, remote).await?;
         let record = hub.store.principal(agent).await.map_err(store_failure)?;
         if record.is_none_or(|r| r.kind != PrincipalKind::Agent) {
             return Err(unknown_agent());
         }
-    }
-    let revoked = identity::revoke(hub.store.as_ref(), agent).await?;
+        identity::revoke(hub.store.as_ref(), agent).await?
+    };
     close_revoked(&hub, agent, &revoked);
     info!(%agent, by_owner, revoked = revoked.len(), "agent keys revoked");
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The owner's revoke: decided by `access`, then revoked only if the
+/// caller still owns the agent under its lock. An agent moved to another
+/// owner in between gets `access`'s own answer for a hidden agent, which
+/// is the unknown agent's, and is counted and audited like one.
+async fn revoke_as_owner(
+    hub: &Hub,
+    headers: &HeaderMap,
+    remote: SocketAddr,
+    agent: Uuid,
+) -> Result<Vec<String>, ApiError> {
+    let auth = bearer(hub, headers, remote).await?;
+    let action = Action::AgentKeysRevoke;
+    let target = access::Target::agent(agent);
+    access::check_rest(hub, auth.principal, action, target.clone()).await?;
+    if let Some(revoked) =
+        identity::revoke_owned(hub.store.as_ref(), agent, auth.principal.id).await?
+    {
+        return Ok(revoked);
+    }
+    let denial = Denial {
+        reason: Reason::NoGrant,
+        answer: Answer::NotFound,
+        named: None,
+    };
+    let subject = access::subject_of(auth.principal);
+    access::record_denial(hub, &subject, action, target.kind(), agent, denial.reason);
+    Err(access::Refused::Denied(access::reject(&target, action, denial)).into())
 }

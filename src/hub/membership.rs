@@ -79,40 +79,54 @@ impl Membership {
         Ok(Membership::read_whole(store, id).await?.map(|(_, m)| m))
     }
 
-    /// [`Membership::read`] with the conversation it was read from.
+    /// [`Membership::read`] with the conversation it was read from. Two
+    /// statements whatever the id names: the conversation with its
+    /// participants, then the channel levels on the requested id (run for
+    /// a missing id and for every kind too, and dropped unless a channel),
+    /// so a hidden id costs what a missing one costs (ADR 0020 §3).
     pub async fn read_whole(
         store: &DynStore,
         id: Uuid,
     ) -> StoreResult<Option<(Conversation, Membership)>> {
-        let Some(conversation) = store.conversation(id).await? else {
+        let conversation = store.conversation(id).await?;
+        let space = conversation.as_ref().and_then(|c| c.space_id);
+        let levels = store
+            .channel_levels(id, space.unwrap_or_else(Uuid::nil))
+            .await?;
+        // People take part in direct and group conversations only (task
+        // conversations hold agents). The kinds read runs for every id, on
+        // the requested one where there are no participants to read, so a
+        // hidden conversation costs the statements of a missing one (ADR
+        // 0020 §3). Only a cache miss pays it, never a send on a cached
+        // entry.
+        let with_people = conversation
+            .as_ref()
+            .filter(|c| matches!(c.kind, ConversationKind::Direct | ConversationKind::Group));
+        let kinds = match with_people {
+            Some(c) => store.principal_kinds(&c.participants).await?,
+            None => {
+                store.principal_kinds(&[id]).await?;
+                Vec::new()
+            }
+        };
+        let Some(conversation) = conversation else {
             return Ok(None);
         };
         let mut membership = Membership::of(&conversation);
-        if matches!(
-            conversation.kind,
-            ConversationKind::Direct | ConversationKind::Group
-        ) {
-            // People take part in direct and group conversations only
-            // (task conversations hold agents). Only a cache miss pays
-            // this read, never a send on a cached entry.
-            let kinds = store.principal_kinds(&conversation.participants).await?;
-            for (id, kind, active) in kinds {
-                if kind == PrincipalKind::Person {
-                    membership.people.push(id);
-                }
-                if !active {
-                    membership.disabled.push(id);
-                }
+        for (id, kind, active) in kinds {
+            if kind == PrincipalKind::Person {
+                membership.people.push(id);
+            }
+            if !active {
+                membership.disabled.push(id);
             }
         }
         if conversation.kind == ConversationKind::Channel {
             let corrupt = || StoreError::Corrupt(format!("channel {id} without space or state"));
-            let space_id = conversation.space_id.ok_or_else(corrupt)?;
-            let state = conversation.state.ok_or_else(corrupt)?;
             membership.channel = Some(ChannelPlace {
-                space_id,
-                state,
-                levels: store.channel_levels(id, space_id).await?,
+                space_id: space.ok_or_else(corrupt)?,
+                state: conversation.state.ok_or_else(corrupt)?,
+                levels,
             });
         }
         Ok(Some((conversation, membership)))
@@ -223,22 +237,33 @@ impl MembershipCache {
     /// (and then cached). `None` when there is no such conversation; misses
     /// are not cached.
     pub async fn get(&self, store: &DynStore, id: Uuid) -> StoreResult<Option<Arc<Membership>>> {
+        Ok(self.lookup(store, id).await?.0)
+    }
+
+    /// [`MembershipCache::get`], saying whether it read the store (a miss,
+    /// or the cache disabled): a decision made on that read is as fresh as
+    /// a store read, and `access` does not read again before refusing.
+    pub async fn lookup(
+        &self,
+        store: &DynStore,
+        id: Uuid,
+    ) -> StoreResult<(Option<Arc<Membership>>, bool)> {
         if self.limit == 0 {
-            return Ok(Membership::read(store, id).await?.map(Arc::new));
+            return Ok((Membership::read(store, id).await?.map(Arc::new), true));
         }
         let generation = {
             let entries = self.lock();
             if let Some((_, m)) = entries.map.get(&id) {
-                return Ok(Some(m.clone()));
+                return Ok((Some(m.clone()), false));
             }
             entries.generation
         };
         let Some(membership) = Membership::read(store, id).await? else {
-            return Ok(None);
+            return Ok((None, true));
         };
         let membership = Arc::new(membership);
         self.fill(generation, membership.clone());
-        Ok(Some(membership))
+        Ok((Some(membership), true))
     }
 
     /// Forgets the conversation's membership. Call it after every store call
@@ -250,9 +275,6 @@ impl MembershipCache {
         entries.map.remove(&id);
     }
 
-    /// Forgets every channel: a grant, a group member or a channel state
-    /// changed, and any channel's readers may have changed with it. Call it
-    /// after the store call, also when that call failed.
     /// Forgets every entry: a person was disabled, and entries hold who
     /// is (ADR 0020 §1). Disables are rare; the cache refills on use.
     pub fn invalidate_all(&self) {
@@ -262,6 +284,9 @@ impl MembershipCache {
         entries.order.clear();
     }
 
+    /// Forgets every channel: a grant, a group member or a channel state
+    /// changed, and any channel's readers may have changed with it. Call it
+    /// after the store call, also when that call failed.
     pub fn invalidate_channels(&self) {
         let mut entries = self.lock();
         entries.generation += 1;

@@ -203,6 +203,34 @@ pub(super) async fn load_conversation(
             &[Arg::Id(id)],
         )
         .await?;
+    let participants = participants
+        .iter()
+        .map(|p| p.id("principal_id"))
+        .collect::<StoreResult<_>>()?;
+    conversation_row(row, participants)
+}
+
+/// One conversation and its participants in ONE statement, whether or not
+/// it exists (no rows then): a hidden id costs what a missing one costs
+/// (ADR 0020 §3). A row per participant, or one with a NULL participant.
+async fn conversation_alone(ex: &mut dyn Executor, id: Uuid) -> StoreResult<Option<Conversation>> {
+    let sql = format!(
+        "SELECT {CONVERSATION_COLUMNS}, p.principal_id FROM conversations c \
+         LEFT JOIN conversation_participants p ON p.conversation_id = c.id \
+         WHERE c.id = $1 ORDER BY p.joined_at, CAST(p.principal_id AS TEXT)"
+    );
+    let rows = ex.fetch_all(&sql, &[Arg::Id(id)]).await?;
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let participants = rows
+        .iter()
+        .filter_map(|r| r.opt_id("principal_id").transpose())
+        .collect::<StoreResult<_>>()?;
+    Ok(Some(conversation_row(first, participants)?))
+}
+
+fn conversation_row(row: &Row, participants: Vec<Uuid>) -> StoreResult<Conversation> {
     let kind = parsed(row.text("kind")?, "kind", ConversationKind::parse)?;
     // Only a channel has a state that means something (every row has the
     // column, `open` by default).
@@ -215,7 +243,7 @@ pub(super) async fn load_conversation(
         _ => None,
     };
     Ok(Conversation {
-        id,
+        id: row.id("id")?,
         kind,
         space_id: row.opt_id("space_id")?,
         state,
@@ -223,10 +251,7 @@ pub(super) async fn load_conversation(
         key: row.opt_text("template_key")?,
         task_id: row.opt_id("task_id")?,
         created_by: row.id("created_by")?,
-        participants: participants
-            .iter()
-            .map(|p| p.id("principal_id"))
-            .collect::<StoreResult<_>>()?,
+        participants,
         last_message_seq: row.int("last_message_seq")? as u64,
         created_at: rfc3339(row.int("created_at")?),
     })
@@ -288,12 +313,7 @@ impl<D: Database + Keyset + ConversationDialect> ConversationStore for D {
     }
 
     async fn conversation(&self, id: Uuid) -> StoreResult<Option<Conversation>> {
-        let mut conn = self.read().await?;
-        let sql = format!("SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.id = $1");
-        match conn.fetch_optional(&sql, &[Arg::Id(id)]).await? {
-            Some(r) => Ok(Some(load_conversation(&mut *conn, &r).await?)),
-            None => Ok(None),
-        }
+        conversation_alone(&mut *self.read().await?, id).await
     }
 
     async fn conversations_of(

@@ -115,6 +115,8 @@ pub trait IdentityStore: Send + Sync + 'static {
 
     async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>>;
 
+    /// The key, if its principal is not disabled: a disabled principal's
+    /// key never authenticates, even if its row were left active.
     async fn key(&self, key_id: &str) -> StoreResult<Option<KeyRecord>>;
 
     /// Revokes every active key of the principal and stores `new` in one
@@ -136,6 +138,22 @@ pub trait IdentityStore: Send + Sync + 'static {
     /// `since`, by any process.
     async fn keys_revoked_since(&self, since: Millis) -> StoreResult<Vec<(Uuid, String, Millis)>>;
 
+    /// `(person, disabled_at)` of principals disabled at or after `since`,
+    /// by any process: a disable revokes no key row when the person had no
+    /// active key, and the revocation sweep must see it all the same.
+    async fn principals_disabled_since(&self, since: Millis) -> StoreResult<Vec<(Uuid, Millis)>>;
+
+    /// Revokes every active key of `agent` if `owner` owns it at that
+    /// moment, checked under the agent's lock in the same transaction, so
+    /// an owner changed meanwhile revokes nothing. `None` when `agent` is
+    /// no agent of `owner` (any more); the revoked key ids otherwise.
+    async fn revoke_owned_keys(
+        &self,
+        agent: Uuid,
+        owner: Uuid,
+        now: Millis,
+    ) -> StoreResult<Option<Vec<String>>>;
+
     async fn idempotent_response(
         &self,
         scope: &str,
@@ -143,8 +161,9 @@ pub trait IdentityStore: Send + Sync + 'static {
     ) -> StoreResult<Option<IdempotentResponse>>;
 
     /// [`IdentityStore::create_agent`] with its owner set in the same
-    /// transaction (ADR 0020 §1: registered with a person's key). `Conflict`
-    /// when `owner` names no active person, under the owner's lock.
+    /// transaction (ADR 0020 §1: registered with a person's key). `NotFound`
+    /// when `owner` names no active person, under the owner's lock, so a
+    /// `Conflict` (a key id taken) stays what it is on every create.
     async fn create_owned_agent(
         &self,
         agent: &NewPrincipal,
@@ -374,7 +393,8 @@ impl<D: Database + IdentityDialect> IdentityStore for D {
             .await?
             .fetch_optional(
                 "SELECT k.key_id, k.principal_id, p.kind, k.secret_hash, k.created_at, k.revoked_at \
-                 FROM principal_keys k JOIN principals p ON p.id = k.principal_id WHERE k.key_id = $1",
+                 FROM principal_keys k JOIN principals p ON p.id = k.principal_id \
+                 WHERE k.key_id = $1 AND p.disabled_at IS NULL",
                 &[Arg::Text(key_id)],
             )
             .await?
@@ -447,6 +467,27 @@ impl<D: Database + IdentityDialect> IdentityStore for D {
             .collect()
     }
 
+    async fn principals_disabled_since(&self, since: Millis) -> StoreResult<Vec<(Uuid, Millis)>> {
+        people::disabled_since(&mut *self.read().await?, since).await
+    }
+
+    async fn revoke_owned_keys(
+        &self,
+        agent: Uuid,
+        owner: Uuid,
+        now: Millis,
+    ) -> StoreResult<Option<Vec<String>>> {
+        let mut tx = self.begin().await?;
+        // The lock `set_owner` takes: the owner read holds until commit.
+        D::lock_principal(&mut *tx, agent).await?;
+        if !people::owns(&mut *tx, owner, agent).await? {
+            return Ok(None);
+        }
+        let revoked = revoke_active(&mut *tx, agent, now).await?;
+        tx.commit().await?;
+        Ok(Some(revoked))
+    }
+
     async fn idempotent_response(
         &self,
         scope: &str,
@@ -510,7 +551,12 @@ impl<D: Database + IdentityDialect> IdentityStore for D {
         let mut tx = self.begin().await?;
         // Locked, so a disable cannot commit between check and write.
         D::lock_principal(&mut *tx, owner).await?;
-        people::check_owner(&mut *tx, owner).await?;
+        people::check_owner(&mut *tx, owner)
+            .await
+            .map_err(|e| match e {
+                StoreError::Conflict(_) => StoreError::NotFound,
+                other => other,
+            })?;
         insert_idempotency(&mut *tx, idem, agent.created_at).await?;
         insert_principal(&mut *tx, agent, key).await?;
         people::write_owner(&mut *tx, agent.id, Some(owner)).await?;

@@ -6,6 +6,7 @@ use super::effects::{apply_effects, Effects};
 use super::jobs::{delete_job, insert_job, NewJob};
 use super::sql::{is_unique_violation, parsed, placeholders, Arg, Database, Executor, Row};
 use super::{StoreError, StoreResult};
+use crate::domain::conversation::ConversationKind;
 use crate::domain::event::{rfc3339, StoredEvent};
 use crate::domain::lease::{Lease, LeaseState};
 use crate::domain::Millis;
@@ -59,6 +60,39 @@ pub(super) async fn lease(ex: &mut dyn Executor, id: Uuid) -> StoreResult<Option
         .await?
         .map(|r| lease_row(&r))
         .transpose()
+}
+
+/// A lease as the access layer decides on it (ADR 0020 §3).
+#[derive(Clone, Debug)]
+pub struct LeaseAccess {
+    pub lease: Lease,
+    /// The app of the lease's conversation when it is a task conversation
+    /// (its `created_by`, see `access::load`), else `None`.
+    pub task_app: Option<Uuid>,
+}
+
+/// The lease and its conversation's kind and creator in one statement,
+/// whether or not the lease exists: the lease loader reads nothing else.
+pub(super) async fn lease_for_access(
+    ex: &mut dyn Executor,
+    id: Uuid,
+) -> StoreResult<Option<LeaseAccess>> {
+    let sql = "SELECT l.id, l.message_id, l.conversation_id, l.recipient_id, l.state, l.reason, \
+               l.expires_at, l.created_at, c.kind AS conversation_kind, \
+               c.created_by AS conversation_created_by \
+               FROM leases l LEFT JOIN conversations c ON c.id = l.conversation_id WHERE l.id = $1";
+    let Some(row) = ex.fetch_optional(sql, &[Arg::Id(id)]).await? else {
+        return Ok(None);
+    };
+    let task = Some(ConversationKind::Task.as_str());
+    let task_app = match row.opt_text("conversation_kind")?.as_deref() == task {
+        true => row.opt_id("conversation_created_by")?,
+        false => None,
+    };
+    Ok(Some(LeaseAccess {
+        lease: lease_row(&row)?,
+        task_app,
+    }))
 }
 
 async fn live_lease(

@@ -52,7 +52,7 @@ pub use identity::{
     NewPrincipal, OwnedAgent, OwnedKey, PrincipalRecord,
 };
 pub use jobs::{Job, JobKind, JobStore, NewJob};
-pub use leases::{CreatedLease, LeaseChange, NewLease};
+pub use leases::{CreatedLease, LeaseAccess, LeaseChange, NewLease};
 pub use messages::{
     Fanout, InsertedMessage, MessageDecided, MessageOutcome, MessagePage, NewMessage, PersonCopies,
     Verdict,
@@ -63,6 +63,7 @@ pub use places::{
 };
 pub use postgres::PgStore;
 pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
+pub use sql::count_statements;
 pub use sqlite::SqliteStore;
 pub use tasks::{NewTask, TaskRecord, TaskStore};
 

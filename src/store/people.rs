@@ -90,6 +90,36 @@ pub(super) async fn write_owner(
     Ok(())
 }
 
+/// Whether `agent` is an agent owned by `owner`, read after the caller's
+/// lock on the agent.
+pub(super) async fn owns(ex: &mut dyn Executor, owner: Uuid, agent: Uuid) -> StoreResult<bool> {
+    let row = ex
+        .fetch_optional(
+            "SELECT 1 AS one FROM principals WHERE id = $1 AND kind = 'agent' AND owner_id = $2",
+            &[Arg::Id(agent), Arg::Id(owner)],
+        )
+        .await?;
+    Ok(row.is_some())
+}
+
+/// Principals disabled at or after `since`, for the revocation sweep. A
+/// scan of `principals` (no index on `disabled_at`): one statement a sweep
+/// interval, on a table of principals, not of messages.
+pub(super) async fn disabled_since(
+    ex: &mut dyn Executor,
+    since: Millis,
+) -> StoreResult<Vec<(Uuid, Millis)>> {
+    let rows = ex
+        .fetch_all(
+            "SELECT id, disabled_at FROM principals WHERE disabled_at IS NOT NULL AND disabled_at >= $1",
+            &[Arg::Int(since)],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| Ok((r.id("id")?, r.int("disabled_at")?)))
+        .collect()
+}
+
 /// The owned agents with their keys, one joined read folded by agent.
 pub(super) async fn owned_agents(
     ex: &mut dyn Executor,

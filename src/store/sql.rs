@@ -145,14 +145,17 @@ where
     X: Executor + ?Sized,
 {
     async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<u64> {
+        note_statement();
         self.conn.execute(sql, args).await
     }
 
     async fn fetch_optional(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Option<Row>> {
+        note_statement();
         self.conn.fetch_optional(sql, args).await
     }
 
     async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Vec<Row>> {
+        note_statement();
         self.conn.fetch_all(sql, args).await
     }
 
@@ -336,3 +339,24 @@ macro_rules! connection_executor {
     };
 }
 pub(super) use connection_executor;
+
+tokio::task_local! {
+    static STATEMENTS: std::cell::Cell<u64>;
+}
+
+fn note_statement() {
+    let _ = STATEMENTS.try_with(|n| n.set(n.get() + 1));
+}
+
+/// Runs `work` and counts the SQL statements it ran on this task (not on
+/// the group committers' tasks): how "hidden costs what missing costs" is
+/// measured (ADR 0020 §3). Outside such a scope a statement costs one
+/// failed task-local lookup.
+pub async fn count_statements<T>(work: impl std::future::Future<Output = T>) -> (T, u64) {
+    STATEMENTS
+        .scope(std::cell::Cell::new(0), async move {
+            let out = work.await;
+            (out, STATEMENTS.with(|n| n.get()))
+        })
+        .await
+}

@@ -8,7 +8,7 @@ use super::conversations::{load_conversations, CONVERSATION_COLUMNS};
 use super::effects::{apply_effects, Effects};
 use super::identity::{app_row, AppRecord, APP_COLUMNS};
 use super::jobs::{delete_job, insert_job, NewJob};
-use super::leases::{CreatedLease, LeaseChange, NewLease};
+use super::leases::{CreatedLease, LeaseAccess, LeaseChange, NewLease};
 use super::sql::{parsed, Arg, Database, Executor, Keyset, Row};
 use super::StoreResult;
 use crate::domain::conversation::Conversation;
@@ -74,6 +74,10 @@ pub trait TaskStore: Send + Sync + 'static {
 
     async fn lease(&self, id: Uuid) -> StoreResult<Option<Lease>>;
 
+    /// The lease with what deciding on it reads, in one statement: the
+    /// app of its conversation when that is a task conversation.
+    async fn lease_for_access(&self, id: Uuid) -> StoreResult<Option<LeaseAccess>>;
+
     /// Applies a lease change with its effects. `None` (and only the job
     /// finished) when the lease was not in one of `change.from`.
     async fn transition_lease(
@@ -88,20 +92,49 @@ const TASK_COLUMNS: &str =
 
 /// A task row with its participants, read on the same connection.
 async fn load_task(ex: &mut dyn Executor, row: &Row) -> StoreResult<TaskRecord> {
-    let id = row.id("id")?;
     let rows = ex
         .fetch_all(
             "SELECT agent_id, role FROM task_participants WHERE task_id = $1 ORDER BY role, agent_id",
-            &[Arg::Id(id)],
+            &[Arg::Id(row.id("id")?)],
         )
         .await?;
     let mut participants = Vec::with_capacity(rows.len());
     for r in &rows {
-        participants.push(TaskParticipant {
-            agent_id: r.id("agent_id")?,
-            role: parsed(r.text("role")?, "role", TaskRole::parse)?,
-        });
+        participants.push(participant_row(r)?);
     }
+    task_row(row, participants)
+}
+
+/// One task and its participants in ONE statement, whether or not it
+/// exists (no rows then): a hidden id costs what a missing one costs (ADR
+/// 0020 §3). A row per participant, or one with NULLs.
+async fn task_alone(ex: &mut dyn Executor, id: Uuid) -> StoreResult<Option<TaskRecord>> {
+    let sql = format!(
+        "SELECT {TASK_COLUMNS}, p.agent_id, p.role FROM tasks t \
+         LEFT JOIN task_participants p ON p.task_id = t.id \
+         WHERE t.id = $1 ORDER BY p.role, p.agent_id"
+    );
+    let rows = ex.fetch_all(&sql, &[Arg::Id(id)]).await?;
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let mut participants = Vec::with_capacity(rows.len());
+    for r in &rows {
+        if r.opt_id("agent_id")?.is_some() {
+            participants.push(participant_row(r)?);
+        }
+    }
+    Ok(Some(task_row(first, participants)?))
+}
+
+fn participant_row(r: &Row) -> StoreResult<TaskParticipant> {
+    Ok(TaskParticipant {
+        agent_id: r.id("agent_id")?,
+        role: parsed(r.text("role")?, "role", TaskRole::parse)?,
+    })
+}
+
+fn task_row(row: &Row, participants: Vec<TaskParticipant>) -> StoreResult<TaskRecord> {
     let failure = match row.opt_text("failure_code")? {
         Some(code) => Some(TaskFailure {
             code,
@@ -111,7 +144,7 @@ async fn load_task(ex: &mut dyn Executor, row: &Row) -> StoreResult<TaskRecord> 
     };
     Ok(TaskRecord {
         task: Task {
-            id,
+            id: row.id("id")?,
             app_id: row.id("app_id")?,
             initiator_id: row.id("initiator_id")?,
             state: parsed(row.text("state")?, "state", TaskState::parse)?,
@@ -162,12 +195,7 @@ impl<D: Database + Keyset> TaskStore for D {
     }
 
     async fn task(&self, id: Uuid) -> StoreResult<Option<TaskRecord>> {
-        let mut conn = self.read().await?;
-        let sql = format!("SELECT {TASK_COLUMNS} FROM tasks t WHERE t.id = $1");
-        match conn.fetch_optional(&sql, &[Arg::Id(id)]).await? {
-            Some(r) => Ok(Some(load_task(&mut *conn, &r).await?)),
-            None => Ok(None),
-        }
+        task_alone(&mut *self.read().await?, id).await
     }
 
     async fn task_head(&self, id: Uuid) -> StoreResult<Option<(TaskHead, AppRecord)>> {
@@ -271,6 +299,10 @@ impl<D: Database + Keyset> TaskStore for D {
 
     async fn lease(&self, id: Uuid) -> StoreResult<Option<Lease>> {
         super::leases::lease(&mut *self.read().await?, id).await
+    }
+
+    async fn lease_for_access(&self, id: Uuid) -> StoreResult<Option<LeaseAccess>> {
+        super::leases::lease_for_access(&mut *self.read().await?, id).await
     }
 
     async fn transition_lease(

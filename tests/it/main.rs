@@ -30,6 +30,7 @@ mod store_contract;
 mod store_people;
 mod store_places;
 mod store_reads;
+mod store_statements;
 mod tasks;
 mod webhook_keys;
 mod werewolf;

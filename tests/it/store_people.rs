@@ -15,6 +15,8 @@ contract!(
     owners_list_their_agents_with_their_keys,
     principal_kinds_read_kind_and_activity_at_once,
     an_owned_agent_is_stored_with_its_owner_or_not_at_all,
+    a_disable_without_keys_is_seen_and_its_keys_never_looked_up,
+    an_owner_revokes_only_while_it_owns,
 );
 
 /// A person with one key, stored; returns its id and key id.
@@ -78,10 +80,28 @@ async fn disabling_a_person_revokes_every_key_once(store: DynStore) {
     assert_eq!(revoked, vec![third.key_id.clone()], "only the active key");
     let got = store.principal(id).await.unwrap().unwrap();
     assert_eq!(got.disabled_at, Some(20));
-    for (key, at) in [(&first, 10), (&second.key_id, 11), (&third.key_id, 20)] {
-        let k = store.key(key).await.unwrap().unwrap();
-        assert_eq!(k.revoked_at, Some(at), "{key}");
+    let mut revocations = store.keys_revoked_since(0).await.unwrap();
+    revocations.sort_by_key(|(_, _, at)| *at);
+    let expected: Vec<_> = [(&first, 10), (&second.key_id, 11), (&third.key_id, 20)]
+        .into_iter()
+        .map(|(key, at)| (id, key.clone(), at))
+        .collect();
+    assert_eq!(revocations, expected);
+    for key in [&first, &second.key_id, &third.key_id] {
+        assert!(
+            store.key(key).await.unwrap().is_none(),
+            "a disabled person's key is not looked up: {key}"
+        );
     }
+    assert_eq!(
+        store.principals_disabled_since(20).await.unwrap(),
+        vec![(id, 20)]
+    );
+    assert!(store
+        .principals_disabled_since(21)
+        .await
+        .unwrap()
+        .is_empty());
     assert!(store.disable_person(id, 30).await.unwrap().is_empty());
     let (_, fourth) = new_key(PrincipalKind::Person);
     conflict(
@@ -266,12 +286,13 @@ async fn an_owned_agent_is_stored_with_its_owner_or_not_at_all(store: DynStore) 
                 response: "{}".into(),
             },
         };
-        conflict(
+        // NotFound, so a key id taken (a Conflict) is never mistaken for it.
+        assert!(matches!(
             store
                 .create_owned_agent(&orphan, &key, refused, Some(&idem))
                 .await,
-            "not an active person",
-        );
+            Err(StoreError::NotFound)
+        ));
         assert!(store.principal(orphan.id).await.unwrap().is_none());
         assert!(store.key(&key.key_id).await.unwrap().is_none());
         let replay = store
@@ -279,4 +300,55 @@ async fn an_owned_agent_is_stored_with_its_owner_or_not_at_all(store: DynStore) 
             .await;
         assert!(replay.unwrap().is_none());
     }
+}
+
+/// A person whose only key was revoked before it was disabled: the disable
+/// revokes no key row, yet the revocation sweep's read sees it (ADR 0020
+/// §1), and the key lookup authentication uses answers nothing for it.
+async fn a_disable_without_keys_is_seen_and_its_keys_never_looked_up(store: DynStore) {
+    let (id, key) = person(&store, "Sam").await;
+    let (bystander, bystander_key) = person(&store, "Robin").await;
+    assert_eq!(store.revoke_keys(id, 10).await.unwrap(), vec![key.clone()]);
+    assert!(store.principals_disabled_since(0).await.unwrap().is_empty());
+    assert!(store.disable_person(id, 20).await.unwrap().is_empty());
+    assert_eq!(
+        store.principals_disabled_since(15).await.unwrap(),
+        vec![(id, 20)]
+    );
+    assert!(store.key(&key).await.unwrap().is_none());
+    let other = store.key(&bystander_key).await.unwrap().unwrap();
+    assert_eq!((other.principal_id, other.revoked_at), (bystander, None));
+}
+
+/// The owner's revoke holds only while the owner does: after the agent
+/// moved, the former owner revokes nothing and learns only `None`.
+async fn an_owner_revokes_only_while_it_owns(store: DynStore) {
+    let (first, _) = person(&store, "Alex").await;
+    let (second, _) = person(&store, "Robin").await;
+    let (a, key) = agent(&store, "worker").await;
+    store.set_owner(a, Some(first)).await.unwrap();
+    store.set_owner(a, Some(second)).await.unwrap();
+    assert_eq!(store.revoke_owned_keys(a, first, 10).await.unwrap(), None);
+    let k = store.key(&key).await.unwrap().unwrap();
+    assert_eq!(k.revoked_at, None, "a former owner revokes nothing");
+    for stranger in [Uuid::new_v4(), second] {
+        assert_eq!(
+            store
+                .revoke_owned_keys(Uuid::new_v4(), stranger, 10)
+                .await
+                .unwrap(),
+            None,
+            "an unknown agent is nobody's"
+        );
+    }
+    assert_eq!(
+        store.revoke_owned_keys(a, second, 11).await.unwrap(),
+        Some(vec![key.clone()])
+    );
+    assert_eq!(store.key(&key).await.unwrap().unwrap().revoked_at, Some(11));
+    assert_eq!(
+        store.revoke_owned_keys(a, second, 12).await.unwrap(),
+        Some(vec![]),
+        "nothing left to revoke"
+    );
 }

@@ -191,3 +191,42 @@ async fn a_disabled_person_receives_nothing_more() {
         .unwrap_err();
     assert!(format!("{err:?}").contains("NotFound"), "{err:?}");
 }
+
+/// A person with no active key disabled by the CLI revokes no key row:
+/// the sweep still learns it (ADR 0020 §1). The CLI's revoke-key makes
+/// the sweep drop the cache, the next send refills it with the person
+/// active; after the disable, sends reach nobody once the sweep has run.
+#[tokio::test]
+async fn a_person_disabled_without_a_key_by_the_cli_leaves_every_fan_out() {
+    let hub = TestHub::start_with(
+        Options::default().env("SWITCHBOARD_GATEWAY__REVOCATION_CHECK_INTERVAL_MS", 100),
+    )
+    .await;
+    let data = hub.dir.path().join("data");
+    let q = person(&hub, "quinn").await;
+    let a = agent(&hub, "ada").await;
+    let ca = AgentClient::connect(&hub.base, &a.key).await.unwrap();
+    let with_q = direct(&ca, q.id).await;
+    let (mut s, _) = connect_person(&hub, &q.key).await;
+    cli(&data, &["person", "revoke-key", "--id", &q.id.to_string()]);
+    // The sweep has run once it closed the socket: the cache it dropped
+    // refills with quinn active on the next send.
+    assert_eq!(s.closed().await.map(|c| c.0), Some(4003));
+    assert_eq!(forwarded_to(&ca, with_q).await, 1);
+
+    let out = cli(&data, &["person", "disable", "--id", &q.id.to_string()]);
+    assert!(out.contains("revoked 0 key(s)"), "{out}");
+    // Many sweep intervals: a send before the sweep may still count quinn,
+    // one after it must not.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if forwarded_to(&ca, with_q).await == 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a person disabled elsewhere is still a recipient after many sweeps"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

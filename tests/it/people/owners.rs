@@ -8,7 +8,8 @@ use uuid::Uuid;
 
 use super::{cli, field, person, with_bearer, Person};
 use crate::support::hub::{Options, ADMIN_TOKEN};
-use crate::support::{RawSocket, TestHub};
+use crate::support::{werewolf_manifest, RawSocket, TestHub};
+use switchboard::identity::IdentityError;
 
 /// `GET /api/v1/people/me/agents` with `key`: the status and raw body.
 async fn my_agents(hub: &TestHub, key: &str) -> (u16, String) {
@@ -18,6 +19,41 @@ async fn my_agents(hub: &TestHub, key: &str) -> (u16, String) {
 async fn revoke_agent(hub: &TestHub, agent: &str, token: &str) -> (u16, String) {
     let path = format!("/api/v1/agents/{agent}/keys/revoke");
     with_bearer(hub, Method::POST, &path, token, None).await
+}
+
+/// The owner's revoke as a whole answer: status, every header but the ones
+/// that differ between any two answers (`date`, a request id), and body.
+async fn revoke_answer(hub: &TestHub, agent: &str, token: &str) -> (u16, Vec<String>, String) {
+    let r = hub
+        .http
+        .post(format!("{}/api/v1/agents/{agent}/keys/revoke", hub.base))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let mut headers: Vec<String> = r
+        .headers()
+        .iter()
+        .filter(|(name, _)| !matches!(name.as_str(), "date" | "x-request-id"))
+        .map(|(name, value)| format!("{name}: {}", value.to_str().unwrap()))
+        .collect();
+    headers.sort();
+    (status, headers, r.text().await.unwrap())
+}
+
+/// `POST /api/v1/agents/register {name}` with `token` as Bearer and no
+/// Idempotency-Key: the status and body.
+async fn register_with(hub: &TestHub, token: &str, name: &str) -> (u16, Value) {
+    let (status, body) = with_bearer(
+        hub,
+        Method::POST,
+        "/api/v1/agents/register",
+        token,
+        Some(json!({ "name": name })),
+    )
+    .await;
+    (status, serde_json::from_str(&body).unwrap())
 }
 
 async fn put_owner(hub: &TestHub, agent: &str, token: &str, owner: Value) -> (u16, String) {
@@ -101,9 +137,14 @@ async fn owners_list_and_revoke_their_agents_keys_and_nobody_else_does() {
 
     // Another person's revoke is the unknown agent's answer, byte for byte;
     // the agent's own key is no owner's.
-    let hidden = revoke_agent(&hub, &agent_id, &q.key).await;
-    let missing = revoke_agent(&hub, &Uuid::new_v4().to_string(), &q.key).await;
+    let hidden = revoke_answer(&hub, &agent_id, &q.key).await;
+    let missing = revoke_answer(&hub, &Uuid::new_v4().to_string(), &q.key).await;
     assert_eq!(hidden.0, 404);
+    assert!(
+        hidden.1.iter().any(|h| h.starts_with("content-type: ")),
+        "{:?}",
+        hidden.1
+    );
     assert_eq!(hidden, missing);
     assert_eq!(revoke_agent(&hub, &agent_id, &agent_key).await.0, 403);
 
@@ -167,4 +208,64 @@ async fn the_operator_sets_and_clears_owners_over_rest_and_cli() {
         &["agent", "set-owner", "--id", &cli_agent, "--owner", &owner],
     );
     assert!(my_agents(&hub, &p.key).await.1.contains(&cli_agent));
+}
+
+/// A person's key registers an owned agent in `open` and `secret` modes
+/// too (no secret asked of it); an agent's or an app's key registers
+/// nothing (403), whatever the mode.
+#[tokio::test]
+async fn a_persons_key_registers_in_every_mode_and_no_other_key_does() {
+    let open = TestHub::start().await;
+    let secret = TestHub::start_with(
+        Options::default()
+            .env("SWITCHBOARD_REGISTRATION__MODE", "secret")
+            .env("SWITCHBOARD_REGISTRATION__SECRET", "invite-only-secret-42"),
+    )
+    .await;
+    for hub in [&open, &secret] {
+        let p = person(hub, "pat").await;
+        let (status, body) = register_with(hub, &p.key, "helper").await;
+        assert_eq!(status, 201, "{body}");
+        assert_eq!(body["ownerId"], json!(p.id));
+        let agent_id = body["agentId"].as_str().unwrap();
+        assert!(my_agents(hub, &p.key).await.1.contains(agent_id));
+    }
+    let (status, body) = secret
+        .post("/api/v1/agents/register", &json!({ "name": "anonymous" }))
+        .await;
+    assert_eq!(status, 401, "no secret, no key: {body}");
+
+    let (_, agent_key) = open.register_agent("ada").await;
+    let (_, app_key) = open.register_app(&werewolf_manifest()).await;
+    for key in [&agent_key, &app_key] {
+        let (status, body) = register_with(&open, key, "spawned").await;
+        assert_eq!(status, 403, "{body}");
+        assert_eq!(body["error"]["code"], "forbidden", "{body}");
+    }
+}
+
+/// An owner disabled between its key check and the insert: on the Bearer
+/// path that is the bad key it has become (401), never a refused
+/// `ownerId` the body has not; the operator's `--owner` is refused as such.
+#[tokio::test]
+async fn an_owner_disabled_before_the_insert_is_a_bad_key_on_the_bearer_path() {
+    let (store, _dir) = crate::store_contract::sqlite().await;
+    let p = switchboard::identity::create_person(store.as_ref(), &json!({ "name": "pat" }), None)
+        .await
+        .unwrap();
+    switchboard::identity::disable_person(store.as_ref(), p.id)
+        .await
+        .unwrap();
+    let doc = json!({ "name": "helper" });
+    let by_key =
+        switchboard::identity::register_owned_agent(store.as_ref(), &doc, Some(p.id), None).await;
+    assert!(matches!(by_key, Err(IdentityError::BadKey)), "{by_key:?}");
+    let named =
+        switchboard::identity::register_agent_owned_by(store.as_ref(), &doc, Some(p.id), None)
+            .await;
+    assert!(
+        matches!(named, Err(IdentityError::OwnerRefused)),
+        "{named:?}"
+    );
+    assert!(store.owned_agents(p.id).await.unwrap().is_empty());
 }
