@@ -112,6 +112,10 @@ pub enum Loaded {
     App(AppRecord),
     /// An agent and its owner, for `agent.keys.*`.
     Agent(PrincipalRecord),
+    /// A space (`space.read`, `channel.create`, a grant put on it).
+    Space(crate::store::SpaceRecord),
+    /// A grant named by id.
+    Grant(crate::store::GrantRecord),
 }
 
 pub(super) struct Loading {
@@ -162,6 +166,8 @@ pub(super) async fn load(
         What::Lease(id) => lease(hub, target, id).await,
         What::App(id) => app(hub, target, id).await,
         What::Agent(id) => agent(hub, target, id).await,
+        // Loaded by `access::places` before this is called; fails closed.
+        What::Place(_) => Ok(Loading::missing(target, Vec::new())),
     }
 }
 
@@ -333,7 +339,7 @@ async fn named(hub: &impl Reads, ids: &[Uuid], task: Option<&Task>) -> StoreResu
 
 /// A channel's level for `me`, as the one grant level its readers map
 /// holds (already the effective one); nothing elsewhere.
-fn grants_of(membership: &Membership, me: Uuid) -> Vec<Level> {
+pub(super) fn grants_of(membership: &Membership, me: Uuid) -> Vec<Level> {
     membership
         .channel
         .as_ref()
@@ -346,7 +352,7 @@ fn grants_of(membership: &Membership, me: Uuid) -> Vec<Level> {
 /// task's app on every path (the task gate, `app/conversation/create`), so
 /// its `created_by` is the task's app. `None` (decided as missing) for a
 /// channel read without its place.
-fn place_of(m: &Membership) -> Option<Place> {
+pub(super) fn place_of(m: &Membership) -> Option<Place> {
     Some(Place {
         id: m.id,
         kind: kind_of(m.kind, m.created_by, m.channel.as_ref())?,

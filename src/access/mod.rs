@@ -12,6 +12,7 @@
 //! the row.
 
 mod load;
+mod places;
 mod reject;
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 pub use load::{place_of_conversation, Loaded};
+pub use places::{channel_conversation, readable_channels};
 pub use reject::{reject, Refusal, RefusalKind};
 
 use crate::domain::authz::{
@@ -41,6 +43,9 @@ pub struct Target {
     what: What,
     named: Vec<Uuid>,
     field: Option<&'static str>,
+    /// What a NotFound calls the target, when the route names it otherwise
+    /// than its kind (a channel is a conversation).
+    called: Option<&'static str>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +66,18 @@ enum What {
     Lease(Uuid),
     App(Uuid),
     Agent(Uuid),
+    Place(PlaceAt),
+}
+
+/// The places of ADR 0020 §2 a management request names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PlaceAt {
+    Space(Uuid),
+    /// The space a grant is put on or listed for.
+    GrantOnSpace(Uuid),
+    /// The channel a grant is put on or listed for.
+    GrantOnChannel(Uuid),
+    Grant(Uuid),
 }
 
 impl Target {
@@ -69,6 +86,7 @@ impl Target {
             what,
             named: Vec::new(),
             field: None,
+            called: None,
         }
     }
 
@@ -117,6 +135,26 @@ impl Target {
         Target::of(What::Agent(id))
     }
 
+    /// A space (`space.read`, `channel.create`): one uncached read.
+    pub fn space(id: Uuid) -> Target {
+        Target::of(What::Place(PlaceAt::Space(id)))
+    }
+
+    /// The space a grant is put on or listed for (`grant.manage`).
+    pub fn grants_on_space(id: Uuid) -> Target {
+        Target::of(What::Place(PlaceAt::GrantOnSpace(id)))
+    }
+
+    /// The channel a grant is put on or listed for (`grant.manage`).
+    pub fn grants_on_channel(id: Uuid) -> Target {
+        Target::of(What::Place(PlaceAt::GrantOnChannel(id)))
+    }
+
+    /// A grant by id (`grant.manage`, its deletion).
+    pub fn grant(id: Uuid) -> Target {
+        Target::of(What::Place(PlaceAt::Grant(id)))
+    }
+
     /// The principals the request names (participants, invitees, agents
     /// to add), judged by the action's rule.
     pub fn naming(mut self, ids: &[Uuid]) -> Target {
@@ -131,6 +169,12 @@ impl Target {
         self
     }
 
+    /// Names the target in a NotFound as the route does (`channel`).
+    pub fn called(mut self, noun: &'static str) -> Target {
+        self.called = Some(noun);
+        self
+    }
+
     /// The kind of resource the request asks for, whatever the row is.
     pub fn kind(&self) -> ResourceKind {
         match self.what {
@@ -142,6 +186,8 @@ impl Target {
             What::Lease(_) => ResourceKind::Lease,
             What::App(_) => ResourceKind::App,
             What::Agent(_) => ResourceKind::Agent,
+            What::Place(PlaceAt::Space(_)) => ResourceKind::Space,
+            What::Place(_) => ResourceKind::Grant,
         }
     }
 
@@ -155,7 +201,26 @@ impl Target {
             | What::Task(id)
             | What::Lease(id)
             | What::App(id)
-            | What::Agent(id) => id,
+            | What::Agent(id)
+            | What::Place(
+                PlaceAt::Space(id)
+                | PlaceAt::GrantOnSpace(id)
+                | PlaceAt::GrantOnChannel(id)
+                | PlaceAt::Grant(id),
+            ) => id,
+        }
+    }
+
+    /// What a NotFound calls the target: its kind, except for the place a
+    /// grant is put on, which the request named as a space or a channel.
+    pub fn noun(&self) -> &'static str {
+        if let Some(noun) = self.called {
+            return noun;
+        }
+        match self.what {
+            What::Place(PlaceAt::GrantOnSpace(_)) => "space",
+            What::Place(PlaceAt::GrantOnChannel(_)) => "channel",
+            _ => self.kind().as_str(),
         }
     }
 
@@ -164,7 +229,9 @@ impl Target {
     fn cached(&self) -> bool {
         matches!(
             self.what,
-            What::Conversation { row: false, .. } | What::Message { .. }
+            What::Conversation { row: false, .. }
+                | What::Message { .. }
+                | What::Place(PlaceAt::GrantOnChannel(_) | PlaceAt::Grant(_))
         )
     }
 
@@ -173,6 +240,7 @@ impl Target {
         match self.what {
             What::Conversation { id, row: false } => Some(id),
             What::Message { conversation, .. } => Some(conversation),
+            What::Place(PlaceAt::GrantOnChannel(id)) => Some(id),
             _ => None,
         }
     }
@@ -278,6 +346,23 @@ pub async fn check_rest(
     decide(hub, principal, action, &target).await
 }
 
+/// The operator's twin of [`check_rest`] (the admin token): the same
+/// loads on the nil principal and the same decision, in which the operator
+/// holds admin on every resource that exists. A missing one is the same
+/// 404 a principal gets; the refusal is counted, never audited.
+pub async fn check_operator(hub: &Hub, action: Action, target: Target) -> Result<Granted, Refused> {
+    let subject = Subject::Operator;
+    let source = load::Source::Store;
+    match decide_on(hub, Uuid::nil(), &subject, action, &target, source).await? {
+        Ok(granted) => Ok(granted),
+        Err(denial) => {
+            let (kind, id) = (target.kind(), target.requested_id());
+            record_denial(hub, &subject, action, kind, id, denial.reason);
+            Err(Refused::Denied(reject(&target, action, denial)))
+        }
+    }
+}
+
 /// Why [`check_rest`] did not grant.
 #[derive(Debug)]
 pub enum Refused {
@@ -336,7 +421,10 @@ async fn decide_on(
     target: &Target,
     source: load::Source,
 ) -> Result<Result<Granted, Denial>, StoreError> {
-    let loading = load::load(hub, me, target, source).await?;
+    let loading = match target.what {
+        What::Place(at) => places::load(hub, me, target, at, source).await?,
+        _ => load::load(hub, me, target, source).await?,
+    };
     let ctx = Context {
         mode: Mode::Request,
         facts: loading.facts,

@@ -70,7 +70,7 @@ pub fn reject(target: &Target, action: Action, denial: Denial) -> Refusal {
             )
         }
         (Answer::NotFound, None) => {
-            let noun = target.kind().as_str();
+            let noun = target.noun();
             refusal(
                 RefusalKind::NotFound,
                 format!("{noun} not found"),
