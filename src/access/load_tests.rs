@@ -129,6 +129,7 @@ fn world() -> World {
             origin: Origin::Agent,
             parts: vec![],
             reply_to: None,
+            thread_id: None,
             created_at: String::new(),
         },
     );

@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 pub use load::{place_of_conversation, Loaded};
 pub use places::{channel_conversation, readable_channels};
-pub use reject::{reject, Refusal, RefusalKind};
+pub use reject::{reject, Refusal, RefusalKind, THREAD_UNKNOWN};
 
 use crate::domain::authz::{
     authorize, Action, Context, Decision, Denial, Facts, Mode, Reason, Resource, ResourceKind,

@@ -45,7 +45,7 @@ pub fn received_by(viewer: usize) -> String {
 pub async fn listings(ex: &mut dyn Executor, group: &[&NewMessage]) -> StoreResult<Vec<bool>> {
     let mut rosters = BTreeMap::new();
     for m in group {
-        if matches!(m.fanout, Fanout::Forward { .. }) {
+        if matches!(m.fanout, Fanout::Forward { .. }) && !m.in_channel {
             rosters
                 .entry(m.conversation_id)
                 .or_insert_with(Vec::new)
@@ -59,6 +59,8 @@ pub async fn listings(ex: &mut dyn Executor, group: &[&NewMessage]) -> StoreResu
     Ok(group
         .iter()
         .map(|m| match &m.fanout {
+            // A channel's readers are its levels (ADR 0020 §2): no rows.
+            Fanout::Forward { .. } if m.in_channel => false,
             Fanout::Forward { recipients, .. } => {
                 !reaches_all(&counts[&m.conversation_id], m.sender_id, recipients)
             }

@@ -124,7 +124,7 @@ async fn insert_group_in(
     for part in rows.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
-             request_hash, verdict, created_at, listed, recipient_count) ",
+             request_hash, verdict, created_at, listed, recipient_count, thread_id) ",
         );
         q.push_values(part, |mut row, r| {
             let m = r.message;
@@ -140,7 +140,8 @@ async fn insert_group_in(
                 .push_bind(r.verdict)
                 .push_bind(m.created_at)
                 .push_bind(r.listed)
-                .push_bind(r.recipient_count);
+                .push_bind(r.recipient_count)
+                .push_bind(m.thread_id.map(|t| t.to_string()));
         });
         q.build().execute(&mut *conn).await?;
     }
@@ -245,6 +246,8 @@ mod tests {
             origin: Origin::Agent,
             parts: vec![Part::Text { text: "x".into() }],
             reply_to: None,
+            thread_id: None,
+            in_channel: false,
             client_msg_id: None,
             request_hash: None,
             created_at: 5,
