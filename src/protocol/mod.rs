@@ -412,7 +412,7 @@ mod tests {
             .iter()
             .filter(|s| s.name.starts_with("person/") && s.name != "person/network/connect")
             .collect();
-        assert_eq!(people.len(), 11);
+        assert_eq!(people.len(), 12);
         for p in people {
             let agent_name = p.name.replacen("person/", "agent/", 1);
             let a = specs

@@ -209,7 +209,7 @@ pub(crate) mod tests {
         let ex: &mut dyn Executor = conn;
         ex.fetch_optional(
             "SELECT $1 AS message_id, $2 AS conversation_id, $3 AS message_seq, $4 AS sender_id, \
-             $5 AS origin, $6 AS parts, $7 AS reply_to, $8 AS created_at",
+             $5 AS origin, $6 AS parts, $7 AS reply_to, $8 AS created_at, $9 AS thread_id",
             &[
                 Arg::Id(m.id),
                 Arg::Id(m.conversation_id),
@@ -219,6 +219,7 @@ pub(crate) mod tests {
                 Arg::Json(&parts),
                 Arg::OptId(m.reply_to),
                 Arg::Int(at),
+                Arg::OptId(m.thread_id),
             ],
         )
         .await
