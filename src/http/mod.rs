@@ -9,6 +9,7 @@ mod events;
 mod grants;
 mod identity;
 mod manage;
+mod messages;
 mod ops;
 mod people;
 mod places;
@@ -61,6 +62,10 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route(
             "/api/v1/conversations/{conversation_id}",
             get(places::get_conversation),
+        )
+        .route(
+            "/api/v1/conversations/{conversation_id}/messages",
+            get(messages::list).post(messages::send),
         )
         .route("/api/v1/grants", post(grants::put).get(grants::list))
         .route("/api/v1/grants/{grant_id}", delete(grants::delete))

@@ -238,6 +238,7 @@ async fn levels_decide(options: Options) {
 
     app_cap_is_refused(&w).await;
     who_manages(&w).await;
+    messages_over_rest(&w).await;
     lists_hold_what_one_reads(&w, &mut s).await;
 }
 
@@ -370,6 +371,85 @@ async fn lists_hold_what_one_reads(w: &World, s: &mut Sockets) {
         names.contains(&"general") && names.contains(&"escalation"),
         "{v}"
     );
+}
+
+/// `GET|POST /api/v1/conversations/{id}/messages` decide as the gateway.
+async fn messages_over_rest(w: &World) {
+    let path = |c: Uuid| format!("/api/v1/conversations/{c}/messages");
+    let body = |s: &str| Some(json!({ "parts": [{ "type": "text", "text": s }] }));
+    let v = expect(
+        &w.hub,
+        Method::POST,
+        &path(w.general),
+        &w.sam.key,
+        body("no"),
+        403,
+    )
+    .await;
+    assert_eq!(v["error"]["reason"], json!("level_insufficient"), "{v}");
+    let v = expect(
+        &w.hub,
+        Method::POST,
+        &path(w.general),
+        &w.alex.key,
+        body("by rest"),
+        201,
+    )
+    .await;
+    assert_eq!(v["message"]["conversationId"], json!(w.general), "{v}");
+    expect(
+        &w.hub,
+        Method::POST,
+        &path(w.general),
+        &w.bot.key,
+        body("bot by rest"),
+        201,
+    )
+    .await;
+    let v = expect(&w.hub, Method::GET, &path(w.general), &w.sam.key, None, 200).await;
+    let texts: Vec<&str> = v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["parts"][0]["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        texts.contains(&"by rest") && texts.contains(&"bot by rest"),
+        "{v}"
+    );
+    let v = expect(
+        &w.hub,
+        Method::GET,
+        &path(w.general),
+        &w.robin.key,
+        None,
+        404,
+    )
+    .await;
+    assert_eq!(
+        v["error"]["message"],
+        json!("conversation not found"),
+        "{v}"
+    );
+    let threaded =
+        Some(json!({ "parts": [{ "type": "text", "text": "x" }], "threadId": Uuid::new_v4() }));
+    let v = expect(
+        &w.hub,
+        Method::POST,
+        &path(w.notes),
+        &w.robin.key,
+        threaded,
+        400,
+    )
+    .await;
+    assert_eq!(
+        v["error"]["details"][0]["pointer"],
+        json!("/threadId"),
+        "{v}"
+    );
+    let conversation = format!("/api/v1/conversations/{}", w.general);
+    let v = expect(&w.hub, Method::GET, &conversation, &w.sam.key, None, 200).await;
+    assert_eq!(v["conversation"]["kind"], json!("channel"), "{v}");
 }
 
 #[tokio::test]

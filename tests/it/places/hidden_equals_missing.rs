@@ -119,6 +119,10 @@ async fn over_rest(w: &World) {
         404,
     )
     .await;
+    let messages = |id: Uuid| format!("/api/v1/conversations/{id}/messages");
+    same_rest(w, (sam, Method::GET, hid), messages, |_| None, 404).await;
+    let parts = |_| Some(json!({ "parts": [{ "type": "text", "text": "x" }] }));
+    same_rest(w, (sam, Method::POST, hid), messages, parts, 404).await;
     same_rest(
         w,
         (sam, Method::GET, hid),
