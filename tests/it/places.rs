@@ -3,6 +3,7 @@
 
 mod audit;
 mod channel_states;
+mod cli;
 mod effective_levels;
 mod hidden_equals_missing;
 mod threads;
