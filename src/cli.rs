@@ -1,6 +1,7 @@
 //! The `switchboard` command line.
 
 mod people;
+mod places;
 
 use std::path::PathBuf;
 
@@ -96,6 +97,34 @@ pub enum Command {
     Person {
         #[command(subcommand)]
         command: people::PersonCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Spaces (ADR 0020 §2).
+    Space {
+        #[command(subcommand)]
+        command: places::SpaceCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Channels in spaces.
+    Channel {
+        #[command(subcommand)]
+        command: places::ChannelCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Grants of levels on spaces and channels.
+    Grant {
+        #[command(subcommand)]
+        command: places::GrantCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Groups of principals, for grants.
+    Group {
+        #[command(subcommand)]
+        command: places::GroupCommand,
         #[command(flatten)]
         config: ConfigArgs,
     },
@@ -249,6 +278,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agent { command, config } => agent(command, config.load()?).await,
         Command::App { command, config } => app(command, config.load()?).await,
         Command::Person { command, config } => people::person(command, config.load()?).await,
+        Command::Space { command, config } => places::space(command, config.load()?).await,
+        Command::Channel { command, config } => places::channel(command, config.load()?).await,
+        Command::Grant { command, config } => places::grant(command, config.load()?).await,
+        Command::Group { command, config } => places::group(command, config.load()?).await,
         Command::Audit { command, config } => audit(command, config.load()?).await,
     }
 }

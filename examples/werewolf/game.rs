@@ -307,6 +307,7 @@ async fn post(app: &AppClient, conversation: Uuid, text: &str) -> anyhow::Result
             parts: vec![Part::Text { text: text.into() }],
             client_msg_id: None,
             reply_to: None,
+            thread_id: None,
         })
         .await?;
     Ok(sent.message.id)
@@ -319,6 +320,7 @@ async fn say(agent: &AgentClient, conversation: Uuid, text: String) -> anyhow::R
             parts: vec![Part::Text { text }],
             client_msg_id: None,
             reply_to: None,
+            thread_id: None,
         })
         .await?;
     Ok(())

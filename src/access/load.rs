@@ -20,7 +20,10 @@ use crate::domain::task::Task;
 use crate::domain::PrincipalKind;
 use crate::hub::membership::ChannelPlace;
 use crate::hub::{Hub, Membership};
-use crate::store::{AppRecord, LeaseAccess, PrincipalRecord, StoreError, StoreResult};
+use crate::store::{
+    AppRecord, GrantRecord, LeaseAccess, PrincipalRecord, SpaceLevels, SpaceRecord, StoreError,
+    StoreResult,
+};
 
 /// Where a conversation's membership is read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +51,9 @@ pub(super) trait Reads: Sync {
     async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>>;
     async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>>;
     async fn principal(&self, id: Uuid) -> StoreResult<Option<PrincipalRecord>>;
+    async fn space(&self, id: Uuid) -> StoreResult<Option<SpaceRecord>>;
+    async fn space_levels(&self, principal: Uuid, space: Uuid) -> StoreResult<SpaceLevels>;
+    async fn grant(&self, id: Uuid) -> StoreResult<Option<GrantRecord>>;
 }
 
 #[async_trait]
@@ -97,6 +103,18 @@ impl Reads for Hub {
     async fn principal(&self, id: Uuid) -> StoreResult<Option<PrincipalRecord>> {
         self.store.principal(id).await
     }
+
+    async fn space(&self, id: Uuid) -> StoreResult<Option<SpaceRecord>> {
+        self.store.space(id).await
+    }
+
+    async fn space_levels(&self, principal: Uuid, space: Uuid) -> StoreResult<SpaceLevels> {
+        self.store.space_levels(principal, space).await
+    }
+
+    async fn grant(&self, id: Uuid) -> StoreResult<Option<GrantRecord>> {
+        self.store.grant(id).await
+    }
 }
 
 /// A membership read, and whether it came from the store.
@@ -129,6 +147,10 @@ pub enum Loaded {
     App(AppRecord),
     /// An agent and its owner, for `agent.keys.*`.
     Agent(PrincipalRecord),
+    /// A space (`space.read`, `channel.create`, a grant put on it).
+    Space(crate::store::SpaceRecord),
+    /// A grant named by id.
+    Grant(crate::store::GrantRecord),
 }
 
 pub(super) struct Loading {
@@ -190,6 +212,8 @@ pub(super) async fn load(
         What::Lease(id) => lease(hub, target, id).await,
         What::App(id) => app(hub, target, id).await,
         What::Agent(id) => agent(hub, target, id).await,
+        // Loaded by `access::places` before this is called; fails closed.
+        What::Place(_) => Ok(Loading::missing(target, Vec::new())),
     }
 }
 
@@ -388,7 +412,7 @@ async fn named(hub: &impl Reads, ids: &[Uuid], task: Option<&Task>) -> StoreResu
 
 /// A channel's level for `me`, as the one grant level its readers map
 /// holds (already the effective one); nothing elsewhere.
-fn grants_of(membership: &Membership, me: Uuid) -> Vec<Level> {
+pub(super) fn grants_of(membership: &Membership, me: Uuid) -> Vec<Level> {
     membership
         .channel
         .as_ref()
@@ -401,7 +425,7 @@ fn grants_of(membership: &Membership, me: Uuid) -> Vec<Level> {
 /// task's app on every path (the task gate, `app/conversation/create`), so
 /// its `created_by` is the task's app. `None` (decided as missing) for a
 /// channel read without its place.
-fn place_of(m: &Membership) -> Option<Place> {
+pub(super) fn place_of(m: &Membership) -> Option<Place> {
     Some(Place {
         id: m.id,
         kind: kind_of(m.kind, m.created_by, m.channel.as_ref())?,

@@ -103,6 +103,20 @@ impl Reads for Fake {
         self.note("principal");
         Ok(self.principals.get(&id).cloned())
     }
+    // Places are decided in tests/it/places (a real hub); this fake knows
+    // no space or grant, so it answers them as missing.
+    async fn space(&self, _: Uuid) -> StoreResult<Option<crate::store::SpaceRecord>> {
+        self.note("space");
+        Ok(None)
+    }
+    async fn space_levels(&self, _: Uuid, _: Uuid) -> StoreResult<crate::store::SpaceLevels> {
+        self.note("space_levels");
+        Ok(crate::store::SpaceLevels::default())
+    }
+    async fn grant(&self, _: Uuid) -> StoreResult<Option<crate::store::GrantRecord>> {
+        self.note("grant");
+        Ok(None)
+    }
     async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>> {
         self.note("principal_kinds");
         Ok(self
@@ -165,6 +179,7 @@ fn world() -> World {
             origin: Origin::Agent,
             parts: vec![],
             reply_to: None,
+            thread_id: None,
             created_at: String::new(),
         },
     );

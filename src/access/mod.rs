@@ -14,6 +14,7 @@
 //! request, never from the row.
 
 mod load;
+mod places;
 mod reject;
 
 use std::sync::Arc;
@@ -21,7 +22,8 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 pub use load::{place_of_conversation, Loaded};
-pub use reject::{reject, Refusal, RefusalKind};
+pub use places::{channel_conversation, readable_channels};
+pub use reject::{reject, Refusal, RefusalKind, THREAD_UNKNOWN};
 
 use crate::domain::authz::{
     authorize, Action, Context, Decision, Denial, Facts, Mode, Reason, Resource, ResourceKind,
@@ -43,6 +45,9 @@ pub struct Target {
     what: What,
     named: Vec<Uuid>,
     field: Option<&'static str>,
+    /// What a NotFound calls the target, when the route names it otherwise
+    /// than its kind (a channel is a conversation).
+    called: Option<&'static str>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +68,18 @@ enum What {
     Lease(Uuid),
     App(Uuid),
     Agent(Uuid),
+    Place(PlaceAt),
+}
+
+/// The places of ADR 0020 §2 a management request names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PlaceAt {
+    Space(Uuid),
+    /// The space a grant is put on or listed for.
+    GrantOnSpace(Uuid),
+    /// The channel a grant is put on or listed for.
+    GrantOnChannel(Uuid),
+    Grant(Uuid),
 }
 
 impl Target {
@@ -71,6 +88,7 @@ impl Target {
             what,
             named: Vec::new(),
             field: None,
+            called: None,
         }
     }
 
@@ -119,6 +137,26 @@ impl Target {
         Target::of(What::Agent(id))
     }
 
+    /// A space (`space.read`, `channel.create`): one uncached read.
+    pub fn space(id: Uuid) -> Target {
+        Target::of(What::Place(PlaceAt::Space(id)))
+    }
+
+    /// The space a grant is put on or listed for (`grant.manage`).
+    pub fn grants_on_space(id: Uuid) -> Target {
+        Target::of(What::Place(PlaceAt::GrantOnSpace(id)))
+    }
+
+    /// The channel a grant is put on or listed for (`grant.manage`).
+    pub fn grants_on_channel(id: Uuid) -> Target {
+        Target::of(What::Place(PlaceAt::GrantOnChannel(id)))
+    }
+
+    /// A grant by id (`grant.manage`, its deletion).
+    pub fn grant(id: Uuid) -> Target {
+        Target::of(What::Place(PlaceAt::Grant(id)))
+    }
+
     /// The principals the request names (participants, invitees, agents
     /// to add), judged by the action's rule.
     pub fn naming(mut self, ids: &[Uuid]) -> Target {
@@ -133,6 +171,12 @@ impl Target {
         self
     }
 
+    /// Names the target in a NotFound as the route does (`channel`).
+    pub fn called(mut self, noun: &'static str) -> Target {
+        self.called = Some(noun);
+        self
+    }
+
     /// The kind of resource the request asks for, whatever the row is.
     pub fn kind(&self) -> ResourceKind {
         match self.what {
@@ -144,6 +188,8 @@ impl Target {
             What::Lease(_) => ResourceKind::Lease,
             What::App(_) => ResourceKind::App,
             What::Agent(_) => ResourceKind::Agent,
+            What::Place(PlaceAt::Space(_)) => ResourceKind::Space,
+            What::Place(_) => ResourceKind::Grant,
         }
     }
 
@@ -157,7 +203,26 @@ impl Target {
             | What::Task(id)
             | What::Lease(id)
             | What::App(id)
-            | What::Agent(id) => id,
+            | What::Agent(id)
+            | What::Place(
+                PlaceAt::Space(id)
+                | PlaceAt::GrantOnSpace(id)
+                | PlaceAt::GrantOnChannel(id)
+                | PlaceAt::Grant(id),
+            ) => id,
+        }
+    }
+
+    /// What a NotFound calls the target: its kind, except for the place a
+    /// grant is put on, which the request named as a space or a channel.
+    pub fn noun(&self) -> &'static str {
+        if let Some(noun) = self.called {
+            return noun;
+        }
+        match self.what {
+            What::Place(PlaceAt::GrantOnSpace(_)) => "space",
+            What::Place(PlaceAt::GrantOnChannel(_)) => "channel",
+            _ => self.kind().as_str(),
         }
     }
 
@@ -166,7 +231,9 @@ impl Target {
     fn cached(&self) -> bool {
         matches!(
             self.what,
-            What::Conversation { row: false, .. } | What::Message { .. }
+            What::Conversation { row: false, .. }
+                | What::Message { .. }
+                | What::Place(PlaceAt::GrantOnChannel(_) | PlaceAt::Grant(_))
         )
     }
 
@@ -176,6 +243,7 @@ impl Target {
         match self.what {
             What::Conversation { id, row: false } => Some(id),
             What::Message { conversation, .. } => Some(conversation),
+            What::Place(PlaceAt::GrantOnChannel(id)) => Some(id),
             _ => None,
         }
     }
@@ -284,6 +352,25 @@ pub async fn check_rest(
     decide(hub, principal, action, &target).await
 }
 
+/// The operator's twin of [`check_rest`] (the admin token): the same
+/// loads on the nil principal and the same decision, in which the operator
+/// holds admin on every resource that exists. A missing one is the same
+/// 404 a principal gets; the refusal is counted, never audited.
+pub async fn check_operator(hub: &Hub, action: Action, target: Target) -> Result<Granted, Refused> {
+    let subject = Subject::Operator;
+    let source = load::Source::Store;
+    match decide_on(hub, Uuid::nil(), &subject, action, &target, source).await? {
+        (Ok(granted), _) => Ok(Granted {
+            loaded: load::complete(hub, granted.loaded).await?,
+        }),
+        (Err(denial), _) => {
+            let (kind, id) = (target.kind(), target.requested_id());
+            record_denial(hub, &subject, action, kind, id, denial.reason);
+            Err(Refused::Denied(reject(&target, action, denial)))
+        }
+    }
+}
+
 /// Why [`check_rest`] did not grant.
 #[derive(Debug)]
 pub enum Refused {
@@ -386,7 +473,10 @@ async fn decide_on(
     target: &Target,
     source: load::Source,
 ) -> Result<(Result<Granted, Denial>, bool), StoreError> {
-    let loading = load::load(reads, me, target, source).await?;
+    let loading = match target.what {
+        What::Place(at) => places::load(reads, me, target, at, source).await?,
+        _ => load::load(reads, me, target, source).await?,
+    };
     let ctx = Context {
         mode: Mode::Request,
         facts: loading.facts,

@@ -10,6 +10,10 @@ use super::Target;
 use crate::domain::authz::{Action, Answer, Denial, Reason};
 use crate::rpc::{ErrorKind, RpcError};
 
+/// A `threadId` naming no root of the channel, hidden or missing alike, or
+/// a message that is itself in a thread (ADR 0020 §2).
+pub const THREAD_UNKNOWN: &str = "names no thread of this channel";
+
 /// How a refusal is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RefusalKind {
@@ -54,9 +58,13 @@ pub fn reject(target: &Target, action: Action, denial: Denial) -> Refusal {
     };
     if let Some(field) = target.field {
         let what = target.kind().as_str();
+        let text = match field {
+            "threadId" => THREAD_UNKNOWN.to_string(),
+            _ => format!("names no {what} of this conversation"),
+        };
         return refusal(
             RefusalKind::InvalidParams { field },
-            format!("Invalid params: {field}: names no {what} of this conversation"),
+            format!("Invalid params: {field}: {text}"),
             json!({ "field": field }),
         );
     }
@@ -70,7 +78,7 @@ pub fn reject(target: &Target, action: Action, denial: Denial) -> Refusal {
             )
         }
         (Answer::NotFound, None) => {
-            let noun = target.kind().as_str();
+            let noun = target.noun();
             refusal(
                 RefusalKind::NotFound,
                 format!("{noun} not found"),

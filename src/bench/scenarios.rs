@@ -210,6 +210,7 @@ pub(super) async fn send_text(
             parts: vec![Part::Text { text }],
             client_msg_id: None,
             reply_to: None,
+            thread_id: None,
         })
         .await?;
     Ok(())

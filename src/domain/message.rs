@@ -232,6 +232,10 @@ pub struct Message {
     pub parts: Vec<Part>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<Uuid>,
+    /// A channel message's thread: the root it answers (ADR 0020 §2).
+    /// Absent for the main thread and outside channels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<Uuid>,
     /// RFC 3339.
     pub created_at: String,
 }

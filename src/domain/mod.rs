@@ -13,6 +13,7 @@ pub mod lease;
 pub mod manifest;
 pub mod message;
 mod part_decode;
+pub mod place_names;
 pub mod principal;
 pub mod strict_json;
 pub mod task;

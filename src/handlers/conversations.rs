@@ -6,7 +6,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::{check_others, invalid, people_among, store_failure};
+use super::{check_others, invalid, people_among, store_failure, threads};
 use crate::access::{self, Target};
 use crate::config::MessagesConfig;
 use crate::domain::authz::{Action, Facts, Resource, ResourceKind};
@@ -191,6 +191,8 @@ struct HashedSend<'a> {
     conversation_id: Uuid,
     parts: &'a [message::Part],
     reply_to: Option<Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thread_id: Option<Uuid>,
 }
 
 /// What a sender asks for, agent or app.
@@ -200,6 +202,8 @@ pub struct Outgoing {
     pub parts: Vec<message::Part>,
     pub client_msg_id: Option<String>,
     pub reply_to: Option<Uuid>,
+    /// A channel thread's root, checked by [`store_message`].
+    pub thread_id: Option<Uuid>,
 }
 
 /// Stores a message in a conversation the sender may write to and decides
@@ -214,6 +218,7 @@ pub async fn store_message(
     let hub = &ctx.hub;
     check_outgoing(&hub.config.messages, &out)?;
     check_reply_to(ctx, conversation, &out).await?;
+    let thread_id = threads::check_root(ctx, conversation, out.thread_id).await?;
     let id = Uuid::now_v7();
     let (fanout, gated) = fanout_of(ctx, conversation, &out).await?;
     let job = gated
@@ -227,6 +232,8 @@ pub async fn store_message(
         origin: out.origin,
         parts: out.parts,
         reply_to: out.reply_to,
+        thread_id,
+        in_channel: conversation.kind == ConversationKind::Channel,
         client_msg_id: out.client_msg_id.clone(),
         request_hash: Some(request_hash.clone()),
         created_at: now_millis(),
@@ -427,6 +434,7 @@ fn request_hash(conversation: &Membership, out: &Outgoing) -> Result<String, Rpc
             conversation_id: conversation.id,
             parts: &out.parts,
             reply_to: out.reply_to,
+            thread_id: out.thread_id,
         })
         .map_err(|_| RpcError::internal())?,
     )))
@@ -478,6 +486,7 @@ pub async fn send(
         parts: p.parts,
         client_msg_id: p.client_msg_id,
         reply_to: p.reply_to,
+        thread_id: p.thread_id,
     };
     store_message(&ctx, &conversation, out).await
 }
@@ -499,6 +508,7 @@ pub async fn history(
         after: p.after,
         before: p.before,
         limit: limit + 1,
+        place: threads::page_place(&ctx, &conversation, p.thread_id).await?,
     };
     let mut messages = ctx
         .hub

@@ -4,15 +4,19 @@
 //! right is decided by `access::check` (ADR 0020 §3): handlers keep only
 //! input validation and the state machines' conflicts.
 
+pub mod channels;
 pub mod conversations;
 pub mod events;
 pub mod leases;
 pub mod network;
 pub mod task_conversations;
 pub mod tasks;
+pub mod threads;
 
 use crate::hub::RequestContext;
-use crate::protocol::{conversations as c, events as e, network as n, router::Router, tasks as t};
+use crate::protocol::{
+    channels as ch, conversations as c, events as e, network as n, router::Router, tasks as t,
+};
 use crate::rpc::RpcError;
 use serde_json::json;
 use uuid::Uuid;
@@ -38,6 +42,8 @@ pub fn router() -> Router<RequestContext> {
         .register_twins::<c::AgentMessageSend, c::PersonMessageSend, _, _>(conversations::send)
         .register_twins::<c::AgentMessageList, c::PersonMessageList, _, _>(conversations::history)
         .register_twins::<c::AgentTypingSend, c::PersonTypingSend, _, _>(conversations::typing)
+        .register_twins::<ch::AgentChannelList, ch::PersonChannelList, _, _>(channels::list)
+        .register::<ch::AppChannelList, _, _>(channels::list)
         .register::<t::AgentTaskRequest, _, _>(tasks::request)
         .register::<t::AgentTaskGet, _, _>(tasks::get)
         .register::<t::AgentTaskList, _, _>(tasks::list)

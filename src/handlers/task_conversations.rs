@@ -143,6 +143,7 @@ pub async fn app_message_send(
         parts: p.parts,
         client_msg_id: p.client_msg_id,
         reply_to: p.reply_to,
+        thread_id: p.thread_id,
     };
     store_message(&ctx, &conversation, out).await
 }

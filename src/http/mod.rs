@@ -6,9 +6,13 @@ mod body;
 mod cards;
 mod error;
 mod events;
+mod grants;
 mod identity;
+mod manage;
+mod messages;
 mod ops;
 mod people;
+mod places;
 mod query;
 
 use std::net::SocketAddr;
@@ -17,7 +21,7 @@ use std::sync::Arc;
 use axum::extract::{ConnectInfo, MatchedPath, Request, State, WebSocketUpgrade};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, patch, post, put};
 use axum::Router;
 
 use crate::hub::Hub;
@@ -44,6 +48,31 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route(
             "/api/v1/agents/{agent_id}/keys/revoke",
             post(people::revoke_agent_keys),
+        )
+        .route("/api/v1/spaces", post(places::create_space))
+        .route("/api/v1/spaces/{space_id}", get(places::get_space))
+        .route(
+            "/api/v1/spaces/{space_id}/channels",
+            get(places::list_channels).post(places::create_channel),
+        )
+        .route(
+            "/api/v1/channels/{channel_id}",
+            patch(places::patch_channel),
+        )
+        .route(
+            "/api/v1/conversations/{conversation_id}",
+            get(places::get_conversation),
+        )
+        .route(
+            "/api/v1/conversations/{conversation_id}/messages",
+            get(messages::list).post(messages::send),
+        )
+        .route("/api/v1/grants", post(grants::put).get(grants::list))
+        .route("/api/v1/grants/{grant_id}", delete(grants::delete))
+        .route("/api/v1/groups", post(grants::create_group))
+        .route(
+            "/api/v1/groups/{group_id}/members/{principal_id}",
+            put(grants::add_member).delete(grants::remove_member),
         )
         .route("/api/v1/audit", get(audit::list))
         .route("/api/v1/events", get(events::catch_up))

@@ -78,6 +78,10 @@ pub struct MessageSendParams {
     pub client_msg_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<Uuid>,
+    /// In a channel: the root of the thread the message answers (a message
+    /// of the channel without `threadId`); absent for the main thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<Uuid>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -137,6 +141,10 @@ pub struct MessageListParams {
     pub before: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
+    /// In a channel: list the thread under this root; absent lists the
+    /// main thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<Uuid>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -3,6 +3,7 @@
 //! `rpc/` and `schemas/` from it, and the SDK calls through it, so the three
 //! cannot disagree.
 
+pub mod channels;
 pub mod conversations;
 pub mod events;
 pub mod export;
@@ -269,6 +270,7 @@ pub fn catalogue() -> Vec<MethodSpec> {
         method_spec::<conversations::AgentMessageSend>(),
         method_spec::<conversations::AgentMessageList>(),
         method_spec::<conversations::AgentTypingSend>(),
+        method_spec::<channels::AgentChannelList>(),
         method_spec::<network::PersonConnect>(),
         method_spec::<network::PersonIdentityGet>(),
         method_spec::<events::PersonEventAck>(),
@@ -278,6 +280,7 @@ pub fn catalogue() -> Vec<MethodSpec> {
         method_spec::<conversations::PersonMessageSend>(),
         method_spec::<conversations::PersonMessageList>(),
         method_spec::<conversations::PersonTypingSend>(),
+        method_spec::<channels::PersonChannelList>(),
         method_spec::<tasks::AgentTaskRequest>(),
         method_spec::<tasks::AgentTaskGet>(),
         method_spec::<tasks::AgentTaskList>(),
@@ -286,6 +289,7 @@ pub fn catalogue() -> Vec<MethodSpec> {
         method_spec::<tasks::AppConversationCreate>(),
         method_spec::<tasks::AppConversationAdd>(),
         method_spec::<tasks::AppMessageSend>(),
+        method_spec::<channels::AppChannelList>(),
         method_spec::<tasks::AgentDispatchRequest>(),
         method_spec::<tasks::AgentDispatchComplete>(),
         method_spec::<tasks::AppDispatchResolve>(),
@@ -339,6 +343,7 @@ mod tests {
                 mime_type: None,
             }],
             reply_to: None,
+            thread_id: None,
             created_at: String::new(),
         };
         let conversation = Conversation {
@@ -407,7 +412,7 @@ mod tests {
             .iter()
             .filter(|s| s.name.starts_with("person/") && s.name != "person/network/connect")
             .collect();
-        assert_eq!(people.len(), 11);
+        assert_eq!(people.len(), 12);
         for p in people {
             let agent_name = p.name.replacen("person/", "agent/", 1);
             let a = specs

@@ -312,7 +312,7 @@ method!(
     ConversationResult
 );
 method!(AppMessageSend, Some(Action::MessageCreate), Message,"app/message/send", ToHub, App,
-    "Send a message as the app into a conversation of its own active task; every participant receives it.",
+    "Send a message as the app into a conversation of its own active task (every participant receives it) or into a channel it holds write on (its readers but apps receive it).",
     [InvalidParams, NotFound, Conflict], MessageSendParams, MessageSendResult);
 method!(AgentDispatchRequest, Some(Action::DispatchRequest), AgentRuntime,"agent/dispatch/request", ToHub, Agent,
     "Ask for a lease to act on a message the caller received. Answers at once with the pending lease; the verdict comes as agent/dispatch/released.",

@@ -200,6 +200,7 @@ pub fn group_delivery(group: &[&NewMessage], seqs: &[i64]) -> GroupDelivery {
             origin: m.origin,
             parts: m.parts.clone(),
             reply_to: m.reply_to,
+            thread_id: m.thread_id,
             created_at: rfc3339(m.created_at),
         };
         if let Fanout::Forward {

@@ -53,6 +53,11 @@ pub struct NewMessage {
     pub origin: Origin,
     pub parts: Vec<Part>,
     pub reply_to: Option<Uuid>,
+    /// A channel thread's root (checked by the sender's handler).
+    pub thread_id: Option<Uuid>,
+    /// A channel send (ADR 0020 §2): its readers are its levels, so a
+    /// forward writes no recipient rows, whoever it reaches.
+    pub in_channel: bool,
     pub client_msg_id: Option<String>,
     pub request_hash: Option<String>,
     pub created_at: Millis,
@@ -123,10 +128,21 @@ pub struct MessagePage {
     /// Messages with a smaller seq, newest first before reversal.
     pub before: Option<u64>,
     pub limit: u32,
+    pub place: PagePlace,
+}
+
+/// Which of a conversation's messages a page holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PagePlace {
+    /// Those the viewer sent or received (direct, group, task).
+    Seen,
+    /// A channel: its reader sees the whole history of one thread, the
+    /// main one (`None`) or the one under a root.
+    Channel { thread: Option<Uuid> },
 }
 
 pub(super) const MESSAGE_COLUMNS: &str =
-    "m.id, m.conversation_id, m.seq, m.sender_id, m.origin, m.parts, m.reply_to, \
+    "m.id, m.conversation_id, m.seq, m.sender_id, m.origin, m.parts, m.reply_to, m.thread_id, \
      m.request_hash, m.verdict, m.verdict_reason, m.created_at, m.recipient_count AS recipients";
 
 pub(super) fn message_row(row: &Row) -> StoreResult<(Message, Verdict, Option<String>)> {
@@ -138,6 +154,7 @@ pub(super) fn message_row(row: &Row) -> StoreResult<(Message, Verdict, Option<St
         origin: parsed(row.text("origin")?, "origin", Origin::parse)?,
         parts: row.decoded("parts")?,
         reply_to: row.opt_id("reply_to")?,
+        thread_id: row.opt_id("thread_id")?,
         created_at: rfc3339(row.int("created_at")?),
     };
     let verdict = verdict_of(
@@ -190,7 +207,17 @@ pub(super) async fn page(
     conversation_id: Uuid,
     page: MessagePage,
 ) -> StoreResult<Vec<Message>> {
-    let visible = format!("m.conversation_id = $1 AND {}", seen_by(2));
+    let visible = match page.place {
+        PagePlace::Seen => format!("m.conversation_id = $1 AND {}", seen_by(2)),
+        // `$2` is still bound (the viewer), so the statement keeps its
+        // arguments; a thread is `$5`.
+        PagePlace::Channel { thread: None } => {
+            "m.conversation_id = $1 AND $2 = $2 AND m.thread_id IS NULL".to_string()
+        }
+        PagePlace::Channel { thread: Some(_) } => {
+            "m.conversation_id = $1 AND $2 = $2 AND m.thread_id = $5".to_string()
+        }
+    };
     let (cond, order, cursor) = match (page.after, page.before) {
         (_, Some(before)) => ("m.seq < $3", "DESC", before as i64),
         (after, None) => ("m.seq > $3", "ASC", after.unwrap_or(0) as i64),
@@ -204,7 +231,18 @@ pub(super) async fn page(
         Arg::Int(cursor),
         Arg::Int(i64::from(page.limit)),
     ];
-    let rows = ex.fetch_all(&sql, &args).await?;
+    let thread = match page.place {
+        PagePlace::Channel { thread: Some(t) } => Some(t),
+        _ => None,
+    };
+    let rows = match thread {
+        Some(t) => {
+            let mut args = args.to_vec();
+            args.push(Arg::Id(t));
+            ex.fetch_all(&sql, &args).await?
+        }
+        None => ex.fetch_all(&sql, &args).await?,
+    };
     let mut out: Vec<Message> = rows
         .iter()
         .map(|r| message_row(r).map(|(m, _, _)| m))
@@ -261,8 +299,8 @@ pub(super) async fn insert_one(
     let parts = to_json(&m.parts)?;
     ex.execute(
         "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
-         request_hash, verdict, created_at, listed, recipient_count) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+         request_hash, verdict, created_at, listed, recipient_count, thread_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
         &[
             Arg::Id(m.id),
             Arg::Id(m.conversation_id),
@@ -277,6 +315,7 @@ pub(super) async fn insert_one(
             Arg::Int(m.created_at),
             Arg::Bool(listed),
             Arg::Int(recipient_count(m)),
+            Arg::OptId(m.thread_id),
         ],
     )
     .await?;
@@ -288,6 +327,7 @@ pub(super) async fn insert_one(
         origin: m.origin,
         parts: m.parts.clone(),
         reply_to: m.reply_to,
+        thread_id: m.thread_id,
         created_at: rfc3339(m.created_at),
     };
     if let Some(job) = &m.job {

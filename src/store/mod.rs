@@ -54,8 +54,8 @@ pub use identity::{
 pub use jobs::{Job, JobKind, JobStore, NewJob};
 pub use leases::{CreatedLease, LeaseAccess, LeaseChange, NewLease};
 pub use messages::{
-    Fanout, InsertedMessage, MessageDecided, MessageOutcome, MessagePage, NewMessage, PersonCopies,
-    Verdict,
+    Fanout, InsertedMessage, MessageDecided, MessageOutcome, MessagePage, NewMessage, PagePlace,
+    PersonCopies, Verdict,
 };
 pub use places::{
     ChannelLevels, ChannelRecord, GrantRecord, NewChannel, NewGrant, NewGroup, NewSpace,

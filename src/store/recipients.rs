@@ -62,7 +62,8 @@ pub const ROSTER_MEMBER: &str =
 pub fn rosters_needed(group: &[&NewMessage]) -> BTreeMap<Uuid, Vec<Uuid>> {
     let mut rosters: BTreeMap<Uuid, Vec<Uuid>> = BTreeMap::new();
     for m in group {
-        if matches!(m.fanout, Fanout::Forward { .. }) {
+        // A channel's forward lists nobody (its readers are its levels).
+        if matches!(m.fanout, Fanout::Forward { .. }) && !m.in_channel {
             let senders = rosters.entry(m.conversation_id).or_default();
             if !senders.contains(&m.sender_id) {
                 senders.push(m.sender_id);
@@ -77,6 +78,8 @@ pub fn listed_by(group: &[&NewMessage], rosters: &BTreeMap<Uuid, Roster>) -> Vec
     group
         .iter()
         .map(|m| match &m.fanout {
+            // A channel's readers are its levels (ADR 0020 §2): no rows.
+            Fanout::Forward { .. } if m.in_channel => false,
             Fanout::Forward { recipients, .. } => {
                 !reaches_all(&rosters[&m.conversation_id], m.sender_id, recipients)
             }

@@ -162,6 +162,7 @@ async fn bad_conversation_requests_are_refused_clearly() {
                 parts: text("let me in"),
                 client_msg_id: None,
                 reply_to: None,
+                thread_id: None,
             })
             .await
             .unwrap_err();
@@ -197,6 +198,7 @@ async fn bad_conversation_requests_are_refused_clearly() {
                 parts,
                 client_msg_id: None,
                 reply_to: None,
+                thread_id: None,
             })
             .await
             .unwrap_err();
@@ -214,6 +216,7 @@ async fn bad_conversation_requests_are_refused_clearly() {
             parts: text("reply"),
             client_msg_id: None,
             reply_to: Some(Uuid::now_v7()),
+            thread_id: None,
         })
         .await
         .unwrap_err();
@@ -238,6 +241,7 @@ async fn history_pages_in_both_directions() {
             parts: text("re: m1"),
             client_msg_id: None,
             reply_to: Some(first.message.id),
+            thread_id: None,
         })
         .await
         .unwrap();
@@ -248,6 +252,7 @@ async fn history_pages_in_both_directions() {
         after,
         before,
         limit,
+        thread_id: None,
     };
     let page = cb
         .call::<AgentMessageList>(list(None, None, Some(10)))
@@ -415,6 +420,7 @@ async fn the_deepest_accepted_data_part_reaches_sdk_clients_on(
             }],
             client_msg_id: None,
             reply_to: None,
+            thread_id: None,
         })
     };
 
@@ -474,6 +480,7 @@ async fn the_deepest_accepted_data_part_reaches_sdk_clients_on(
             after: None,
             before: None,
             limit: None,
+            thread_id: None,
         })
         .await
         .unwrap();

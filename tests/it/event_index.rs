@@ -202,6 +202,7 @@ async fn seen_by(store: &DynStore, conversation: Uuid, viewer: Uuid) -> Vec<Uuid
         after: None,
         before: None,
         limit: 10,
+        place: switchboard::store::PagePlace::Seen,
     };
     let messages = store.messages(conversation, page).await.unwrap();
     messages.iter().map(|m| m.id).collect()
@@ -223,6 +224,8 @@ async fn send(
             text: "from b".into(),
         }],
         reply_to: None,
+        thread_id: None,
+        in_channel: false,
         client_msg_id: None,
         request_hash: None,
         created_at: 30,

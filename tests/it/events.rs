@@ -373,6 +373,7 @@ async fn a_retried_send_with_the_same_client_id_writes_once() {
         parts: text("exactly once"),
         client_msg_id: Some("c-1".into()),
         reply_to: None,
+        thread_id: None,
     };
     let first = sender
         .call::<AgentMessageSend>(params.clone())
@@ -464,6 +465,7 @@ async fn send_until_killed(
                     parts: text(&format!("crash-{i}")),
                     client_msg_id: None,
                     reply_to: None,
+                    thread_id: None,
                 })
                 .await
             {

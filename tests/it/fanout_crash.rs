@@ -122,6 +122,7 @@ fn send_until_killed(
                             parts: text(&format!("fan-{l}-{i}")),
                             client_msg_id: None,
                             reply_to: None,
+                            thread_id: None,
                         })
                         .await;
                     match sent {

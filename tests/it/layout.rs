@@ -219,9 +219,13 @@ const NOT_FOUND_SPELLINGS: [&str; 6] = [
 
 /// The places outside `access` that may spell a NotFound, each with why:
 /// none of them answers about a resource a principal names.
-const NOT_FOUND_ALLOWED: [(&str, &str); 4] = [
+const NOT_FOUND_ALLOWED: [(&str, &str); 6] = [
     // The Refusal -> 404 translation of what `access::reject` decided.
     ("http/error.rs", "StatusCode::NOT_FOUND"),
+    // REST messages run the gateway's handlers: their RpcError (built by
+    // `access::reject`) translated to its REST status.
+    ("http/messages.rs", "ErrorKind::NotFound"),
+    ("http/messages.rs", "StatusCode::NOT_FOUND"),
     // An own-key rotation whose principal is gone: about the caller itself.
     ("http/error.rs", "ApiError::not_found("),
     // The fallback for a route that does not exist.

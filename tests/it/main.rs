@@ -23,6 +23,7 @@ mod membership;
 mod migration;
 mod operations;
 mod people;
+mod places;
 mod schema_drift;
 mod server_calls;
 mod store_audit;

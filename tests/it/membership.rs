@@ -63,6 +63,7 @@ async fn refused(c: &AgentClient, conversation: Uuid) {
             parts: text("let me in"),
             client_msg_id: None,
             reply_to: None,
+            thread_id: None,
         })
         .await
         .map(|_| ())
@@ -213,6 +214,7 @@ fn history(conversation: Uuid) -> MessageListParams {
         after: None,
         before: None,
         limit: None,
+        thread_id: None,
     }
 }
 

@@ -79,6 +79,7 @@ fn page(viewer: Uuid, after: Option<u64>, before: Option<u64>, limit: u32) -> Me
         after,
         before,
         limit,
+        place: switchboard::store::PagePlace::Seen,
     }
 }
 
@@ -234,6 +235,8 @@ pub(crate) async fn pending(store: &DynStore, conversation: Uuid, sender: Uuid) 
             text: "gated".into(),
         }],
         reply_to: None,
+        thread_id: None,
+        in_channel: false,
         client_msg_id: None,
         request_hash: None,
         created_at: 20,

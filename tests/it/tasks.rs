@@ -108,6 +108,7 @@ async fn send(client: &AgentClient, conversation: Uuid, body: &str) -> MessageSe
             parts: text(body),
             client_msg_id: None,
             reply_to: None,
+            thread_id: None,
         })
         .await
         .unwrap()
@@ -444,6 +445,7 @@ async fn app_conversations_are_for_the_owning_app_and_task_participants_only() {
             parts: text("game on"),
             client_msg_id: None,
             reply_to: None,
+            thread_id: None,
         })
         .await
         .unwrap();
@@ -470,6 +472,7 @@ async fn app_conversations_are_for_the_owning_app_and_task_participants_only() {
             parts: text("hello?"),
             client_msg_id: None,
             reply_to: None,
+            thread_id: None,
         })
         .await
         .unwrap_err();
@@ -602,6 +605,7 @@ async fn message_gates_forward_block_and_fail_closed_on(options: Options) {
                 after: None,
                 before: None,
                 limit: None,
+                thread_id: None,
             },
         )
         .await
@@ -1111,6 +1115,7 @@ async fn send_result(
             parts: text(body),
             client_msg_id: None,
             reply_to: None,
+            thread_id: None,
         })
         .await
 }
@@ -1197,6 +1202,8 @@ fn stored_message(
         origin: Origin::Agent,
         parts: text(body),
         reply_to: None,
+        thread_id: None,
+        in_channel: false,
         client_msg_id: None,
         request_hash: None,
         created_at: 1,

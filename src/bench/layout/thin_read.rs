@@ -123,9 +123,10 @@ pub struct ThinReader {
 /// The header columns under the names [`shared`] reads.
 const HEADER: &str = "p.event_id, p.type, p.occurred_at, CAST(p.body AS TEXT) AS body";
 
-/// The message columns under the names the rebuilds read.
+/// The message columns under the names the rebuilds read. The layouts
+/// compared are built on schema 0002, which has no threads.
 pub const MESSAGE: &str = "m.id AS message_id, m.conversation_id, m.seq AS message_seq, \
-     m.sender_id, m.origin, m.parts, m.reply_to, m.created_at";
+     m.sender_id, m.origin, m.parts, m.reply_to, NULL AS thread_id, m.created_at";
 
 impl ThinReader {
     pub fn new(read: ThinRead, postgres: bool) -> ThinReader {
@@ -327,6 +328,9 @@ pub fn message_value(r: &Row) -> StoreResult<Value> {
     m.insert("parts".into(), r.decoded::<Value>("parts")?);
     if let Some(reply_to) = r.opt_id("reply_to")? {
         m.insert("replyTo".into(), reply_to.to_string().into());
+    }
+    if let Some(thread_id) = r.opt_id("thread_id")? {
+        m.insert("threadId".into(), thread_id.to_string().into());
     }
     m.insert("createdAt".into(), rfc3339(r.int("created_at")?).into());
     Ok(json!({ "message": Value::Object(m) }))

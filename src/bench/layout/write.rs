@@ -279,6 +279,7 @@ async fn group_messages(
                 origin: Origin::Agent,
                 parts: vec![Part::Text { text: text.clone() }],
                 reply_to: None,
+                thread_id: None,
                 created_at: rfc3339(now),
             }
         })

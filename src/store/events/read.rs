@@ -20,7 +20,7 @@ use crate::store::StoreResult;
 /// the page is a range of `(stream, seq)`.
 pub const PAGE: &str = "SELECT s.audience, i.seq, p.event_id, p.type, p.occurred_at, \
      CAST(p.body AS TEXT) AS body, m.id AS message_id, m.conversation_id, m.seq AS message_seq, \
-     m.sender_id, m.origin, m.parts, m.reply_to, m.created_at \
+     m.sender_id, m.origin, m.parts, m.reply_to, m.thread_id, m.created_at \
      FROM event_streams s JOIN event_index i ON i.stream = s.stream \
      JOIN event_payloads p ON p.id = i.payload \
      LEFT JOIN messages m ON m.id = p.message_id \
@@ -73,6 +73,8 @@ pub struct MessageText<'a> {
     pub parts: &'a RawValue,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<Uuid>,
     pub created_at: String,
 }
 
@@ -95,6 +97,7 @@ pub fn message_payload(r: &Row, json: StoredJson) -> StoreResult<Box<RawValue>> 
         origin: r.text("origin")?,
         parts: serde_json::from_str(&parts).map_err(json_err)?,
         reply_to: r.opt_id("reply_to")?,
+        thread_id: r.opt_id("thread_id")?,
         created_at: rfc3339(r.int("created_at")?),
     };
     serde_json::value::to_raw_value(&Wrapped { message }).map_err(json_err)
@@ -195,6 +198,7 @@ pub(crate) mod tests {
                 Part::Text { text: "2".into() },
             ],
             reply_to,
+            thread_id: None,
             created_at: rfc3339(1_700_000_000_123),
         }
     }
@@ -205,7 +209,7 @@ pub(crate) mod tests {
         let ex: &mut dyn Executor = conn;
         ex.fetch_optional(
             "SELECT $1 AS message_id, $2 AS conversation_id, $3 AS message_seq, $4 AS sender_id, \
-             $5 AS origin, $6 AS parts, $7 AS reply_to, $8 AS created_at",
+             $5 AS origin, $6 AS parts, $7 AS reply_to, $8 AS created_at, $9 AS thread_id",
             &[
                 Arg::Id(m.id),
                 Arg::Id(m.conversation_id),
@@ -215,6 +219,7 @@ pub(crate) mod tests {
                 Arg::Json(&parts),
                 Arg::OptId(m.reply_to),
                 Arg::Int(at),
+                Arg::OptId(m.thread_id),
             ],
         )
         .await

@@ -137,7 +137,7 @@ async fn insert_group_in(
     for part in rows.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
             "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, client_msg_id, \
-             request_hash, verdict, created_at, listed, recipient_count) ",
+             request_hash, verdict, created_at, listed, recipient_count, thread_id) ",
         );
         q.push_values(part, |mut row, r| {
             let m = r.message;
@@ -154,7 +154,8 @@ async fn insert_group_in(
                 .push_bind(r.verdict)
                 .push_bind(m.created_at)
                 .push_bind(r.listed)
-                .push_bind(r.recipient_count);
+                .push_bind(r.recipient_count)
+                .push_bind(m.thread_id);
         });
         q.build().execute(&mut *conn).await?;
     }

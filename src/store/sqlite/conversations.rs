@@ -172,6 +172,8 @@ mod tests {
             origin: Origin::Agent,
             parts: vec![Part::Text { text: "x".into() }],
             reply_to: None,
+            thread_id: None,
+            in_channel: false,
             client_msg_id: None,
             request_hash: None,
             created_at: 5,

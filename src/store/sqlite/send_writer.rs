@@ -35,7 +35,8 @@ use crate::store::sql::Arg;
 use crate::store::{NewJob, StoreError, StoreResult};
 
 const MESSAGE_INSERT: &str = "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, \
-     parts, reply_to, client_msg_id, request_hash, verdict, created_at, listed, recipient_count) ";
+     parts, reply_to, client_msg_id, request_hash, verdict, created_at, listed, recipient_count, \
+     thread_id) ";
 const JOB_INSERT: &str =
     "INSERT INTO jobs (id, kind, subject, run_at, created_at, locked_until, attempts) ";
 
@@ -155,7 +156,7 @@ fn insert_rows(
 
 fn insert_messages(conn: &Connection, rows: &[MessageRow<'_>]) -> StoreResult<()> {
     for part in rows.chunks(ROW_CHUNK) {
-        let mut values = Vec::with_capacity(part.len() * 13);
+        let mut values = Vec::with_capacity(part.len() * 14);
         for r in part {
             let m = r.message;
             values.extend(
@@ -173,12 +174,13 @@ fn insert_messages(conn: &Connection, rows: &[MessageRow<'_>]) -> StoreResult<()
                     Arg::Int(m.created_at),
                     Arg::Bool(r.listed),
                     Arg::Int(r.recipient_count),
+                    Arg::OptId(m.thread_id),
                 ]
                 .iter()
                 .map(value),
             );
         }
-        insert_rows(conn, MESSAGE_INSERT, 13, values)?;
+        insert_rows(conn, MESSAGE_INSERT, 14, values)?;
     }
     Ok(())
 }

@@ -107,6 +107,8 @@ impl World {
                 text: format!("text of {id}"),
             }],
             reply_to: None,
+            thread_id: None,
+            in_channel: false,
             client_msg_id: None,
             request_hash: None,
             created_at: 5,

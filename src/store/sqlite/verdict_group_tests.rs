@@ -137,6 +137,8 @@ async fn pending(s: &SqliteStore, room: Uuid, sender: Uuid) -> (Uuid, Uuid) {
         origin: Origin::Agent,
         parts: vec![Part::Text { text: "g".into() }],
         reply_to: None,
+        thread_id: None,
+        in_channel: false,
         client_msg_id: None,
         request_hash: None,
         created_at: 5,

@@ -268,6 +268,7 @@ impl Writer<'_> {
             parts,
             reply_to,
             created_at: rfc3339(at),
+            thread_id: None,
         };
         self.db
             .exec(

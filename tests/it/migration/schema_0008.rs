@@ -212,6 +212,7 @@ async fn message(
         parts: text(&format!("in the 0008 era, {seq}")),
         reply_to,
         created_at: rfc3339(at),
+        thread_id: None,
     };
     db.exec(
         "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, verdict, created_at, \

@@ -135,6 +135,7 @@ async fn direct_both_ways(cast: &mut Cast) {
         parts: text("hello pat"),
         client_msg_id: None,
         reply_to: None,
+        thread_id: None,
     };
     ca.call::<switchboard::protocol::conversations::AgentMessageSend>(sent)
         .await
@@ -236,6 +237,7 @@ async fn mixed_group(cast: &mut Cast) {
             parts: text("to all"),
             client_msg_id: None,
             reply_to: None,
+            thread_id: None,
         },
     )
     .await

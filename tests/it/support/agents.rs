@@ -54,6 +54,7 @@ pub async fn send(client: &AgentClient, conversation: Uuid, body: &str) -> Messa
             parts: text(body),
             client_msg_id: None,
             reply_to: None,
+            thread_id: None,
         })
         .await
         .unwrap()

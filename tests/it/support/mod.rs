@@ -5,6 +5,7 @@ pub mod legacy_db;
 pub mod pg;
 pub mod raw;
 pub mod receiver;
+pub mod world;
 
 pub use hub::TestHub;
 pub use raw::{HandMadeSocket, RawEvent, RawSocket};

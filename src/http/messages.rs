@@ -1,0 +1,156 @@
+//! A conversation's messages over REST (ADR 0020 §1's table): `GET|POST
+//! /api/v1/conversations/{conversationId}/messages`, the gateway's
+//! `*/message/list` and `*/message/send` for a principal's key. The handlers
+//! are the gateway's own, run on a request context without a socket, so
+//! every decision, limit and fan-out is theirs; their errors are answered
+//! as REST errors (404, 403 with `reason`, 400 naming the field, 409, 429).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{Map, Value};
+
+use super::body::checked_json;
+use super::error::ApiError;
+use super::identity::{bearer, json_value};
+use super::manage::{bad_field, path_id, spend};
+use super::query::QueryParams;
+use crate::domain::validate::FieldProblem;
+use crate::domain::PrincipalKind;
+use crate::handlers::{conversations, task_conversations};
+use crate::hub::{ConnectionInfo, Hub, RequestContext};
+use crate::protocol::conversations::{MessageListParams, MessageSendParams};
+use crate::protocol::RateClass;
+use crate::rpc::{ErrorKind, Peer, RpcError};
+
+/// A handler's context for one REST request: the caller's session on a
+/// peer no socket drains (the message handlers never call the caller).
+async fn context(
+    hub: &Arc<Hub>,
+    headers: &HeaderMap,
+    remote: SocketAddr,
+    class: RateClass,
+) -> Result<RequestContext, ApiError> {
+    let auth = bearer(hub, headers, remote).await?;
+    spend(hub, auth.principal, class)?;
+    let (peer, _unread) = Peer::new("rest-", 1);
+    let session = OnceLock::new();
+    let _ = session.set(auth);
+    Ok(RequestContext {
+        hub: hub.clone(),
+        conn: Arc::new(ConnectionInfo {
+            id: uuid::Uuid::new_v4(),
+            peer,
+            session,
+            event_start: OnceLock::new(),
+        }),
+    })
+}
+
+/// `POST …/messages` with `*/message/send`'s body but `conversationId`
+/// (the path's): 201 `{message, delivery, duplicate?}`.
+pub async fn send(
+    State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path(conversation): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let ctx = context(&hub, &headers, remote, RateClass::Message).await?;
+    checked_json(&headers, &body)?;
+    let Value::Object(mut fields) = json_value(&body)? else {
+        return Err(bad_field("", "must be a JSON object"));
+    };
+    if fields.contains_key("conversationId") {
+        return Err(bad_field("/conversationId", "is the path's: leave it out"));
+    }
+    let id = path_id(&conversation);
+    fields.insert("conversationId".into(), Value::String(id.to_string()));
+    let params: MessageSendParams = typed(fields)?;
+    let sent = match ctx.principal().kind {
+        PrincipalKind::App => task_conversations::app_message_send(ctx, params).await,
+        PrincipalKind::Agent | PrincipalKind::Person => conversations::send(ctx, params).await,
+    };
+    let sent = sent.map_err(api_error)?;
+    Ok((StatusCode::CREATED, Json(sent)).into_response())
+}
+
+/// `GET …/messages?after=|before=&limit=&threadId=`: `{messages, hasMore}`.
+pub async fn list(
+    State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path(conversation): Path<String>,
+    uri: Uri,
+) -> Result<Response, ApiError> {
+    let ctx = context(&hub, &headers, remote, RateClass::Default).await?;
+    if ctx.principal().kind == PrincipalKind::App {
+        // As on the gateway, where apps have no `*/message/list`.
+        let mut e = ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "apps have no message history: message.read refused: subject_kind_not_allowed",
+        );
+        e.extra = Some(Box::new(
+            serde_json::json!({ "reason": "subject_kind_not_allowed" }),
+        ));
+        return Err(e);
+    }
+    let query = QueryParams::parse(&uri)?;
+    query.only(&["after", "before", "limit", "threadId"])?;
+    let limit = query.number("limit")?;
+    let params = MessageListParams {
+        conversation_id: path_id(&conversation),
+        after: query.number("after")?,
+        before: query.number("before")?,
+        limit: limit.map(|l| u32::try_from(l).unwrap_or(u32::MAX)),
+        thread_id: query.uuid("threadId")?,
+    };
+    let page = conversations::history(ctx, params)
+        .await
+        .map_err(api_error)?;
+    Ok(Json(page).into_response())
+}
+
+fn typed<T: serde::de::DeserializeOwned>(fields: Map<String, Value>) -> Result<T, ApiError> {
+    serde_json::from_value(Value::Object(fields)).map_err(|e| {
+        ApiError::invalid(
+            "invalid_request",
+            "the request has invalid fields",
+            vec![FieldProblem {
+                pointer: String::new(),
+                message: e.to_string(),
+            }],
+        )
+    })
+}
+
+/// A gateway error as its REST answer.
+fn api_error(e: RpcError) -> ApiError {
+    let data = e.data.as_deref().cloned().unwrap_or(Value::Null);
+    let text = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_string);
+    let (status, code) = match e.kind() {
+        Some(ErrorKind::InvalidParams) => (StatusCode::BAD_REQUEST, "invalid_request"),
+        Some(ErrorKind::NotFound) => (StatusCode::NOT_FOUND, "not_found"),
+        Some(ErrorKind::Forbidden) => (StatusCode::FORBIDDEN, "forbidden"),
+        Some(ErrorKind::Conflict) => (StatusCode::CONFLICT, "conflict"),
+        Some(ErrorKind::RateLimited) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+        _ => return ApiError::internal(),
+    };
+    let mut api = ApiError::new(status, code, e.message.clone());
+    if let Some(field) = text("field") {
+        api.details = vec![FieldProblem {
+            pointer: format!("/{field}"),
+            message: e.message,
+        }];
+    }
+    if let Some(reason) = text("reason") {
+        api.extra = Some(Box::new(serde_json::json!({ "reason": reason })));
+    }
+    api
+}
