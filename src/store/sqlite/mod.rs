@@ -83,7 +83,7 @@ impl SqliteStore {
             }
         }
         let settings = writer::WriterSettings {
-            path: writer::writer_path(options.get_filename())?,
+            path: writer::writer_path(url, options.get_filename())?,
             synchronous: synchronous_pragma,
             busy_timeout: Duration::from_millis(busy_timeout_ms),
         };

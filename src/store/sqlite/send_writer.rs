@@ -141,6 +141,27 @@ fn first_int(conn: &Connection, sql: &str, args: &[Arg<'_>]) -> StoreResult<Opti
     }
 }
 
+/// Multi-row statements differ by their row count, up to 1,000 rows: only
+/// the small shapes, the common ones, are kept prepared, so a fan-out's
+/// large statements (thousands of parameters each) do not fill the cache.
+const CACHED_ROWS: usize = 32;
+
+/// Runs `f` on `sql` prepared, from the cache when it has at most
+/// [`CACHED_ROWS`] rows.
+fn with_statement<R>(
+    conn: &Connection,
+    sql: &str,
+    rows: usize,
+    f: impl FnOnce(&mut rusqlite::Statement<'_>) -> StoreResult<R>,
+) -> StoreResult<R> {
+    if rows <= CACHED_ROWS {
+        let mut cached = conn.prepare_cached(sql).map_err(lite_err)?;
+        f(&mut cached)
+    } else {
+        f(&mut conn.prepare(sql).map_err(lite_err)?)
+    }
+}
+
 /// One multi-row insert of `values`, `columns` to a row.
 fn insert_rows(
     conn: &Connection,
@@ -148,10 +169,12 @@ fn insert_rows(
     columns: usize,
     values: Vec<Value>,
 ) -> StoreResult<()> {
-    let sql = format!("{head}{}", values_clause(values.len() / columns, columns));
-    let mut stmt = conn.prepare_cached(&sql).map_err(lite_err)?;
-    stmt.execute(params_from_iter(values)).map_err(lite_err)?;
-    Ok(())
+    let rows = values.len() / columns;
+    let sql = format!("{head}{}", values_clause(rows, columns));
+    with_statement(conn, &sql, rows, |stmt| {
+        stmt.execute(params_from_iter(values)).map_err(lite_err)?;
+        Ok(())
+    })
 }
 
 fn insert_messages(conn: &Connection, rows: &[MessageRow<'_>]) -> StoreResult<()> {
@@ -270,13 +293,15 @@ fn insert_payloads(
             "{PAYLOAD_INSERT}{}{PAYLOAD_RETURNING}",
             values_clause(part.len(), 6)
         );
-        let mut stmt = conn.prepare_cached(&sql).map_err(lite_err)?;
-        let mut rows = stmt.query(params_from_iter(values)).map_err(lite_err)?;
-        while let Some(r) = rows.next().map_err(lite_err)? {
-            let id: i64 = r.get(0).map_err(lite_err)?;
-            let event: String = r.get(1).map_err(lite_err)?;
-            payload_of.insert(uuid(&event)?, id);
-        }
+        with_statement(conn, &sql, part.len(), |stmt| {
+            let mut rows = stmt.query(params_from_iter(values)).map_err(lite_err)?;
+            while let Some(r) = rows.next().map_err(lite_err)? {
+                let id: i64 = r.get(0).map_err(lite_err)?;
+                let event: String = r.get(1).map_err(lite_err)?;
+                payload_of.insert(uuid(&event)?, id);
+            }
+            Ok(())
+        })?;
     }
     Ok(payload_of)
 }
@@ -296,20 +321,21 @@ fn take_stream_seqs(
         "{STREAM_INSERT}{}{STREAM_UPSERT}",
         values_clause(chunk.len(), 2)
     );
-    let mut stmt = conn.prepare_cached(&sql).map_err(lite_err)?;
-    let mut rows = stmt.query(params_from_iter(values)).map_err(lite_err)?;
-    let mut streams = HashMap::with_capacity(chunk.len());
-    while let Some(r) = rows.next().map_err(lite_err)? {
-        let audience: String = r.get(1).map_err(lite_err)?;
-        streams.insert(
-            uuid(&audience)?,
-            StreamSeq {
-                stream: r.get(0).map_err(lite_err)?,
-                last_seq: r.get(2).map_err(lite_err)?,
-            },
-        );
-    }
-    Ok(streams)
+    with_statement(conn, &sql, chunk.len(), |stmt| {
+        let mut rows = stmt.query(params_from_iter(values)).map_err(lite_err)?;
+        let mut streams = HashMap::with_capacity(chunk.len());
+        while let Some(r) = rows.next().map_err(lite_err)? {
+            let audience: String = r.get(1).map_err(lite_err)?;
+            streams.insert(
+                uuid(&audience)?,
+                StreamSeq {
+                    stream: r.get(0).map_err(lite_err)?,
+                    last_seq: r.get(2).map_err(lite_err)?,
+                },
+            );
+        }
+        Ok(streams)
+    })
 }
 
 fn insert_index(conn: &Connection, rows: &[IndexRow<'_>]) -> StoreResult<()> {

@@ -300,3 +300,39 @@ async fn the_writer_connection_has_the_pools_settings() {
         "WAL, NORMAL, foreign keys on, temp_store MEMORY, the busy timeout"
     );
 }
+
+/// A panic in one job costs that job's answer, not the thread: the next
+/// job runs, and a transaction the panic left open was rolled back.
+#[tokio::test]
+async fn the_writer_thread_survives_a_panicking_job() {
+    let (s, _dir) = store().await;
+    let panicked = s
+        .thread
+        .run(|conn| -> crate::store::StoreResult<()> {
+            conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+            panic!("a bug in one group's code");
+        })
+        .await;
+    let err = panicked.expect_err("a panicked job has no answer");
+    assert!(err.to_string().contains("without an answer"), "{err}");
+    let autocommit = s
+        .thread
+        .run(|conn| Ok(conn.is_autocommit()))
+        .await
+        .expect("the thread still runs jobs");
+    assert!(autocommit, "the panicked job's transaction was rolled back");
+}
+
+/// The writer opens the pool's file; an in-memory database would be
+/// another one per connection, so every spelling of it is refused.
+#[tokio::test]
+async fn an_in_memory_database_is_refused_naming_the_key() {
+    for url in ["sqlite::memory:", "sqlite://hub.db?mode=memory"] {
+        let opened = SqliteStore::open(url, 2, 1_000, crate::config::SqliteSynchronous::Full).await;
+        let err = opened.err().unwrap_or_else(|| panic!("{url} was opened"));
+        assert!(
+            err.to_string().contains("storage.database_url"),
+            "{url}: {err}"
+        );
+    }
+}

@@ -57,7 +57,7 @@ impl Writer {
                     }
                 };
                 while let Ok(job) = inbox.recv() {
-                    job(&mut conn);
+                    run_job(&mut conn, job);
                 }
             })
             .map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
@@ -84,6 +84,23 @@ impl Writer {
         answer
             .await
             .map_err(|_| protocol("the SQLite writer thread ended without an answer"))?
+    }
+}
+
+/// One job, surviving its panic: the thread is every send's way to the
+/// database, so a panic in one group's code must cost that group (its
+/// writers get "ended without an answer", the reply being dropped) and
+/// nothing after it. A transaction left open by the panic, or by a
+/// `ROLLBACK` that failed on drop, is rolled back before the next job.
+fn run_job(conn: &mut Connection, job: Job) {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(conn)));
+    if outcome.is_err() {
+        tracing::error!("a job on the SQLite writer thread panicked; its group was not answered");
+    }
+    if !conn.is_autocommit() {
+        if let Err(e) = conn.execute_batch("ROLLBACK") {
+            tracing::error!(error = %e, "the SQLite writer could not roll back an open transaction");
+        }
     }
 }
 
@@ -117,13 +134,20 @@ fn configured(s: &WriterSettings) -> rusqlite::Result<Connection> {
 }
 
 /// The file a pool's options name, for the writer to open too. An
-/// in-memory database would be a different one per connection: refused.
-pub(super) fn writer_path(filename: &Path) -> StoreResult<PathBuf> {
+/// in-memory database would be a different one per connection: refused,
+/// whether the URL says so (`sqlite::memory:`, `?mode=memory`) or the
+/// name sqlx gives its in-memory databases does.
+pub(super) fn writer_path(url: &str, filename: &Path) -> StoreResult<PathBuf> {
     let name = filename.to_string_lossy();
-    if name.is_empty() || name == ":memory:" || name.contains("mode=memory") {
+    let in_memory = url.contains(":memory:")
+        || url.contains("mode=memory")
+        || name.is_empty()
+        || name == ":memory:"
+        || name.starts_with("file:sqlx-in-memory-");
+    if in_memory {
         return Err(StoreError::Corrupt(
             "an in-memory SQLite database cannot be shared with the writer thread; \
-             set database.url to a file"
+             set storage.database_url to a file"
                 .into(),
         ));
     }
