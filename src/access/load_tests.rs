@@ -26,6 +26,8 @@ struct Fake {
     leases: HashMap<Uuid, LeaseAccess>,
     kinds: Vec<(Uuid, PrincipalKind, bool)>,
     principals: HashMap<Uuid, crate::store::PrincipalRecord>,
+    spaces: HashMap<Uuid, crate::store::SpaceRecord>,
+    grants: HashMap<Uuid, crate::store::GrantRecord>,
     cached: Mutex<HashSet<Uuid>>,
     log: Mutex<Vec<&'static str>>,
     statements: Mutex<u32>,
@@ -33,6 +35,10 @@ struct Fake {
 
 /// What reading a membership from the store costs.
 const MEMBERSHIP_STATEMENTS: u32 = 3;
+/// A space row, the caller's levels on a space, a grant row: one each.
+const SPACE_STATEMENTS: u32 = 1;
+const SPACE_LEVELS_STATEMENTS: u32 = 1;
+const GRANT_STATEMENTS: u32 = 1;
 
 impl Fake {
     fn note(&self, read: &'static str) {
@@ -103,19 +109,18 @@ impl Reads for Fake {
         self.note("principal");
         Ok(self.principals.get(&id).cloned())
     }
-    // Places are decided in tests/it/places (a real hub); this fake knows
-    // no space or grant, so it answers them as missing.
-    async fn space(&self, _: Uuid) -> StoreResult<Option<crate::store::SpaceRecord>> {
-        self.note("space");
-        Ok(None)
+    async fn space(&self, id: Uuid) -> StoreResult<Option<crate::store::SpaceRecord>> {
+        self.cost("space", SPACE_STATEMENTS);
+        Ok(self.spaces.get(&id).cloned())
     }
+    // The levels of the caller (never a holder in these worlds): none.
     async fn space_levels(&self, _: Uuid, _: Uuid) -> StoreResult<crate::store::SpaceLevels> {
-        self.note("space_levels");
+        self.cost("space_levels", SPACE_LEVELS_STATEMENTS);
         Ok(crate::store::SpaceLevels::default())
     }
-    async fn grant(&self, _: Uuid) -> StoreResult<Option<crate::store::GrantRecord>> {
-        self.note("grant");
-        Ok(None)
+    async fn grant(&self, id: Uuid) -> StoreResult<Option<crate::store::GrantRecord>> {
+        self.cost("grant", GRANT_STATEMENTS);
+        Ok(self.grants.get(&id).cloned())
     }
     async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>> {
         self.note("principal_kinds");
@@ -598,5 +603,119 @@ async fn a_granted_send_to_a_cached_conversation_costs_no_statement() {
         assert!(matches!(outcome, super::super::Outcome::Allowed { .. }));
         assert_eq!(w.fake.take(), ["membership"]);
         assert_eq!(w.fake.take_statements(), expected);
+    }
+}
+
+/// A space, a channel in it and a grant on each, none of them the
+/// caller's: a person's `grant.manage` and `space.read` on them cost the
+/// statements a random id's do, with the channel's membership cached or
+/// not, read the same things cold, and get the same denial.
+#[tokio::test]
+async fn a_hidden_place_or_grant_costs_the_statements_of_a_missing_one() {
+    use crate::domain::authz::level::{GrantPlace, Holder};
+    let mut w = world();
+    let (space, channel, owner) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let (on_space, on_channel) = (Uuid::new_v4(), Uuid::new_v4());
+    w.fake.spaces.insert(
+        space,
+        crate::store::SpaceRecord {
+            id: space,
+            name: "s".into(),
+            created_at: 0,
+        },
+    );
+    w.fake.memberships.insert(
+        channel,
+        Arc::new(Membership {
+            id: channel,
+            kind: ConversationKind::Channel,
+            task_id: None,
+            participants: vec![],
+            people: Vec::new(),
+            disabled: Vec::new(),
+            name: Some("general".into()),
+            key: None,
+            created_by: owner,
+            created_at: String::new(),
+            channel: Some(ChannelPlace {
+                space_id: space,
+                state: crate::domain::authz::ChannelState::Open,
+                levels: [(owner, (PrincipalKind::Person, Level::Admin))]
+                    .into_iter()
+                    .collect(),
+            }),
+        }),
+    );
+    let grant = |id, place| crate::store::GrantRecord {
+        id,
+        subject: Holder::Principal(owner),
+        place,
+        level: Level::Admin,
+        granted_by: None,
+        created_at: 0,
+    };
+    w.fake
+        .grants
+        .insert(on_space, grant(on_space, GrantPlace::Space(space)));
+    w.fake
+        .grants
+        .insert(on_channel, grant(on_channel, GrantPlace::Channel(channel)));
+    let person = Subject::Principal {
+        id: w.me,
+        kind: PrincipalKind::Person,
+        active: true,
+    };
+    let random = Uuid::new_v4();
+    let cases = [
+        (
+            Action::GrantManage,
+            Target::grant(on_space),
+            Target::grant(random),
+        ),
+        (
+            Action::GrantManage,
+            Target::grant(on_channel),
+            Target::grant(random),
+        ),
+        (
+            Action::SpaceRead,
+            Target::space(space),
+            Target::space(random),
+        ),
+        (
+            Action::GrantManage,
+            Target::grants_on_space(space),
+            Target::grants_on_space(random),
+        ),
+        (
+            Action::GrantManage,
+            Target::grants_on_channel(channel),
+            Target::grants_on_channel(random),
+        ),
+    ];
+    for (action, hidden, missing) in cases {
+        for cache in [vec![], vec![channel]] {
+            let mut seen = Vec::new();
+            for target in [&hidden, &missing] {
+                *w.fake.cached.lock().unwrap() = cache.iter().copied().collect();
+                w.fake.take();
+                w.fake.take_statements();
+                let outcome = super::super::decide_with(&w.fake, w.me, &person, action, target)
+                    .await
+                    .unwrap();
+                let super::super::Outcome::Denied(denial) = outcome else {
+                    panic!("{action} on {target:?}: granted");
+                };
+                seen.push((denial, w.fake.take(), w.fake.take_statements()));
+            }
+            assert!(seen[1].2 > 0, "{action}: no statement");
+            let what = format!("{action} on {hidden:?}, cached {cache:?}");
+            assert_eq!((seen[0].0, seen[0].2), (seen[1].0, seen[1].2), "{what}");
+            // A cache hit is a read of no statement, answered again on the
+            // store: only the cold reads are the same list.
+            if cache.is_empty() {
+                assert_eq!(seen[0].1, seen[1].1, "{what}");
+            }
+        }
     }
 }

@@ -227,13 +227,14 @@ impl Target {
     }
 
     /// Decided on the membership cache, so a denial is decided again on a
-    /// store read (ADR 0019) before it is answered.
+    /// store read (ADR 0019) before it is answered. A grant by id is
+    /// decided on the store (its loader reads every place from there).
     fn cached(&self) -> bool {
         matches!(
             self.what,
             What::Conversation { row: false, .. }
                 | What::Message { .. }
-                | What::Place(PlaceAt::GrantOnChannel(_) | PlaceAt::Grant(_))
+                | What::Place(PlaceAt::GrantOnChannel(_))
         )
     }
 

@@ -1,8 +1,10 @@
-//! The loaders of spaces and grants (ADR 0020 §3, "Space facts ... are one
-//! uncached read"): a space with what the caller holds on it and on its
+//! The loaders of spaces and grants (ADR 0020 §3, "Space facts ... are
+//! read uncached"): a space with what the caller holds on it and on its
 //! channels, a grant with its place. As in `load`, a missing row is
 //! `Resource::Missing(kind)` after the same reads in the same order: the
 //! levels read runs on the requested id (or the nil id) either way.
+
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -13,8 +15,8 @@ use crate::domain::authz::{Action, Facts, PlaceRef, Resource, ResourceKind};
 use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::event::rfc3339;
 use crate::domain::Principal;
-use crate::hub::Hub;
-use crate::store::{ChannelRecord, GrantRecord, SpaceRecord, StoreResult};
+use crate::hub::{Hub, Membership};
+use crate::store::{ChannelRecord, GrantRecord, SpaceLevels, SpaceRecord, StoreResult};
 
 /// Loads a place target (a space, the place a grant is put on, a grant).
 pub(super) async fn load(
@@ -27,8 +29,8 @@ pub(super) async fn load(
     match at {
         PlaceAt::Space(id) => space(reads, me, target, id, false).await,
         PlaceAt::GrantOnSpace(id) => space(reads, me, target, id, true).await,
-        PlaceAt::GrantOnChannel(id) => channel(reads, me, target, id, source, None).await,
-        PlaceAt::Grant(id) => grant(reads, me, target, id, source).await,
+        PlaceAt::GrantOnChannel(id) => channel(reads, me, target, id, source).await,
+        PlaceAt::Grant(id) => grant(reads, me, target, id).await,
     }
 }
 
@@ -42,21 +44,22 @@ async fn space(
     as_grant: bool,
 ) -> StoreResult<Loading> {
     let row = reads.space(id).await?;
-    space_facts(reads, me, target, id, row, as_grant, None).await
+    let levels = reads.space_levels(me, id).await?;
+    Ok(space_loading(target, id, row, levels, as_grant, None))
 }
 
-async fn space_facts(
-    reads: &impl Reads,
-    me: Uuid,
+/// The Loading of a space (or a grant on it) from its row and the caller's
+/// levels; a missing row is `Missing`.
+fn space_loading(
     target: &Target,
     id: Uuid,
     row: Option<SpaceRecord>,
+    levels: SpaceLevels,
     as_grant: bool,
     grant: Option<GrantRecord>,
-) -> StoreResult<Loading> {
-    let levels = reads.space_levels(me, id).await?;
+) -> Loading {
     let Some(row) = row else {
-        return Ok(missing(target, true));
+        return missing(target, true);
     };
     let resource = if as_grant {
         Resource::Grant {
@@ -65,7 +68,7 @@ async fn space_facts(
     } else {
         Resource::Space { id }
     };
-    Ok(Loading {
+    Loading {
         resource,
         facts: Facts {
             grants: levels.space.into_iter().collect(),
@@ -77,7 +80,7 @@ async fn space_facts(
             None => Loaded::Space(row),
         },
         from_store: true,
-    })
+    }
 }
 
 /// A channel as the place of a grant, from its membership (cached, like a
@@ -88,15 +91,30 @@ async fn channel(
     target: &Target,
     id: Uuid,
     source: Source,
-    grant: Option<GrantRecord>,
 ) -> StoreResult<Loading> {
     let fetched = reads.membership(id, source).await?;
-    let from_store = fetched.from_store;
-    let membership = fetched.membership;
+    Ok(channel_facts(
+        target,
+        me,
+        fetched.membership,
+        None,
+        fetched.from_store,
+    ))
+}
+
+/// The Loading of a grant's channel from its membership; `grant`: the
+/// grant by id that names it.
+fn channel_facts(
+    target: &Target,
+    me: Uuid,
+    membership: Option<Arc<Membership>>,
+    grant: Option<GrantRecord>,
+    from_store: bool,
+) -> Loading {
     let Some((membership, place)) = membership.and_then(|m| place_of(&m).map(|p| (m, p))) else {
-        return Ok(missing(target, from_store));
+        return missing(target, from_store);
     };
-    Ok(Loading {
+    Loading {
         facts: Facts {
             grants: grants_of(&membership, me),
             ..Facts::default()
@@ -112,31 +130,35 @@ async fn channel(
             },
         },
         from_store,
-    })
+    }
 }
 
-/// A grant and its place; a missing grant still reads a space's levels,
-/// on the nil id.
-async fn grant(
-    reads: &impl Reads,
-    me: Uuid,
-    target: &Target,
-    id: Uuid,
-    source: Source,
-) -> StoreResult<Loading> {
+/// A grant and its place, decided on the store. Every branch makes the
+/// same reads in the same order (ADR 0020 §3): the grant, the membership
+/// of its channel (or the nil id's), the space (or nil) and its levels, so
+/// a hidden grant costs what a missing one costs.
+async fn grant(reads: &impl Reads, me: Uuid, target: &Target, id: Uuid) -> StoreResult<Loading> {
     let grant = reads.grant(id).await?;
-    match grant.as_ref().map(|g| g.place) {
-        Some(GrantPlace::Channel(channel_id)) => {
-            channel(reads, me, target, channel_id, source, grant).await
+    let place = grant.as_ref().map(|g| g.place);
+    let (channel_id, space_id) = match place {
+        Some(GrantPlace::Channel(c)) => (c, Uuid::nil()),
+        Some(GrantPlace::Space(s)) => (Uuid::nil(), s),
+        None => (Uuid::nil(), Uuid::nil()),
+    };
+    let membership = reads
+        .membership(channel_id, Source::Store)
+        .await?
+        .membership;
+    let row = reads.space(space_id).await?;
+    let levels = reads.space_levels(me, space_id).await?;
+    match (place, grant) {
+        (Some(GrantPlace::Channel(_)), Some(g)) => {
+            Ok(channel_facts(target, me, membership, Some(g), true))
         }
-        Some(GrantPlace::Space(space_id)) => {
-            let row = reads.space(space_id).await?;
-            space_facts(reads, me, target, space_id, row, true, grant).await
+        (Some(GrantPlace::Space(_)), Some(g)) => {
+            Ok(space_loading(target, space_id, row, levels, true, Some(g)))
         }
-        None => {
-            let _ = reads.space(Uuid::nil()).await?;
-            space_facts(reads, me, target, Uuid::nil(), None, true, None).await
-        }
+        _ => Ok(missing(target, true)),
     }
 }
 
