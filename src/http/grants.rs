@@ -139,11 +139,14 @@ pub async fn put(
         granted_by: caller.principal_id(),
         created_at: crate::domain::now_millis(),
     };
-    let written = match hub.store.put_grant(&grant).await {
+    let result = hub.store.put_grant(&grant).await;
+    // Before the result is mapped: a failed write (a lowered level, a lost
+    // answer) may still have changed rights, so no cached level outlives it.
+    hub.memberships.invalidate_channels();
+    let written = match result {
         Err(StoreError::NotFound) => return Err(unknown_subject(subject)),
         other => other.map_err(store_failure)?,
     };
-    hub.memberships.invalidate_channels();
     info!(grant = %written.id, level = level.as_str(), "grant put");
     Ok((
         StatusCode::CREATED,
@@ -227,12 +230,14 @@ pub async fn delete(
     let Loaded::Grant(grant) = granted.loaded else {
         return Err(ApiError::internal());
     };
-    match hub.store.delete_grant(grant.id).await {
+    let result = hub.store.delete_grant(grant.id).await;
+    // Before the result is mapped, failed or not (see `put`).
+    hub.memberships.invalidate_channels();
+    match result {
         // Deleted by another request since the decision: gone either way.
         Err(StoreError::NotFound) | Ok(()) => {}
         Err(e) => return Err(store_failure(e)),
     }
-    hub.memberships.invalidate_channels();
     info!(grant = %grant.id, "grant deleted");
     Ok(StatusCode::NO_CONTENT)
 }
@@ -295,12 +300,13 @@ pub async fn remove_member(
 /// A group or principal that does not exist is 404 (the operator sees
 /// everything, so nothing is hidden here).
 fn member_change(hub: &Hub, result: Result<(), StoreError>) -> Result<StatusCode, ApiError> {
+    // Before the result is mapped, failed or not (see `put`).
+    hub.memberships.invalidate_channels();
     match result {
         Err(StoreError::NotFound) => {
             return Err(super::admin::operator_not_found("group or principal"))
         }
         other => other.map_err(store_failure)?,
     }
-    hub.memberships.invalidate_channels();
     Ok(StatusCode::NO_CONTENT)
 }

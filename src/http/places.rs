@@ -160,7 +160,8 @@ pub async fn create_channel(
 /// `PATCH /api/v1/channels/{channelId} {name?, state?}` (operator, or a
 /// person with admin on the channel): 200 `{channel}`. Works in every state,
 /// so an archived channel can be reopened. Cached channel facts are dropped
-/// before the answer: a state change may remove rights.
+/// before the answer, whatever the store answered: a state change may
+/// remove rights.
 pub async fn patch_channel(
     State(hub): State<Arc<Hub>>,
     ConnectInfo(remote): ConnectInfo<SocketAddr>,
@@ -185,11 +186,14 @@ pub async fn patch_channel(
         Loaded::Conversation { membership, .. } => membership.id,
         _ => return Err(ApiError::internal()),
     };
-    let updated = match hub.store.set_channel(id, name.as_deref(), state).await {
+    let result = hub.store.set_channel(id, name.as_deref(), state).await;
+    // Before the result is mapped: a failed write may still have changed
+    // the state, so no cached state outlives it.
+    hub.memberships.invalidate_channels();
+    let updated = match result {
         Err(StoreError::Conflict(m)) => return Err(name_taken(m)),
         other => other.map_err(store_failure)?,
     };
-    hub.memberships.invalidate_channels();
     info!(channel = %id, state = updated.state.as_str(), "channel changed");
     Ok(Json(
         json!({ "channel": access::channel_conversation(&updated) }),
