@@ -106,8 +106,8 @@ pub async fn list(
     let limit = query.number("limit")?;
     let params = MessageListParams {
         conversation_id: path_id(&conversation),
-        after: query.number("after")?,
-        before: query.number("before")?,
+        after: query.cursor("after")?,
+        before: query.cursor("before")?,
         limit: limit.map(|l| u32::try_from(l).unwrap_or(u32::MAX)),
         thread_id: query.uuid("threadId")?,
     };
@@ -117,17 +117,10 @@ pub async fn list(
     Ok(Json(page).into_response())
 }
 
+/// The body decoded as the gateway decodes params, so a bad field is named
+/// (`parts`, `threadId`, ...) in the 400's pointer.
 fn typed<T: serde::de::DeserializeOwned>(fields: Map<String, Value>) -> Result<T, ApiError> {
-    serde_json::from_value(Value::Object(fields)).map_err(|e| {
-        ApiError::invalid(
-            "invalid_request",
-            "the request has invalid fields",
-            vec![FieldProblem {
-                pointer: String::new(),
-                message: e.to_string(),
-            }],
-        )
-    })
+    crate::protocol::params::decode(Some(Value::Object(fields))).map_err(api_error)
 }
 
 /// A gateway error as its REST answer.
@@ -145,7 +138,7 @@ fn api_error(e: RpcError) -> ApiError {
     let mut api = ApiError::new(status, code, e.message.clone());
     if let Some(field) = text("field") {
         api.details = vec![FieldProblem {
-            pointer: format!("/{field}"),
+            pointer: pointer_of(&field),
             message: e.message,
         }];
     }
@@ -153,4 +146,27 @@ fn api_error(e: RpcError) -> ApiError {
         api.extra = Some(Box::new(serde_json::json!({ "reason": reason })));
     }
     api
+}
+
+/// A gateway field path (`parts[0].text`) as a JSON pointer
+/// (`/parts/0/text`).
+fn pointer_of(field: &str) -> String {
+    let mut pointer = String::with_capacity(field.len() + 1);
+    for segment in field.split(['.', '[']) {
+        let segment = segment.trim_end_matches(']');
+        if !segment.is_empty() {
+            pointer.push('/');
+            pointer.push_str(segment);
+        }
+    }
+    pointer
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_field_path_is_a_json_pointer() {
+        assert_eq!(super::pointer_of("threadId"), "/threadId");
+        assert_eq!(super::pointer_of("parts[0].text"), "/parts/0/text");
+    }
 }

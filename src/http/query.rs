@@ -101,6 +101,20 @@ impl QueryParams {
             })
             .transpose()
     }
+
+    /// A seq cursor: [`Self::number`] bounded by the gateway's
+    /// `MAX_CURSOR` (the store binds seqs as signed 64-bit integers, so a
+    /// larger one would wrap).
+    pub fn cursor(&self, name: &str) -> Result<Option<u64>, ApiError> {
+        use crate::protocol::params::MAX_CURSOR;
+        match self.number(name)? {
+            Some(n) if n > MAX_CURSOR => Err(invalid(
+                name,
+                format!("must be an integer from 0 to {MAX_CURSOR}"),
+            )),
+            other => Ok(other),
+        }
+    }
 }
 
 #[cfg(test)]

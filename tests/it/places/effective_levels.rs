@@ -450,6 +450,49 @@ async fn messages_over_rest(w: &World) {
     let conversation = format!("/api/v1/conversations/{}", w.general);
     let v = expect(&w.hub, Method::GET, &conversation, &w.sam.key, None, 200).await;
     assert_eq!(v["conversation"]["kind"], json!("channel"), "{v}");
+    rest_inputs_are_named(w).await;
+}
+
+/// A bad send body or history cursor over REST is a 400 whose pointer
+/// names the field, as the gateway names it.
+async fn rest_inputs_are_named(w: &World) {
+    let path = format!("/api/v1/conversations/{}/messages", w.general);
+    let bodies = [
+        (json!({ "parts": "x" }), "/parts"),
+        (
+            json!({ "parts": [{ "type": "text", "text": 5 }] }),
+            "/parts/0",
+        ),
+        (
+            json!({ "parts": [{ "type": "text", "text": "x" }], "threadId": "nope" }),
+            "/threadId",
+        ),
+        (json!({}), "/parts"),
+    ];
+    for (body, pointer) in bodies {
+        let v = expect(
+            &w.hub,
+            Method::POST,
+            &path,
+            &w.alex.key,
+            Some(body.clone()),
+            400,
+        )
+        .await;
+        let got = v["error"]["details"][0]["pointer"].as_str().unwrap_or("");
+        assert!(got.starts_with(pointer), "{body}: {v}");
+    }
+    let above = (i64::MAX as u64) + 1;
+    for cursor in ["after", "before"] {
+        for value in [above.to_string(), u64::MAX.to_string()] {
+            let url = format!("{path}?{cursor}={value}");
+            let v = expect(&w.hub, Method::GET, &url, &w.alex.key, None, 400).await;
+            let pointer = format!("/{cursor}");
+            assert_eq!(v["error"]["details"][0]["pointer"], json!(pointer), "{v}");
+        }
+    }
+    let url = format!("{path}?after={}", i64::MAX);
+    expect(&w.hub, Method::GET, &url, &w.alex.key, None, 200).await;
 }
 
 #[tokio::test]
