@@ -268,7 +268,7 @@ fn reach(subject: &Subject, action: Action, resource: &Resource, facts: &Facts) 
         Resource::Space { .. }
         | Resource::Grant {
             on: PlaceRef::Space(_),
-        } => level::effective(kind, grants),
+        } => space_reach(kind, grants, &facts.channel_grants),
         Resource::Conversation(place)
         | Resource::Grant {
             on: PlaceRef::Channel(place),
@@ -287,6 +287,18 @@ fn reach(subject: &Subject, action: Action, resource: &Resource, facts: &Facts) 
             task_app,
         } => lease_reach(action, id, *recipient, *task_app),
         Resource::Agent { owner } => (*owner == Some(id)).then_some(Level::Admin),
+    }
+}
+
+/// A space is known to whoever holds a grant on it or on one of its
+/// channels (as `space.read` decides), so no action on it hides it from
+/// them; the level is the space's own. Known through its channels alone,
+/// the level is the lowest, read: every action on a space but `space.read`
+/// needs admin, so it is refused at step 4 (`level_insufficient`).
+fn space_reach(kind: PrincipalKind, grants: &[Level], channel_grants: &[Level]) -> Option<Level> {
+    match level::effective(kind, grants) {
+        Some(level) => Some(level),
+        None => level::effective(kind, channel_grants).map(|_| Level::Read),
     }
 }
 

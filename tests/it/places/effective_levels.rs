@@ -240,6 +240,79 @@ async fn levels_decide(options: Options) {
     who_manages(&w).await;
     messages_over_rest(&w).await;
     lists_hold_what_one_reads(&w, &mut s).await;
+    a_channel_admin_manages_the_channel_not_its_space(&w).await;
+}
+
+/// A person whose only grant is admin on a channel knows its space (200 on
+/// the space), manages the channel (its state, its grants), but is refused
+/// the space's management with `level_insufficient`, not hidden.
+async fn a_channel_admin_manages_the_channel_not_its_space(w: &World) {
+    let casey = crate::support::world::person(&w.hub, "Casey").await;
+    let admin = "admin";
+    grant(
+        &w.hub,
+        ADMIN_TOKEN,
+        principal(casey.id),
+        on_channel(w.campaigns),
+        admin,
+    )
+    .await;
+    let space = format!("/api/v1/spaces/{}", w.marketing);
+    expect(&w.hub, Method::GET, &space, &casey.key, None, 200).await;
+    let create = format!("{space}/channels");
+    let body = Some(json!({ "name": "launch" }));
+    let v = expect(&w.hub, Method::POST, &create, &casey.key, body, 403).await;
+    assert_eq!(v["error"]["reason"], json!("level_insufficient"), "{v}");
+    let on_space_grants = format!("/api/v1/grants?spaceId={}", w.marketing);
+    let v = expect(&w.hub, Method::GET, &on_space_grants, &casey.key, None, 403).await;
+    assert_eq!(v["error"]["reason"], json!("level_insufficient"), "{v}");
+    let body = Some(json!({
+        "subject": principal(w.sam.id), "place": on_space(w.marketing), "level": "read"
+    }));
+    let v = expect(
+        &w.hub,
+        Method::POST,
+        "/api/v1/grants",
+        &casey.key,
+        body,
+        403,
+    )
+    .await;
+    assert_eq!(v["error"]["reason"], json!("level_insufficient"), "{v}");
+    // The channel itself is Casey's to manage.
+    set_state(&w.hub, &casey.key, w.campaigns, "read_only", 200).await;
+    set_state(&w.hub, &casey.key, w.campaigns, "open", 200).await;
+    let on_channel_grants = format!("/api/v1/grants?channelId={}", w.campaigns);
+    expect(
+        &w.hub,
+        Method::GET,
+        &on_channel_grants,
+        &casey.key,
+        None,
+        200,
+    )
+    .await;
+    let given = grant(
+        &w.hub,
+        &casey.key,
+        principal(w.sam.id),
+        on_channel(w.campaigns),
+        "read",
+    )
+    .await;
+    let path = format!("/api/v1/grants/{}", given["grantId"].as_str().unwrap());
+    expect(&w.hub, Method::DELETE, &path, &casey.key, None, 204).await;
+    // A stranger to the space still finds none of it.
+    let v = expect(
+        &w.hub,
+        Method::POST,
+        &create,
+        &w.sam.key,
+        Some(json!({ "name": "x" })),
+        404,
+    )
+    .await;
+    assert_eq!(v["error"]["message"], json!("space not found"), "{v}");
 }
 
 pub(super) async fn set_state(hub: &TestHub, token: &str, channel: Uuid, state: &str, want: u16) {

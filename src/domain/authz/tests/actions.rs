@@ -286,7 +286,17 @@ fn space_read_needs_a_grant_on_the_space_or_one_of_its_channels() {
 }
 
 #[test]
-fn a_channels_grants_open_its_space_to_reading_never_to_managing() {
+fn a_channels_grants_make_its_space_known_never_managed() {
+    // What makes a space known through its channels safe: every other
+    // action on a space or its grants needs admin on the space.
+    for action in Action::ALL {
+        let need = action.requirement();
+        if matches!(need.on, ResourceKind::Space | ResourceKind::Grant)
+            && action != Action::SpaceRead
+        {
+            assert_eq!(need.level, Some(Level::Admin), "{action:?}");
+        }
+    }
     let admin_of_a_channel = Context {
         mode: Mode::Request,
         facts: Facts {
@@ -307,14 +317,31 @@ fn a_channels_grants_open_its_space_to_reading_never_to_managing() {
             },
             _ => space.clone(),
         };
+        // It knows the space (space.read says so): not hidden, but its
+        // level there is not admin.
         assert_eq!(
             authorize(&person, action, &resource, &admin_of_a_channel),
-            Decision::Deny(Denial {
-                reason: Reason::NoGrant,
-                answer: Answer::NotFound,
-                named: None,
-            }),
+            forbidden(Reason::LevelInsufficient),
             "{action:?}"
+        );
+        let mut writer_there = admin_of_a_channel.clone();
+        writer_there.facts.grants = vec![Level::Write];
+        assert_eq!(
+            authorize(&person, action, &resource, &writer_there),
+            forbidden(Reason::LevelInsufficient),
+            "{action:?}: the level is the space's own"
+        );
+        let mut admin_there = writer_there.clone();
+        admin_there.facts.grants = vec![Level::Admin];
+        assert_eq!(
+            authorize(&person, action, &resource, &admin_there),
+            Decision::Allow,
+            "{action:?}"
+        );
+        assert_eq!(
+            authorize(&person, action, &resource, &request(&[])),
+            hidden(),
+            "{action:?}: a stranger"
         );
     }
 }
