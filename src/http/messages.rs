@@ -14,14 +14,17 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{Map, Value};
+use uuid::Uuid;
 
 use super::body::checked_json;
 use super::error::ApiError;
 use super::identity::{bearer, json_value};
 use super::manage::{bad_field, path_id, spend};
 use super::query::QueryParams;
+use crate::access;
+use crate::domain::authz::{Action, Reason, ResourceKind};
 use crate::domain::validate::FieldProblem;
-use crate::domain::PrincipalKind;
+use crate::domain::{Principal, PrincipalKind};
 use crate::handlers::{conversations, task_conversations};
 use crate::hub::{ConnectionInfo, Hub, RequestContext};
 use crate::protocol::conversations::{MessageListParams, MessageSendParams};
@@ -62,6 +65,16 @@ pub async fn send(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let ctx = context(&hub, &headers, remote, RateClass::Message).await?;
+    if headers.contains_key("idempotency-key") {
+        // Refused, not ignored: a client retrying on the header would
+        // otherwise send twice. `clientMsgId` is a send's idempotency here
+        // as on the gateway.
+        return Err(ApiError::invalid(
+            "idempotency_key_not_taken",
+            "Idempotency-Key is not taken by a send: give clientMsgId (a retry with the same one returns the original message)",
+            Vec::new(),
+        ));
+    }
     checked_json(&headers, &body)?;
     let Value::Object(mut fields) = json_value(&body)? else {
         return Err(bad_field("", "must be a JSON object"));
@@ -89,23 +102,15 @@ pub async fn list(
     uri: Uri,
 ) -> Result<Response, ApiError> {
     let ctx = context(&hub, &headers, remote, RateClass::Default).await?;
+    let id = path_id(&conversation);
     if ctx.principal().kind == PrincipalKind::App {
-        // As on the gateway, where apps have no `*/message/list`.
-        let mut e = ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "apps have no message history: message.read refused: subject_kind_not_allowed",
-        );
-        e.extra = Some(Box::new(
-            serde_json::json!({ "reason": "subject_kind_not_allowed" }),
-        ));
-        return Err(e);
+        return Err(app_has_no_history(&hub, ctx.principal(), id));
     }
     let query = QueryParams::parse(&uri)?;
     query.only(&["after", "before", "limit", "threadId"])?;
     let limit = query.number("limit")?;
     let params = MessageListParams {
-        conversation_id: path_id(&conversation),
+        conversation_id: id,
         after: query.cursor("after")?,
         before: query.cursor("before")?,
         limit: limit.map(|l| u32::try_from(l).unwrap_or(u32::MAX)),
@@ -115,6 +120,25 @@ pub async fn list(
         .await
         .map_err(api_error)?;
     Ok(Json(page).into_response())
+}
+
+/// As on the gateway, where apps have no `*/message/list`: the 403 of any
+/// refusal, counted and audited as `access` does with every denial.
+fn app_has_no_history(hub: &Hub, app: Principal, conversation: Uuid) -> ApiError {
+    let (action, reason) = (Action::MessageRead, Reason::SubjectKindNotAllowed);
+    let subject = access::subject_of(app);
+    let kind = ResourceKind::Conversation;
+    access::record_denial(hub, &subject, action, kind, conversation, reason);
+    let mut e = ApiError::new(
+        StatusCode::FORBIDDEN,
+        "forbidden",
+        format!(
+            "apps have no message history: {action} refused: {}",
+            reason.as_str()
+        ),
+    );
+    e.extra = Some(Box::new(serde_json::json!({ "reason": reason.as_str() })));
+    e
 }
 
 /// The body decoded as the gateway decodes params, so a bad field is named

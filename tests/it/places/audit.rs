@@ -56,3 +56,40 @@ async fn lists_are_not_audited_and_denied_sends_aggregate() {
     let log = w.hub.log();
     assert!(!log.contains(CANARY) && !log.contains(&w.sam.key));
 }
+
+/// An app's key on a conversation's history is the 403 of every refusal,
+/// counted and audited like one (`message.read`, subject_kind_not_allowed).
+#[tokio::test]
+async fn an_apps_history_call_is_an_audited_denial() {
+    let options = TestHub::fast_options().env("SWITCHBOARD_AUDIT__FLUSH_INTERVAL_MS", 100);
+    let w = world(options).await;
+    let path = format!("/api/v1/conversations/{}/messages", w.general);
+    let v = expect(&w.hub, Method::GET, &path, &w.bot.key, None, 403).await;
+    assert_eq!(
+        v["error"]["reason"],
+        json!("subject_kind_not_allowed"),
+        "{v}"
+    );
+    let audit = format!("/api/v1/audit?actorId={}", w.bot.id);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let record = loop {
+        let v = expect(&w.hub, Method::GET, &audit, ADMIN_TOKEN, None, 200).await;
+        let records = v["records"].as_array().unwrap().clone();
+        if let Some(r) = records
+            .into_iter()
+            .find(|r| r["action"] == json!("message.read"))
+        {
+            break r;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no record of the app's denial: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(record["reason"], json!("subject_kind_not_allowed"));
+    assert_eq!(record["actorKind"], json!("app"));
+    assert_eq!(record["resourceKind"], json!("conversation"));
+    assert_eq!(record["resourceId"], json!(w.general));
+    assert_eq!(record["count"], json!(1));
+}

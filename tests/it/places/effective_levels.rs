@@ -566,6 +566,45 @@ async fn rest_inputs_are_named(w: &World) {
     }
     let url = format!("{path}?after={}", i64::MAX);
     expect(&w.hub, Method::GET, &url, &w.alex.key, None, 200).await;
+    // A send's idempotency is its clientMsgId: the header is refused, and
+    // nothing is sent.
+    let before = expect(&w.hub, Method::GET, &path, &w.alex.key, None, 200).await;
+    let body = json!({ "parts": [{ "type": "text", "text": "once" }], "clientMsgId": "c-1" });
+    let r = w
+        .hub
+        .http
+        .post(format!("{}{path}", w.hub.base))
+        .bearer_auth(&w.alex.key)
+        .header("Idempotency-Key", "k-1")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        v["error"]["code"],
+        json!("idempotency_key_not_taken"),
+        "{v}"
+    );
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Idempotency-Key"));
+    let after = expect(&w.hub, Method::GET, &path, &w.alex.key, None, 200).await;
+    assert_eq!(before["messages"], after["messages"]);
+    let first = expect(
+        &w.hub,
+        Method::POST,
+        &path,
+        &w.alex.key,
+        Some(body.clone()),
+        201,
+    )
+    .await;
+    let again = expect(&w.hub, Method::POST, &path, &w.alex.key, Some(body), 201).await;
+    assert_eq!(again["duplicate"], json!(true), "{again}");
+    assert_eq!(again["message"]["id"], first["message"]["id"]);
 }
 
 #[tokio::test]
