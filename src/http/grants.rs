@@ -20,7 +20,9 @@ use super::admin::check_admin;
 use super::body::checked_json;
 use super::error::ApiError;
 use super::identity::json_object;
-use super::manage::{bad_field, decide, display_name, manager, name_taken, path_id, store_failure};
+use super::manage::{
+    bad_field, decide, display_name, manager, manager_reading, name_taken, path_id, store_failure,
+};
 use super::query::QueryParams;
 use crate::access::{Loaded, Target};
 use crate::domain::authz::level::{GrantPlace, Holder, APP_CAP};
@@ -193,7 +195,7 @@ pub async fn list(
     headers: HeaderMap,
     uri: axum::http::Uri,
 ) -> Result<Json<Value>, ApiError> {
-    let caller = manager(&hub, &headers, remote).await?;
+    let caller = manager_reading(&hub, &headers, remote).await?;
     let query = QueryParams::parse(&uri)?;
     query.only(&["spaceId", "channelId"])?;
     let place = match (query.uuid("spaceId")?, query.uuid("channelId")?) {

@@ -2,7 +2,8 @@
 //! operator by its token, or a principal by its key, told apart by whether
 //! the Bearer parses as a key. Both are decided by `access`, so a place the
 //! caller may not see answers like a missing one; a principal's management
-//! call spends its `write` rate class, as the gateway's creates do.
+//! call spends its `write` rate class, as the gateway's creates do, and a
+//! read (`GET /grants`) its `default` one.
 
 use std::net::SocketAddr;
 
@@ -44,13 +45,32 @@ pub async fn manager(
     headers: &HeaderMap,
     remote: SocketAddr,
 ) -> Result<Manager, ApiError> {
+    manager_spending(hub, headers, remote, RateClass::Write).await
+}
+
+/// [`manager`] for a management route that only reads (`GET /grants`): a
+/// principal spends one `default` call, as every read does.
+pub async fn manager_reading(
+    hub: &Hub,
+    headers: &HeaderMap,
+    remote: SocketAddr,
+) -> Result<Manager, ApiError> {
+    manager_spending(hub, headers, remote, RateClass::Default).await
+}
+
+async fn manager_spending(
+    hub: &Hub,
+    headers: &HeaderMap,
+    remote: SocketAddr,
+    class: RateClass,
+) -> Result<Manager, ApiError> {
     let is_key = bearer_token(headers).is_some_and(|t| crate::domain::keys::parse(t).is_some());
     if !is_key {
         check_admin(hub, headers, remote).await?;
         return Ok(Manager::Operator);
     }
     let principal = bearer(hub, headers, remote).await?.principal;
-    spend(hub, principal, RateClass::Write)?;
+    spend(hub, principal, class)?;
     Ok(Manager::Principal(principal))
 }
 

@@ -620,3 +620,46 @@ async fn levels_decide_every_principal_on_every_place_on_postgres() {
     };
     levels_decide(options).await;
 }
+
+/// A principal's management reads spend `default`, its writes `write`
+/// (docs/protocol.md): with a write budget of 2, ten grant listings are
+/// all answered, and grant writes then run out of `write`.
+#[tokio::test]
+async fn grant_listings_spend_default_and_grant_writes_spend_write() {
+    let options = TestHub::fast_options()
+        .env("SWITCHBOARD_RATELIMIT__WRITE__PER_SECOND", 1)
+        .env("SWITCHBOARD_RATELIMIT__WRITE__BURST", 2);
+    let hub = TestHub::start_with(options).await;
+    let dana = crate::support::world::person(&hub, "Dana").await;
+    let sam = crate::support::world::person(&hub, "Sam").await;
+    let place = crate::support::world::space(&hub, "Ops").await;
+    grant(
+        &hub,
+        ADMIN_TOKEN,
+        principal(dana.id),
+        on_space(place),
+        "admin",
+    )
+    .await;
+    let list = format!("/api/v1/grants?spaceId={place}");
+    for _ in 0..10 {
+        expect(&hub, Method::GET, &list, &dana.key, None, 200).await;
+    }
+    let body = json!({ "subject": principal(sam.id), "place": on_space(place), "level": "read" });
+    for _ in 0..50 {
+        let a = call(
+            &hub,
+            Method::POST,
+            "/api/v1/grants",
+            &dana.key,
+            Some(body.clone()),
+        )
+        .await;
+        if a.status == 429 {
+            assert_eq!(a.json()["error"]["class"], json!("write"), "{}", a.body);
+            return;
+        }
+        assert_eq!(a.status, 201, "{}", a.body);
+    }
+    panic!("grant writes never ran out of the write budget");
+}
