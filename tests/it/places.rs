@@ -6,6 +6,7 @@ mod channel_states;
 mod cli;
 mod effective_levels;
 mod hidden_equals_missing;
+mod removals;
 mod threads;
 
 use serde_json::{json, Value};
