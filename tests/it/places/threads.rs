@@ -1,13 +1,14 @@
 //! Threads (ADR 0020 §6 `places::threads`): a reply lists in its thread, not
 //! the main one; an unknown or reply-rooted `threadId` is InvalidParams
 //! naming it; outside channels there are no threads. Readers receive every
-//! channel message, the sender and non-readers none.
+//! channel message, the sender, non-readers and apps none.
 
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::{list_as, ok, send_as};
-use crate::support::world::{world, World};
+use crate::support::event_reader::rest_events;
+use crate::support::world::{world, Member, World};
 use crate::support::{RawSocket, TestHub};
 
 fn id(frame: &Value) -> Uuid {
@@ -50,6 +51,44 @@ async fn received(s: &mut RawSocket, method: &str) -> Value {
     }
 }
 
+/// The ids among `ids` in `who`'s stored events (every event from the
+/// start): what its sockets are sent, since live delivery is the log's.
+async fn in_events(w: &World, who: &Member, ids: &[Uuid]) -> Vec<Uuid> {
+    let (status, page) = rest_events(&w.hub, &who.key, "after=0&limit=1000").await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["hasMore"], json!(false), "{page}");
+    let sent: Vec<Value> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["payload"]["message"]["id"].clone())
+        .collect();
+    ids.iter()
+        .copied()
+        .filter(|id| sent.contains(&json!(id)))
+        .collect()
+}
+
+/// Of `notes`'s root, reply and main message: a reader (helper) has all
+/// three events, the sender (Alex) only the one Robin sent, a non-reader
+/// (Sam, who reads Support, not Research) and an app (the bot, a reader
+/// through its group: apps get no channel events) none.
+async fn no_channel_events(w: &World, [root, reply, main]: [Uuid; 3]) {
+    let all = [root, reply, main];
+    assert_eq!(in_events(w, &w.helper, &all).await, all, "a reader");
+    assert_eq!(in_events(w, &w.alex, &all).await, [reply], "the sender");
+    assert_eq!(
+        in_events(w, &w.sam, &all).await,
+        Vec::<Uuid>::new(),
+        "a non-reader"
+    );
+    assert_eq!(
+        in_events(w, &w.bot, &all).await,
+        Vec::<Uuid>::new(),
+        "an app"
+    );
+}
+
 async fn check_threads(w: &World) {
     let (mut alex, mut robin) = (w.connect(&w.alex).await, w.connect(&w.robin).await);
     let mut helper = w.connect(&w.helper).await;
@@ -81,6 +120,8 @@ async fn check_threads(w: &World) {
     assert_eq!(third["id"], json!(main));
     let to_robin = received(&mut robin, "person/message/received").await;
     assert_eq!(to_robin["id"], json!(main));
+
+    no_channel_events(w, [root, reply, main]).await;
 
     let page = list_as(&mut alex, &w.alex, json!({ "conversationId": notes })).await;
     assert_eq!(texts(&page), ["root", "main"]);
