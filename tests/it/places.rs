@@ -7,6 +7,7 @@ mod cli;
 mod effective_levels;
 mod hidden_equals_missing;
 mod removals;
+mod rest_inputs;
 mod threads;
 
 use serde_json::{json, Value};
