@@ -239,7 +239,8 @@ impl Target {
     }
 
     /// The conversation whose cached entry a fresh Allow invalidates (the
-    /// next get refills it).
+    /// next get refills it). Only a [`Self::cached`] target is decided twice,
+    /// so a grant by id (decided on the store) needs none.
     fn cached_conversation(&self) -> Option<Uuid> {
         match self.what {
             What::Conversation { id, row: false } => Some(id),
