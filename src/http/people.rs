@@ -100,13 +100,15 @@ pub async fn disable(
 ) -> Result<StatusCode, ApiError> {
     check_admin(&hub, &headers, remote).await?;
     let person = Uuid::parse_str(&person).map_err(|_| unknown_person())?;
-    let revoked = match identity::disable_person(hub.store.as_ref(), person).await {
+    let disabled = identity::disable_person(hub.store.as_ref(), person).await;
+    // Cached memberships hold who is disabled: forget them before the
+    // answer, so no send after it fans out to the person; also when the
+    // call failed, as it may have committed.
+    hub.memberships.invalidate_all();
+    let revoked = match disabled {
         Err(IdentityError::NotFound) => return Err(unknown_person()),
         other => other?,
     };
-    // Cached memberships hold who is disabled: forget them before the
-    // answer, so no send after it fans out to the person.
-    hub.memberships.invalidate_all();
     close_revoked(&hub, person, &revoked);
     info!(%person, revoked = revoked.len(), "person disabled");
     Ok(StatusCode::NO_CONTENT)
