@@ -88,7 +88,35 @@ impl BenchArgs {
 pub async fn run(mut args: BenchArgs) -> anyhow::Result<Report> {
     args.shrink_for_smoke();
     raise_fd_limit();
-    let mut report = Report::new(&args);
+    // The throwaway PostgreSQL must not outlive the bench, whether it
+    // ends, fails or is interrupted (a timeout's SIGTERM, Ctrl-C).
+    let outcome = tokio::select! {
+        measured = measure(&args) => measured,
+        signal = interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+    };
+    throwaway_pg::stop();
+    let report = outcome?;
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report.to_json())?)?;
+    }
+    Ok(report)
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return "SIGINT";
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
+async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
+    let mut report = Report::new(args);
     if args.wants("fanout") {
         let backends: Vec<&str> = match args.backend.as_str() {
             "both" => vec!["sqlite", "postgres"],
@@ -139,11 +167,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Report> {
         report.push(scenarios::catchup(args.catchup_events).await?);
     }
     if args.wants("layout") {
-        layout::run(&layout::LayoutArgs::from(&args)?, &mut report).await?;
-    }
-    throwaway_pg::stop();
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report.to_json())?)?;
+        layout::run(&layout::LayoutArgs::from(args)?, &mut report).await?;
     }
     Ok(report)
 }

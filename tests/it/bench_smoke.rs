@@ -123,3 +123,52 @@ async fn fanout_at_an_offered_rate_delivers_every_message() {
     );
     assert!(f["results"]["latency_p99_ms"].as_f64().unwrap() > 0.0);
 }
+
+/// The processes whose command line names `needle` (from /proc).
+fn processes_naming(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(needle) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// A bench interrupted while its throwaway PostgreSQL runs (a timeout's
+/// SIGTERM) stops that server before it exits.
+#[tokio::test]
+async fn an_interrupted_bench_stops_its_postgres() {
+    let mut bench = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["bench", "--scenario", "fanout", "--backend", "postgres"])
+        .args(["--fanout-sizes", "3", "--fanout-deliveries", "3000000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let needle = format!("switchboard-bench-pg-{}/data", bench.id().unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while processes_naming(&needle).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no PostgreSQL started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    unsafe { libc::kill(bench.id().unwrap() as i32, libc::SIGTERM) };
+    let status = tokio::time::timeout(std::time::Duration::from_secs(60), bench.wait())
+        .await
+        .expect("the bench ends after SIGTERM")
+        .unwrap();
+    assert!(!status.success(), "an interrupted bench reports failure");
+    assert!(
+        processes_naming(&needle).is_empty(),
+        "the throwaway PostgreSQL outlived the bench"
+    );
+}
