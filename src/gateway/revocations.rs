@@ -1,7 +1,9 @@
 //! Closes sockets whose key was revoked, or whose person was disabled, by
 //! another process. REST revocation closes them at once in this process;
 //! the operator CLI (and, later, other hub nodes) only write `revoked_at`
-//! or `disabled_at`, which this sweep picks up.
+//! or `disabled_at`, which this sweep picks up. Rights they change (grants,
+//! group members, channel state) bump the store's rights version, on whose
+//! change the sweep drops the cached channel levels (ADR 0020 §3).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,6 +53,7 @@ pub async fn run(hub: Arc<Hub>) {
     // matters to one.
     let mut since = now_millis() - CLOCK_SLACK_MS;
     let mut handled = Handled::default();
+    let mut rights = RightsVersion::default();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -65,6 +68,31 @@ pub async fn run(hub: Arc<Hub>) {
             }
             Err(e) => warn!(error = %e, "checking for revoked keys failed"),
         }
+        rights.check(&hub).await;
+    }
+}
+
+/// The rights version last read; `None` before the first read, which only
+/// records it: nothing can be cached from before the hub started.
+#[derive(Default)]
+struct RightsVersion(Option<i64>);
+
+impl RightsVersion {
+    /// Drops the cached channel levels when the version moved since the
+    /// last read. A failed read keeps the last version, so the next read
+    /// that succeeds still sees the change.
+    async fn check(&mut self, hub: &Hub) {
+        let now = match hub.store.rights_version().await {
+            Ok(v) => v,
+            Err(e) => {
+                warn!(error = %e, "reading the rights version failed");
+                return;
+            }
+        };
+        if self.0.is_some_and(|seen| seen != now) {
+            hub.memberships.invalidate_channels();
+        }
+        self.0 = Some(now);
     }
 }
 

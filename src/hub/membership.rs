@@ -22,6 +22,8 @@
 //! [`MembershipCache::invalidate_channels`], which drops every channel
 //! entry and bumps the generation; a denial decided on a cached entry is
 //! decided again on a store read before it is answered (`access`).
+//! Writers in another process (the operator CLI) bump the store's rights
+//! version instead, on whose change the revocation sweep calls it.
 //!
 //! Cluster caveat: the cache is per process. With several hub nodes sharing
 //! one database (issue 19), a node adding participants must broadcast the

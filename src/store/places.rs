@@ -155,6 +155,11 @@ pub trait PlaceStore: Send + Sync + 'static {
     /// Every active principal reached by a grant on the channel or on
     /// `space` (the channel's).
     async fn channel_levels(&self, channel: Uuid, space: Uuid) -> StoreResult<ChannelLevels>;
+
+    /// A counter every write that changes rights (grants, group members,
+    /// channel name or state) bumps in its own transaction, so a hub learns
+    /// of changes another process made (ADR 0020 §3); 0 before the first.
+    async fn rights_version(&self) -> StoreResult<i64>;
 }
 
 const SPACE_COLUMNS: &str = "id, name, created_at";
@@ -345,6 +350,19 @@ async fn load_channel(ex: &mut dyn Executor, id: Uuid) -> StoreResult<Option<Cha
         .transpose()
 }
 
+/// Bumps `rights_version` in the caller's transaction, which must be the
+/// one that changes the rights, so the bump and the change commit together.
+async fn bump_rights_version(ex: &mut dyn Executor) -> StoreResult<()> {
+    ex.execute(
+        "INSERT INTO hub_meta (name, value) VALUES ('rights_version', '1') \
+         ON CONFLICT (name) DO UPDATE \
+         SET value = CAST(CAST(hub_meta.value AS BIGINT) + 1 AS TEXT)",
+        &[],
+    )
+    .await?;
+    Ok(())
+}
+
 #[async_trait]
 impl<D: Database + Keyset> PlaceStore for D {
     async fn create_space(&self, space: &NewSpace) -> StoreResult<SpaceRecord> {
@@ -384,6 +402,7 @@ impl<D: Database + Keyset> PlaceStore for D {
             &[Arg::Id(group), Arg::Id(principal), Arg::Int(now)],
         )
         .await?;
+        bump_rights_version(&mut *tx).await?;
         tx.commit().await
     }
 
@@ -405,6 +424,7 @@ impl<D: Database + Keyset> PlaceStore for D {
             &[Arg::Id(group), Arg::Id(principal)],
         )
         .await?;
+        bump_rights_version(&mut *tx).await?;
         tx.commit().await
     }
 
@@ -412,6 +432,7 @@ impl<D: Database + Keyset> PlaceStore for D {
         let mut tx = self.begin().await?;
         check_grant_ends(&mut *tx, grant).await?;
         let stored = upsert_grant(&mut *tx, grant).await?;
+        bump_rights_version(&mut *tx).await?;
         tx.commit().await?;
         Ok(stored)
     }
@@ -427,15 +448,15 @@ impl<D: Database + Keyset> PlaceStore for D {
     }
 
     async fn delete_grant(&self, id: Uuid) -> StoreResult<()> {
-        let deleted = self
-            .write()
-            .await?
+        let mut tx = self.begin().await?;
+        let deleted = tx
             .execute("DELETE FROM grants WHERE id = $1", &[Arg::Id(id)])
             .await?;
         if deleted == 0 {
             return Err(StoreError::NotFound);
         }
-        Ok(())
+        bump_rights_version(&mut *tx).await?;
+        tx.commit().await
     }
 
     async fn grants_of_place(&self, place: GrantPlace) -> StoreResult<Vec<GrantRecord>> {
@@ -474,9 +495,8 @@ impl<D: Database + Keyset> PlaceStore for D {
             "UPDATE conversations SET name = COALESCE($2, name), state = COALESCE($3, state) \
              WHERE id = $1 AND kind = 'channel' RETURNING {CHANNEL_COLUMNS}"
         );
-        let updated = self
-            .write()
-            .await?
+        let mut tx = self.begin().await?;
+        let updated = tx
             .fetch_optional(
                 &sql,
                 &[
@@ -486,10 +506,13 @@ impl<D: Database + Keyset> PlaceStore for D {
                 ],
             )
             .await;
-        conflict_on_unique(updated, "the space has a channel of this name")?
+        let stored = conflict_on_unique(updated, "the space has a channel of this name")?
             .map(|r| channel_row(&r))
             .transpose()?
-            .ok_or(StoreError::NotFound)
+            .ok_or(StoreError::NotFound)?;
+        bump_rights_version(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(stored)
     }
 
     async fn channels_visible_to(
@@ -522,5 +545,16 @@ impl<D: Database + Keyset> PlaceStore for D {
 
     async fn channel_levels(&self, channel: Uuid, space: Uuid) -> StoreResult<ChannelLevels> {
         place_levels::channel_levels(&mut *self.read().await?, channel, space).await
+    }
+
+    async fn rights_version(&self) -> StoreResult<i64> {
+        let sql = "SELECT value FROM hub_meta WHERE name = 'rights_version'";
+        let Some(row) = self.read().await?.fetch_optional(sql, &[]).await? else {
+            return Ok(0);
+        };
+        let value = row.text("value")?;
+        value
+            .parse()
+            .map_err(|_| StoreError::Corrupt("rights_version is not an integer".into()))
     }
 }

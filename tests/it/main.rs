@@ -31,6 +31,7 @@ mod store_contract;
 mod store_people;
 mod store_places;
 mod store_reads;
+mod store_rights_version;
 mod store_statements;
 mod tasks;
 mod webhook_keys;

@@ -28,7 +28,7 @@ contract!(
 
 const T: i64 = 1_700_000_000_000;
 
-async fn someone(store: &DynStore, kind: PrincipalKind, name: &str) -> Uuid {
+pub(crate) async fn someone(store: &DynStore, kind: PrincipalKind, name: &str) -> Uuid {
     let p = principal(kind, name);
     let (_, key) = new_key(kind);
     match kind {
@@ -39,7 +39,7 @@ async fn someone(store: &DynStore, kind: PrincipalKind, name: &str) -> Uuid {
     p.id
 }
 
-async fn space(store: &DynStore, name: &str) -> Uuid {
+pub(crate) async fn space(store: &DynStore, name: &str) -> Uuid {
     let id = Uuid::now_v7();
     let s = NewSpace {
         id,
@@ -50,7 +50,7 @@ async fn space(store: &DynStore, name: &str) -> Uuid {
     id
 }
 
-async fn group(store: &DynStore, name: &str) -> Uuid {
+pub(crate) async fn group(store: &DynStore, name: &str) -> Uuid {
     let id = Uuid::now_v7();
     let g = NewGroup {
         id,
@@ -71,14 +71,19 @@ fn new_channel(space_id: Uuid, name: &str, by: Uuid) -> NewChannel {
     }
 }
 
-async fn channel(store: &DynStore, space_id: Uuid, name: &str, by: Uuid) -> ChannelRecord {
+pub(crate) async fn channel(
+    store: &DynStore,
+    space_id: Uuid,
+    name: &str,
+    by: Uuid,
+) -> ChannelRecord {
     store
         .create_channel(&new_channel(space_id, name, by))
         .await
         .unwrap()
 }
 
-fn grant(subject: Holder, place: GrantPlace, level: Level) -> NewGrant {
+pub(crate) fn grant(subject: Holder, place: GrantPlace, level: Level) -> NewGrant {
     NewGrant {
         id: Uuid::now_v7(),
         subject,

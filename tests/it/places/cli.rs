@@ -4,8 +4,9 @@
 use reqwest::Method;
 use serde_json::json;
 
+use super::{ok as answered, refused, send_as};
 use crate::support::hub::Options;
-use crate::support::world::{call, expect};
+use crate::support::world::{call, expect, grant, on_channel, person, principal, world};
 use crate::support::TestHub;
 
 fn cli(data: &std::path::Path, args: &[&str]) -> (bool, String) {
@@ -115,4 +116,41 @@ async fn the_operator_manages_places_from_the_cli() {
     .await;
     let a = call(&hub, Method::GET, &path, &key, None).await;
     assert_eq!(a.status, 404, "{}", a.body);
+}
+
+/// A grant the CLI deletes while a hub runs on the same directory reaches
+/// the hub's warm cache within a revocation sweep (ADR 0020 §3): the
+/// store's rights version moved, so the sweep drops the cached channels.
+#[tokio::test]
+async fn a_grant_the_cli_deletes_leaves_a_running_hubs_cache() {
+    let options =
+        TestHub::fast_options().env("SWITCHBOARD_GATEWAY__REVOCATION_CHECK_INTERVAL_MS", 100);
+    let w = world(options).await;
+    let ria = person(&w.hub, "Ria").await;
+    let holder = principal(ria.id);
+    let given = grant(&w.hub, &w.alex.key, holder, on_channel(w.general), "write").await;
+    let mut s = w.connect(&ria).await;
+    // Warm: the send is decided on the cached channel entry holding Ria.
+    answered(&send_as(&mut s, &ria, w.general, "i write", json!({})).await);
+    answered(&send_as(&mut s, &ria, w.general, "from the cache", json!({})).await);
+
+    let data = w.hub.dir.path().join("data");
+    let id = given["grantId"].as_str().unwrap();
+    ok(&data, &["grant", "delete", "--id", id], "");
+    // Many sweep intervals: a send before the sweep may pass, one after it
+    // is the unknown conversation's.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let frame = send_as(&mut s, &ria, w.general, "still here?", json!({})).await;
+        if frame.get("error").is_some() {
+            assert_eq!(refused(&frame, "NotFoundError"), "", "{frame}");
+            assert_eq!(frame["error"]["message"], json!("conversation not found"));
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a grant the CLI deleted still lets its holder send after many sweeps"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
