@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use crate::support::agents::{agent, direct, send, Agent};
 use crate::support::hub::Options;
+use crate::support::raw::same_answer;
 use crate::support::{werewolf_manifest, RawSocket, TestHub};
 
 fn open_app() -> Value {
@@ -111,26 +112,6 @@ async fn world(options: Options) -> World {
         lease,
         own,
     }
-}
-
-/// Asks `method` about `hidden` and about a random id; the answers must be
-/// the same error of kind `tag`, byte for byte after the swap.
-async fn same_answer(
-    socket: &mut RawSocket,
-    method: &str,
-    tag: &str,
-    hidden: Uuid,
-    params: impl Fn(Uuid) -> Value,
-) {
-    let random = Uuid::new_v4();
-    let seen = socket.call_text("hidden-1", method, params(hidden)).await;
-    let unknown = socket.call_text("random-1", method, params(random)).await;
-    let frame: Value = serde_json::from_str(&unknown).unwrap();
-    assert_eq!(frame["error"]["_tag"], json!(tag), "{method}: {unknown}");
-    let swapped = seen
-        .replace(&hidden.to_string(), &random.to_string())
-        .replace("\"hidden-1\"", "\"random-1\"");
-    assert_eq!(swapped, unknown, "{method}: a hidden id answered otherwise");
 }
 
 fn text() -> Value {

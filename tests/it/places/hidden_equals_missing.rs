@@ -10,8 +10,9 @@ use uuid::Uuid;
 
 use super::{ok, send_as};
 use crate::support::hub::{Options, ADMIN_TOKEN};
+use crate::support::raw::same_answer;
 use crate::support::world::{call, expect, grant, on_channel, principal, text, world, World};
-use crate::support::{RawSocket, TestHub};
+use crate::support::TestHub;
 
 /// `method path(id)` by `token` for `hidden` and for a random id: one answer.
 async fn same_rest(
@@ -33,24 +34,6 @@ async fn same_rest(
         swapped, unknown.body,
         "{what}: a hidden id answered otherwise"
     );
-}
-
-async fn same_frame(
-    s: &mut RawSocket,
-    method: &str,
-    tag: &str,
-    hidden: Uuid,
-    params: impl Fn(Uuid) -> Value,
-) {
-    let random = Uuid::new_v4();
-    let seen = s.call_text("hidden-1", method, params(hidden)).await;
-    let unknown = s.call_text("random-1", method, params(random)).await;
-    let frame: Value = serde_json::from_str(&unknown).unwrap();
-    assert_eq!(frame["error"]["_tag"], json!(tag), "{method}: {unknown}");
-    let swapped = seen
-        .replace(&hidden.to_string(), &random.to_string())
-        .replace("\"hidden-1\"", "\"random-1\"");
-    assert_eq!(swapped, unknown, "{method}: a hidden id answered otherwise");
 }
 
 async fn over_rest(w: &World) {
@@ -184,7 +167,7 @@ async fn over_the_gateway(w: &World) {
         .unwrap();
     let mut sam = w.connect(&w.sam).await;
     let list = |id: Uuid| json!({ "conversationId": id });
-    same_frame(
+    same_answer(
         &mut sam,
         "person/message/list",
         "NotFoundError",
@@ -193,7 +176,7 @@ async fn over_the_gateway(w: &World) {
     )
     .await;
     let send = |id: Uuid| json!({ "conversationId": id, "parts": text("x") });
-    same_frame(
+    same_answer(
         &mut sam,
         "person/message/send",
         "NotFoundError",
@@ -201,7 +184,7 @@ async fn over_the_gateway(w: &World) {
         send,
     )
     .await;
-    same_frame(
+    same_answer(
         &mut sam,
         "person/typing/send",
         "NotFoundError",
@@ -212,7 +195,7 @@ async fn over_the_gateway(w: &World) {
     let escalation = w.escalation;
     let threaded =
         |id: Uuid| json!({ "conversationId": escalation, "parts": text("x"), "threadId": id });
-    same_frame(
+    same_answer(
         &mut sam,
         "person/message/send",
         "InvalidParamsError",
@@ -221,7 +204,7 @@ async fn over_the_gateway(w: &World) {
     )
     .await;
     let thread_list = |id: Uuid| json!({ "conversationId": escalation, "threadId": id });
-    same_frame(
+    same_answer(
         &mut sam,
         "person/message/list",
         "InvalidParamsError",

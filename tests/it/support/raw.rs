@@ -271,3 +271,28 @@ impl HandMadeSocket {
         .expect("the hub neither closed nor ended the socket in time")
     }
 }
+
+/// Asks `method` about `hidden` and about a random id on `socket`: both
+/// answers must be the error of kind `tag`, byte for byte once the ids
+/// (and the JSON-RPC ids) are swapped (hidden equals missing, ADR 0020 §3).
+pub async fn same_answer(
+    socket: &mut RawSocket,
+    method: &str,
+    tag: &str,
+    hidden: uuid::Uuid,
+    params: impl Fn(uuid::Uuid) -> serde_json::Value,
+) {
+    let random = uuid::Uuid::new_v4();
+    let seen = socket.call_text("hidden-1", method, params(hidden)).await;
+    let unknown = socket.call_text("random-1", method, params(random)).await;
+    let frame: serde_json::Value = serde_json::from_str(&unknown).unwrap();
+    assert_eq!(
+        frame["error"]["_tag"],
+        serde_json::json!(tag),
+        "{method}: {unknown}"
+    );
+    let swapped = seen
+        .replace(&hidden.to_string(), &random.to_string())
+        .replace("\"hidden-1\"", "\"random-1\"");
+    assert_eq!(swapped, unknown, "{method}: a hidden id answered otherwise");
+}
