@@ -65,7 +65,9 @@ async fn principal(s: &SqliteStore, kind: PrincipalKind) -> Uuid {
                 },
             )
             .unwrap();
-            s.create_app(&p, &m, &key, None).await.unwrap()
+            {
+                s.create_app(&p, &m, &key, None, None).await.unwrap();
+            }
         }
         _ => s.create_agent(&p, &key, None).await.unwrap(),
     }
