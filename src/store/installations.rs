@@ -60,10 +60,13 @@ impl InstallationRecord {
 pub struct NewInstallation {
     pub id: Uuid,
     pub app_id: Uuid,
-    /// The consent; `None` grants every scope the manifest requests. A
-    /// scope the manifest (read in the install's transaction) does not
-    /// request is a `Conflict`.
-    pub granted: Option<ScopeSet>,
+    /// What the caller read the manifest to request: the install's
+    /// transaction reads it again, and a manifest changed meanwhile is a
+    /// `Conflict` (so the answer, and its idempotent replay, say what is
+    /// stored).
+    pub requested: ScopeSet,
+    /// The consent: a subset of `requested`, or a `Conflict`.
+    pub granted: ScopeSet,
     /// Stored only when the app has no active key (after an uninstall),
     /// so an installed app always has a way in and never two.
     pub key: Option<NewKey>,
@@ -72,11 +75,13 @@ pub struct NewInstallation {
     pub now: Millis,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Installed {
     pub installation: InstallationRecord,
     /// True when `NewInstallation::key` was stored.
     pub key_issued: bool,
+    /// The events written with it: publish them after the commit.
+    pub events: Vec<StoredEvent>,
 }
 
 /// A write that changed a live row: the row before and after.
@@ -93,6 +98,15 @@ pub struct Upgraded {
     /// The live installation before and after; `None` for an app without
     /// one (pending or uninstalled: only the manifest changed).
     pub installation: Option<Changed>,
+    pub events: Vec<StoredEvent>,
+}
+
+/// A change and the events written in its transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Committed<T> {
+    pub change: T,
+    /// Publish them after the commit.
+    pub events: Vec<StoredEvent>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +138,10 @@ pub struct FailedTask {
     pub was: TaskState,
 }
 
+/// The events telling of an installation as a change left it (the app's
+/// `app/installation/changed`): the caller's, as [`FailureEvents`] are.
+pub type ChangeEvents<'a> = &'a (dyn Fn(&InstallationRecord) -> Vec<NewEvent> + Send + Sync);
+
 /// The events telling of a task an uninstall failed: the caller's, so the
 /// store writes them without knowing the protocol's names.
 pub type FailureEvents<'a> = &'a (dyn Fn(&FailedTask) -> Vec<NewEvent> + Send + Sync);
@@ -135,10 +153,16 @@ pub trait InstallationStore: Send + Sync + 'static {
     async fn installation(&self, app_id: Uuid) -> StoreResult<Option<InstallationRecord>>;
 
     /// Writes a new active installation (and the key, the idempotency
-    /// record and the audit row) in one transaction. `NotFound` for an id
-    /// that is no app; `Conflict` when a live installation exists or a
-    /// granted scope is not requested; `IdempotencyTaken` on a replay.
-    async fn install(&self, new: &NewInstallation) -> StoreResult<Installed>;
+    /// record, the audit row and `events` of it) in one transaction.
+    /// `NotFound` for an id that is no app; `Conflict` when a live
+    /// installation exists, the manifest requests other scopes than
+    /// `new.requested` or a granted scope is not requested;
+    /// `IdempotencyTaken` on a replay.
+    async fn install(
+        &self,
+        new: &NewInstallation,
+        events: ChangeEvents<'_>,
+    ) -> StoreResult<Installed>;
 
     /// Replaces the granted scopes of the live installation, read locked.
     /// `NotFound` without one; `Conflict` for a scope not requested.
@@ -148,17 +172,20 @@ pub trait InstallationStore: Send + Sync + 'static {
         granted: ScopeSet,
         actor: Actor,
         now: Millis,
-    ) -> StoreResult<Changed>;
+        events: ChangeEvents<'_>,
+    ) -> StoreResult<Committed<Changed>>;
 
     /// Replaces the app's manifest and, with a live installation (read
     /// locked), its requested scopes, keeping granted only what is still
-    /// requested. `NotFound` for an id that is no app.
+    /// requested; `events` of the new row written with it. `NotFound` for
+    /// an id that is no app.
     async fn upgrade(
         &self,
         app_id: Uuid,
         manifest: &Manifest,
         actor: Actor,
         now: Millis,
+        events: ChangeEvents<'_>,
     ) -> StoreResult<Upgraded>;
 
     /// Suspends or resumes installation `id`: a compare-and-swap on its
@@ -166,13 +193,15 @@ pub trait InstallationStore: Send + Sync + 'static {
     /// the current state when the move is refused. An uninstall has
     /// effects beyond the row and is [`InstallationStore::uninstall`]:
     /// `Transition::Uninstall` here is a `Conflict` that writes nothing.
+    /// `events` of a moved row are written with it.
     async fn transition(
         &self,
         id: Uuid,
         transition: Transition,
         actor: Actor,
         now: Millis,
-    ) -> StoreResult<Transitioned>;
+        events: ChangeEvents<'_>,
+    ) -> StoreResult<Committed<Transitioned>>;
 
     /// Uninstalls installation `id` in one transaction: the state's CAS,
     /// every key of the app revoked, its grants deleted (and the rights
@@ -391,7 +420,11 @@ where
             .transpose()
     }
 
-    async fn install(&self, new: &NewInstallation) -> StoreResult<Installed> {
+    async fn install(
+        &self,
+        new: &NewInstallation,
+        events: ChangeEvents<'_>,
+    ) -> StoreResult<Installed> {
         let mut tx = self.begin().await?;
         insert_idempotency(&mut *tx, new.idem.as_ref(), new.now).await?;
         D::lock_principal(&mut *tx, new.app_id).await?;
@@ -405,7 +438,12 @@ where
             return Err(already_installed());
         }
         let requested = requested_scopes_of(&manifest);
-        let granted = new.granted.unwrap_or(requested);
+        if requested != new.requested {
+            return Err(StoreError::Conflict(
+                "the manifest changed meanwhile".into(),
+            ));
+        }
+        let granted = new.granted;
         if !granted.is_subset_of(requested) {
             return Err(not_requested(granted.minus(requested)));
         }
@@ -429,10 +467,12 @@ where
         NewAction::of(new.actor, LifecycleAction::Install, None, &record)
             .record(&mut *tx)
             .await?;
+        let events = tx.append_events(&events(&record), new.now).await?;
         tx.commit().await?;
         Ok(Installed {
             installation: record,
             key_issued,
+            events,
         })
     }
 
@@ -442,7 +482,8 @@ where
         granted: ScopeSet,
         actor: Actor,
         now: Millis,
-    ) -> StoreResult<Changed> {
+        events: ChangeEvents<'_>,
+    ) -> StoreResult<Committed<Changed>> {
         let mut tx = self.begin().await?;
         let before = locked::<D>(&mut *tx, LIVE, Arg::Id(app_id))
             .await?
@@ -459,8 +500,12 @@ where
         NewAction::of(actor, LifecycleAction::ScopesUpdate, Some(&before), &after)
             .record(&mut *tx)
             .await?;
+        let events = tx.append_events(&events(&after), now).await?;
         tx.commit().await?;
-        Ok(Changed { before, after })
+        Ok(Committed {
+            change: Changed { before, after },
+            events,
+        })
     }
 
     async fn upgrade(
@@ -469,6 +514,7 @@ where
         manifest: &Manifest,
         actor: Actor,
         now: Millis,
+        events: ChangeEvents<'_>,
     ) -> StoreResult<Upgraded> {
         let json = to_json(manifest)?;
         let mut tx = self.begin().await?;
@@ -505,10 +551,16 @@ where
         }
         .record(&mut *tx)
         .await?;
+        let written = match &installation {
+            Some(c) => events(&c.after),
+            None => Vec::new(),
+        };
+        let events = tx.append_events(&written, now).await?;
         tx.commit().await?;
         Ok(Upgraded {
             previous,
             installation,
+            events,
         })
     }
 
@@ -518,7 +570,8 @@ where
         transition: Transition,
         actor: Actor,
         now: Millis,
-    ) -> StoreResult<Transitioned> {
+        events: ChangeEvents<'_>,
+    ) -> StoreResult<Committed<Transitioned>> {
         if transition == Transition::Uninstall {
             return Err(StoreError::Conflict(
                 "an uninstall is InstallationStore::uninstall".into(),
@@ -530,13 +583,20 @@ where
             .ok_or(StoreError::NotFound)?;
         let Some(after) = move_state(&mut *tx, &before, transition, now).await? else {
             tx.rollback().await?;
-            return Ok(Transitioned::Unchanged(before));
+            return Ok(Committed {
+                change: Transitioned::Unchanged(before),
+                events: Vec::new(),
+            });
         };
         NewAction::of(actor, transition.action(), Some(&before), &after)
             .record(&mut *tx)
             .await?;
+        let events = tx.append_events(&events(&after), now).await?;
         tx.commit().await?;
-        Ok(Transitioned::Moved(Changed { before, after }))
+        Ok(Committed {
+            change: Transitioned::Moved(Changed { before, after }),
+            events,
+        })
     }
 
     async fn uninstall(
