@@ -227,6 +227,20 @@ impl Idempotency {
         }
     }
 
+    /// The record of a 201 whose whole replay body the caller builds (an
+    /// install's: the installation, the key withheld).
+    pub(super) fn record_answer(&self, response: Value) -> IdempotencyRecord {
+        IdempotencyRecord {
+            scope: self.scope.clone(),
+            key: self.key.clone(),
+            result: IdempotentResponse {
+                request_hash: self.request_hash.clone(),
+                status: 201,
+                response: response.to_string(),
+            },
+        }
+    }
+
     /// Answers a retry from the stored result, or refuses a reused key.
     pub(super) async fn replay(&self, hub: &Hub) -> Result<Option<Response>, ApiError> {
         let stored = hub

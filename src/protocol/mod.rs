@@ -7,6 +7,7 @@ pub mod channels;
 pub mod conversations;
 pub mod events;
 pub mod export;
+pub mod installations;
 pub mod network;
 pub mod params;
 pub mod router;
@@ -312,6 +313,7 @@ pub fn catalogue() -> Vec<MethodSpec> {
         notification_spec::<tasks::DispatchReleased>(),
         notification_spec::<tasks::DispatchHeld>(),
         notification_spec::<tasks::DispatchExpired>(),
+        notification_spec::<installations::InstallationChanged>(),
     ]
 }
 
