@@ -179,6 +179,13 @@ impl Idempotency {
         }))
     }
 
+    /// The key's scope narrowed to one target (an install's app), so a key
+    /// reused for another target is another request, never its replay.
+    pub(super) fn for_target(mut self, target: uuid::Uuid) -> Idempotency {
+        self.scope = format!("{}|{target}", self.scope);
+        self
+    }
+
     /// The replay body stores ids only: keys are shown once, so a replay
     /// withholds the key (`keyWithheld: true`).
     pub(super) fn record(

@@ -177,7 +177,8 @@ pub async fn install(
 ) -> Result<Response, ApiError> {
     check_admin(&hub, &headers, remote).await?;
     let app = app_id(&raw)?;
-    let idem = Idempotency::from_request("install", &Client::operator(), &headers, &body)?;
+    let idem = Idempotency::from_request("install", &Client::operator(), &headers, &body)?
+        .map(|i| i.for_target(app));
     if let Some(replayed) = replay(&hub, idem.as_ref()).await? {
         return Ok(replayed);
     }

@@ -108,6 +108,24 @@ async fn a_pending_app_is_installed_by_the_operator_once(options: Options) {
         installation["installationId"]
     );
     assert_eq!(again["keyWithheld"], json!(true));
+    // The same key for another app is another request, not a replay.
+    let (other, _) = hub.register_app(&werewolf_manifest()).await;
+    let elsewhere = hub
+        .http
+        .post(format!("{}/api/v1/apps/{other}/installation", hub.base))
+        .bearer_auth(ADMIN_TOKEN)
+        .header("Idempotency-Key", "install-1")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert!(elsewhere.headers().get("idempotent-replayed").is_none());
+    let elsewhere: Value = elsewhere.json().await.unwrap();
+    assert_eq!(
+        elsewhere["installation"]["appId"],
+        json!(other),
+        "{elsewhere}"
+    );
     let (status, conflict) = operator(&hub, Method::POST, &app, "installation", None).await;
     assert_eq!(status, 409, "{conflict}");
     assert_eq!(conflict["error"]["code"], json!("conflict"));
