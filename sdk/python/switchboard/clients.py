@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from . import catalogue
 from ._method import Method
 from .connection import Connection
-from .cursor import CursorStore
+from .cursor import Cursor, CursorStore
 from .errors import (
     BadResultError,
     DisconnectedError,
@@ -260,6 +260,15 @@ class _Client:
             taken = item
             yield item
 
+    @property
+    def duplicates_dropped(self) -> int:
+        """Replayed events the stream had already handed out (and dropped)."""
+        return self._stream.duplicates_dropped
+
+    @property
+    def cursor(self) -> Cursor | None:
+        return self._stream.store.load()
+
     def commit(self, event: Event) -> None:
         """Saves the cursor past `event` now."""
         self._stream.commit(event)
@@ -401,12 +410,15 @@ class AppClient(_Client):
             typed = entry.decode_params(params)
         except ValidationError as e:
             return await conn.answer(request_id, error=InvalidParamsError(-32602, f"Invalid params: {e.errors()[0]['loc']}"))
-        try:
-            answer = await asyncio.wait_for(handler(typed), deadline)
-        except asyncio.TimeoutError:
+        work = asyncio.ensure_future(handler(typed))
+        done, _ = await asyncio.wait({work}, timeout=deadline)
+        if not done:
+            work.cancel()
             self.missed_deadlines += 1
             log.warning("the %s handler missed its %.3f s deadline; not answering", method, deadline)
             return
+        try:
+            answer = work.result()
         except RpcError as e:
             return await conn.answer(request_id, error=e)
         except Exception:  # noqa: BLE001 - a failing handler is a failed (closed) gate

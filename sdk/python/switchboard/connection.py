@@ -66,11 +66,16 @@ class Connection:
             frame["params"] = params
         try:
             await self.send(frame)
-            return await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
-            raise CallTimeoutError(f"{method}: no answer within {timeout} s") from None
+            # asyncio.wait, not wait_for: the hub's own TimeoutError (an
+            # answer) must not read as our deadline passing.
+            done, _ = await asyncio.wait({future}, timeout=timeout)
+            if not done:
+                raise CallTimeoutError(f"{method}: no answer within {timeout} s")
+            return future.result()
         finally:
             self._pending.pop(call_id, None)
+            if not future.done():
+                future.cancel()
 
     async def send(self, frame: dict[str, Any]) -> None:
         try:

@@ -65,6 +65,8 @@ class EventStream:
         self.highest_seq = 0
         self.sync_epoch: str | None = None
         self.error: BaseException | None = None
+        #: Events a replay sent again and the stream dropped.
+        self.duplicates_dropped = 0
         self._recent: OrderedDict[str, None] = OrderedDict()
 
     def connected(self, start_after: int, sync_epoch: str, resumed: bool) -> None:
@@ -79,11 +81,13 @@ class EventStream:
         seq = params.get("seq")
         if isinstance(seq, int):
             if seq <= self.highest_seq:
+                self.duplicates_dropped += 1
                 return
             self.highest_seq = seq
         event_id = params.get("id")
         if isinstance(event_id, str):
             if event_id in self._recent:
+                self.duplicates_dropped += 1
                 return
             self._recent[event_id] = None
             if len(self._recent) > RECENT_IDS:
