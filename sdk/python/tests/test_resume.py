@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from switchboard import AgentClient, Backoff, FileCursorStore, catalogue
+import pytest
+
+from switchboard import AgentClient, Backoff, FileCursorStore, catalogue, errors
 
 from .hub import Hub
 from .proxy import Proxy
@@ -55,9 +57,9 @@ async def test_resume_after_a_dropped_socket_loses_and_repeats_nothing(hub: Hub,
         for i in range(5):
             await send(alice, cid, f"m{i}")
         first = await take_messages(bob, 5)
-        # The cursor trails the last event taken (it moves when the next is
-        # asked for) only if not committed; commit it, then un-commit one
-        # event by hand so the replay must repeat m4 and the client drop it.
+        # take_messages committed m4; move the saved cursor back one event,
+        # as a crash between handing m4 out and committing it would, so the
+        # replay repeats m4 and the client must drop it.
         committed = store.load()
         assert committed is not None
         store.save(type(committed)(committed.after - 1, committed.sync_epoch))
@@ -108,3 +110,19 @@ async def test_calls_wait_out_a_reconnect(hub: Hub) -> None:
     finally:
         await client.close()
         await proxy.close()
+
+
+async def test_a_revoked_key_ends_the_stream_without_reconnecting(hub: Hub) -> None:
+    creds = await AgentClient.register(hub.base, "py-revoked")
+    client = await AgentClient.connect(hub.base, creds.agent_key, backoff=FAST)
+    try:
+        status, _ = await asyncio.to_thread(hub.request, "POST", "/api/v1/keys/rotate", bearer=creds.agent_key)
+        assert status == 200
+        with pytest.raises(errors.DisconnectedError) as ended:
+            await asyncio.wait_for(anext(client.events()), 10)
+        assert ended.value.close_code == 4003
+        assert client.reconnects == 0
+        with pytest.raises(errors.DisconnectedError):
+            await client.call(catalogue.AGENT_IDENTITY_GET, timeout=1)
+    finally:
+        await client.close()
