@@ -142,7 +142,10 @@ class _Client:
             websocket_url(self.base), on_notification=self._stream.offer, on_request=self._on_request
         )
         cursor = self._stream.store.load()
-        params: dict[str, Any] = {self._key_field: self._key, "protocol": {"min": self.protocol[0], "max": self.protocol[1]}}
+        params: dict[str, Any] = {
+            self._key_field: self._key,
+            "protocol": {"min": self.protocol[0], "max": self.protocol[1]},
+        }
         if cursor is not None:
             params["resume"] = cursor.to_resume()
         try:
@@ -203,7 +206,9 @@ class _Client:
 
     # -- calls -------------------------------------------------------------
 
-    async def call(self, method: Method[Any, Any] | str, params: Any = None, *, timeout: float | None = None) -> Any:
+    async def call(
+        self, method: Method[Any, Any] | str, params: Any = None, *, timeout: float | None = None
+    ) -> Any:
         """A typed call: `params` is the method's params model or a dict it
         validates; the answer is the result model."""
         entry = catalogue.ALL[method] if isinstance(method, str) else method
@@ -273,7 +278,9 @@ class _Client:
         """Saves the cursor past `event` now."""
         self._stream.commit(event)
 
-    async def next_event(self, predicate: Callable[[Event], bool] = lambda e: True, timeout: float = 10.0) -> Event:
+    async def next_event(
+        self, predicate: Callable[[Event], bool] = lambda e: True, timeout: float = 10.0
+    ) -> Event:
         """The next event matching `predicate` (others are taken and skipped)."""
 
         async def wait() -> Event:
@@ -372,14 +379,18 @@ class AppClient(_Client):
     def app_id(self) -> str:
         return str(self.session.appId)
 
-    def handle(self, method: Method[Any, Any] | str, handler: Handler, *, deadline: float | None = None) -> None:
+    def handle(
+        self, method: Method[Any, Any] | str, handler: Handler, *, deadline: float | None = None
+    ) -> None:
         name = method if isinstance(method, str) else method.name
         entry = catalogue.ALL.get(name)
         if entry is None or entry.kind != "callback":
             raise ValueError(f"{name} is not a callback the hub makes")
         self._handlers[name] = (handler, deadline)
 
-    def handler(self, method: Method[Any, Any] | str, *, deadline: float | None = None) -> Callable[[Handler], Handler]:
+    def handler(
+        self, method: Method[Any, Any] | str, *, deadline: float | None = None
+    ) -> Callable[[Handler], Handler]:
         def register(fn: Handler) -> Handler:
             self.handle(method, fn, deadline=deadline)
             return fn
@@ -409,7 +420,9 @@ class AppClient(_Client):
         try:
             typed = entry.decode_params(params)
         except ValidationError as e:
-            return await conn.answer(request_id, error=InvalidParamsError(-32602, f"Invalid params: {e.errors()[0]['loc']}"))
+            return await conn.answer(
+                request_id, error=InvalidParamsError(-32602, f"Invalid params: {e.errors()[0]['loc']}")
+            )
         work = asyncio.ensure_future(handler(typed))
         done, _ = await asyncio.wait({work}, timeout=deadline)
         if not done:
@@ -426,10 +439,14 @@ class AppClient(_Client):
             return await conn.answer(request_id, error=InternalError(-32603, "the app's handler failed"))
         try:
             assert entry.result is not None
-            result = entry.result.model_validate(answer).model_dump(mode="json", by_alias=True, exclude_none=True)
+            result = entry.result.model_validate(answer).model_dump(
+                mode="json", by_alias=True, exclude_none=True
+            )
         except ValidationError as e:
             log.error("the %s handler answered something its result type refuses: %s", method, e)
-            return await conn.answer(request_id, error=InternalError(-32603, "the app's handler answered a bad result"))
+            return await conn.answer(
+                request_id, error=InternalError(-32603, "the app's handler answered a bad result")
+            )
         await conn.answer(request_id, result=result)
 
 

@@ -42,7 +42,12 @@ class Connection:
 
     @classmethod
     async def open(
-        cls, url: str, *, on_notification: NotificationSink, on_request: RequestSink, open_timeout: float = 10.0
+        cls,
+        url: str,
+        *,
+        on_notification: NotificationSink,
+        on_request: RequestSink,
+        open_timeout: float = 10.0,
     ) -> "Connection":
         try:
             ws = await connect(url, open_timeout=open_timeout, max_size=MAX_FRAME_BYTES, compression=None)

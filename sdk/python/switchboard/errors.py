@@ -41,7 +41,9 @@ class RpcError(SwitchboardError):
 
 
 def _tagged(name: str, code: int, *bases: type) -> type[RpcError]:
-    return type(name, (RpcError, *bases), {"tag": name, "default_code": code, "__doc__": f"`_tag` {name} ({code})."})
+    return type(
+        name, (RpcError, *bases), {"tag": name, "default_code": code, "__doc__": f"`_tag` {name} ({code})."}
+    )
 
 
 ParseError = _tagged("ParseError", -32700)
@@ -64,9 +66,20 @@ ResyncRequiredError = _tagged("ResyncRequiredError", -32013)
 _BY_TAG: dict[str, type[RpcError]] = {
     k.tag: k
     for k in (
-        ParseError, InvalidRequestError, MethodNotFoundError, InvalidParamsError, InternalError,
-        UnauthorizedError, ForbiddenError, NotFoundError, ConflictError, RateLimitedError,
-        TimeoutError, UnavailableError, UnsupportedVersionError, ShuttingDownError,
+        ParseError,
+        InvalidRequestError,
+        MethodNotFoundError,
+        InvalidParamsError,
+        InternalError,
+        UnauthorizedError,
+        ForbiddenError,
+        NotFoundError,
+        ConflictError,
+        RateLimitedError,
+        TimeoutError,
+        UnavailableError,
+        UnsupportedVersionError,
+        ShuttingDownError,
         ResyncRequiredError,
     )
 }

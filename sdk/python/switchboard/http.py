@@ -36,7 +36,12 @@ class HttpClient:
         self.timeout = timeout
 
     async def request(
-        self, method: str, path: str, body: Any = None, *, bearer: str | None = None,
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        bearer: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> Any:
         return await asyncio.to_thread(self._request, method, path, body, bearer, headers or {})

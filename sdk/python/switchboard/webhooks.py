@@ -59,13 +59,13 @@ class VerificationKey:
     @classmethod
     def parse(cls, text: str) -> "VerificationKey":
         if text.startswith("whsec_"):
-            key = _b64(text[len("whsec_"):])
+            key = _b64(text[len("whsec_") :])
             if not key:
                 raise KeyFormatError("the key is not valid base64 of the right length")
             return cls("v1", key)
         if not text.startswith("whpk_"):
             raise KeyFormatError("a key must start with whpk_ or whsec_")
-        key = _b64(text[len("whpk_"):])
+        key = _b64(text[len("whpk_") :])
         if key is None or len(key) != 32 or _decode_point(key) is None:
             raise KeyFormatError("the key is not valid base64 of the right length")
         return cls("v1a", key)

@@ -42,14 +42,24 @@ class Hub:
         # SWITCHBOARD_* variables are the hub's configuration: pass on none
         # of the test run's own (SWITCHBOARD_BIN would be an unknown key).
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
-        self.env = {**inherited, "SWITCHBOARD_ADMIN__TOKEN": ADMIN_TOKEN, "RUST_LOG": "switchboard=debug,info", **fast_env(), **(env or {})}
+        self.env = {
+            **inherited,
+            "SWITCHBOARD_ADMIN__TOKEN": ADMIN_TOKEN,
+            "RUST_LOG": "switchboard=debug,info",
+            **fast_env(),
+            **(env or {}),
+        }
         self.proc: subprocess.Popen[str] | None = None
         self.base = ""
 
     def run_cli(self, *args: str) -> str:
         """A one-shot operator command on this hub's data directory."""
         out = subprocess.run(
-            [binary(), *args, "--data-dir", str(self.data_dir)], env=self.env, capture_output=True, text=True, timeout=60
+            [binary(), *args, "--data-dir", str(self.data_dir)],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         if out.returncode != 0:
             raise RuntimeError(f"switchboard {' '.join(args)} failed: {out.stderr}")
@@ -59,7 +69,11 @@ class Hub:
         log = open(self.dir / "hub.log", "w")
         self.proc = subprocess.Popen(
             [binary(), "serve", "--listen", "127.0.0.1:0", "--data-dir", str(self.data_dir)],
-            env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
         )
         assert self.proc.stdout is not None
         found = threading.Event()
@@ -68,7 +82,7 @@ class Hub:
             assert self.proc is not None and self.proc.stdout is not None
             for line in self.proc.stdout:
                 if line.startswith(LISTENING) and not found.is_set():
-                    self.base = line[len(LISTENING):].strip()
+                    self.base = line[len(LISTENING) :].strip()
                     found.set()
             found.set()  # exited before listening: stop waiting
 
@@ -94,7 +108,9 @@ class Hub:
 
     # -- REST helpers ------------------------------------------------------
 
-    def request(self, method: str, path: str, *, bearer: str | None = None, body: Any = None) -> tuple[int, str]:
+    def request(
+        self, method: str, path: str, *, bearer: str | None = None, body: Any = None
+    ) -> tuple[int, str]:
         import json
 
         data = None if body is None else json.dumps(body).encode()

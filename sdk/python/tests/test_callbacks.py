@@ -68,7 +68,9 @@ async def test_the_three_gates_and_ping_are_answered(hub: Hub) -> None:
     async with app, await AgentClient.connect(hub.base, x.agent_key) as xc, await AgentClient.connect(
         hub.base, y.agent_key
     ) as yc:
-        accepted = await xc.call(catalogue.AGENT_TASK_REQUEST, {"appId": creds.app_id, "invitedAgentIds": [y.agent_id]})
+        accepted = await xc.call(
+            catalogue.AGENT_TASK_REQUEST, {"appId": creds.app_id, "invitedAgentIds": [y.agent_id]}
+        )
         assert accepted.task.id == seen["task"]
         assert accepted.task.state.value == "active"
         room = next(c for c in accepted.conversations if c.key == "room")
@@ -83,7 +85,8 @@ async def test_the_three_gates_and_ping_are_answered(hub: Hub) -> None:
         assert received.payload["message"]["id"] == str(sent.message.id)
 
         lease = await yc.call(
-            catalogue.AGENT_DISPATCH_REQUEST, {"conversationId": str(room.id), "messageId": str(sent.message.id)}
+            catalogue.AGENT_DISPATCH_REQUEST,
+            {"conversationId": str(room.id), "messageId": str(sent.message.id)},
         )
         released = await yc.next_event(lambda e: e.type == "agent/dispatch/released")
         assert released.payload["lease"]["leaseId"] == str(lease.lease.leaseId) == str(seen["lease"])
@@ -111,7 +114,9 @@ async def test_a_handler_past_its_deadline_does_not_answer_and_a_late_answer_is_
     before = await asyncio.to_thread(hub.metric, UNMATCHED)
     async with app, await AgentClient.connect(hub.base, x.agent_key) as xc:
         with pytest.raises(errors.TimeoutError) as caught:
-            await xc.call(catalogue.AGENT_TASK_REQUEST, {"appId": creds.app_id, "invitedAgentIds": [y.agent_id]})
+            await xc.call(
+                catalogue.AGENT_TASK_REQUEST, {"appId": creds.app_id, "invitedAgentIds": [y.agent_id]}
+            )
         assert caught.value.tag == "TimeoutError"
         assert caught.value.data["code"] == "timeout"
         task_id = caught.value.data["taskId"]
@@ -143,9 +148,11 @@ async def test_a_failing_handler_fails_the_gate_closed(hub: Hub) -> None:
 
     x = await AgentClient.register(hub.base, "py-boom-x")
     y = await AgentClient.register(hub.base, "py-boom-y")
-    async with await AppClient.connect(hub.base, creds.app_key, {"app/task/create": refuse}), await AgentClient.connect(
-        hub.base, x.agent_key
-    ) as xc:
+    async with await AppClient.connect(
+        hub.base, creds.app_key, {"app/task/create": refuse}
+    ), await AgentClient.connect(hub.base, x.agent_key) as xc:
         with pytest.raises(errors.UnavailableError) as caught:
-            await xc.call(catalogue.AGENT_TASK_REQUEST, {"appId": creds.app_id, "invitedAgentIds": [y.agent_id]})
+            await xc.call(
+                catalogue.AGENT_TASK_REQUEST, {"appId": creds.app_id, "invitedAgentIds": [y.agent_id]}
+            )
         assert caught.value.data["code"] == "app_error"

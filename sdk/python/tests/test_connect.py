@@ -66,7 +66,9 @@ async def test_typed_calls_and_errors_carry_the_tag(hub: Hub) -> None:
 
         # The hub's own params check, past the SDK's (an untyped call).
         with pytest.raises(errors.InvalidParamsError) as bad:
-            await alice.call_raw("agent/message/send", {"conversationId": str(conversation.id), "parts": [{"type": "text"}]})
+            await alice.call_raw(
+                "agent/message/send", {"conversationId": str(conversation.id), "parts": [{"type": "text"}]}
+            )
         assert bad.value.data["field"].startswith("parts[0]")
 
         with pytest.raises(errors.ForbiddenError) as forbidden:
@@ -92,7 +94,10 @@ async def test_events_arrive_typed_and_in_order(hub: Hub) -> None:
         )
         cid = str(created.conversation.id)
         for i in range(3):
-            await alice.call(catalogue.AGENT_MESSAGE_SEND, {"conversationId": cid, "parts": [{"type": "text", "text": f"m{i}"}]})
+            await alice.call(
+                catalogue.AGENT_MESSAGE_SEND,
+                {"conversationId": cid, "parts": [{"type": "text", "text": f"m{i}"}]},
+            )
         got = []
         async for event in bob.events():
             if event.type == "agent/conversation/created":

@@ -29,9 +29,12 @@ def test_generated_code_matches_the_schemas(tmp_path: Path) -> None:
     load_generator().generate(tmp_path)
     committed = PACKAGE / "switchboard"
     fresh_types = sorted(p.name for p in (tmp_path / "types").glob("*.py"))
-    assert fresh_types == sorted(p.name for p in (committed / "types").glob("*.py")), "a schema was added or removed"
+    assert fresh_types == sorted(
+        p.name for p in (committed / "types").glob("*.py")
+    ), "a schema was added or removed"
     drifted = [
-        name for name in fresh_types
+        name
+        for name in fresh_types
         if not filecmp.cmp(tmp_path / "types" / name, committed / "types" / name, shallow=False)
     ]
     if not filecmp.cmp(tmp_path / "catalogue.py", committed / "catalogue.py", shallow=False):

@@ -17,7 +17,9 @@ FAST = Backoff(initial=0.02, maximum=0.2, max_attempts=None)
 
 
 async def send(client: AgentClient, cid: str, text: str) -> None:
-    await client.call(catalogue.AGENT_MESSAGE_SEND, {"conversationId": cid, "parts": [{"type": "text", "text": text}]})
+    await client.call(
+        catalogue.AGENT_MESSAGE_SEND, {"conversationId": cid, "parts": [{"type": "text", "text": text}]}
+    )
 
 
 async def take_messages(client: AgentClient, n: int, timeout: float = 15.0) -> list[tuple[str, str]]:
@@ -52,7 +54,9 @@ async def test_resume_after_a_dropped_socket_loses_and_repeats_nothing(hub: Hub,
     alice = await AgentClient.connect(hub.base, a.agent_key)
     bob = await AgentClient.connect(proxy.base, b.agent_key, cursor_store=store, backoff=FAST)
     try:
-        created = await alice.call(catalogue.AGENT_CONVERSATION_CREATE, {"kind": "direct", "participants": [b.agent_id]})
+        created = await alice.call(
+            catalogue.AGENT_CONVERSATION_CREATE, {"kind": "direct", "participants": [b.agent_id]}
+        )
         cid = str(created.conversation.id)
         for i in range(5):
             await send(alice, cid, f"m{i}")
@@ -116,7 +120,9 @@ async def test_a_revoked_key_ends_the_stream_without_reconnecting(hub: Hub) -> N
     creds = await AgentClient.register(hub.base, "py-revoked")
     client = await AgentClient.connect(hub.base, creds.agent_key, backoff=FAST)
     try:
-        status, _ = await asyncio.to_thread(hub.request, "POST", "/api/v1/keys/rotate", bearer=creds.agent_key)
+        status, _ = await asyncio.to_thread(
+            hub.request, "POST", "/api/v1/keys/rotate", bearer=creds.agent_key
+        )
         assert status == 200
         with pytest.raises(errors.DisconnectedError) as ended:
             await asyncio.wait_for(anext(client.events()), 10)

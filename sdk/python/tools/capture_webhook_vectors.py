@@ -87,34 +87,84 @@ def cases(vectors: list[dict]) -> list[dict]:
     out = []
     for v in vectors:
         ts = int(v["timestamp"])
-        base = {k: v[k] for k in ("id", "timestamp", "body", "signature")} | {"now": ts + 10, "tolerance": 300}
+        base = {k: v[k] for k in ("id", "timestamp", "body", "signature")} | {
+            "now": ts + 10,
+            "tolerance": 300,
+        }
         for key in v["keys"]:
-            out.append(base | {"name": f"{v['name']}: verifies with {key[:12]}...", "keys": [key], "expect": "ok"})
+            out.append(
+                base | {"name": f"{v['name']}: verifies with {key[:12]}...", "keys": [key], "expect": "ok"}
+            )
         keys = v["keys"]
         tampered_body = v["body"].replace("}", " }", 1)
         out += [
-            base | {"name": f"{v['name']}: a changed body", "keys": keys, "body": tampered_body, "expect": "no_valid_signature"},
-            base | {"name": f"{v['name']}: another id", "keys": keys, "id": v["id"] + "x", "expect": "no_valid_signature"},
-            base | {"name": f"{v['name']}: a moved timestamp", "keys": keys, "timestamp": str(ts + 1), "now": ts, "expect": "no_valid_signature"},
+            base
+            | {
+                "name": f"{v['name']}: a changed body",
+                "keys": keys,
+                "body": tampered_body,
+                "expect": "no_valid_signature",
+            },
+            base
+            | {
+                "name": f"{v['name']}: another id",
+                "keys": keys,
+                "id": v["id"] + "x",
+                "expect": "no_valid_signature",
+            },
+            base
+            | {
+                "name": f"{v['name']}: a moved timestamp",
+                "keys": keys,
+                "timestamp": str(ts + 1),
+                "now": ts,
+                "expect": "no_valid_signature",
+            },
             base | {"name": f"{v['name']}: too old", "keys": keys, "now": ts + 301, "expect": "expired"},
-            base | {"name": f"{v['name']}: from the future", "keys": keys, "now": ts - 301, "expect": "expired"},
-            base | {"name": f"{v['name']}: not a timestamp", "keys": keys, "timestamp": "yesterday", "expect": "bad_timestamp"},
-            base | {"name": f"{v['name']}: signature under another version", "keys": keys,
-                    "signature": " ".join(("v1a," if s.startswith("v1,") else "v1,") + s.split(",", 1)[1] for s in v["signature"].split()),
-                    "expect": "no_valid_signature"},
+            base
+            | {"name": f"{v['name']}: from the future", "keys": keys, "now": ts - 301, "expect": "expired"},
+            base
+            | {
+                "name": f"{v['name']}: not a timestamp",
+                "keys": keys,
+                "timestamp": "yesterday",
+                "expect": "bad_timestamp",
+            },
+            base
+            | {
+                "name": f"{v['name']}: signature under another version",
+                "keys": keys,
+                "signature": " ".join(
+                    ("v1a," if s.startswith("v1,") else "v1,") + s.split(",", 1)[1]
+                    for s in v["signature"].split()
+                ),
+                "expect": "no_valid_signature",
+            },
         ]
     first = vectors[0]
-    same = {k: first[k] for k in ("id", "timestamp", "body")} | {"now": int(first["timestamp"]), "tolerance": 300}
+    same = {k: first[k] for k in ("id", "timestamp", "body")} | {
+        "now": int(first["timestamp"]),
+        "tolerance": 300,
+    }
     other = Ed25519PrivateKey.from_private_bytes(bytes(range(64, 96))).public_key().public_bytes_raw()
     identity = (1).to_bytes(32, "little")
     out += [
-        same | {"name": "v1a: a key that signed nothing here", "signature": first["signature"],
-                "keys": ["whpk_" + base64.b64encode(other).decode()], "expect": "no_valid_signature"},
+        same
+        | {
+            "name": "v1a: a key that signed nothing here",
+            "signature": first["signature"],
+            "keys": ["whpk_" + base64.b64encode(other).decode()],
+            "expect": "no_valid_signature",
+        },
         # Not from the signer: R = identity, S = 0 satisfies the cofactorless
         # equation for the identity key, so only a strict verifier refuses it.
-        same | {"name": "v1a: a small-order key (strict verification refuses)",
-                "signature": "v1a," + base64.b64encode(identity + bytes(32)).decode(),
-                "keys": ["whpk_" + base64.b64encode(identity).decode()], "expect": "no_valid_signature"},
+        same
+        | {
+            "name": "v1a: a small-order key (strict verification refuses)",
+            "signature": "v1a," + base64.b64encode(identity + bytes(32)).decode(),
+            "keys": ["whpk_" + base64.b64encode(identity).decode()],
+            "expect": "no_valid_signature",
+        },
     ]
     return out
 

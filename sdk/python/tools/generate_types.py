@@ -44,14 +44,21 @@ def run_codegen(out: Path) -> None:
     exe = Path(sys.executable).with_name("datamodel-codegen")
     cmd = [
         str(exe),
-        "--input", str(SCHEMAS),
-        "--input-file-type", "jsonschema",
-        "--output", str(out),
-        "--output-model-type", "pydantic_v2.BaseModel",
-        "--target-python-version", "3.10",
+        "--input",
+        str(SCHEMAS),
+        "--input-file-type",
+        "jsonschema",
+        "--output",
+        str(out),
+        "--output-model-type",
+        "pydantic_v2.BaseModel",
+        "--target-python-version",
+        "3.10",
         "--use-annotated",
         "--disable-timestamp",
-        "--formatters", "black", "isort",
+        "--formatters",
+        "black",
+        "isort",
     ]
     subprocess.run(cmd, check=True, capture_output=True)
     for path in out.glob("*.py"):
@@ -87,12 +94,12 @@ def catalogue_source() -> str:
             mod = module_name(result_file.name)
             imports.append(mod)
             result = f"{mod}.{top_class(result_file)}"
-        kind = "event" if m["x-direction"] == "hub-to-peer" and "result" not in m else (
-            "callback" if m["x-direction"] == "hub-to-peer" else "method"
+        kind = (
+            "event"
+            if m["x-direction"] == "hub-to-peer" and "result" not in m
+            else ("callback" if m["x-direction"] == "hub-to-peer" else "method")
         )
-        entries.append(
-            f"{const} = Method({name!r}, {kind!r}, {m.get('x-caller')!r}, {params}, {result})"
-        )
+        entries.append(f"{const} = Method({name!r}, {kind!r}, {m.get('x-caller')!r}, {params}, {result})")
     lines = [
         '"""Every method, callback and event of the protocol, with its models.',
         "",

@@ -131,7 +131,9 @@ class Moderator:
         self.phase = "day"
         self.turn_order = [a for a in self.participants if a != self.victim]
         evidence = self.wolves[0]
-        self.actions.put_nowait(("post", (self.town, f"Day breaks: {self.victim} was killed. Paw prints lead to {evidence}.")))
+        self.actions.put_nowait(
+            ("post", (self.town, f"Day breaks: {self.victim} was killed. Paw prints lead to {evidence}."))
+        )
 
     def admit(self, p: Any) -> dict[str, Any]:
         who = str(p.lease.recipientId)
@@ -155,17 +157,28 @@ class Moderator:
         assert self.victim is not None
         lynched = self.accusations.most_common(1)[0][0]
         return Summary(
-            self.wolves, self.victim, self.night_blocked, self.wolf_chat_recipients,
-            self.speakers, self.turn_order, lynched,
+            self.wolves,
+            self.victim,
+            self.night_blocked,
+            self.wolf_chat_recipients,
+            self.speakers,
+            self.turn_order,
+            lynched,
         )
 
 
 async def post(app: AppClient, conversation: str, text: str) -> None:
-    await app.call(catalogue.APP_MESSAGE_SEND, {"conversationId": conversation, "parts": [{"type": "text", "text": text}]})
+    await app.call(
+        catalogue.APP_MESSAGE_SEND,
+        {"conversationId": conversation, "parts": [{"type": "text", "text": text}]},
+    )
 
 
 async def say(agent: AgentClient, conversation: str, text: str) -> None:
-    await agent.call(catalogue.AGENT_MESSAGE_SEND, {"conversationId": conversation, "parts": [{"type": "text", "text": text}]})
+    await agent.call(
+        catalogue.AGENT_MESSAGE_SEND,
+        {"conversationId": conversation, "parts": [{"type": "text", "text": text}]},
+    )
 
 
 async def moderate(app: AppClient, m: Moderator) -> Summary:
@@ -279,7 +292,8 @@ async def play_round(base: str, timeout: float = 60.0) -> Summary:
         initiator, others = agents[0], agents[1:]
         running = [asyncio.create_task(player(a, creds.app_id)) for a in others]
         await initiator.call(
-            catalogue.AGENT_TASK_REQUEST, {"appId": creds.app_id, "invitedAgentIds": [a.agent_id for a in others]}
+            catalogue.AGENT_TASK_REQUEST,
+            {"appId": creds.app_id, "invitedAgentIds": [a.agent_id for a in others]},
         )
         # The initiator plays too, once the task exists.
         running.append(asyncio.create_task(player(initiator, creds.app_id)))
