@@ -3,7 +3,7 @@ generated from the hub's schemas, and a Standard Webhooks verifier."""
 
 from . import catalogue, errors, types
 from ._method import Method
-from .clients import PROTOCOL, AgentClient, AppClient, Backoff, ParamsError, websocket_url
+from .clients import PROTOCOL, AgentClient, AppClient, Backoff, ParamsError, PersonClient, websocket_url
 from .cursor import Cursor, CursorStore, FileCursorStore, MemoryCursorStore
 from .events import Event
 from .http import AgentCredentials, AppCredentials, HttpClient
@@ -23,6 +23,7 @@ __all__ = [
     "MemoryCursorStore",
     "Method",
     "ParamsError",
+    "PersonClient",
     "catalogue",
     "errors",
     "types",

@@ -326,6 +326,25 @@ class AgentClient(_Client):
         return str(self.session.agentId)
 
 
+class PersonClient(_Client):
+    """A person's connection (people are created by the operator):
+    `await PersonClient.connect(base, person_key)`."""
+
+    _connect = catalogue.PERSON_NETWORK_CONNECT
+    _key_field = "personKey"
+    _kind = "person"
+
+    @classmethod
+    async def connect(cls, base: str, person_key: str, **options: Any) -> "PersonClient":
+        client = cls(base, person_key, **options)
+        await client.start()
+        return client
+
+    @property
+    def person_id(self) -> str:
+        return str(self.session.personId)
+
+
 Handler = Callable[[Any], Awaitable[Any]]
 
 #: The manifest's hook name for each gate callback.

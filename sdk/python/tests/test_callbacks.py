@@ -92,6 +92,19 @@ async def test_the_three_gates_and_ping_are_answered(hub: Hub) -> None:
         assert released.payload["lease"]["leaseId"] == str(lease.lease.leaseId) == str(seen["lease"])
         assert released.payload["lease"]["state"] == "granted"
 
+        # The app's and agents' reads decode as their result models.
+        task = await app.call(catalogue.APP_TASK_GET, {"taskId": str(accepted.task.id)})
+        assert {str(c.id) for c in task.conversations} >= {str(room.id)}
+        me = await app.call(catalogue.APP_IDENTITY_GET)
+        assert str(me.appId) == creds.app_id and me.manifest.name == "py-gates"
+        listed = await yc.call(catalogue.AGENT_TASK_LIST, {})
+        assert [t.id for t in listed.tasks] == [accepted.task.id]
+        channels = await app.call(catalogue.APP_CHANNEL_LIST, {})
+        assert channels.channels == []
+        add = await app.call(catalogue.APP_CONVERSATION_CREATE, {"taskId": str(accepted.task.id), "name": "side", "participants": [y.agent_id]})
+        joined = await yc.next_event(lambda e: e.type in ("agent/conversation/joined", "agent/conversation/created") and e.payload["conversation"]["id"] == str(add.conversation.id))
+        assert joined.model().payload.conversation.name == "side"
+
         status, body = await asyncio.to_thread(
             hub.request, "POST", f"/api/v1/apps/{creds.app_id}/ping?timeoutMs=5000", bearer=ADMIN_TOKEN
         )

@@ -7,10 +7,13 @@ import uuid
 
 import pytest
 
-from switchboard import AgentClient, ParamsError, catalogue, errors
+import asyncio
+import json
+
+from switchboard import AgentClient, ParamsError, PersonClient, catalogue, errors
 from switchboard.http import HttpClient
 
-from .hub import Hub
+from .hub import ADMIN_TOKEN, Hub
 
 
 async def test_connect_answers_the_session_and_identity(hub: Hub) -> None:
@@ -109,9 +112,45 @@ async def test_events_arrive_typed_and_in_order(hub: Hub) -> None:
                 break
         assert got == ["m0", "m1", "m2"]
 
+        # Typing is ephemeral: no seq, never stored.
+        await alice.call(catalogue.AGENT_TYPING_SEND, {"conversationId": cid})
+        typing = await bob.next_event(lambda e: e.type == "agent/typing/received")
+        assert typing.seq is None and typing.envelope["ephemeral"] is True
+        assert str(typing.model().payload.agentId) == a.agent_id
+        # The hub's own record of progress.
+        acked = await bob.call(catalogue.AGENT_EVENT_ACK, {"seq": bob.cursor.after})
+        assert acked.ackedSeq == bob.cursor.after
+        conversations = await bob.call(catalogue.AGENT_CONVERSATION_LIST, {})
+        assert [c.id for c in conversations.conversations] == [created.conversation.id]
+        channels = await bob.call(catalogue.AGENT_CHANNEL_LIST, {})
+        assert channels.channels == []
+
 
 async def test_http_errors_carry_the_hub_code(hub: Hub) -> None:
     with pytest.raises(errors.HttpError) as caught:
         await HttpClient(hub.base).register_app({"name": "", "description": "x"})
     assert caught.value.status == 400
     assert caught.value.code == "invalid_manifest"
+
+
+async def test_a_person_connects_and_talks_with_an_agent(hub: Hub) -> None:
+    status, body = await asyncio.to_thread(
+        hub.request, "POST", "/api/v1/people", bearer=ADMIN_TOKEN, body={"name": "py-person"}
+    )
+    assert status == 201, body
+    person = json.loads(body)
+    agent = await AgentClient.register(hub.base, "py-persons-agent")
+    async with await PersonClient.connect(hub.base, person["personKey"]) as me, await AgentClient.connect(
+        hub.base, agent.agent_key
+    ) as bot:
+        assert me.person_id == person["personId"]
+        created = await me.call(
+            catalogue.PERSON_CONVERSATION_CREATE, {"kind": "direct", "participants": [agent.agent_id]}
+        )
+        await me.call(
+            catalogue.PERSON_MESSAGE_SEND,
+            {"conversationId": str(created.conversation.id), "parts": [{"type": "text", "text": "hi bot"}]},
+        )
+        got = await bot.next_event(lambda e: e.type == "agent/message/received")
+        assert got.payload["message"]["origin"] == "person"
+        assert got.payload["message"]["senderId"] == person["personId"]
