@@ -118,10 +118,12 @@ class _Client:
     async def close(self) -> None:
         self._closing = True
         self._ready.set()
+        if self._supervisor is not None:
+            # It may be waiting out a backoff delay: no reason to finish it.
+            self._supervisor.cancel()
+            await asyncio.gather(self._supervisor, return_exceptions=True)
         if self._conn is not None:
             await self._conn.close()
-        if self._supervisor is not None:
-            await self._supervisor
         for task in list(self._tasks):
             task.cancel()
         self._stream.end(None)
@@ -150,15 +152,18 @@ class _Client:
             params["resume"] = cursor.to_resume()
         try:
             raw = await conn.call(self._connect.name, self._connect.encode_params(params), self.call_timeout)
-            session = self._connect.decode_result(raw)
+            try:
+                session = self._connect.decode_result(raw)
+            except ValidationError as e:
+                raise BadResultError(f"{self._connect.name}: {e}") from None
             if not self.protocol[0] <= session.protocolVersion <= self.protocol[1]:
                 raise UnsupportedVersionError(-32011, f"the hub chose version {session.protocolVersion}")
+            self._stream.connected(session.events.startAfter, session.events.syncEpoch, cursor is not None)
+            await self._after_connect(conn)
         except BaseException:
             await conn.close()
             raise
-        self._stream.connected(session.events.startAfter, session.events.syncEpoch, cursor is not None)
         self._conn, self.session = conn, session
-        await self._after_connect(conn)
         self._ready.set()
 
     async def _after_connect(self, conn: Connection) -> None:
@@ -196,7 +201,7 @@ class _Client:
             except RateLimitedError as e:
                 retry = (e.data or {}).get("retryAfterMs") if isinstance(e.data, dict) else None
                 await asyncio.sleep(min(float(retry or 0) / 1000, self.backoff.maximum))
-            except (SwitchboardError, OSError) as e:
+            except Exception as e:  # noqa: BLE001 - any other failure is worth another try
                 log.info("reconnect attempt %d failed: %s", attempt, type(e).__name__)
         return DisconnectedError(f"gave up reconnecting after {attempt} attempts")
 
