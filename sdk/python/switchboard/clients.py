@@ -255,7 +255,8 @@ class _Client:
     async def events(self) -> AsyncIterator[Event]:
         """Every event once, in order, across reconnects. The cursor moves
         past an event when the next one is asked for (or on `commit`); the
-        iterator ends, raising the reason, when the client stops."""
+        iterator ends, raising the reason, when the client stops. One
+        consumer at a time: iterators share the client's single queue."""
         taken: Event | None = None
         while True:
             if taken is not None:

@@ -15,6 +15,7 @@ class Proxy:
         self._writers: set[asyncio.StreamWriter] = set()
         self._accepting = True
         self.accepted = 0
+        self.refused = 0
         self._server: asyncio.base_events.Server | None = None
         self.base = ""
 
@@ -46,6 +47,7 @@ class Proxy:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not self._accepting:
+            self.refused += 1
             writer.transport.abort()
             return
         try:

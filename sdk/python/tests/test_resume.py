@@ -4,11 +4,12 @@ persisted cursor, and the stream has every event once (by event id)."""
 from __future__ import annotations
 
 import asyncio
+import random
 from pathlib import Path
 
 import pytest
 
-from switchboard import AgentClient, Backoff, FileCursorStore, catalogue, errors
+from switchboard import AgentClient, Backoff, Cursor, FileCursorStore, MemoryCursorStore, catalogue, errors
 
 from .hub import Hub
 from .proxy import Proxy
@@ -132,3 +133,39 @@ async def test_a_revoked_key_ends_the_stream_without_reconnecting(hub: Hub) -> N
             await client.call(catalogue.AGENT_IDENTITY_GET, timeout=1)
     finally:
         await client.close()
+
+
+async def test_reconnecting_gives_up_after_the_bounded_attempts(hub: Hub) -> None:
+    creds = await AgentClient.register(hub.base, "py-gives-up")
+    proxy = await Proxy(hub.base).start()
+    client = await AgentClient.connect(
+        proxy.base, creds.agent_key, backoff=Backoff(initial=0.01, maximum=0.05, max_attempts=3)
+    )
+    try:
+        proxy.down()
+        proxy.sever()
+        with pytest.raises(errors.DisconnectedError, match="gave up reconnecting after 3 attempts"):
+            await asyncio.wait_for(anext(client.events()), 10)
+        assert proxy.refused == 3
+    finally:
+        await client.close()
+        await proxy.close()
+
+
+def test_backoff_delays_are_jittered_and_capped() -> None:
+    random.seed(20)
+    backoff = Backoff(initial=0.1, maximum=1.0, multiplier=2.0)
+    for attempt in range(12):
+        ceiling = min(1.0, 0.1 * 2.0**attempt)
+        delays = [backoff.delay(attempt) for _ in range(50)]
+        assert all(0 <= d <= ceiling for d in delays)
+        assert len(set(delays)) > 1, "jittered"
+
+
+async def test_a_cursor_from_another_log_epoch_is_resync_required(hub: Hub) -> None:
+    creds = await AgentClient.register(hub.base, "py-resync")
+    store = MemoryCursorStore(Cursor(0, "not-this-hubs-epoch"))
+    with pytest.raises(errors.ResyncRequiredError) as caught:
+        await AgentClient.connect(hub.base, creds.agent_key, cursor_store=store)
+    assert caught.value.tag == "ResyncRequiredError"
+    assert {"syncEpoch", "oldestSeq", "latestSeq", "ackedSeq"} <= set(caught.value.data)
