@@ -6,6 +6,8 @@ do not edit.
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from ._method import Method
 from .types import (
     agent_channel_list_params_schema,
@@ -143,22 +145,22 @@ APP_DISPATCH_RESOLVE = Method('app/dispatch/resolve', 'method', 'app', app_dispa
 APP_TASK_CREATE = Method('app/task/create', 'callback', None, app_task_create_params_schema.AppTaskCreate, app_task_create_result_schema.AppTaskCreate)
 APP_MESSAGE_AUTHORIZE = Method('app/message/authorize', 'callback', None, app_message_authorize_params_schema.AppMessageAuthorize, app_message_authorize_result_schema.AppMessageAuthorize)
 APP_DISPATCH_AUTHORIZE = Method('app/dispatch/authorize', 'callback', None, app_dispatch_authorize_params_schema.AppDispatchAuthorize, app_dispatch_authorize_result_schema.AppDispatchAuthorize)
-AGENT_MESSAGE_RECEIVED = Method('agent/message/received', 'event', None, agent_message_received_params_schema.AgentMessageReceived, None)
-AGENT_CONVERSATION_CREATED = Method('agent/conversation/created', 'event', None, agent_conversation_created_params_schema.AgentConversationCreated, None)
-AGENT_TYPING_RECEIVED = Method('agent/typing/received', 'event', None, agent_typing_received_params_schema.AgentTypingReceived, None)
-PERSON_MESSAGE_RECEIVED = Method('person/message/received', 'event', None, person_message_received_params_schema.PersonMessageReceived, None)
-PERSON_CONVERSATION_CREATED = Method('person/conversation/created', 'event', None, person_conversation_created_params_schema.PersonConversationCreated, None)
-PERSON_TYPING_RECEIVED = Method('person/typing/received', 'event', None, person_typing_received_params_schema.PersonTypingReceived, None)
-AGENT_TASK_INVITED = Method('agent/task/invited', 'event', None, agent_task_invited_params_schema.AgentTaskInvited, None)
-APP_TASK_ACTIVATED = Method('app/task/activated', 'event', None, app_task_activated_params_schema.AppTaskActivated, None)
-AGENT_TASK_ACCEPTED = Method('agent/task/accepted', 'event', None, agent_task_accepted_params_schema.AgentTaskAccepted, None)
-AGENT_TASK_FAILED = Method('agent/task/failed', 'event', None, agent_task_failed_params_schema.AgentTaskFailed, None)
-AGENT_TASK_CLOSED = Method('agent/task/closed', 'event', None, agent_task_closed_params_schema.AgentTaskClosed, None)
-AGENT_CONVERSATION_JOINED = Method('agent/conversation/joined', 'event', None, agent_conversation_joined_params_schema.AgentConversationJoined, None)
-AGENT_MESSAGE_DELIVERY = Method('agent/message/delivery', 'event', None, agent_message_delivery_params_schema.AgentMessageDelivery, None)
-AGENT_DISPATCH_RELEASED = Method('agent/dispatch/released', 'event', None, agent_dispatch_released_params_schema.AgentDispatchReleased, None)
-AGENT_DISPATCH_HELD = Method('agent/dispatch/held', 'event', None, agent_dispatch_held_params_schema.AgentDispatchHeld, None)
-AGENT_DISPATCH_EXPIRED = Method('agent/dispatch/expired', 'event', None, agent_dispatch_expired_params_schema.AgentDispatchExpired, None)
+AGENT_MESSAGE_RECEIVED: Method[agent_message_received_params_schema.AgentMessageReceived, BaseModel] = Method('agent/message/received', 'event', None, agent_message_received_params_schema.AgentMessageReceived, None)
+AGENT_CONVERSATION_CREATED: Method[agent_conversation_created_params_schema.AgentConversationCreated, BaseModel] = Method('agent/conversation/created', 'event', None, agent_conversation_created_params_schema.AgentConversationCreated, None)
+AGENT_TYPING_RECEIVED: Method[agent_typing_received_params_schema.AgentTypingReceived, BaseModel] = Method('agent/typing/received', 'event', None, agent_typing_received_params_schema.AgentTypingReceived, None)
+PERSON_MESSAGE_RECEIVED: Method[person_message_received_params_schema.PersonMessageReceived, BaseModel] = Method('person/message/received', 'event', None, person_message_received_params_schema.PersonMessageReceived, None)
+PERSON_CONVERSATION_CREATED: Method[person_conversation_created_params_schema.PersonConversationCreated, BaseModel] = Method('person/conversation/created', 'event', None, person_conversation_created_params_schema.PersonConversationCreated, None)
+PERSON_TYPING_RECEIVED: Method[person_typing_received_params_schema.PersonTypingReceived, BaseModel] = Method('person/typing/received', 'event', None, person_typing_received_params_schema.PersonTypingReceived, None)
+AGENT_TASK_INVITED: Method[agent_task_invited_params_schema.AgentTaskInvited, BaseModel] = Method('agent/task/invited', 'event', None, agent_task_invited_params_schema.AgentTaskInvited, None)
+APP_TASK_ACTIVATED: Method[app_task_activated_params_schema.AppTaskActivated, BaseModel] = Method('app/task/activated', 'event', None, app_task_activated_params_schema.AppTaskActivated, None)
+AGENT_TASK_ACCEPTED: Method[agent_task_accepted_params_schema.AgentTaskAccepted, BaseModel] = Method('agent/task/accepted', 'event', None, agent_task_accepted_params_schema.AgentTaskAccepted, None)
+AGENT_TASK_FAILED: Method[agent_task_failed_params_schema.AgentTaskFailed, BaseModel] = Method('agent/task/failed', 'event', None, agent_task_failed_params_schema.AgentTaskFailed, None)
+AGENT_TASK_CLOSED: Method[agent_task_closed_params_schema.AgentTaskClosed, BaseModel] = Method('agent/task/closed', 'event', None, agent_task_closed_params_schema.AgentTaskClosed, None)
+AGENT_CONVERSATION_JOINED: Method[agent_conversation_joined_params_schema.AgentConversationJoined, BaseModel] = Method('agent/conversation/joined', 'event', None, agent_conversation_joined_params_schema.AgentConversationJoined, None)
+AGENT_MESSAGE_DELIVERY: Method[agent_message_delivery_params_schema.AgentMessageDelivery, BaseModel] = Method('agent/message/delivery', 'event', None, agent_message_delivery_params_schema.AgentMessageDelivery, None)
+AGENT_DISPATCH_RELEASED: Method[agent_dispatch_released_params_schema.AgentDispatchReleased, BaseModel] = Method('agent/dispatch/released', 'event', None, agent_dispatch_released_params_schema.AgentDispatchReleased, None)
+AGENT_DISPATCH_HELD: Method[agent_dispatch_held_params_schema.AgentDispatchHeld, BaseModel] = Method('agent/dispatch/held', 'event', None, agent_dispatch_held_params_schema.AgentDispatchHeld, None)
+AGENT_DISPATCH_EXPIRED: Method[agent_dispatch_expired_params_schema.AgentDispatchExpired, BaseModel] = Method('agent/dispatch/expired', 'event', None, agent_dispatch_expired_params_schema.AgentDispatchExpired, None)
 
 ALL: dict[str, Method] = {
     AGENT_NETWORK_CONNECT.name: AGENT_NETWORK_CONNECT,

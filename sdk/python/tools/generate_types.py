@@ -99,7 +99,11 @@ def catalogue_source() -> str:
             if m["x-direction"] == "hub-to-peer" and "result" not in m
             else ("callback" if m["x-direction"] == "hub-to-peer" else "method")
         )
-        entries.append(f"{const} = Method({name!r}, {kind!r}, {m.get('x-caller')!r}, {params}, {result})")
+        # An event has no result: annotate it, or type checkers cannot infer R.
+        annotation = f": Method[{params}, BaseModel]" if result == "None" else ""
+        entries.append(
+            f"{const}{annotation} = Method({name!r}, {kind!r}, {m.get('x-caller')!r}, {params}, {result})"
+        )
     lines = [
         '"""Every method, callback and event of the protocol, with its models.',
         "",
@@ -109,6 +113,8 @@ def catalogue_source() -> str:
         "",
         "from __future__ import annotations",
         "",
+        "from pydantic import BaseModel",
+        "",
         "from ._method import Method",
         "from .types import (",
         *[f"    {mod}," for mod in sorted(set(imports))],
@@ -117,7 +123,7 @@ def catalogue_source() -> str:
         *entries,
         "",
         "ALL: dict[str, Method] = {",
-        *[f"    {e.split(' = ')[0]}.name: {e.split(' = ')[0]}," for e in entries],
+        *[f"    {e.split(' = ')[0].split(':')[0]}.name: {e.split(' = ')[0].split(':')[0]}," for e in entries],
         "}",
         "",
     ]
