@@ -50,6 +50,7 @@ class Hub:
             **(env or {}),
         }
         self.proc: subprocess.Popen[str] | None = None
+        self._log: Any = None
         self.base = ""
 
     def run_cli(self, *args: str) -> str:
@@ -66,7 +67,7 @@ class Hub:
         return out.stdout
 
     def start(self, timeout: float = 60.0) -> "Hub":
-        log = open(self.dir / "hub.log", "w")
+        self._log = log = open(self.dir / "hub.log", "w")
         self.proc = subprocess.Popen(
             [binary(), "serve", "--listen", "127.0.0.1:0", "--data-dir", str(self.data_dir)],
             env=self.env,
@@ -86,7 +87,8 @@ class Hub:
                     found.set()
             found.set()  # exited before listening: stop waiting
 
-        threading.Thread(target=drain, daemon=True).start()
+        self._drain = threading.Thread(target=drain, daemon=True)
+        self._drain.start()
         if not found.wait(timeout) or not self.base:
             log_text = self.log()
             self.stop()
@@ -104,6 +106,11 @@ class Hub:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc is not None and self.proc.stdout is not None:
+            self._drain.join(5)  # ends at the exited process's EOF
+            self.proc.stdout.close()
+        if self._log is not None:
+            self._log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- REST helpers ------------------------------------------------------
