@@ -14,3 +14,4 @@ export type { AgentCredentials, AppCredentials, RegisterOptions } from "./http.j
 export * from "./errors.js";
 export * from "./webhooks.js";
 export type * from "./generated/schemas.js";
+export { AsyncQueue } from "./queue.js";
