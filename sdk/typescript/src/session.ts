@@ -132,14 +132,24 @@ export class Session<R extends ConnectResultBase = ConnectResultBase> extends Ev
   async start(): Promise<void> {
     this.received = await this.store.load();
     try {
-      await this.connectOnce();
+      await this.firstConnect();
+      if (this.config.deadlines) {
+        this.deadlineOf = await this.config.deadlines(this);
+        for (const w of this.deadlineWaiters.splice(0)) w();
+      }
     } catch (e) {
       this.shutdown(new ClientClosedError(e));
       throw e;
     }
-    if (this.config.deadlines) {
-      this.deadlineOf = await this.config.deadlines(this);
-      for (const w of this.deadlineWaiters.splice(0)) w();
+  }
+
+  private async firstConnect(): Promise<void> {
+    try {
+      await this.connectOnce();
+    } catch (e) {
+      // A stored cursor the log no longer serves: catch up, then resume from the oldest event.
+      if (!isRpcError(e, "ResyncRequiredError") || !(await this.resync(e))) throw e;
+      await this.connectOnce();
     }
   }
 

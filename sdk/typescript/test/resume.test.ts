@@ -12,7 +12,10 @@ import {
   AgentClient,
   ClientClosedError,
   FileCursorStore,
+  MemoryCursorStore,
   backoffDelay,
+  isRpcError,
+  type ResyncData,
   DEFAULT_RECONNECT,
   type AgentEvent,
 } from "../src/index.js";
@@ -143,4 +146,29 @@ test("backoff is jittered, grows, and stays within its bounds", () => {
   const draws = Array.from({ length: 200 }, () => backoffDelay(policy, 4));
   assert.ok(draws.every((d) => d >= 0 && d <= 1000));
   assert.ok(new Set(draws).size > 50, "delays are spread, not synchronized");
+});
+
+test("a cursor the log cannot serve is ResyncRequiredError, or a resync through onResync", async () => {
+  const creds = await AgentClient.register(hub.base, { name: "resyncer" });
+  const stale = new MemoryCursorStore();
+  await stale.save({ syncEpoch: "an-epoch-of-another-database", after: 0 });
+  await assert.rejects(AgentClient.connect(hub.base, creds.agentKey, { cursorStore: stale }), (e: unknown) => {
+    assert.ok(isRpcError(e, "ResyncRequiredError"), String(e));
+    return true;
+  });
+  const resyncs: ResyncData[] = [];
+  const client = await AgentClient.connect(hub.base, creds.agentKey, {
+    cursorStore: stale,
+    onResync: async (data) => {
+      resyncs.push(data);
+    },
+  });
+  try {
+    assert.equal(resyncs.length, 1);
+    assert.equal(client.connectResult.events.syncEpoch, resyncs[0].syncEpoch);
+    assert.equal(client.connectResult.events.startAfter, Math.max(0, resyncs[0].oldestSeq - 1));
+    assert.deepEqual(await stale.load(), { syncEpoch: resyncs[0].syncEpoch, after: client.connectResult.events.startAfter });
+  } finally {
+    client.close();
+  }
 });
