@@ -3,8 +3,8 @@
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { AgentClient, RpcError, isRpcError, type AgentEvent } from "../src/index.js";
-import { TestHub } from "./support/hub.js";
+import { AgentClient, PersonClient, RpcError, isRpcError, type AgentEvent } from "../src/index.js";
+import { ADMIN_TOKEN, TestHub } from "./support/hub.js";
 import { readUntil } from "./support/wait.js";
 import { agent } from "./support/world.js";
 
@@ -118,5 +118,27 @@ test("events arrive typed through the async iterator", async () => {
   } finally {
     a.client.close();
     b.client.close();
+  }
+});
+
+test("a person connects with PersonClient and receives a person's events", async () => {
+  const created = await hub.request("POST", "/api/v1/people", { name: "pat" }, ADMIN_TOKEN);
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const person = await PersonClient.connect(hub.base, created.body.personKey);
+  const a = await agent(hub);
+  try {
+    assert.equal(person.personId, created.body.personId);
+    const me = await person.call("person/identity/get");
+    assert.equal(me.principalId, created.body.personId);
+    const conv = await a.client.call("agent/conversation/create", { kind: "direct", participants: [person.personId] });
+    await a.client.call("agent/message/send", { conversationId: conv.conversation.id, parts: text("hello, person") });
+    const seen = await readUntil(person.events()[Symbol.asyncIterator](), 10_000, (s) => s.some((e) => e.type === "person/message/received"));
+    const got = seen.find((e) => e.type === "person/message/received");
+    assert.ok(got?.type === "person/message/received");
+    assert.deepEqual(got.payload.message.parts, text("hello, person"));
+    assert.equal(got.payload.message.origin, "agent");
+  } finally {
+    person.close();
+    a.client.close();
   }
 });
