@@ -185,3 +185,31 @@ test("a cursor the log cannot serve is ResyncRequiredError, or a resync through 
     client.close();
   }
 });
+
+test("a hub that stops sending heartbeats is dropped and reconnected to", async () => {
+  const frozen = await TestHub.start({
+    env: { SWITCHBOARD_GATEWAY__HEARTBEAT_INTERVAL_MS: "100", SWITCHBOARD_GATEWAY__HEARTBEAT_TIMEOUT_MS: "400" },
+  });
+  try {
+    const creds = await AgentClient.register(frozen.base, { name: "watcher" });
+    const client = await AgentClient.connect(frozen.base, creds.agentKey, { reconnect: { initialDelayMs: 10, maxDelayMs: 50 } });
+    try {
+      assert.deepEqual(client.connectResult.limits.heartbeat, { intervalMs: 100, timeoutMs: 400 });
+      const disconnected = nextEmit(client, "disconnected", 10_000);
+      const reconnected = nextEmit(client, "connected", 20_000);
+      frozen.signal("SIGSTOP");
+      try {
+        const [code] = await disconnected;
+        assert.equal(code, 1006, "dropped by the client's watchdog, without a close frame");
+      } finally {
+        frozen.signal("SIGCONT");
+      }
+      await reconnected;
+      assert.equal((await client.call("agent/identity/get")).agentId, creds.agentId);
+    } finally {
+      client.close();
+    }
+  } finally {
+    await frozen.stop();
+  }
+});

@@ -63,6 +63,11 @@ export class TestHub {
     return new TestHub(base, dir, child);
   }
 
+  /** Sends a signal to the hub process (SIGSTOP freezes it: no pings, no answers). */
+  signal(signal: NodeJS.Signals): void {
+    this.child.kill(signal);
+  }
+
   log(): string {
     return readLog(this.dir);
   }
