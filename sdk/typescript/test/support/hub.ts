@@ -14,6 +14,8 @@ const RATE_CLASSES = ["default", "write", "message", "agent_runtime", "trigger",
 
 export interface HubOptions {
   env?: Record<string, string>;
+  /** Serve this data directory (prepared by CLI commands) instead of a fresh one. */
+  dataDir?: string;
 }
 
 export class TestHub {
@@ -41,7 +43,7 @@ export class TestHub {
     }
     Object.assign(env, options.env ?? {});
     const log = openSync(join(dir, "hub.log"), "w");
-    const child = spawn(bin, ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(dir, "data")], {
+    const child = spawn(bin, ["serve", "--listen", "127.0.0.1:0", "--data-dir", options.dataDir ?? join(dir, "data")], {
       env,
       stdio: ["ignore", "pipe", log],
     });
