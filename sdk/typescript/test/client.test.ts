@@ -114,7 +114,25 @@ test("events arrive typed through the async iterator", async () => {
     assert.equal(received.audience, b.id);
     assert.deepEqual(received.payload.message.parts, text("ping"));
     assert.ok(typeof received.seq === "number" && received.seq > 0);
+
+    // Ephemeral events have no seq and pass through as they are.
+    await a.client.call("agent/typing/send", { conversationId: conv.conversation.id });
+    const typing = await readUntil<AgentEvent>(events, 10_000, (s) => s.some((e) => e.type === "agent/typing/received"));
+    const typed = typing.find((e) => e.type === "agent/typing/received");
+    assert.ok(typed?.type === "agent/typing/received");
+    assert.equal(typed.ephemeral, true);
+    assert.equal(typed.seq, undefined);
+    assert.equal(typed.payload.agentId, a.id);
     await events.return?.();
+
+    // The hub's own record of progress: a connect without a cursor starts after it.
+    assert.deepEqual(await b.client.ack(received.seq as number), { ackedSeq: received.seq });
+    const again = await AgentClient.connect(hub.base, b.key);
+    try {
+      assert.equal(again.connectResult.events.startAfter, received.seq);
+    } finally {
+      again.close();
+    }
   } finally {
     a.client.close();
     b.client.close();
