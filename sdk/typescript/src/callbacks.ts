@@ -33,6 +33,11 @@ export class CallbackRouter {
     }
     const deadlineMs = await this.options.deadlineMs(method);
     const deadline = receivedAt + deadlineMs - (this.options.marginMs ?? 0);
+    if (Date.now() >= deadline) {
+      // Already too late (the client is closing, or the wait for the manifest ate the time).
+      this.options.onLateAnswer?.({ id, method, deadlineMs });
+      return;
+    }
     const controller = new AbortController();
     const ctx: CallbackContext = { id, method, deadline, signal: controller.signal };
     const timer = setTimeout(() => controller.abort(new Error(`${method} passed its deadline`)), Math.max(0, deadline - Date.now()));

@@ -30,7 +30,7 @@ export interface LateAnswer {
   id: string;
   method: string;
   deadlineMs: number;
-  /** How long after the deadline the handler finished (it may still be running: undefined). */
+  /** How long after the deadline the handler finished (undefined: the deadline had passed before it could run). */
   overdueMs?: number;
 }
 

@@ -326,6 +326,9 @@ export class Session<R extends ConnectResultBase = ConnectResultBase> extends Ev
     this.conn?.close();
     this.conn = null;
     for (const w of this.connectedWaiters.splice(0)) w.reject(error);
+    // Callbacks still waiting for the manifest end as late: nothing is answered.
+    this.deadlineOf ??= () => 0;
+    for (const w of this.deadlineWaiters.splice(0)) w();
     this.queue.end(error.cause === undefined ? undefined : error);
     this.emit("closed", error.cause);
   }
