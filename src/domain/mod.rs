@@ -8,6 +8,7 @@ pub mod conversation;
 pub mod egress_policy;
 pub mod event;
 pub mod gate;
+pub mod installation;
 pub mod keys;
 pub mod lease;
 pub mod manifest;
