@@ -15,6 +15,11 @@ from .hub import ADMIN_TOKEN, Hub
 from .webhook_receiver import Receiver, egress_env, published_keys, send_test_webhook
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "webhook_vectors.json").read_text())
+# The TypeScript SDK's vectors (made the same way, by its own capture
+# script): both verifiers must agree on every one.
+TS_FIXTURE = json.loads(
+    (Path(__file__).parents[2] / "typescript" / "test" / "fixtures" / "webhook-vectors.json").read_text()
+)
 
 
 @pytest.mark.parametrize("case", FIXTURE["cases"], ids=lambda c: c["name"])
@@ -27,6 +32,11 @@ def test_fixed_vectors(case: dict) -> None:
         with pytest.raises(VerifyError) as caught:
             verify(*args, now=case["now"], tolerance=case["tolerance"])
         assert caught.value.reason == case["expect"]
+
+
+@pytest.mark.parametrize("case", TS_FIXTURE["vectors"], ids=lambda c: c["name"])
+def test_the_typescript_sdks_vectors(case: dict) -> None:
+    test_fixed_vectors(case | {"tolerance": TS_FIXTURE["toleranceSeconds"]})
 
 
 def test_the_fixture_covers_both_versions_and_a_rotation() -> None:
