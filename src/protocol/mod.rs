@@ -16,6 +16,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::domain::authz::Action;
+use crate::domain::manifest::CallbackNames;
 use crate::rpc::ErrorKind;
 
 /// The protocol version this hub speaks. A client may ask for a range.
@@ -106,6 +107,10 @@ impl RateClass {
 /// A request/response method.
 pub trait Method {
     const NAME: &'static str;
+    /// The name seed 002 (MoltZap v1) calls this gate by, for apps whose
+    /// manifest says `callbackNames: "moltzap-v1"` (ADR 0023 §8). Only the
+    /// message and dispatch gates have one; params and results are the same.
+    const MOLTZAP_V1_NAME: Option<&'static str> = None;
     const DIRECTION: Direction;
     const CALLER: Caller;
     /// The right a call asks for (ADR 0020 §3), named in a refusal's
@@ -180,6 +185,8 @@ pub enum SpecKind {
 #[derive(Clone, Copy)]
 pub struct MethodSpec {
     pub name: &'static str,
+    /// The seed-002 alias the hub calls a `moltzap-v1` app by.
+    pub moltzap_v1_name: Option<&'static str>,
     pub kind: SpecKind,
     pub direction: Direction,
     pub caller: Caller,
@@ -219,6 +226,7 @@ fn name_of<T: JsonSchema>() -> String {
 pub fn method_spec<M: Method>() -> MethodSpec {
     MethodSpec {
         name: M::NAME,
+        moltzap_v1_name: M::MOLTZAP_V1_NAME,
         kind: SpecKind::Request,
         direction: M::DIRECTION,
         caller: M::CALLER,
@@ -236,6 +244,7 @@ pub fn method_spec<M: Method>() -> MethodSpec {
 pub fn notification_spec<N: Notification>() -> MethodSpec {
     MethodSpec {
         name: N::NAME,
+        moltzap_v1_name: None,
         kind: SpecKind::Notification {
             ephemeral: N::EPHEMERAL,
         },
@@ -317,6 +326,30 @@ pub fn catalogue() -> Vec<MethodSpec> {
 
 pub fn find(name: &str) -> Option<MethodSpec> {
     catalogue().into_iter().find(|s| s.name == name)
+}
+
+/// The name the hub calls an app's method by under its manifest's
+/// `callbackNames`: the seed-002 alias where the method has one, the
+/// catalogue's name otherwise. Metrics and logs keep `M::NAME`.
+pub fn callback_name<M: Method>(names: CallbackNames) -> &'static str {
+    match names {
+        CallbackNames::Current => M::NAME,
+        CallbackNames::MoltzapV1 => M::MOLTZAP_V1_NAME.unwrap_or(M::NAME),
+    }
+}
+
+/// The event types the app audience receives: the catalogue's hub-to-app
+/// notifications, what a manifest's `eventSubscriptions` may name.
+pub fn app_event_types() -> Vec<&'static str> {
+    catalogue()
+        .into_iter()
+        .filter(|s| {
+            matches!(s.kind, SpecKind::Notification { .. })
+                && s.direction == Direction::FromHub
+                && s.caller == Caller::App
+        })
+        .map(|s| s.name)
+        .collect()
 }
 
 #[cfg(test)]
@@ -513,6 +546,59 @@ mod tests {
                 s.name
             );
         }
+    }
+
+    /// ADR 0023 §8: only the message and dispatch gates have a seed-002
+    /// name; task_create keeps its own under both; no alias collides with
+    /// a catalogue name.
+    #[test]
+    fn moltzap_v1_names_are_set_on_the_two_gates_only() {
+        let aliased: Vec<(&str, &str)> = catalogue()
+            .iter()
+            .filter_map(|s| s.moltzap_v1_name.map(|a| (s.name, a)))
+            .collect();
+        assert_eq!(
+            aliased,
+            vec![
+                ("app/message/authorize", "apps/onBeforeMessageDelivery"),
+                ("app/dispatch/authorize", "apps/onBeforeDispatch"),
+            ]
+        );
+        for (_, alias) in aliased {
+            assert!(find(alias).is_none(), "{alias} shadows a method");
+        }
+        use tasks::{AppDispatchAuthorize, AppMessageAuthorize, AppTaskCreate};
+        let v1 = CallbackNames::MoltzapV1;
+        assert_eq!(
+            callback_name::<AppMessageAuthorize>(v1),
+            "apps/onBeforeMessageDelivery"
+        );
+        assert_eq!(
+            callback_name::<AppDispatchAuthorize>(v1),
+            "apps/onBeforeDispatch"
+        );
+        assert_eq!(callback_name::<AppTaskCreate>(v1), "app/task/create");
+        let current = CallbackNames::Current;
+        assert_eq!(
+            callback_name::<AppMessageAuthorize>(current),
+            "app/message/authorize"
+        );
+        assert_eq!(
+            callback_name::<AppDispatchAuthorize>(current),
+            "app/dispatch/authorize"
+        );
+    }
+
+    #[test]
+    fn app_event_types_are_the_app_audiences_notifications() {
+        let types = app_event_types();
+        assert!(types.contains(&"app/task/activated"), "{types:?}");
+        for t in &types {
+            let s = find(t).unwrap();
+            assert_eq!((s.caller, s.direction), (Caller::App, Direction::FromHub));
+        }
+        assert!(!types.contains(&"agent/message/received"));
+        assert!(!types.contains(&"app/task/create"), "a call is no event");
     }
 
     #[test]
