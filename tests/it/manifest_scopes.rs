@@ -338,3 +338,42 @@ async fn moltzap_v1_callbacks_decide_gates() {
 async fn moltzap_v1_callbacks_decide_gates_on_postgres() {
     moltzap_v1_callbacks_decide_gates_on(on_postgres().await).await;
 }
+
+/// The SDK's app answers a gate under the seed-002 name as well, so an SDK
+/// app works whatever its manifest's `callbackNames`.
+#[tokio::test]
+async fn an_sdk_app_answers_the_seed_002_names() {
+    use switchboard::client::AppClient;
+    use switchboard::domain::gate::{MessageAuthorizeAnswer, MessageVerdict};
+    use switchboard::protocol::tasks::AppMessageAuthorize;
+
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let mut m = gated(Some("moltzap-v1"));
+    m["hooks"]["dispatch_authorize"] = json!({"kind": "grant"});
+    let (app_id, app_key) = hub.register_app(&m).await;
+    let (a0, a1) = (agent(&hub, "a0").await, agent(&hub, "a1").await);
+    let recipient = a1.id;
+    let _app = AppClient::builder(&hub.base, &app_key)
+        .handle::<AppMessageAuthorize, _, _>(move |_| async move {
+            Ok(MessageAuthorizeAnswer {
+                verdict: MessageVerdict::Forward {
+                    recipients: vec![recipient],
+                },
+            })
+        })
+        .connect()
+        .await
+        .unwrap();
+    let c0 = AgentClient::connect(&hub.base, &a0.key).await.unwrap();
+    let task = c0
+        .call::<AgentTaskRequest>(TaskRequestParams {
+            app_id: app_id.parse().unwrap(),
+            invited_agent_ids: vec![a1.id],
+            initial_conversation: None,
+        })
+        .await
+        .unwrap();
+    let r = send(&c0, task.conversations[0].id, "hello").await;
+    assert_eq!(r.delivery.state, DeliveryState::Forwarded, "{r:?}");
+    assert_eq!(r.delivery.recipients, Some(1));
+}
