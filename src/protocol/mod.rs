@@ -3,6 +3,7 @@
 //! `rpc/` and `schemas/` from it, and the SDK calls through it, so the three
 //! cannot disagree.
 
+pub mod callbacks;
 pub mod channels;
 pub mod conversations;
 pub mod events;
@@ -16,8 +17,9 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::domain::authz::Action;
-use crate::domain::manifest::CallbackNames;
 use crate::rpc::ErrorKind;
+
+pub use callbacks::{app_event_types, callback_name};
 
 /// The protocol version this hub speaks. A client may ask for a range.
 pub const PROTOCOL_VERSION_MIN: u32 = 1;
@@ -328,30 +330,6 @@ pub fn find(name: &str) -> Option<MethodSpec> {
     catalogue().into_iter().find(|s| s.name == name)
 }
 
-/// The name the hub calls an app's method by under its manifest's
-/// `callbackNames`: the seed-002 alias where the method has one, the
-/// catalogue's name otherwise. Metrics and logs keep `M::NAME`.
-pub fn callback_name<M: Method>(names: CallbackNames) -> &'static str {
-    match names {
-        CallbackNames::Current => M::NAME,
-        CallbackNames::MoltzapV1 => M::MOLTZAP_V1_NAME.unwrap_or(M::NAME),
-    }
-}
-
-/// The event types the app audience receives: the catalogue's hub-to-app
-/// notifications, what a manifest's `eventSubscriptions` may name.
-pub fn app_event_types() -> Vec<&'static str> {
-    catalogue()
-        .into_iter()
-        .filter(|s| {
-            matches!(s.kind, SpecKind::Notification { .. })
-                && s.direction == Direction::FromHub
-                && s.caller == Caller::App
-        })
-        .map(|s| s.name)
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,59 +524,6 @@ mod tests {
                 s.name
             );
         }
-    }
-
-    /// ADR 0023 §8: only the message and dispatch gates have a seed-002
-    /// name; task_create keeps its own under both; no alias collides with
-    /// a catalogue name.
-    #[test]
-    fn moltzap_v1_names_are_set_on_the_two_gates_only() {
-        let aliased: Vec<(&str, &str)> = catalogue()
-            .iter()
-            .filter_map(|s| s.moltzap_v1_name.map(|a| (s.name, a)))
-            .collect();
-        assert_eq!(
-            aliased,
-            vec![
-                ("app/message/authorize", "apps/onBeforeMessageDelivery"),
-                ("app/dispatch/authorize", "apps/onBeforeDispatch"),
-            ]
-        );
-        for (_, alias) in aliased {
-            assert!(find(alias).is_none(), "{alias} shadows a method");
-        }
-        use tasks::{AppDispatchAuthorize, AppMessageAuthorize, AppTaskCreate};
-        let v1 = CallbackNames::MoltzapV1;
-        assert_eq!(
-            callback_name::<AppMessageAuthorize>(v1),
-            "apps/onBeforeMessageDelivery"
-        );
-        assert_eq!(
-            callback_name::<AppDispatchAuthorize>(v1),
-            "apps/onBeforeDispatch"
-        );
-        assert_eq!(callback_name::<AppTaskCreate>(v1), "app/task/create");
-        let current = CallbackNames::Current;
-        assert_eq!(
-            callback_name::<AppMessageAuthorize>(current),
-            "app/message/authorize"
-        );
-        assert_eq!(
-            callback_name::<AppDispatchAuthorize>(current),
-            "app/dispatch/authorize"
-        );
-    }
-
-    #[test]
-    fn app_event_types_are_the_app_audiences_notifications() {
-        let types = app_event_types();
-        assert!(types.contains(&"app/task/activated"), "{types:?}");
-        for t in &types {
-            let s = find(t).unwrap();
-            assert_eq!((s.caller, s.direction), (Caller::App, Direction::FromHub));
-        }
-        assert!(!types.contains(&"agent/message/received"));
-        assert!(!types.contains(&"app/task/create"), "a call is no event");
     }
 
     #[test]
