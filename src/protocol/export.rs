@@ -186,6 +186,10 @@ fn method_entry(spec: &MethodSpec, g: &mut SchemaGenerator) -> Value {
         ) => ("x-recipient", c.as_str()),
     };
     entry[who.0] = json!(who.1);
+    if let Some(alias) = spec.moltzap_v1_name {
+        // The name a `callbackNames: "moltzap-v1"` app is called by.
+        entry["x-moltzap-v1-name"] = json!(alias);
+    }
     if spec.direction == Direction::ToHub && spec.kind == SpecKind::Request {
         // The right a call asks for (null: none) and the rate limit it
         // spends (ADR 0020 §3, §4).

@@ -19,6 +19,7 @@ mod hostile_ws;
 mod identity;
 mod layout;
 mod live_order;
+mod manifest_scopes;
 mod membership;
 mod migration;
 mod operations;
