@@ -423,11 +423,22 @@ async fn app(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", manifest.display()))?;
             let doc: serde_json::Value = serde_json::from_str(&text)
                 .map_err(|e| anyhow::anyhow!("{} is not valid JSON: {e}", manifest.display()))?;
-            let (r, _) = identity::register_app(store.as_ref(), &doc, &cfg.manifest_bounds(), None)
-                .await
-                .map_err(describe)?;
-            println!("app id:  {}", r.id);
-            println!("app key: {}", r.key.plaintext);
+            let install = (cfg.registration.install, identity::Registrant::Operator);
+            let app =
+                identity::register_app(store.as_ref(), &doc, &cfg.manifest_bounds(), install, None)
+                    .await
+                    .map_err(describe)?;
+            println!("app id:  {}", app.registered.id);
+            println!("app key: {}", app.registered.key.plaintext);
+            match &app.installation {
+                Some(i) => println!(
+                    "installation: {} ({}, scopes: {})",
+                    i.id,
+                    i.state.as_str(),
+                    i.effective().to_stored()
+                ),
+                None => println!("installation: none yet (registration.install = \"pending\")"),
+            }
             println!("The key is shown only once; store it now.");
             Ok(())
         }

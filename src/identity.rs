@@ -6,12 +6,17 @@
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::config::InstallMode;
 use crate::domain::agent::{self, AgentRegistration};
+use crate::domain::installation::Actor;
 use crate::domain::keys::{self, MintedKey};
 use crate::domain::manifest::{self, Manifest, ManifestBounds};
 use crate::domain::validate::FieldProblem;
 use crate::domain::{now_millis, Principal, PrincipalKind};
-use crate::store::{IdempotencyRecord, IdentityStore, NewKey, NewPrincipal, StoreError};
+use crate::store::{
+    IdempotencyRecord, IdentityStore, InstallationRecord, NewKey, NewPrincipal,
+    RegistrationInstall, StoreError,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
@@ -194,33 +199,77 @@ fn new_principal(
     Ok((new, keys::mint(kind)))
 }
 
+/// Builds the replayable record of an app's registration from its id and
+/// the installation it got, if any.
+pub type AppIdempotencyFor<'a> =
+    &'a (dyn Fn(Uuid, Option<&InstallationRecord>) -> IdempotencyRecord + Send + Sync);
+
+/// Who registers an app, as the audit of its installation names them: the
+/// operator (the CLI), or the app itself (the open or secret registration
+/// route: the key it gets is its own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Registrant {
+    Operator,
+    TheApp,
+}
+
+impl Registrant {
+    fn actor(self, app_id: Uuid) -> Actor {
+        match self {
+            Registrant::Operator => Actor::Operator,
+            Registrant::TheApp => Actor::App(app_id),
+        }
+    }
+}
+
+/// A registered app: its id and key, its manifest, and the installation
+/// `registration.install = "auto"` gave it (`None` when pending).
+#[derive(Debug)]
+pub struct RegisteredApp {
+    pub registered: Registered,
+    pub manifest: Manifest,
+    pub installation: Option<InstallationRecord>,
+}
+
 /// Validates the manifest (every problem reported with a pointer relative to
-/// the manifest) and registers the app.
+/// the manifest) and registers the app, installed at once when `install`
+/// is `Auto`.
 pub async fn register_app(
     store: &(impl IdentityStore + ?Sized),
     manifest_doc: &Value,
     bounds: &ManifestBounds,
-    idem: Option<IdempotencyFor<'_>>,
-) -> Result<(Registered, Manifest), IdentityError> {
+    install: (InstallMode, Registrant),
+    idem: Option<AppIdempotencyFor<'_>>,
+) -> Result<RegisteredApp, IdentityError> {
     let manifest = manifest::validate(manifest_doc, bounds).map_err(IdentityError::Invalid)?;
     let id = Uuid::new_v4();
     let key = keys::mint(PrincipalKind::App);
-    store
+    let now = now_millis();
+    let (mode, registrant) = install;
+    let install = (mode == InstallMode::Auto)
+        .then(|| RegistrationInstall::new(id, &manifest, registrant.actor(id), now));
+    let installation = install.as_ref().map(|i| i.installation);
+    let installed = store
         .create_app(
             &NewPrincipal {
                 id,
                 kind: PrincipalKind::App,
                 name: manifest.name.clone(),
                 description: Some(manifest.description.clone()),
-                created_at: now_millis(),
+                created_at: now,
             },
             &manifest,
             &new_key(&key),
-            idem.map(|f| f(id)).as_ref(),
+            install.as_ref(),
+            idem.map(|f| f(id, installation.as_ref())).as_ref(),
         )
         .await
         .map_err(from_store)?;
-    Ok((Registered { id, key }, manifest))
+    Ok(RegisteredApp {
+        registered: Registered { id, key },
+        manifest,
+        installation: installed,
+    })
 }
 
 /// Checks a presented key. `expected` restricts the kind (an agent key cannot

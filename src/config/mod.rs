@@ -34,7 +34,7 @@ pub use gateway::GatewayConfig;
 pub use hooks::{HooksConfig, LimitsConfig};
 pub use log::{LogConfig, LogFormat};
 pub use ratelimit::{RateLimitConfig, RateQuota};
-pub use registration::{AdminConfig, RegistrationConfig, RegistrationMode};
+pub use registration::{AdminConfig, InstallMode, RegistrationConfig, RegistrationMode};
 pub use server::ServerConfig;
 pub use storage::{SqliteSynchronous, StorageConfig};
 pub use webhooks::{EgressConfig, WebhooksConfig};
@@ -333,5 +333,20 @@ mod tests {
         std::fs::write(&file, "[gateway]\nmax_frame_bytez = 1\n").unwrap();
         let err = Config::load(Some(&file), &FlagOverrides::default()).unwrap_err();
         assert!(err.to_string().contains("max_frame_bytez"), "{err}");
+    }
+
+    #[test]
+    fn registration_install_is_auto_by_default_and_names_itself_when_wrong() {
+        assert_eq!(Config::default().registration.install, InstallMode::Auto);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "[registration]\ninstall = \"pending\"\n").unwrap();
+        let c = Config::load(Some(&file), &FlagOverrides::default()).unwrap();
+        assert_eq!(c.registration.install, InstallMode::Pending);
+        std::fs::write(&file, "[registration]\ninstall = \"later\"\n").unwrap();
+        let err = Config::load(Some(&file), &FlagOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("registration.install"), "{err}");
     }
 }

@@ -14,12 +14,24 @@ pub enum RegistrationMode {
     Closed,
 }
 
+/// What a registered app holds at once (ADR 0023 §3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InstallMode {
+    /// Registration installs the app, granted every scope it requests.
+    Auto,
+    /// The app waits, without an installation, for the operator's install.
+    Pending,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RegistrationConfig {
     pub mode: RegistrationMode,
     pub secret: String,
     pub allow_open_beyond_loopback: bool,
+    /// `registration.install`: whether registering an app installs it.
+    pub install: InstallMode,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -35,6 +47,7 @@ impl Default for RegistrationConfig {
             mode: RegistrationMode::Open,
             secret: String::new(),
             allow_open_beyond_loopback: false,
+            install: InstallMode::Auto,
         }
     }
 }

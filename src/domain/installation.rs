@@ -7,6 +7,7 @@ use std::fmt;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 /// One consentable capability of an app. A closed list: the manifest, the
 /// store and the decision all speak these four names and nothing else.
@@ -208,6 +209,94 @@ pub fn effective_scopes(requested: ScopeSet, granted: ScopeSet) -> ScopeSet {
     requested.intersect(granted)
 }
 
+/// Who performed an owner action, as the audit records it: a kind and,
+/// but for the operator (one token, no principal), the principal's id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Actor {
+    Operator,
+    Person(Uuid),
+    App(Uuid),
+}
+
+impl Actor {
+    pub fn kind_str(self) -> &'static str {
+        match self {
+            Actor::Operator => "operator",
+            Actor::Person(_) => "person",
+            Actor::App(_) => "app",
+        }
+    }
+
+    pub fn id(self) -> Option<Uuid> {
+        match self {
+            Actor::Operator => None,
+            Actor::Person(id) | Actor::App(id) => Some(id),
+        }
+    }
+
+    /// The inverse of [`Actor::kind_str`] and [`Actor::id`]; `None` for a
+    /// kind that is not one, or an id where there must (not) be one.
+    pub fn from_stored(kind: &str, id: Option<Uuid>) -> Option<Actor> {
+        match (kind, id) {
+            ("operator", None) => Some(Actor::Operator),
+            ("person", Some(id)) => Some(Actor::Person(id)),
+            ("app", Some(id)) => Some(Actor::App(id)),
+            _ => None,
+        }
+    }
+}
+
+/// An owner action on an app, one `audit_actions` row each (ADR 0023 §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LifecycleAction {
+    Install,
+    ScopesUpdate,
+    Suspend,
+    Resume,
+    Uninstall,
+    Upgrade,
+    GrantManage,
+}
+
+impl LifecycleAction {
+    pub const ALL: [LifecycleAction; 7] = [
+        LifecycleAction::Install,
+        LifecycleAction::ScopesUpdate,
+        LifecycleAction::Suspend,
+        LifecycleAction::Resume,
+        LifecycleAction::Uninstall,
+        LifecycleAction::Upgrade,
+        LifecycleAction::GrantManage,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LifecycleAction::Install => "app.install",
+            LifecycleAction::ScopesUpdate => "app.scopes.update",
+            LifecycleAction::Suspend => "app.suspend",
+            LifecycleAction::Resume => "app.resume",
+            LifecycleAction::Uninstall => "app.uninstall",
+            LifecycleAction::Upgrade => "app.upgrade",
+            LifecycleAction::GrantManage => "grant.manage",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<LifecycleAction> {
+        LifecycleAction::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+}
+
+impl Transition {
+    /// The audited action of this transition.
+    pub fn action(self) -> LifecycleAction {
+        match self {
+            Transition::Suspend => LifecycleAction::Suspend,
+            Transition::Resume => LifecycleAction::Resume,
+            Transition::Uninstall => LifecycleAction::Uninstall,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,5 +370,23 @@ mod tests {
         for state in [Active, Suspended, Uninstalled] {
             assert_eq!(InstallationState::parse(state.as_str()), Some(state));
         }
+    }
+
+    #[test]
+    fn actors_and_actions_read_back_from_their_stored_form() {
+        let id = Uuid::now_v7();
+        for actor in [Actor::Operator, Actor::Person(id), Actor::App(id)] {
+            assert_eq!(
+                Actor::from_stored(actor.kind_str(), actor.id()),
+                Some(actor)
+            );
+        }
+        assert_eq!(Actor::from_stored("operator", Some(id)), None);
+        assert_eq!(Actor::from_stored("app", None), None);
+        assert_eq!(Actor::from_stored("agent", Some(id)), None);
+        for action in LifecycleAction::ALL {
+            assert_eq!(LifecycleAction::parse(action.as_str()), Some(action));
+        }
+        assert_eq!(LifecycleAction::parse("app.delete"), None);
     }
 }

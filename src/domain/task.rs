@@ -35,16 +35,33 @@ impl TaskState {
         }
     }
 
-    /// The only moves a task can make.
+    /// The only moves a task can make. `Active -> Failed` only for the
+    /// reason [`TaskState::can_fail_with`] allows.
     pub fn can_become(self, next: TaskState) -> bool {
         matches!(
             (self, next),
             (TaskState::Waiting, TaskState::Active)
                 | (TaskState::Waiting, TaskState::Failed)
                 | (TaskState::Active, TaskState::Closed)
+                | (TaskState::Active, TaskState::Failed)
         )
     }
+
+    /// Whether a task in this state may fail with `code`: a waiting task
+    /// for any reason its gate gives; an active one only when its app is
+    /// uninstalled (ADR 0023 §5), since an accepted task otherwise ends
+    /// only by its app's close.
+    pub fn can_fail_with(self, code: &str) -> bool {
+        match self {
+            TaskState::Waiting => true,
+            TaskState::Active => code == APP_UNINSTALLED,
+            TaskState::Failed | TaskState::Closed => false,
+        }
+    }
 }
+
+/// The failure code of the tasks an uninstall ends (ADR 0023 §5).
+pub const APP_UNINSTALLED: &str = "app_uninstalled";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -81,7 +98,8 @@ pub struct TaskParticipant {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskFailure {
-    /// `rejected`, `timeout`, `app_unavailable`, `app_error` or `invalid_answer`.
+    /// `rejected`, `timeout`, `app_unavailable`, `app_error`, `invalid_answer`,
+    /// `hub_error`, `app_suspended`, `app_not_installed` or `app_uninstalled`.
     pub code: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -138,7 +156,12 @@ mod tests {
     fn only_documented_transitions_are_allowed() {
         use TaskState::*;
         let all = [Waiting, Active, Failed, Closed];
-        let allowed = [(Waiting, Active), (Waiting, Failed), (Active, Closed)];
+        let allowed = [
+            (Waiting, Active),
+            (Waiting, Failed),
+            (Active, Closed),
+            (Active, Failed),
+        ];
         for from in all {
             for to in all {
                 assert_eq!(
@@ -147,6 +170,26 @@ mod tests {
                     "{from:?} -> {to:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn an_active_task_fails_only_when_its_app_is_uninstalled() {
+        use TaskState::*;
+        for code in [
+            "rejected",
+            "timeout",
+            "app_unavailable",
+            "hub_error",
+            "app_suspended",
+        ] {
+            assert!(Waiting.can_fail_with(code), "{code}");
+            assert!(!Active.can_fail_with(code), "{code}");
+        }
+        assert!(Waiting.can_fail_with(APP_UNINSTALLED));
+        assert!(Active.can_fail_with(APP_UNINSTALLED));
+        for done in [Failed, Closed] {
+            assert!(!done.can_fail_with(APP_UNINSTALLED), "{done:?}");
         }
     }
 }

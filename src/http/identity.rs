@@ -15,12 +15,13 @@ use tracing::info;
 
 use super::body::checked_json;
 use super::error::ApiError;
+use super::installations::installation_summary;
 use crate::config::RegistrationMode;
 use crate::domain::validate::{FieldProblem, Problems};
 use crate::hub::Hub;
 use crate::identity::{self, Authenticated, IdentityError};
 use crate::rpc::close_code;
-use crate::store::{IdempotencyRecord, IdempotentResponse};
+use crate::store::{IdempotencyRecord, IdempotentResponse, InstallationRecord};
 
 pub const REGISTRATION_SECRET_HEADER: &str = "x-registration-secret";
 
@@ -211,6 +212,21 @@ impl Idempotency {
         }
     }
 
+    /// [`Idempotency::record`] of an app's registration: the replay
+    /// carries the installation it got, as the first answer did.
+    pub(super) fn record_app(
+        &self,
+    ) -> impl Fn(uuid::Uuid, Option<&InstallationRecord>) -> IdempotencyRecord + Send + Sync + '_
+    {
+        move |id, installation| {
+            let more = installation.map_or(
+                Value::Null,
+                |i| json!({ "installation": installation_summary(i) }),
+            );
+            self.record_with("appId", more)(id)
+        }
+    }
+
     /// Answers a retry from the stored result, or refuses a reused key.
     pub(super) async fn replay(&self, hub: &Hub) -> Result<Option<Response>, ApiError> {
         let stored = hub
@@ -337,15 +353,21 @@ pub async fn register_app(
             }],
         ));
     };
-    let record = idem.as_ref().map(|i| i.record("appId"));
+    let record = idem.as_ref().map(|i| i.record_app());
     let result = identity::register_app(
         hub.store.as_ref(),
         doc,
         &hub.config.manifest_bounds(),
-        record.as_ref().map(|f| f as identity::IdempotencyFor<'_>),
+        (
+            hub.config.registration.install,
+            identity::Registrant::TheApp,
+        ),
+        record
+            .as_ref()
+            .map(|f| f as identity::AppIdempotencyFor<'_>),
     )
     .await;
-    let (registered, manifest) = match result {
+    let app = match result {
         Err(IdentityError::Invalid(details)) => {
             let details = details
                 .into_iter()
@@ -368,11 +390,16 @@ pub async fn register_app(
         }
         other => other?,
     };
-    info!(app = %registered.id, key_id = %registered.key.key_id, name = %manifest.name, "app registered");
-    Ok(created_with_key(json!({
+    let registered = &app.registered;
+    info!(app = %registered.id, key_id = %registered.key.key_id, installed = app.installation.is_some(), "app registered");
+    let mut body = json!({
         "appId": registered.id,
         "appKey": registered.key.plaintext,
-    })))
+    });
+    if let Some(installation) = &app.installation {
+        body["installation"] = installation_summary(installation);
+    }
+    Ok(created_with_key(body))
 }
 
 /// The credentials of an `Authorization: Bearer <token>` header. The scheme

@@ -8,6 +8,7 @@ mod error;
 mod events;
 mod grants;
 mod identity;
+mod installations;
 mod manage;
 mod messages;
 mod ops;

@@ -3,8 +3,10 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use super::apps::{self, AppRecord, RegistrationInstall};
+use super::installations::InstallationRecord;
 use super::people;
-use super::sql::{is_unique_violation, parsed, to_json, Arg, Database, Executor, Row};
+use super::sql::{is_unique_violation, parsed, Arg, Database, Executor, Row};
 use super::{StoreError, StoreResult};
 use crate::domain::manifest::Manifest;
 use crate::domain::{Millis, PrincipalKind};
@@ -39,12 +41,6 @@ pub struct OwnedKey {
     pub key_id: String,
     pub created_at: Millis,
     pub revoked_at: Option<Millis>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct AppRecord {
-    pub principal: PrincipalRecord,
-    pub manifest: Manifest,
 }
 
 /// A key as stored: never the secret, only its digest.
@@ -102,14 +98,17 @@ pub trait IdentityStore: Send + Sync + 'static {
     ) -> StoreResult<()>;
 
     /// Stores an app, its manifest and its first key (and the idempotency
-    /// record, if any) in one transaction.
+    /// record, if any) in one transaction; with `install`
+    /// (`registration.install = "auto"`), its active installation too,
+    /// granted what the manifest requests, returned.
     async fn create_app(
         &self,
         app: &NewPrincipal,
         manifest: &Manifest,
         key: &NewKey,
+        install: Option<&RegistrationInstall>,
         idem: Option<&IdempotencyRecord>,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<Option<InstallationRecord>>;
 
     async fn principal(&self, id: Uuid) -> StoreResult<Option<PrincipalRecord>>;
 
@@ -210,7 +209,7 @@ pub trait IdentityDialect {
     async fn lock_principal(ex: &mut dyn Executor, id: Uuid) -> StoreResult<bool>;
 }
 
-fn principal_row(row: &Row) -> StoreResult<PrincipalRecord> {
+pub(super) fn principal_row(row: &Row) -> StoreResult<PrincipalRecord> {
     Ok(PrincipalRecord {
         id: row.id("id")?,
         kind: parsed(row.text("kind")?, "principal kind", PrincipalKind::parse)?,
@@ -224,17 +223,6 @@ fn principal_row(row: &Row) -> StoreResult<PrincipalRecord> {
 
 const PRINCIPAL_COLUMNS: &str = "id, kind, name, description, created_at, owner_id, disabled_at";
 
-/// An app's principal (`p`) and manifest (`a`), as [`app_row`] reads them.
-pub(super) const APP_COLUMNS: &str =
-    "p.id, p.kind, p.name, p.description, p.created_at, p.owner_id, p.disabled_at, a.manifest";
-
-pub(super) fn app_row(row: &Row) -> StoreResult<AppRecord> {
-    Ok(AppRecord {
-        principal: principal_row(row)?,
-        manifest: row.decoded("manifest")?,
-    })
-}
-
 fn key_row(row: &Row) -> StoreResult<KeyRecord> {
     Ok(KeyRecord {
         key_id: row.text("key_id")?,
@@ -246,7 +234,7 @@ fn key_row(row: &Row) -> StoreResult<KeyRecord> {
     })
 }
 
-async fn insert_principal(
+pub(super) async fn insert_principal(
     ex: &mut dyn Executor,
     p: &NewPrincipal,
     key: &NewKey,
@@ -265,7 +253,7 @@ async fn insert_principal(
     insert_key(ex, p.id, key, p.created_at).await
 }
 
-async fn insert_key(
+pub(super) async fn insert_key(
     ex: &mut dyn Executor,
     principal_id: Uuid,
     key: &NewKey,
@@ -291,7 +279,7 @@ async fn insert_key(
     Ok(())
 }
 
-async fn revoke_active(
+pub(super) async fn revoke_active(
     ex: &mut dyn Executor,
     principal_id: Uuid,
     now: Millis,
@@ -305,7 +293,7 @@ async fn revoke_active(
     rows.iter().map(|r| r.text("key_id")).collect()
 }
 
-async fn insert_idempotency(
+pub(super) async fn insert_idempotency(
     ex: &mut dyn Executor,
     idem: Option<&IdempotencyRecord>,
     now: Millis,
@@ -346,22 +334,13 @@ impl<D: Database + IdentityDialect> IdentityStore for D {
         app: &NewPrincipal,
         manifest: &Manifest,
         key: &NewKey,
+        install: Option<&RegistrationInstall>,
         idem: Option<&IdempotencyRecord>,
-    ) -> StoreResult<()> {
-        let manifest = to_json(manifest)?;
+    ) -> StoreResult<Option<InstallationRecord>> {
         let mut tx = self.begin().await?;
-        insert_idempotency(&mut *tx, idem, app.created_at).await?;
-        insert_principal(&mut *tx, app, key).await?;
-        tx.execute(
-            "INSERT INTO apps (app_id, manifest, updated_at) VALUES ($1, $2, $3)",
-            &[
-                Arg::Id(app.id),
-                Arg::Json(&manifest),
-                Arg::Int(app.created_at),
-            ],
-        )
-        .await?;
-        tx.commit().await
+        let installed = apps::create(&mut *tx, app, manifest, key, install, idem).await?;
+        tx.commit().await?;
+        Ok(installed)
     }
 
     async fn principal(&self, id: Uuid) -> StoreResult<Option<PrincipalRecord>> {
@@ -377,15 +356,7 @@ impl<D: Database + IdentityDialect> IdentityStore for D {
     }
 
     async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>> {
-        let sql = format!(
-            "SELECT {APP_COLUMNS} FROM principals p JOIN apps a ON a.app_id = p.id WHERE p.id = $1"
-        );
-        let row = self
-            .read()
-            .await?
-            .fetch_optional(&sql, &[Arg::Id(id)])
-            .await?;
-        row.as_ref().map(app_row).transpose()
+        apps::app(&mut *self.read().await?, id).await
     }
 
     async fn key(&self, key_id: &str) -> StoreResult<Option<KeyRecord>> {

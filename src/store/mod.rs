@@ -3,7 +3,7 @@
 //!
 //! A caller names the area it uses: [`IdentityStore`], [`EventStore`],
 //! [`ConversationStore`], [`TaskStore`], [`JobStore`], [`CardStore`],
-//! [`SigningKeyStore`], [`PlaceStore`], [`AuditStore`], with [`BaseStore`] for what concerns the database
+//! [`SigningKeyStore`], [`PlaceStore`], [`AuditStore`], [`InstallationStore`], with [`BaseStore`] for what concerns the database
 //! itself. [`Store`] is all of them, and the hub holds one [`DynStore`].
 //!
 //! Each area module holds its trait, its records and its SQL, written once
@@ -12,7 +12,9 @@
 //! `sqlite/` and `postgres/`, behind the area's `...Dialect` trait. The
 //! contract test suite runs the same cases against both.
 
+mod apps;
 mod audit;
+mod audit_actions;
 mod cards;
 mod commit_feed;
 mod conversations;
@@ -22,6 +24,7 @@ mod group_commit;
 mod group_sends;
 mod group_verdicts;
 mod identity;
+pub(crate) mod installations;
 mod jobs;
 mod leases;
 mod messages;
@@ -34,6 +37,7 @@ mod signing_keys;
 pub(crate) mod sql;
 mod sqlite;
 mod tasks;
+mod uninstall;
 
 use std::sync::Arc;
 
@@ -41,6 +45,7 @@ use async_trait::async_trait;
 
 use crate::config::Config;
 
+pub use apps::{AppRecord, RegistrationInstall};
 pub use audit::{AuditFilter, AuditRecord, AuditStore, DenialRecord};
 pub use cards::{CardRecord, CardStore};
 pub use commit_feed::{CommitFeed, CommitListener};
@@ -48,8 +53,12 @@ pub use conversations::{ConversationStore, CreatedConversation, NewConversation}
 pub use effects::Effects;
 pub use events::EventStore;
 pub use identity::{
-    AppRecord, IdempotencyRecord, IdempotentResponse, IdentityStore, KeyRecord, NewKey,
-    NewPrincipal, OwnedAgent, OwnedKey, PrincipalRecord,
+    IdempotencyRecord, IdempotentResponse, IdentityStore, KeyRecord, NewKey, NewPrincipal,
+    OwnedAgent, OwnedKey, PrincipalRecord,
+};
+pub use installations::{
+    ActionFilter, ActionRecord, Changed, FailedTask, FailureEvents, InstallationRecord,
+    InstallationStore, Installed, NewInstallation, Transitioned, Uninstalled, Upgraded,
 };
 pub use jobs::{Job, JobKind, JobStore, NewJob};
 pub use leases::{CreatedLease, LeaseAccess, LeaseChange, NewLease};
@@ -123,6 +132,7 @@ pub trait Store:
     + SigningKeyStore
     + PlaceStore
     + AuditStore
+    + InstallationStore
 {
 }
 
@@ -137,6 +147,7 @@ impl<T> Store for T where
         + SigningKeyStore
         + PlaceStore
         + AuditStore
+        + InstallationStore
 {
 }
 

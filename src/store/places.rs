@@ -352,7 +352,7 @@ async fn load_channel(ex: &mut dyn Executor, id: Uuid) -> StoreResult<Option<Cha
 
 /// Bumps `rights_version` in the caller's transaction, which must be the
 /// one that changes the rights, so the bump and the change commit together.
-async fn bump_rights_version(ex: &mut dyn Executor) -> StoreResult<()> {
+pub(super) async fn bump_rights_version(ex: &mut dyn Executor) -> StoreResult<()> {
     ex.execute(
         "INSERT INTO hub_meta (name, value) VALUES ('rights_version', '1') \
          ON CONFLICT (name) DO UPDATE \

@@ -4,9 +4,9 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use super::apps::{app_row, AppRecord, APP_COLUMNS};
 use super::conversations::{load_conversations, CONVERSATION_COLUMNS};
 use super::effects::{apply_effects, Effects};
-use super::identity::{app_row, AppRecord, APP_COLUMNS};
 use super::jobs::{delete_job, insert_job, NewJob};
 use super::leases::{CreatedLease, LeaseAccess, LeaseChange, NewLease};
 use super::sql::{parsed, Arg, Database, Executor, Keyset, Row};
@@ -87,7 +87,7 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> StoreResult<Option<(Lease, Vec<StoredEvent>)>>;
 }
 
-const TASK_COLUMNS: &str =
+pub(super) const TASK_COLUMNS: &str =
     "t.id, t.app_id, t.initiator_id, t.state, t.failure_code, t.failure_reason, t.initial_conversation, t.created_at, t.updated_at";
 
 /// A task row with its participants, read on the same connection.
@@ -127,14 +127,14 @@ async fn task_alone(ex: &mut dyn Executor, id: Uuid) -> StoreResult<Option<TaskR
     Ok(Some(task_row(first, participants)?))
 }
 
-fn participant_row(r: &Row) -> StoreResult<TaskParticipant> {
+pub(super) fn participant_row(r: &Row) -> StoreResult<TaskParticipant> {
     Ok(TaskParticipant {
         agent_id: r.id("agent_id")?,
         role: parsed(r.text("role")?, "role", TaskRole::parse)?,
     })
 }
 
-fn task_row(row: &Row, participants: Vec<TaskParticipant>) -> StoreResult<TaskRecord> {
+pub(super) fn task_row(row: &Row, participants: Vec<TaskParticipant>) -> StoreResult<TaskRecord> {
     let failure = match row.opt_text("failure_code")? {
         Some(code) => Some(TaskFailure {
             code,

@@ -19,6 +19,7 @@ use crate::support::legacy_db::LegacyDb;
 use crate::support::{pg, RawSocket, TestHub};
 
 mod from_0008;
+mod from_0009;
 mod schema_0007;
 mod schema_0008;
 

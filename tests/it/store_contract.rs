@@ -100,7 +100,7 @@ async fn apps_keep_their_manifest(store: DynStore) {
     let m = werewolf();
     let p = principal(PrincipalKind::App, "Werewolf");
     let (_, key) = new_key(PrincipalKind::App);
-    store.create_app(&p, &m, &key, None).await.unwrap();
+    store.create_app(&p, &m, &key, None, None).await.unwrap();
     let app = store.app(p.id).await.unwrap().unwrap();
     assert_eq!(app.manifest, m);
     assert_eq!(app.principal.kind, PrincipalKind::App);
@@ -213,7 +213,7 @@ pub(crate) async fn app_in(store: &DynStore) -> Uuid {
     let m = werewolf();
     let app = principal(PrincipalKind::App, "app");
     let (_, key) = new_key(PrincipalKind::App);
-    store.create_app(&app, &m, &key, None).await.unwrap();
+    store.create_app(&app, &m, &key, None, None).await.unwrap();
     app.id
 }
 

@@ -37,7 +37,10 @@ async fn agent(store: &DynStore, name: &str) -> (Uuid, String) {
 async fn app(store: &DynStore) -> Uuid {
     let p = principal(PrincipalKind::App, "Werewolf");
     let (_, key) = new_key(PrincipalKind::App);
-    store.create_app(&p, &werewolf(), &key, None).await.unwrap();
+    store
+        .create_app(&p, &werewolf(), &key, None, None)
+        .await
+        .unwrap();
     p.id
 }
 

@@ -34,7 +34,12 @@ pub(crate) async fn someone(store: &DynStore, kind: PrincipalKind, name: &str) -
     match kind {
         PrincipalKind::Person => store.create_person(&p, &key, None).await.unwrap(),
         PrincipalKind::Agent => store.create_agent(&p, &key, None).await.unwrap(),
-        PrincipalKind::App => store.create_app(&p, &werewolf(), &key, None).await.unwrap(),
+        PrincipalKind::App => {
+            store
+                .create_app(&p, &werewolf(), &key, None, None)
+                .await
+                .unwrap();
+        }
     }
     p.id
 }

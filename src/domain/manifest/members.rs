@@ -27,7 +27,7 @@ pub enum ComponentKind {
 /// would refuse).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Delivery {
+pub struct AppDelivery {
     pub mode: DeliveryMode,
     /// Required with mode `interactions_url`, refused otherwise: `https`,
     /// no user info, its host and port on `egress.allowlist`.
@@ -35,18 +35,18 @@ pub struct Delivery {
     pub interactions_url: Option<String>,
 }
 
-impl Default for Delivery {
+impl Default for AppDelivery {
     fn default() -> Self {
-        Delivery {
+        AppDelivery {
             mode: DeliveryMode::Gateway,
             interactions_url: None,
         }
     }
 }
 
-impl Delivery {
+impl AppDelivery {
     pub(super) fn is_default(&self) -> bool {
-        *self == Delivery::default()
+        *self == AppDelivery::default()
     }
 }
 

@@ -18,7 +18,7 @@ use super::installation::{Scope, ScopeSet};
 use super::validate::{pointer_escape, FieldProblem, Problems};
 
 pub use commands::{ChoiceValue, CommandDecl, OptionChoice, OptionDecl, OptionType};
-pub use members::{CallbackNames, ComponentKind, Delivery, DeliveryMode};
+pub use members::{AppDelivery, CallbackNames, ComponentKind, DeliveryMode};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -44,8 +44,8 @@ pub struct Manifest {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub components: Vec<ComponentKind>,
     /// How the app is reached; default `{"mode": "gateway"}`.
-    #[serde(default, skip_serializing_if = "Delivery::is_default")]
-    pub delivery: Delivery,
+    #[serde(default, skip_serializing_if = "AppDelivery::is_default")]
+    pub delivery: AppDelivery,
     /// Event types of the app audience it wants (needs `events:subscribe`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub event_subscriptions: Vec<String>,

@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::PgStore;
 use crate::store::cards::CardDialect;
 use crate::store::identity::IdentityDialect;
+use crate::store::installations::{InstallationDialect, INSTALLATION_COLUMNS};
 use crate::store::jobs::JobDialect;
 use crate::store::signing_keys::SigningKeyDialect;
 use crate::store::sql::{Arg, Executor};
@@ -49,4 +50,12 @@ impl SigningKeyDialect for PgStore {
 
 impl JobDialect for PgStore {
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+}
+
+impl InstallationDialect for PgStore {
+    /// The row itself, until commit: set scopes, upgrade and the lifecycle
+    /// CAS queue on it.
+    fn locking_read(condition: &str) -> String {
+        format!("SELECT {INSTALLATION_COLUMNS} FROM installations WHERE {condition} FOR UPDATE")
+    }
 }

@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::SqliteStore;
 use crate::store::cards::CardDialect;
 use crate::store::identity::IdentityDialect;
+use crate::store::installations::{InstallationDialect, INSTALLATION_COLUMNS};
 use crate::store::jobs::JobDialect;
 use crate::store::signing_keys::SigningKeyDialect;
 use crate::store::sql::{Arg, Executor};
@@ -50,4 +51,16 @@ impl SigningKeyDialect for SqliteStore {
 
 impl JobDialect for SqliteStore {
     const SKIP_LOCKED: &'static str = "";
+}
+
+impl InstallationDialect for SqliteStore {
+    /// A no-op write as the first statement: the write lock at once (what
+    /// `BEGIN IMMEDIATE` would take), so the row read is the one this
+    /// transaction writes, whichever process writes next.
+    fn locking_read(condition: &str) -> String {
+        format!(
+            "UPDATE installations SET updated_at = updated_at WHERE {condition} \
+             RETURNING {INSTALLATION_COLUMNS}"
+        )
+    }
 }

@@ -60,7 +60,9 @@ async fn principal(s: &SqliteStore, kind: PrincipalKind) -> Uuid {
                 &crate::config::Config::default().manifest_bounds(),
             )
             .unwrap();
-            s.create_app(&p, &m, &key, None).await.unwrap()
+            {
+                s.create_app(&p, &m, &key, None, None).await.unwrap();
+            }
         }
         _ => s.create_agent(&p, &key, None).await.unwrap(),
     }

@@ -18,9 +18,9 @@ use crate::support::legacy_db::{LegacyDb, Val};
 use crate::support::{pg, RawSocket, TestHub};
 
 /// Every table with its columns and rows, as [`LegacyDb::rows`] renders them.
-type Snapshot = Vec<(String, Vec<String>, Vec<String>)>;
+pub(super) type Snapshot = Vec<(String, Vec<String>, Vec<String>)>;
 
-async fn snapshot(db: &LegacyDb) -> Snapshot {
+pub(super) async fn snapshot(db: &LegacyDb) -> Snapshot {
     let mut tables = Vec::new();
     for table in db.tables().await {
         let columns = db.columns(&table).await;
@@ -32,7 +32,7 @@ async fn snapshot(db: &LegacyDb) -> Snapshot {
 
 /// After the migration every old table is there with its old columns,
 /// and its rows read through them are the old rows, none more or fewer.
-async fn check_rows_unchanged(db: &LegacyDb, before: &Snapshot) {
+pub(super) async fn check_rows_unchanged(db: &LegacyDb, before: &Snapshot) {
     let tables = db.tables().await;
     for (table, columns, rows) in before {
         assert!(tables.contains(table), "table {table} is gone");
@@ -50,7 +50,7 @@ async fn check_rows_unchanged(db: &LegacyDb, before: &Snapshot) {
 }
 
 /// SQLite's own checks, on a connection of the migrated file.
-async fn check_sqlite_pragmas(db: &LegacyDb) {
+pub(super) async fn check_sqlite_pragmas(db: &LegacyDb) {
     let dangling = db
         .texts(
             "SELECT \"table\" || ' -> ' || parent AS t FROM pragma_foreign_key_check",
@@ -71,7 +71,7 @@ async fn check_sqlite_pragmas(db: &LegacyDb) {
 
 /// The task, its conversation and its messages read back through the hub
 /// as the 0008 code wrote them, to its agents and to its app.
-async fn check_task(hub: &TestHub, before: &Before, after: &After0008) {
+pub(super) async fn check_task(hub: &TestHub, before: &Before, after: &After0008) {
     let task = serde_json::to_value(&after.task).unwrap();
     let messages = serde_json::to_value(&after.messages).unwrap();
     for who in &before.members[..2] {

@@ -26,7 +26,7 @@ class TaskFailure(BaseModel):
     code: Annotated[
         str,
         Field(
-            description='`rejected`, `timeout`, `app_unavailable`, `app_error` or `invalid_answer`.'
+            description='`rejected`, `timeout`, `app_unavailable`, `app_error`, `invalid_answer`,\n`hub_error`, `app_suspended`, `app_not_installed` or `app_uninstalled`.'
         ),
     ]
     reason: str | None = None

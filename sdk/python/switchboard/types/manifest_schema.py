@@ -115,6 +115,51 @@ class TaskCreatePolicy(
     ]
 
 
+class Scope(Enum):
+    messages_write = 'messages:write'
+    commands_write = 'commands:write'
+    components_write = 'components:write'
+    events_subscribe = 'events:subscribe'
+
+
+class Level(Enum):
+    read = 'read'
+    write = 'write'
+    trigger = 'trigger'
+    admin = 'admin'
+
+
+class OptionType2(Enum):
+    string = 'string'
+    integer = 'integer'
+    number = 'number'
+    boolean = 'boolean'
+
+
+class OptionType(RootModel[OptionType2 | Literal['principal'] | Literal['channel']]):
+    root: OptionType2 | Literal['principal'] | Literal['channel']
+
+
+class ChoiceValue(RootModel[int | float | str]):
+    root: int | float | str
+
+
+class ComponentKind(Enum):
+    button = 'button'
+    select = 'select'
+    form = 'form'
+
+
+class DeliveryMode(Enum):
+    gateway = 'gateway'
+    interactions_url = 'interactions_url'
+
+
+class CallbackNames(Enum):
+    current = 'current'
+    moltzap_v1 = 'moltzap-v1'
+
+
 class ConversationTemplate(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -138,6 +183,76 @@ class GatePolicies(BaseModel):
     task_create: TaskCreatePolicy
 
 
+class OptionChoice(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[str, Field(description='1 to 100 characters.')]
+    value: Annotated[ChoiceValue, Field(description="Of the option's type.")]
+
+
+class AppDelivery(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    mode: DeliveryMode
+    interactionsUrl: Annotated[
+        str | None,
+        Field(
+            description='Required with mode `interactions_url`, refused otherwise: `https`,\nno user info, its host and port on `egress.allowlist`.'
+        ),
+    ] = None
+
+
+class OptionDecl(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(description='Same rules as a command name; unique within its command.'),
+    ]
+    type: OptionType
+    description: Annotated[
+        str, Field(description='1 to `command.description_max_chars` characters.')
+    ]
+    required: bool | None = None
+    choices: Annotated[
+        list[OptionChoice] | None,
+        Field(
+            description='The only values allowed, for `string`, `integer` and `number`\noptions; 1 to 25 of them.'
+        ),
+    ] = None
+    autocomplete: Annotated[
+        bool | None,
+        Field(
+            description='Values are suggested by the app as the caller types (`string`,\n`integer` and `number` options, never with `choices`).'
+        ),
+    ] = None
+
+
+class CommandDecl(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description='1 to 32 of `a-z`, `0-9`, `-`, `_`; unique in the manifest,\ncase-insensitively.'
+        ),
+    ]
+    description: Annotated[
+        str, Field(description='1 to `command.description_max_chars` characters.')
+    ]
+    requiredLevel: Annotated[
+        Level | None,
+        Field(
+            description='The level on the place a caller needs to run it (default `trigger`).'
+        ),
+    ] = 'trigger'
+    options: list[OptionDecl] | None = None
+
+
 class AppManifest(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -155,3 +270,31 @@ class AppManifest(BaseModel):
         ),
     ] = []
     hooks: GatePolicies
+    scopes: Annotated[
+        list[Scope] | None,
+        Field(
+            description='The scopes the app asks for. Absent (the seed-000 shape) is not\nempty: such a manifest asks for `events:subscribe`.'
+        ),
+    ] = None
+    commands: Annotated[
+        list[CommandDecl] | None,
+        Field(description='Slash commands, at most `command.max_per_principal`.'),
+    ] = None
+    components: Annotated[
+        list[ComponentKind] | None,
+        Field(description='The component kinds the app will post, for consent.'),
+    ] = None
+    delivery: Annotated[
+        AppDelivery | None,
+        Field(description='How the app is reached; default `{"mode": "gateway"}`.'),
+    ] = None
+    eventSubscriptions: Annotated[
+        list[str] | None,
+        Field(
+            description='Event types of the app audience it wants (needs `events:subscribe`).'
+        ),
+    ] = None
+    callbackNames: Annotated[
+        CallbackNames | None,
+        Field(description='The names its gates are called by; default `current`.'),
+    ] = None

@@ -146,6 +146,52 @@ export type TaskCreatePolicy =
       timeoutMs: number;
     };
 /**
+ * One consentable capability of an app. A closed list: the manifest, the
+ * store and the decision all speak these four names and nothing else.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "Scope".
+ */
+export type Scope = "messages:write" | "commands:write" | "components:write" | "events:subscribe";
+/**
+ * Ordered so that "at least" is `>=`: `read < write < trigger < admin`.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "Level".
+ */
+export type Level = "read" | "write" | "trigger" | "admin";
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "OptionType".
+ */
+export type OptionType = ("string" | "integer" | "number" | "boolean") | "principal" | "channel";
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "ChoiceValue".
+ */
+export type ChoiceValue = number | string;
+/**
+ * A component kind the app will post on its cards: asked for consent,
+ * never enforced (seed 11 3.1).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "ComponentKind".
+ */
+export type ComponentKind = "button" | "select" | "form";
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "DeliveryMode".
+ */
+export type DeliveryMode = "gateway" | "interactions_url";
+/**
+ * The names the hub calls the app's gates by (ADR 0023 §8). Params and
+ * answers are the same under both.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "CallbackNames".
+ */
+export type CallbackNames = "current" | "moltzap-v1";
+/**
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
  * via the `definition` "AdmissionAnswer".
  */
@@ -839,7 +885,8 @@ export interface TaskParticipant {
  */
 export interface TaskFailure {
   /**
-   * `rejected`, `timeout`, `app_unavailable`, `app_error` or `invalid_answer`.
+   * `rejected`, `timeout`, `app_unavailable`, `app_error`, `invalid_answer`,
+   * `hub_error`, `app_suspended`, `app_not_installed` or `app_uninstalled`.
    */
   code: string;
   reason?: string | null;
@@ -1323,6 +1370,25 @@ export interface ManifestDocument {
    */
   conversations?: ConversationTemplate[];
   hooks: GatePolicies;
+  /**
+   * The scopes the app asks for. Absent (the seed-000 shape) is not
+   * empty: such a manifest asks for `events:subscribe`.
+   */
+  scopes?: Scope[];
+  /**
+   * Slash commands, at most `command.max_per_principal`.
+   */
+  commands?: CommandDecl[];
+  /**
+   * The component kinds the app will post, for consent.
+   */
+  components?: ComponentKind[];
+  delivery?: AppDelivery;
+  /**
+   * Event types of the app audience it wants (needs `events:subscribe`).
+   */
+  eventSubscriptions?: string[];
+  callbackNames?: CallbackNames;
 }
 /**
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -1356,6 +1422,82 @@ export interface GatePolicies {
   dispatch_authorize: DispatchPolicy;
   message_authorize: MessagePolicy;
   task_create: TaskCreatePolicy;
+}
+/**
+ * One declared command.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "CommandDecl".
+ */
+export interface CommandDecl {
+  /**
+   * 1 to 32 of `a-z`, `0-9`, `-`, `_`; unique in the manifest,
+   * case-insensitively.
+   */
+  name: string;
+  /**
+   * 1 to `command.description_max_chars` characters.
+   */
+  description: string;
+  requiredLevel?: Level;
+  options?: OptionDecl[];
+}
+/**
+ * One option of a command.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "OptionDecl".
+ */
+export interface OptionDecl {
+  /**
+   * Same rules as a command name; unique within its command.
+   */
+  name: string;
+  type: OptionType;
+  /**
+   * 1 to `command.description_max_chars` characters.
+   */
+  description: string;
+  required?: boolean;
+  /**
+   * The only values allowed, for `string`, `integer` and `number`
+   * options; 1 to 25 of them.
+   */
+  choices?: OptionChoice[];
+  /**
+   * Values are suggested by the app as the caller types (`string`,
+   * `integer` and `number` options, never with `choices`).
+   */
+  autocomplete?: boolean;
+}
+/**
+ * One allowed value of an option, with the name shown for it.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "OptionChoice".
+ */
+export interface OptionChoice {
+  /**
+   * 1 to 100 characters.
+   */
+  name: string;
+  value: ChoiceValue;
+}
+/**
+ * How the app receives its commands and interactions (issue 17 delivers;
+ * the URL is checked now so a manifest cannot store a target the hub
+ * would refuse).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AppDelivery".
+ */
+export interface AppDelivery {
+  mode: DeliveryMode;
+  /**
+   * Required with mode `interactions_url`, refused otherwise: `https`,
+   * no user info, its host and port on `egress.allowlist`.
+   */
+  interactionsUrl?: string | null;
 }
 /**
  * `person/channel/list` (schemas/person.channel.list.params.schema.json).
@@ -1828,6 +1970,25 @@ export interface Manifest {
    */
   conversations?: ConversationTemplate[];
   hooks: GatePolicies;
+  /**
+   * The scopes the app asks for. Absent (the seed-000 shape) is not
+   * empty: such a manifest asks for `events:subscribe`.
+   */
+  scopes?: Scope[];
+  /**
+   * Slash commands, at most `command.max_per_principal`.
+   */
+  commands?: CommandDecl[];
+  /**
+   * The component kinds the app will post, for consent.
+   */
+  components?: ComponentKind[];
+  delivery?: AppDelivery;
+  /**
+   * Event types of the app audience it wants (needs `events:subscribe`).
+   */
+  eventSubscriptions?: string[];
+  callbackNames?: CallbackNames;
 }
 /**
  * `app/message/authorize` answers `{verdict: {decision: "Forward",

@@ -1,0 +1,579 @@
+//! App installations (ADR 0023 §2-§5, §9): the row between an app and the
+//! hub, its lifecycle writes and the audit of each. One area, one trait,
+//! the same SQL on both backends; what differs is how a write transaction
+//! holds the live row ([`InstallationDialect`]).
+//!
+//! Every write that reads the row to compute the next one (set scopes,
+//! upgrade, a transition, uninstall) reads it *locked* in its own write
+//! transaction, so two of them never interleave (the review fix of §4).
+//! Locks are taken in one order, the app's principal before its
+//! installation row, so no two writers wait on each other.
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::identity::{insert_idempotency, insert_key, IdentityDialect};
+use super::sql::{is_unique_violation, parsed, to_json, Arg, Database, Executor, Keyset, Row};
+use super::{IdempotencyRecord, NewKey, StoreError, StoreResult};
+use crate::domain::event::{NewEvent, StoredEvent};
+use crate::domain::installation::{
+    effective_scopes, Actor, InstallationFacts, InstallationState, LifecycleAction, ScopeSet,
+    Transition, TransitionOutcome,
+};
+use crate::domain::manifest::Manifest;
+use crate::domain::task::{Task, TaskState};
+use crate::domain::Millis;
+
+pub(super) use super::audit_actions::NewAction;
+pub use super::audit_actions::{ActionFilter, ActionRecord};
+
+/// An `installations` row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InstallationRecord {
+    pub id: Uuid,
+    pub app_id: Uuid,
+    pub state: InstallationState,
+    /// What the manifest asked for at the last install or upgrade.
+    pub requested: ScopeSet,
+    /// What the operator consented to.
+    pub granted: ScopeSet,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+impl InstallationRecord {
+    /// Granted and still requested: what the app holds.
+    pub fn effective(&self) -> ScopeSet {
+        effective_scopes(self.requested, self.granted)
+    }
+
+    pub fn facts(&self) -> InstallationFacts {
+        InstallationFacts {
+            state: self.state,
+            scopes: self.effective(),
+        }
+    }
+}
+
+/// An operator's install of an app that has no live installation.
+#[derive(Clone, Debug)]
+pub struct NewInstallation {
+    pub id: Uuid,
+    pub app_id: Uuid,
+    /// The consent; `None` grants every scope the manifest requests. A
+    /// scope the manifest (read in the install's transaction) does not
+    /// request is a `Conflict`.
+    pub granted: Option<ScopeSet>,
+    /// Stored only when the app has no active key (after an uninstall),
+    /// so an installed app always has a way in and never two.
+    pub key: Option<NewKey>,
+    pub idem: Option<IdempotencyRecord>,
+    pub actor: Actor,
+    pub now: Millis,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Installed {
+    pub installation: InstallationRecord,
+    /// True when `NewInstallation::key` was stored.
+    pub key_issued: bool,
+}
+
+/// A write that changed a live row: the row before and after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Changed {
+    pub before: InstallationRecord,
+    pub after: InstallationRecord,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Upgraded {
+    /// The manifest the upgrade replaced.
+    pub previous: Manifest,
+    /// The live installation before and after; `None` for an app without
+    /// one (pending or uninstalled: only the manifest changed).
+    pub installation: Option<Changed>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transitioned {
+    Moved(Changed),
+    /// An idempotent repeat (suspend of a suspended one, resume of an
+    /// active one): nothing written, nothing audited.
+    Unchanged(InstallationRecord),
+}
+
+/// What an uninstall did, in its one transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Uninstalled {
+    pub change: Changed,
+    pub revoked_keys: Vec<String>,
+    /// The tasks it failed.
+    pub failed_tasks: Vec<FailedTask>,
+    /// The leases it ended.
+    pub ended_leases: Vec<Uuid>,
+    /// Their events, stored: publish them after the commit.
+    pub events: Vec<StoredEvent>,
+}
+
+/// A task an uninstall failed: as it is now, and the state it failed from
+/// (who has heard of it differs: a waiting task only its initiator).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FailedTask {
+    pub task: Task,
+    pub was: TaskState,
+}
+
+/// The events telling of a task an uninstall failed: the caller's, so the
+/// store writes them without knowing the protocol's names.
+pub type FailureEvents<'a> = &'a (dyn Fn(&FailedTask) -> Vec<NewEvent> + Send + Sync);
+
+#[async_trait]
+pub trait InstallationStore: Send + Sync + 'static {
+    /// The app's live installation (active or suspended); `None` for an
+    /// app that is pending, uninstalled or missing alike.
+    async fn installation(&self, app_id: Uuid) -> StoreResult<Option<InstallationRecord>>;
+
+    /// Writes a new active installation (and the key, the idempotency
+    /// record and the audit row) in one transaction. `NotFound` for an id
+    /// that is no app; `Conflict` when a live installation exists or a
+    /// granted scope is not requested; `IdempotencyTaken` on a replay.
+    async fn install(&self, new: &NewInstallation) -> StoreResult<Installed>;
+
+    /// Replaces the granted scopes of the live installation, read locked.
+    /// `NotFound` without one; `Conflict` for a scope not requested.
+    async fn set_scopes(
+        &self,
+        app_id: Uuid,
+        granted: ScopeSet,
+        actor: Actor,
+        now: Millis,
+    ) -> StoreResult<Changed>;
+
+    /// Replaces the app's manifest and, with a live installation (read
+    /// locked), its requested scopes, keeping granted only what is still
+    /// requested. `NotFound` for an id that is no app.
+    async fn upgrade(
+        &self,
+        app_id: Uuid,
+        manifest: &Manifest,
+        actor: Actor,
+        now: Millis,
+    ) -> StoreResult<Upgraded>;
+
+    /// Suspends or resumes installation `id`: a compare-and-swap on its
+    /// state, read locked. `NotFound` for no such row; `Conflict` naming
+    /// the current state when the move is refused. An uninstall has
+    /// effects beyond the row and is [`InstallationStore::uninstall`]:
+    /// `Transition::Uninstall` here is a `Conflict` that writes nothing.
+    async fn transition(
+        &self,
+        id: Uuid,
+        transition: Transition,
+        actor: Actor,
+        now: Millis,
+    ) -> StoreResult<Transitioned>;
+
+    /// Uninstalls installation `id` in one transaction: the state's CAS,
+    /// every key of the app revoked, its grants deleted (and the rights
+    /// version bumped), its waiting and active tasks failed with
+    /// `app_uninstalled` and `events` of each written, the live leases on
+    /// its tasks' messages ended, the audit row. Errors as `transition`.
+    async fn uninstall(
+        &self,
+        id: Uuid,
+        actor: Actor,
+        now: Millis,
+        events: FailureEvents<'_>,
+    ) -> StoreResult<Uninstalled>;
+
+    /// Every installation row (of any state) written at or after `since`,
+    /// by any process: what the revocation sweep applies.
+    async fn installations_changed_since(
+        &self,
+        since: Millis,
+    ) -> StoreResult<Vec<InstallationRecord>>;
+
+    /// Owner actions matching `filter`, by id after `after`, at most `limit`.
+    async fn actions(
+        &self,
+        filter: ActionFilter,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<ActionRecord>>;
+
+    /// Deletes the owner actions recorded before `before`; returns how many.
+    async fn prune_actions(&self, before: Millis) -> StoreResult<u64>;
+}
+
+/// What differs per dialect in this area.
+pub trait InstallationDialect {
+    /// A statement reading the installation rows `condition` selects
+    /// (columns [`INSTALLATION_COLUMNS`]) and holding them until the
+    /// transaction ends: PostgreSQL's `SELECT ... FOR UPDATE`; on SQLite a
+    /// no-op `UPDATE ... RETURNING`, which takes the database's write lock
+    /// at once, as `BEGIN IMMEDIATE` would.
+    fn locking_read(condition: &str) -> String;
+}
+
+pub(super) const INSTALLATION_COLUMNS: &str =
+    "id, app_id, state, requested_scopes, granted_scopes, created_at, updated_at";
+
+const LIVE: &str = "app_id = $1 AND state <> 'uninstalled'";
+
+fn scopes(row: &Row, col: &str) -> StoreResult<ScopeSet> {
+    ScopeSet::from_stored(&row.text(col)?).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+pub(super) fn installation_row(row: &Row) -> StoreResult<InstallationRecord> {
+    Ok(InstallationRecord {
+        id: row.id("id")?,
+        app_id: row.id("app_id")?,
+        state: parsed(
+            row.text("state")?,
+            "installation state",
+            InstallationState::parse,
+        )?,
+        requested: scopes(row, "requested_scopes")?,
+        granted: scopes(row, "granted_scopes")?,
+        created_at: row.int("created_at")?,
+        updated_at: row.int("updated_at")?,
+    })
+}
+
+/// Inserts `r`; a second live row of its app is a `Conflict` (the
+/// partial unique index `installations_live`).
+pub(super) async fn insert_installation(
+    ex: &mut dyn Executor,
+    r: &InstallationRecord,
+) -> StoreResult<()> {
+    let requested = r.requested.to_stored();
+    let granted = r.granted.to_stored();
+    ex.execute(
+        "INSERT INTO installations (id, app_id, state, requested_scopes, granted_scopes, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            Arg::Id(r.id),
+            Arg::Id(r.app_id),
+            Arg::Text(r.state.as_str()),
+            Arg::Text(&requested),
+            Arg::Text(&granted),
+            Arg::Int(r.created_at),
+            Arg::Int(r.updated_at),
+        ],
+    )
+    .await
+    .map_err(|e| {
+        if is_unique_violation(&e) {
+            already_installed()
+        } else {
+            e
+        }
+    })?;
+    Ok(())
+}
+
+fn already_installed() -> StoreError {
+    StoreError::Conflict("the app is installed already".into())
+}
+
+fn not_requested(extra: ScopeSet) -> StoreError {
+    StoreError::Conflict(format!(
+        "scopes not requested by the manifest: {}",
+        extra.to_stored()
+    ))
+}
+
+/// The rows `condition` (on `$1`) selects, locked until commit.
+pub(super) async fn locked<D: InstallationDialect>(
+    ex: &mut dyn Executor,
+    condition: &str,
+    arg: Arg<'_>,
+) -> StoreResult<Option<InstallationRecord>> {
+    ex.fetch_optional(&D::locking_read(condition), &[arg])
+        .await?
+        .map(|r| installation_row(&r))
+        .transpose()
+}
+
+/// Writes the mutable columns of `r` (matched by id).
+async fn write_row(ex: &mut dyn Executor, r: &InstallationRecord) -> StoreResult<()> {
+    let requested = r.requested.to_stored();
+    let granted = r.granted.to_stored();
+    ex.execute(
+        "UPDATE installations SET requested_scopes = $1, granted_scopes = $2, updated_at = $3 WHERE id = $4",
+        &[
+            Arg::Text(&requested),
+            Arg::Text(&granted),
+            Arg::Int(r.updated_at),
+            Arg::Id(r.id),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Moves the row read locked as `before` with `transition`: the CAS on
+/// its state. `Ok(None)` for an idempotent repeat.
+pub(super) async fn move_state(
+    ex: &mut dyn Executor,
+    before: &InstallationRecord,
+    transition: Transition,
+    now: Millis,
+) -> StoreResult<Option<InstallationRecord>> {
+    let to = match transition.from_state(before.state) {
+        TransitionOutcome::Move(to) => to,
+        TransitionOutcome::Unchanged => return Ok(None),
+        TransitionOutcome::Refused => {
+            return Err(StoreError::Conflict(format!(
+                "the installation is {}",
+                before.state.as_str()
+            )))
+        }
+    };
+    let changed = ex
+        .execute(
+            "UPDATE installations SET state = $1, updated_at = $2 WHERE id = $3 AND state = $4",
+            &[
+                Arg::Text(to.as_str()),
+                Arg::Int(now),
+                Arg::Id(before.id),
+                Arg::Text(before.state.as_str()),
+            ],
+        )
+        .await?;
+    if changed == 0 {
+        // Unreachable under the row lock; kept as the CAS's own answer.
+        return Err(StoreError::Conflict(
+            "the installation changed meanwhile".into(),
+        ));
+    }
+    Ok(Some(InstallationRecord {
+        state: to,
+        updated_at: now,
+        ..*before
+    }))
+}
+
+/// The app's stored manifest, in the caller's transaction.
+async fn manifest_of(ex: &mut dyn Executor, app_id: Uuid) -> StoreResult<Option<Manifest>> {
+    ex.fetch_optional(
+        "SELECT manifest FROM apps WHERE app_id = $1",
+        &[Arg::Id(app_id)],
+    )
+    .await?
+    .map(|r| r.decoded("manifest"))
+    .transpose()
+}
+
+async fn has_active_key(ex: &mut dyn Executor, app_id: Uuid) -> StoreResult<bool> {
+    let row = ex
+        .fetch_optional(
+            "SELECT 1 AS one FROM principal_keys WHERE principal_id = $1 AND revoked_at IS NULL",
+            &[Arg::Id(app_id)],
+        )
+        .await?;
+    Ok(row.is_some())
+}
+
+#[async_trait]
+impl<D> InstallationStore for D
+where
+    D: Database + Keyset + IdentityDialect + InstallationDialect,
+{
+    async fn installation(&self, app_id: Uuid) -> StoreResult<Option<InstallationRecord>> {
+        let sql = format!("SELECT {INSTALLATION_COLUMNS} FROM installations WHERE {LIVE}");
+        self.read()
+            .await?
+            .fetch_optional(&sql, &[Arg::Id(app_id)])
+            .await?
+            .map(|r| installation_row(&r))
+            .transpose()
+    }
+
+    async fn install(&self, new: &NewInstallation) -> StoreResult<Installed> {
+        let mut tx = self.begin().await?;
+        insert_idempotency(&mut *tx, new.idem.as_ref(), new.now).await?;
+        D::lock_principal(&mut *tx, new.app_id).await?;
+        let manifest = manifest_of(&mut *tx, new.app_id)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        if locked::<D>(&mut *tx, LIVE, Arg::Id(new.app_id))
+            .await?
+            .is_some()
+        {
+            return Err(already_installed());
+        }
+        let requested = manifest.requested_scopes();
+        let granted = new.granted.unwrap_or(requested);
+        if !granted.is_subset_of(requested) {
+            return Err(not_requested(granted.minus(requested)));
+        }
+        let key_issued = match &new.key {
+            Some(key) if !has_active_key(&mut *tx, new.app_id).await? => {
+                insert_key(&mut *tx, new.app_id, key, new.now).await?;
+                true
+            }
+            _ => false,
+        };
+        let record = InstallationRecord {
+            id: new.id,
+            app_id: new.app_id,
+            state: InstallationState::Active,
+            requested,
+            granted,
+            created_at: new.now,
+            updated_at: new.now,
+        };
+        insert_installation(&mut *tx, &record).await?;
+        NewAction::of(new.actor, LifecycleAction::Install, None, &record)
+            .record(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Installed {
+            installation: record,
+            key_issued,
+        })
+    }
+
+    async fn set_scopes(
+        &self,
+        app_id: Uuid,
+        granted: ScopeSet,
+        actor: Actor,
+        now: Millis,
+    ) -> StoreResult<Changed> {
+        let mut tx = self.begin().await?;
+        let before = locked::<D>(&mut *tx, LIVE, Arg::Id(app_id))
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        if !granted.is_subset_of(before.requested) {
+            return Err(not_requested(granted.minus(before.requested)));
+        }
+        let after = InstallationRecord {
+            granted,
+            updated_at: now,
+            ..before
+        };
+        write_row(&mut *tx, &after).await?;
+        NewAction::of(actor, LifecycleAction::ScopesUpdate, Some(&before), &after)
+            .record(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Changed { before, after })
+    }
+
+    async fn upgrade(
+        &self,
+        app_id: Uuid,
+        manifest: &Manifest,
+        actor: Actor,
+        now: Millis,
+    ) -> StoreResult<Upgraded> {
+        let json = to_json(manifest)?;
+        let mut tx = self.begin().await?;
+        D::lock_principal(&mut *tx, app_id).await?;
+        let previous = manifest_of(&mut *tx, app_id)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        tx.execute(
+            "UPDATE apps SET manifest = $1, updated_at = $2 WHERE app_id = $3",
+            &[Arg::Json(&json), Arg::Int(now), Arg::Id(app_id)],
+        )
+        .await?;
+        let installation = match locked::<D>(&mut *tx, LIVE, Arg::Id(app_id)).await? {
+            Some(before) => {
+                let requested = manifest.requested_scopes();
+                let after = InstallationRecord {
+                    requested,
+                    granted: before.granted.intersect(requested),
+                    updated_at: now,
+                    ..before
+                };
+                write_row(&mut *tx, &after).await?;
+                Some(Changed { before, after })
+            }
+            None => None,
+        };
+        NewAction {
+            actor,
+            action: LifecycleAction::Upgrade,
+            app_id,
+            before: installation.as_ref().map(|c| &c.before),
+            after: installation.as_ref().map(|c| &c.after),
+            at: now,
+        }
+        .record(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Upgraded {
+            previous,
+            installation,
+        })
+    }
+
+    async fn transition(
+        &self,
+        id: Uuid,
+        transition: Transition,
+        actor: Actor,
+        now: Millis,
+    ) -> StoreResult<Transitioned> {
+        if transition == Transition::Uninstall {
+            return Err(StoreError::Conflict(
+                "an uninstall is InstallationStore::uninstall".into(),
+            ));
+        }
+        let mut tx = self.begin().await?;
+        let before = locked::<D>(&mut *tx, "id = $1", Arg::Id(id))
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        let Some(after) = move_state(&mut *tx, &before, transition, now).await? else {
+            tx.rollback().await?;
+            return Ok(Transitioned::Unchanged(before));
+        };
+        NewAction::of(actor, transition.action(), Some(&before), &after)
+            .record(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Transitioned::Moved(Changed { before, after }))
+    }
+
+    async fn uninstall(
+        &self,
+        id: Uuid,
+        actor: Actor,
+        now: Millis,
+        events: FailureEvents<'_>,
+    ) -> StoreResult<Uninstalled> {
+        super::uninstall::run::<D>(self, id, actor, now, events).await
+    }
+
+    async fn installations_changed_since(
+        &self,
+        since: Millis,
+    ) -> StoreResult<Vec<InstallationRecord>> {
+        let sql = format!(
+            "SELECT {INSTALLATION_COLUMNS} FROM installations WHERE updated_at >= $1 ORDER BY updated_at, id"
+        );
+        let rows = self
+            .read()
+            .await?
+            .fetch_all(&sql, &[Arg::Int(since)])
+            .await?;
+        rows.iter().map(installation_row).collect()
+    }
+
+    async fn actions(
+        &self,
+        filter: ActionFilter,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<ActionRecord>> {
+        super::audit_actions::page::<D>(&mut *self.read().await?, filter, after, limit).await
+    }
+
+    async fn prune_actions(&self, before: Millis) -> StoreResult<u64> {
+        super::audit_actions::prune(&mut *self.write().await?, before).await
+    }
+}
