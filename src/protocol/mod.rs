@@ -6,6 +6,7 @@
 pub mod callbacks;
 pub mod channels;
 pub mod conversations;
+pub mod docs_tables;
 pub mod events;
 pub mod export;
 pub mod network;
