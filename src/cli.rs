@@ -209,6 +209,10 @@ pub enum SchemaCommand {
         /// Repository root to write into.
         #[arg(long, default_value = ".")]
         out: PathBuf,
+        /// Also render the method, event and action tables of
+        /// docs/protocol.md between their markers.
+        #[arg(long)]
+        docs: bool,
     },
 }
 
@@ -264,10 +268,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Schema {
-            command: SchemaCommand::Export { out },
+            command: SchemaCommand::Export { out, docs },
         } => {
             for path in crate::protocol::export::write(&out)? {
                 println!("wrote {path}");
+            }
+            if docs {
+                let path = out.join(crate::protocol::docs_tables::PROTOCOL_DOC);
+                let doc = std::fs::read_to_string(&path)?;
+                std::fs::write(
+                    &path,
+                    crate::protocol::docs_tables::apply(&doc).map_err(anyhow::Error::msg)?,
+                )?;
+                println!("wrote {}", crate::protocol::docs_tables::PROTOCOL_DOC);
             }
             Ok(())
         }

@@ -144,7 +144,8 @@ pub enum Loaded {
         lease: Lease,
         membership: Option<Arc<Membership>>,
     },
-    App(AppRecord),
+    /// Boxed: the manifest inside is by far the largest variant.
+    App(Box<AppRecord>),
     /// An agent and its owner, for `agent.keys.*`.
     Agent(PrincipalRecord),
     /// A space (`space.read`, `channel.create`, a grant put on it).
@@ -367,7 +368,7 @@ async fn app(hub: &impl Reads, target: &Target, id: Uuid) -> StoreResult<Loading
             named,
             ..Facts::default()
         },
-        loaded: Loaded::App(app),
+        loaded: Loaded::App(Box::new(app)),
         from_store: true,
     })
 }

@@ -312,7 +312,7 @@ impl Granted {
 
     pub fn app(self) -> Result<AppRecord, RpcError> {
         match self.loaded {
-            Loaded::App(app) => Ok(app),
+            Loaded::App(app) => Ok(*app),
             _ => Err(mismatch()),
         }
     }

@@ -396,10 +396,20 @@ async fn hook_setup(server: &Server) -> anyhow::Result<HookSetup> {
             .register_app(&gate_manifest(policy))
             .await?;
         let app = AppClient::builder(&base, &creds.app_key)
+            // Forward to everyone but the sender, as the static policy does:
+            // both modes then deliver the same events, and the sender's socket
+            // carries only its acks (forwarding the sender its own message
+            // doubled the frames the load client must read while it sends).
             .handle::<AppMessageAuthorize, _, _>(|p| async move {
+                let sender = p.message.sender_id;
                 Ok(MessageAuthorizeAnswer {
                     verdict: MessageVerdict::Forward {
-                        recipients: p.conversation.participants,
+                        recipients: p
+                            .conversation
+                            .participants
+                            .into_iter()
+                            .filter(|id| *id != sender)
+                            .collect(),
                     },
                 })
             })

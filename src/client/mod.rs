@@ -195,6 +195,11 @@ impl AppClientBuilder {
                 serde_json::to_value(result).map_err(|_| RpcError::internal())
             })
         });
+        // Under the seed-002 name too, so the app answers whichever its
+        // manifest's `callbackNames` makes the hub call (ADR 0023 §8).
+        if let Some(alias) = M::MOLTZAP_V1_NAME {
+            self.handlers.insert(alias.to_string(), erased.clone());
+        }
         self.handlers.insert(M::NAME.to_string(), erased);
         self
     }

@@ -6,6 +6,7 @@
 //! checks that need only that section; checks across sections live here.
 
 mod audit;
+mod command;
 mod events;
 mod gateway;
 mod hooks;
@@ -23,9 +24,11 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+use crate::domain::egress_policy::HostPort;
 use crate::domain::manifest::ManifestBounds;
 
 pub use audit::AuditConfig;
+pub use command::CommandConfig;
 pub use events::{EventsConfig, JobsConfig, LeasesConfig, MessagesConfig};
 pub use gateway::GatewayConfig;
 pub use hooks::{HooksConfig, LimitsConfig};
@@ -55,6 +58,7 @@ pub struct Config {
     pub egress: EgressConfig,
     pub audit: AuditConfig,
     pub ratelimit: RateLimitConfig,
+    pub command: CommandConfig,
 }
 
 /// Refuses the first key whose value is 0, naming it.
@@ -121,6 +125,7 @@ impl Config {
         self.registration.validate()?;
         self.audit.validate()?;
         self.ratelimit.validate()?;
+        self.command.validate()?;
         // A handler's job is locked from before its insert: the lock must
         // outlast the wait for the writer, the hook and the grace period.
         if self.jobs.lock_ms
@@ -162,12 +167,24 @@ impl Config {
         }
     }
 
+    /// What a manifest is checked against. The allowlist entries were
+    /// parsed by `validate`, so one that fails here cannot happen on a
+    /// loaded configuration; it is left out rather than widening anything.
     pub fn manifest_bounds(&self) -> ManifestBounds {
         ManifestBounds {
             min_hook_timeout_ms: self.hooks.min_timeout_ms,
             max_hook_timeout_ms: self.hooks.max_timeout_ms,
             max_participants: self.limits.max_participants,
             max_conversations: self.limits.max_manifest_conversations,
+            max_commands: self.command.max_per_principal,
+            command_description_max_chars: self.command.description_max_chars,
+            egress_allowlist: self
+                .egress
+                .allowlist
+                .iter()
+                .filter_map(|entry| HostPort::parse(entry).ok())
+                .collect(),
+            app_event_types: crate::protocol::app_event_types(),
         }
     }
 }
@@ -235,6 +252,33 @@ mod tests {
         assert!(err(&c).contains("egress.connect_timeout_ms"));
         c.egress.connect_timeout_ms = 0;
         assert!(err(&c).contains("egress.connect_timeout_ms must be greater than 0"));
+    }
+
+    #[test]
+    fn command_bounds_are_checked_naming_their_keys() {
+        let err = |c: &Config| c.validate().unwrap_err().to_string();
+        let mut c = Config::default();
+        assert_eq!(c.command.max_per_principal, 100);
+        assert_eq!(c.command.description_max_chars, 100);
+        c.command.max_per_principal = 0;
+        assert!(err(&c).contains("command.max_per_principal must be greater than 0"));
+        c.command.max_per_principal = 10_001;
+        assert!(err(&c).contains("command.max_per_principal must be at most"));
+        c.command.max_per_principal = 5;
+        c.command.description_max_chars = 0;
+        assert!(err(&c).contains("command.description_max_chars must be greater than 0"));
+        c.command.description_max_chars = 2_001;
+        assert!(err(&c).contains("command.description_max_chars must be at most"));
+        c.command.description_max_chars = 40;
+        c.egress.allowlist = vec!["hooks.example.com".into(), "ops.example.com:8443".into()];
+        let bounds = c.manifest_bounds();
+        assert_eq!(
+            (bounds.max_commands, bounds.command_description_max_chars),
+            (5, 40)
+        );
+        assert_eq!(bounds.egress_allowlist.len(), 2);
+        assert_eq!(bounds.egress_allowlist[1].port, 8443);
+        assert!(bounds.app_event_types.contains(&"app/task/activated"));
     }
 
     #[test]

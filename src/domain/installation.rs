@@ -9,8 +9,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::domain::manifest::Manifest;
-
 /// One consentable capability of an app. A closed list: the manifest, the
 /// store and the decision all speak these four names and nothing else.
 #[derive(
@@ -209,15 +207,6 @@ pub struct InstallationFacts {
 /// added waits for consent.
 pub fn effective_scopes(requested: ScopeSet, granted: ScopeSet) -> ScopeSet {
     requested.intersect(granted)
-}
-
-/// The scopes an app's manifest asks for. The one place registration,
-/// install and upgrade learn them from (ADR 0023 §1): until the manifest
-/// lists its own `scopes`, every manifest has the seed-000 shape, whose
-/// derived request is `events:subscribe` (its app learns its tasks over its
-/// socket).
-pub fn requested_scopes_of(_manifest: &Manifest) -> ScopeSet {
-    ScopeSet::of([Scope::EventsSubscribe])
 }
 
 /// Who performed an owner action, as the audit records it: a kind and,

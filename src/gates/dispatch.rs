@@ -86,9 +86,10 @@ async fn ask_gate(hub: &Arc<Hub>, lease: &Lease) -> Result<Admission, StoreError
                     lease: lease.clone(),
                     message,
                 };
-                let outcome = hooks::call_app::<AppDispatchAuthorize>(
+                let outcome = hooks::call_app_as::<AppDispatchAuthorize>(
                     hub,
                     task.app_id,
+                    app.manifest.callback_names,
                     &callback,
                     Duration::from_millis(timeout_ms),
                 )

@@ -238,9 +238,10 @@ async fn ask_gate(hub: &Arc<Hub>, subject: &Subject) -> MessageDecision {
                 conversation: conversation.clone(),
                 message: message.clone(),
             };
-            let outcome = hooks::call_app::<AppMessageAuthorize>(
+            let outcome = hooks::call_app_as::<AppMessageAuthorize>(
                 hub,
                 task.app_id,
+                app.manifest.callback_names,
                 &callback,
                 Duration::from_millis(timeout_ms),
             )

@@ -108,9 +108,10 @@ async fn ask_gate(
                 task: task.clone(),
                 initial_conversation: initial.clone(),
             };
-            let outcome = hooks::call_app::<AppTaskCreate>(
+            let outcome = hooks::call_app_as::<AppTaskCreate>(
                 hub,
                 task.app_id,
+                manifest.callback_names,
                 &callback,
                 Duration::from_millis(timeout_ms),
             )

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use tracing::{debug, warn};
 use uuid::Uuid;
 
+use crate::domain::manifest::CallbackNames;
 use crate::hub::Hub;
-use crate::protocol::{Direction, Method};
+use crate::protocol::{self, Direction, Method};
 use crate::rpc::{CallOutcome, RpcError};
 use crate::telemetry::names;
 
@@ -43,9 +44,25 @@ impl<T> HookOutcome<T> {
     }
 }
 
+/// Calls the app by the catalogue's name (the operator's ping, which has no
+/// other name).
 pub async fn call_app<M: Method>(
     hub: &Hub,
     app_id: Uuid,
+    params: &M::Params,
+    timeout: Duration,
+) -> HookOutcome<M::Result> {
+    call_app_as::<M>(hub, app_id, CallbackNames::Current, params, timeout).await
+}
+
+/// Calls the app by the name its manifest's `callbackNames` chooses (ADR
+/// 0023 §8): the gates pass what the manifest they decided with says. The
+/// answer decodes the same under either name, and metrics and logs keep
+/// the canonical `M::NAME`, so dashboards do not split by app.
+pub async fn call_app_as<M: Method>(
+    hub: &Hub,
+    app_id: Uuid,
+    names: CallbackNames,
     params: &M::Params,
     timeout: Duration,
 ) -> HookOutcome<M::Result> {
@@ -55,7 +72,8 @@ pub async fn call_app<M: Method>(
         None => HookOutcome::Unavailable,
         Some(conn) => {
             let params = serde_json::to_value(params).expect("hook params serialize");
-            match conn.peer.call(M::NAME, &params, timeout).await {
+            let name = protocol::callback_name::<M>(names);
+            match conn.peer.call(name, &params, timeout).await {
                 CallOutcome::Ok(value) => match serde_json::from_value::<M::Result>(value) {
                     Ok(result) => HookOutcome::Ok(result),
                     Err(e) => HookOutcome::BadResult(e.to_string()),

@@ -14,9 +14,7 @@ use uuid::Uuid;
 use super::Hub;
 use crate::config::Config;
 use crate::domain::event::NewEvent;
-use crate::domain::installation::{
-    requested_scopes_of, Actor, LifecycleAction, Scope, ScopeSet, Transition,
-};
+use crate::domain::installation::{Actor, LifecycleAction, Scope, ScopeSet, Transition};
 use crate::domain::keys::{self, MintedKey};
 use crate::domain::manifest::{self, Manifest};
 use crate::domain::task::TaskState;
@@ -245,7 +243,7 @@ impl<'a> Lifecycle<'a> {
         actor: Actor,
         idem: Option<InstallIdempotency<'_>>,
     ) -> Result<Installed> {
-        let requested = requested_scopes_of(&self.app_manifest(app_id).await?);
+        let requested = self.app_manifest(app_id).await?.requested_scopes();
         let granted = match scopes {
             Some(scopes) => consent(scopes, requested, "/scopes")?,
             None => requested,
@@ -382,7 +380,7 @@ impl<'a> Lifecycle<'a> {
         self.after_commit(LifecycleAction::Upgrade, &upgraded.events, close);
         let (requested, granted) = match &upgraded.installation {
             Some(c) => (c.after.requested, c.after.granted),
-            None => (requested_scopes_of(&manifest), ScopeSet::EMPTY),
+            None => (manifest.requested_scopes(), ScopeSet::EMPTY),
         };
         Ok(UpgradeOutcome {
             changed: changed_members(&upgraded.previous, &manifest),

@@ -3,8 +3,10 @@
 //! `rpc/` and `schemas/` from it, and the SDK calls through it, so the three
 //! cannot disagree.
 
+pub mod callbacks;
 pub mod channels;
 pub mod conversations;
+pub mod docs_tables;
 pub mod events;
 pub mod export;
 pub mod installations;
@@ -18,6 +20,8 @@ use serde::{de::DeserializeOwned, Serialize};
 
 use crate::domain::authz::Action;
 use crate::rpc::ErrorKind;
+
+pub use callbacks::{app_event_types, callback_name};
 
 /// The protocol version this hub speaks. A client may ask for a range.
 pub const PROTOCOL_VERSION_MIN: u32 = 1;
@@ -107,6 +111,10 @@ impl RateClass {
 /// A request/response method.
 pub trait Method {
     const NAME: &'static str;
+    /// The name seed 002 (MoltZap v1) calls this gate by, for apps whose
+    /// manifest says `callbackNames: "moltzap-v1"` (ADR 0023 §8). Only the
+    /// message and dispatch gates have one; params and results are the same.
+    const MOLTZAP_V1_NAME: Option<&'static str> = None;
     const DIRECTION: Direction;
     const CALLER: Caller;
     /// The right a call asks for (ADR 0020 §3), named in a refusal's
@@ -181,6 +189,8 @@ pub enum SpecKind {
 #[derive(Clone, Copy)]
 pub struct MethodSpec {
     pub name: &'static str,
+    /// The seed-002 alias the hub calls a `moltzap-v1` app by.
+    pub moltzap_v1_name: Option<&'static str>,
     pub kind: SpecKind,
     pub direction: Direction,
     pub caller: Caller,
@@ -220,6 +230,7 @@ fn name_of<T: JsonSchema>() -> String {
 pub fn method_spec<M: Method>() -> MethodSpec {
     MethodSpec {
         name: M::NAME,
+        moltzap_v1_name: M::MOLTZAP_V1_NAME,
         kind: SpecKind::Request,
         direction: M::DIRECTION,
         caller: M::CALLER,
@@ -237,6 +248,7 @@ pub fn method_spec<M: Method>() -> MethodSpec {
 pub fn notification_spec<N: Notification>() -> MethodSpec {
     MethodSpec {
         name: N::NAME,
+        moltzap_v1_name: None,
         kind: SpecKind::Notification {
             ephemeral: N::EPHEMERAL,
         },

@@ -207,9 +207,13 @@ pub struct LeasePayload {
 
 macro_rules! method {
     ($ty:ident, $action:expr, $class:ident, $name:literal, $dir:ident, $caller:ident, $summary:literal, [$($err:ident),*], $params:ty, $result:ty) => {
+        method!($ty, $action, $class, $name, $dir, $caller, $summary, [$($err),*], $params, $result, None);
+    };
+    ($ty:ident, $action:expr, $class:ident, $name:literal, $dir:ident, $caller:ident, $summary:literal, [$($err:ident),*], $params:ty, $result:ty, $moltzap_v1:expr) => {
         pub struct $ty;
         impl Method for $ty {
             const NAME: &'static str = $name;
+            const MOLTZAP_V1_NAME: Option<&'static str> = $moltzap_v1;
             const DIRECTION: Direction = Direction::$dir;
             const CALLER: Caller = Caller::$caller;
             const ACTION: Option<Action> = $action;
@@ -346,15 +350,15 @@ method!(AppTaskCreate, None, Default,"app/task/create", FromHub, App,
     [], TaskCreateCallback, TaskCreateAnswer);
 method!(AppMessageAuthorize, None, Default,"app/message/authorize", FromHub, App,
     "Gate message_authorize: answer {verdict: {decision: \"Forward\", recipients}} or {verdict: {decision: \"Block\", reason}} within timeoutMs.",
-    [], MessageAuthorizeCallback, MessageAuthorizeAnswer);
+    [], MessageAuthorizeCallback, MessageAuthorizeAnswer, Some("apps/onBeforeMessageDelivery"));
 method!(AppDispatchAuthorize, None, Default,"app/dispatch/authorize", FromHub, App,
     "Gate dispatch_authorize: answer {admission: {decision: \"grant\", leaseTimeoutMs?}} / \"deny\" / \"hold\" within timeoutMs.",
-    [], DispatchAuthorizeCallback, DispatchAuthorizeAnswer);
+    [], DispatchAuthorizeCallback, DispatchAuthorizeAnswer, Some("apps/onBeforeDispatch"));
 
 event!(
     TaskInvited,
     "agent/task/invited",
-    "An accepted task includes the audience.",
+    "An accepted task includes the audience; conversations lists those the audience is in.",
     AcceptedTask
 );
 event!(
@@ -390,7 +394,7 @@ event!(
 event!(
     DispatchReleased,
     "agent/dispatch/released",
-    "A lease was granted or denied.",
+    "A lease was granted (with expiresAt) or denied (with reason).",
     LeasePayload
 );
 event!(

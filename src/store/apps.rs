@@ -8,7 +8,7 @@ use super::identity::{insert_idempotency, insert_principal, principal_row};
 use super::installations::{insert_installation, InstallationRecord, NewAction};
 use super::sql::{to_json, Arg, Executor, Row};
 use super::{IdempotencyRecord, NewKey, NewPrincipal, PrincipalRecord, StoreResult};
-use crate::domain::installation::{requested_scopes_of, Actor, InstallationState, LifecycleAction};
+use crate::domain::installation::{Actor, InstallationState, LifecycleAction};
 use crate::domain::manifest::Manifest;
 use crate::domain::Millis;
 
@@ -30,7 +30,7 @@ pub struct RegistrationInstall {
 impl RegistrationInstall {
     /// The active installation of a new app, granted all `manifest` asks.
     pub fn new(app_id: Uuid, manifest: &Manifest, actor: Actor, now: Millis) -> Self {
-        let requested = requested_scopes_of(manifest);
+        let requested = manifest.requested_scopes();
         RegistrationInstall {
             installation: InstallationRecord {
                 id: Uuid::now_v7(),

@@ -16,8 +16,7 @@ use super::identity::{insert_idempotency, insert_key, IdentityDialect};
 use super::sql::{is_unique_violation, parsed, to_json, Arg, Database, Executor, Keyset, Row};
 use super::{StoreError, StoreResult};
 use crate::domain::installation::{
-    requested_scopes_of, Actor, InstallationState, LifecycleAction, ScopeSet, Transition,
-    TransitionOutcome,
+    Actor, InstallationState, LifecycleAction, ScopeSet, Transition, TransitionOutcome,
 };
 use crate::domain::manifest::Manifest;
 use crate::domain::Millis;
@@ -321,7 +320,7 @@ where
         {
             return Err(already_installed());
         }
-        let requested = requested_scopes_of(&manifest);
+        let requested = manifest.requested_scopes();
         if requested != new.requested {
             return Err(StoreError::Conflict(
                 "the manifest changed meanwhile".into(),
@@ -413,7 +412,7 @@ where
         .await?;
         let installation = match locked::<D>(&mut *tx, LIVE, Arg::Id(app_id)).await? {
             Some(before) => {
-                let requested = requested_scopes_of(manifest);
+                let requested = manifest.requested_scopes();
                 let after = InstallationRecord {
                     requested,
                     granted: before.granted.intersect(requested),

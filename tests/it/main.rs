@@ -20,6 +20,7 @@ mod identity;
 mod installations;
 mod layout;
 mod live_order;
+mod manifest_scopes;
 mod membership;
 mod migration;
 mod operations;

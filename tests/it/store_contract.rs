@@ -3,7 +3,7 @@
 
 use switchboard::config::Config;
 use switchboard::domain::keys;
-use switchboard::domain::manifest::{self, ManifestBounds};
+use switchboard::domain::manifest;
 use switchboard::domain::PrincipalKind;
 use switchboard::store::{DynStore, NewKey, NewPrincipal, StoreError};
 use uuid::Uuid;
@@ -204,12 +204,7 @@ async fn migrations_are_idempotent_and_keep_the_epoch(store: DynStore) {
 
 /// The werewolf manifest, validated.
 pub(crate) fn werewolf() -> switchboard::domain::manifest::Manifest {
-    let bounds = ManifestBounds {
-        min_hook_timeout_ms: 10,
-        max_hook_timeout_ms: 60_000,
-        max_participants: 100,
-        max_conversations: 8,
-    };
+    let bounds = switchboard::config::Config::default().manifest_bounds();
     manifest::validate(&werewolf_manifest(), &bounds).unwrap()
 }
 

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::SqliteStore;
 use crate::domain::conversation::ConversationKind;
 use crate::domain::event::NewEvent;
-use crate::domain::manifest::{self, ManifestBounds};
+use crate::domain::manifest;
 use crate::domain::message::{Origin, Part};
 use crate::domain::task::{TaskParticipant, TaskRole, TaskState};
 use crate::domain::PrincipalKind;
@@ -57,12 +57,7 @@ async fn principal(s: &SqliteStore, kind: PrincipalKind) -> Uuid {
                         "task_create": { "kind": "accept" }
                     }
                 }),
-                &ManifestBounds {
-                    min_hook_timeout_ms: 10,
-                    max_hook_timeout_ms: 60_000,
-                    max_participants: 100,
-                    max_conversations: 8,
-                },
+                &crate::config::Config::default().manifest_bounds(),
             )
             .unwrap();
             {

@@ -9,7 +9,7 @@ use serde_json::json;
 use switchboard::domain::conversation::{Conversation, ConversationKind};
 use switchboard::domain::event::{rfc3339, StoredEvent};
 use switchboard::domain::keys;
-use switchboard::domain::manifest::{self, ManifestBounds};
+use switchboard::domain::manifest;
 use switchboard::domain::message::{Message, Origin};
 use switchboard::domain::task::{Task, TaskParticipant, TaskRole, TaskState};
 use switchboard::domain::PrincipalKind;
@@ -75,12 +75,7 @@ async fn app(db: &LegacyDb) -> Principal {
     let id = Uuid::now_v7();
     let key = keys::mint(PrincipalKind::App);
     let now = now_millis();
-    let bounds = ManifestBounds {
-        min_hook_timeout_ms: 10,
-        max_hook_timeout_ms: 60_000,
-        max_participants: 100,
-        max_conversations: 8,
-    };
+    let bounds = switchboard::config::Config::default().manifest_bounds();
     let manifest = manifest::validate(&werewolf_manifest(), &bounds).unwrap();
     db.exec(
         "INSERT INTO principals (id, kind, name, description, created_at) VALUES ($1, 'app', 'Werewolf', 'a game', $2)",

@@ -1,12 +1,24 @@
 //! The app manifest: what an app declares when it registers, above all an
 //! explicit policy for each of the three gates. There is no omission default;
-//! an app that wants the open posture says so.
+//! an app that wants the open posture says so. The installation members
+//! (ADR 0023 §1) are optional, so the seed-000 shape stays valid and is
+//! stored, and read back, without them.
+
+mod commands;
+mod members;
+#[cfg(test)]
+mod tests;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::egress_policy::HostPort;
+use super::installation::{Scope, ScopeSet};
 use super::validate::{pointer_escape, FieldProblem, Problems};
+
+pub use commands::{ChoiceValue, CommandDecl, OptionChoice, OptionDecl, OptionType};
+pub use members::{AppDelivery, CallbackNames, ComponentKind, DeliveryMode};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -20,6 +32,38 @@ pub struct Manifest {
     #[serde(default)]
     pub conversations: Vec<ConversationTemplate>,
     pub hooks: GatePolicies,
+    /// The scopes the app asks for. Absent (the seed-000 shape) is not
+    /// empty: such a manifest asks for `events:subscribe`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Vec<Scope>")]
+    pub scopes: Option<Vec<Scope>>,
+    /// Slash commands, at most `command.max_per_principal`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<CommandDecl>,
+    /// The component kinds the app will post, for consent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<ComponentKind>,
+    /// How the app is reached; default `{"mode": "gateway"}`.
+    #[serde(default, skip_serializing_if = "AppDelivery::is_default")]
+    pub delivery: AppDelivery,
+    /// Event types of the app audience it wants (needs `events:subscribe`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub event_subscriptions: Vec<String>,
+    /// The names its gates are called by; default `current`.
+    #[serde(default, skip_serializing_if = "CallbackNames::is_current")]
+    pub callback_names: CallbackNames,
+}
+
+impl Manifest {
+    /// The scopes the manifest asks for: its list, or for a scopeless
+    /// (seed-000) manifest `{events:subscribe}`, since such an app learns
+    /// its tasks over its socket (ADR 0023 §1).
+    pub fn requested_scopes(&self) -> ScopeSet {
+        match &self.scopes {
+            Some(list) => list.iter().copied().collect(),
+            None => ScopeSet::of([Scope::EventsSubscribe]),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -98,31 +142,50 @@ pub enum TaskCreatePolicy {
     },
 }
 
-/// Operator bounds a manifest must respect (configuration `hooks.*` and
-/// `limits.*`).
-#[derive(Clone, Copy, Debug)]
+/// Operator bounds a manifest must respect (configuration `hooks.*`,
+/// `limits.*`, `command.*` and `egress.allowlist`), and the catalogue's
+/// event types of the app audience, passed in so the domain does not
+/// depend on the protocol.
+#[derive(Clone, Debug)]
 pub struct ManifestBounds {
     pub min_hook_timeout_ms: u64,
     pub max_hook_timeout_ms: u64,
     pub max_participants: u32,
     pub max_conversations: usize,
+    pub max_commands: usize,
+    pub command_description_max_chars: usize,
+    pub egress_allowlist: Vec<HostPort>,
+    pub app_event_types: Vec<&'static str>,
 }
+
+/// The three gates, in the order their problems are reported.
+const GATES: [&str; 3] = ["dispatch_authorize", "message_authorize", "task_create"];
 
 const NAME_MAX: usize = 100;
 const DESCRIPTION_MAX: usize = 2000;
 const REASON_MAX: usize = 500;
 const KEY_MAX: usize = 64;
 
+/// Every top-level member; any other is refused with its pointer.
+const MEMBERS: [&str; 11] = [
+    "name",
+    "description",
+    "limits",
+    "conversations",
+    "hooks",
+    "scopes",
+    "commands",
+    "components",
+    "delivery",
+    "eventSubscriptions",
+    "callbackNames",
+];
+
 /// Validates a manifest document and reports every problem with a JSON pointer
 /// relative to the manifest's root.
 pub fn validate(doc: &Value, bounds: &ManifestBounds) -> Result<Manifest, Vec<FieldProblem>> {
     let mut p = Problems::default();
-    let Some(root) = p.object(
-        "",
-        Some(doc),
-        &["name", "description", "limits", "conversations", "hooks"],
-        true,
-    ) else {
+    let Some(root) = p.object("", Some(doc), &MEMBERS, true) else {
         return Err(p.into_vec());
     };
     p.string("/name", root.get("name"), 1, NAME_MAX);
@@ -139,6 +202,17 @@ pub fn validate(doc: &Value, bounds: &ManifestBounds) -> Result<Manifest, Vec<Fi
 
     conversations(&mut p, root.get("conversations"), bounds);
     hooks(&mut p, root.get("hooks"), bounds);
+
+    let requested = members::scopes(&mut p, root.get("scopes"));
+    if let (Some(_), Some(requested)) = (root.get("scopes"), requested) {
+        members::hooks_need_a_socket(&mut p, root.get("hooks"), requested);
+    }
+    commands::commands(&mut p, root.get("commands"), bounds);
+    members::components(&mut p, root.get("components"));
+    members::delivery(&mut p, root.get("delivery"), bounds);
+    let subscriptions = root.get("eventSubscriptions");
+    members::event_subscriptions(&mut p, subscriptions, bounds, requested);
+    members::callback_names(&mut p, root.get("callbackNames"));
 
     if !p.is_empty() {
         return Err(p.into_vec());
@@ -299,100 +373,6 @@ fn policy(
             obj.get("timeoutMs"),
             bounds.min_hook_timeout_ms,
             bounds.max_hook_timeout_ms,
-        );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    const BOUNDS: ManifestBounds = ManifestBounds {
-        min_hook_timeout_ms: 10,
-        max_hook_timeout_ms: 60_000,
-        max_participants: 1000,
-        max_conversations: 32,
-    };
-
-    fn werewolf() -> Value {
-        json!({
-            "name": "Werewolf",
-            "description": "Agents play Werewolf in task-scoped conversations",
-            "limits": { "maxParticipants": 12 },
-            "conversations": [
-                { "key": "town-square", "name": "Town Square", "participantFilter": "all" },
-                { "key": "werewolf-chat", "name": "Werewolf Chat", "participantFilter": "none" }
-            ],
-            "hooks": {
-                "dispatch_authorize": { "kind": "hook", "timeoutMs": 5000 },
-                "message_authorize": { "kind": "hook", "timeoutMs": 5000 },
-                "task_create": { "kind": "accept" }
-            }
-        })
-    }
-
-    #[test]
-    fn the_seed_manifest_is_valid() {
-        let m = validate(&werewolf(), &BOUNDS).unwrap();
-        assert_eq!(m.limits.max_participants, 12);
-        assert_eq!(m.hooks.task_create, TaskCreatePolicy::Accept);
-        assert_eq!(
-            m.hooks.message_authorize,
-            MessagePolicy::Hook { timeout_ms: 5000 }
-        );
-        assert_eq!(
-            m.conversations[1].participant_filter,
-            ParticipantFilter::None
-        );
-        // Round trip: what we store is what we read back.
-        let back: Manifest = serde_json::from_value(serde_json::to_value(&m).unwrap()).unwrap();
-        assert_eq!(back, m);
-    }
-
-    #[test]
-    fn every_problem_is_reported_with_a_pointer() {
-        let mut doc = werewolf();
-        doc["name"] = json!("");
-        doc["limits"]["maxParticipants"] = json!(0);
-        doc["conversations"][1]["key"] = json!("town-square");
-        doc["conversations"][0]["participantFilter"] = json!("some");
-        doc["hooks"]["message_authorize"] = json!({"kind": "hook", "timeoutMs": 999999});
-        doc["hooks"]["dispatch_authorize"] = json!({"kind": "deny"});
-        doc["hooks"].as_object_mut().unwrap().remove("task_create");
-        doc["extra"] = json!(1);
-        let problems = validate(&doc, &BOUNDS).unwrap_err();
-        let pointers: Vec<&str> = problems.iter().map(|p| p.pointer.as_str()).collect();
-        for expected in [
-            "/name",
-            "/limits/maxParticipants",
-            "/conversations/1/key",
-            "/conversations/0/participantFilter",
-            "/hooks/message_authorize/timeoutMs",
-            "/hooks/dispatch_authorize/reason",
-            "/hooks/task_create",
-            "/extra",
-        ] {
-            assert!(
-                pointers.contains(&expected),
-                "{expected} missing from {pointers:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn policies_refuse_members_of_other_kinds() {
-        let mut doc = werewolf();
-        doc["hooks"]["task_create"] = json!({"kind": "accept", "timeoutMs": 5});
-        doc["hooks"]["message_authorize"] = json!({"kind": "grant"});
-        let problems = validate(&doc, &BOUNDS).unwrap_err();
-        let pointers: Vec<&str> = problems.iter().map(|p| p.pointer.as_str()).collect();
-        assert_eq!(
-            pointers,
-            vec![
-                "/hooks/message_authorize/kind",
-                "/hooks/task_create/timeoutMs"
-            ]
         );
     }
 }

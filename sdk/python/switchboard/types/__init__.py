@@ -1,0 +1,1 @@
+"""Models generated from schemas/ by tools/generate_types.py; do not edit."""

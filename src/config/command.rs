@@ -1,0 +1,49 @@
+//! `[command]`: the bounds of the slash commands a principal declares
+//! (ADR 0023 §1; issue 16 registers them, manifests are checked now).
+
+use serde::{Deserialize, Serialize};
+
+use super::require_positive;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CommandConfig {
+    /// Most commands one principal (an app's manifest) may declare.
+    pub max_per_principal: usize,
+    /// Longest description of a command or of one of its options.
+    pub description_max_chars: usize,
+}
+
+impl Default for CommandConfig {
+    fn default() -> Self {
+        CommandConfig {
+            max_per_principal: 100,
+            description_max_chars: 100,
+        }
+    }
+}
+
+/// Upper bounds that keep one manifest a reasonable document.
+const MAX_PER_PRINCIPAL_LIMIT: usize = 10_000;
+const DESCRIPTION_MAX_CHARS_LIMIT: usize = 2_000;
+
+impl CommandConfig {
+    pub(super) fn validate(&self) -> anyhow::Result<()> {
+        require_positive(&[
+            ("command.max_per_principal", self.max_per_principal as u64),
+            (
+                "command.description_max_chars",
+                self.description_max_chars as u64,
+            ),
+        ])?;
+        if self.max_per_principal > MAX_PER_PRINCIPAL_LIMIT {
+            anyhow::bail!("command.max_per_principal must be at most {MAX_PER_PRINCIPAL_LIMIT}");
+        }
+        if self.description_max_chars > DESCRIPTION_MAX_CHARS_LIMIT {
+            anyhow::bail!(
+                "command.description_max_chars must be at most {DESCRIPTION_MAX_CHARS_LIMIT}"
+            );
+        }
+        Ok(())
+    }
+}
