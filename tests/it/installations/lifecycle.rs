@@ -15,6 +15,8 @@ both!(
     a_pending_app_is_installed_by_the_operator_once,
     suspend_closes_every_socket_with_4012_and_resume_restores,
     withholding_events_subscribe_closes_4018_and_an_upgrade_awaits_consent,
+    an_upgrade_asking_a_new_scope_leaves_it_ungranted_until_consent,
+    an_upgrade_dropping_events_subscribe_closes_4018,
 );
 
 fn pointer_and_message(body: &Value) -> (String, String) {
@@ -276,4 +278,76 @@ async fn withholding_events_subscribe_closes_4018_and_an_upgrade_awaits_consent(
     let (_, agent_key) = hub.register_agent("meddler").await;
     let (status, _) = call(&hub, Method::PUT, &path, &agent_key, Some(&next)).await;
     assert_eq!(status, 403);
+}
+
+/// The werewolf manifest asking for `scopes`.
+fn asking(scopes: Value) -> Value {
+    let mut m = werewolf_manifest();
+    m["scopes"] = scopes;
+    m
+}
+
+async fn an_upgrade_asking_a_new_scope_leaves_it_ungranted_until_consent(options: Options) {
+    let hub = TestHub::start_with(options).await;
+    let (app, key) = hub.register_app(&werewolf_manifest()).await;
+    let path = format!("/api/v1/apps/{app}/manifest");
+    let more = asking(json!(["events:subscribe", "messages:write"]));
+    let (status, body) = call(&hub, Method::PUT, &path, &key, Some(&more)).await;
+    assert_eq!(status, 200, "{body}");
+    let both = json!(["messages:write", "events:subscribe"]);
+    assert_eq!(body["changed"], json!(["/scopes"]));
+    assert_eq!(
+        body["scopes"],
+        json!({"requested": both, "granted": ["events:subscribe"], "awaitingConsent": ["messages:write"]})
+    );
+    let (_, read) = operator(&hub, Method::GET, &app, "installation", None).await;
+    assert_eq!(
+        read["scopes"]["effective"],
+        json!(["events:subscribe"]),
+        "{read}"
+    );
+    let told = app_events(&hub, &key, "app/installation/changed").await;
+    assert_eq!(told.len(), 1, "the upgrade tells the app: {told:?}");
+    assert_eq!(told[0]["payload"]["scopes"]["requested"], both);
+
+    let consent = json!({"scopes": ["messages:write", "events:subscribe"]});
+    let (status, body) = operator(
+        &hub,
+        Method::PUT,
+        &app,
+        "installation/scopes",
+        Some(&consent),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["installation"]["scopes"]["effective"], both);
+    // Back to the scopeless manifest: the dropped scope is gone at once.
+    let (status, body) = call(&hub, Method::PUT, &path, &key, Some(&werewolf_manifest())).await;
+    assert_eq!(status, 200, "{body}");
+    let events = json!(["events:subscribe"]);
+    assert_eq!(
+        body["scopes"],
+        json!({"requested": events, "granted": events, "awaitingConsent": []})
+    );
+}
+
+async fn an_upgrade_dropping_events_subscribe_closes_4018(options: Options) {
+    let hub = TestHub::start_with(options).await;
+    let mut quiet = werewolf_manifest();
+    quiet["hooks"] = json!({
+        "task_create": {"kind": "accept"},
+        "message_authorize": {"kind": "forwardAllExceptSender"},
+        "dispatch_authorize": {"kind": "grant"}
+    });
+    let (app, key) = hub.register_app(&quiet).await;
+    let mut socket = RawSocket::connect_app(&hub.ws_url(), &key).await;
+    quiet["scopes"] = json!([]);
+    let path = format!("/api/v1/apps/{app}/manifest");
+    let (status, body) = call(&hub, Method::PUT, &path, &key, Some(&quiet)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["scopes"],
+        json!({"requested": [], "granted": [], "awaitingConsent": []})
+    );
+    assert_eq!(socket.closed().await, Some((4018, "scope_missing".into())));
 }
