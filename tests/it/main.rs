@@ -5,6 +5,7 @@
 mod support;
 
 mod audit;
+mod bad_input;
 mod bench_smoke;
 mod cards;
 mod conversations;
