@@ -143,7 +143,11 @@ fn not_json_rows() -> Vec<Row> {
 
 fn envelope_rows() -> Vec<Row> {
     vec![
-        text("envelope: empty object", "{}", invalid(Value::Null, JSONRPC)),
+        text(
+            "envelope: empty object",
+            "{}",
+            invalid(Value::Null, JSONRPC),
+        ),
         text(
             "envelope: no jsonrpc, the id is echoed",
             r#"{"id":1,"method":"agent/identity/get"}"#,
@@ -162,12 +166,18 @@ fn envelope_rows() -> Vec<Row> {
         text(
             "envelope: method a number",
             r#"{"jsonrpc":"2.0","id":1,"method":5}"#,
-            invalid(json!(1), "Invalid request: method must be a non-empty string"),
+            invalid(
+                json!(1),
+                "Invalid request: method must be a non-empty string",
+            ),
         ),
         text(
             "envelope: method empty",
             r#"{"jsonrpc":"2.0","id":"x","method":""}"#,
-            invalid(json!("x"), "Invalid request: method must be a non-empty string"),
+            invalid(
+                json!("x"),
+                "Invalid request: method must be a non-empty string",
+            ),
         ),
         text(
             "envelope: no method and no result",
@@ -177,46 +187,87 @@ fn envelope_rows() -> Vec<Row> {
         text(
             "envelope: an unknown member",
             r#"{"jsonrpc":"2.0","id":1,"method":"agent/identity/get","extra":1}"#,
-            invalid(json!(1), "Invalid request: unknown member `extra` in request frame"),
+            invalid(
+                json!(1),
+                "Invalid request: unknown member `extra` in request frame",
+            ),
         ),
         text(
             "envelope: a `type` member",
             r#"{"jsonrpc":"2.0","id":"t","type":"request","method":"agent/identity/get"}"#,
-            invalid(json!("t"), "Invalid request: unknown member `type` in request frame"),
+            invalid(
+                json!("t"),
+                "Invalid request: unknown member `type` in request frame",
+            ),
         ),
         text(
             "envelope: params null",
             r#"{"jsonrpc":"2.0","id":1,"method":"agent/identity/get","params":null}"#,
-            error_with(json!(1), -32602, "InvalidParamsError", BY_NAME, json!({"field": "params"})),
+            error_with(
+                json!(1),
+                -32602,
+                "InvalidParamsError",
+                BY_NAME,
+                json!({"field": "params"}),
+            ),
         ),
         text(
             "envelope: params a string",
             r#"{"jsonrpc":"2.0","id":1,"method":"agent/identity/get","params":"x"}"#,
-            error_with(json!(1), -32602, "InvalidParamsError", BY_NAME, json!({"field": "params"})),
+            error_with(
+                json!(1),
+                -32602,
+                "InvalidParamsError",
+                BY_NAME,
+                json!({"field": "params"}),
+            ),
         ),
         text(
             "method: unknown",
             r#"{"jsonrpc":"2.0","id":7,"method":"agent/does/not-exist","params":{}}"#,
-            error_with(json!(7), -32601, "MethodNotFoundError",
-                "Method not found: agent/does/not-exist", json!({"method": "agent/does/not-exist"})),
+            error_with(
+                json!(7),
+                -32601,
+                "MethodNotFoundError",
+                "Method not found: agent/does/not-exist",
+                json!({"method": "agent/does/not-exist"}),
+            ),
         ),
         text(
             "method: a 5000-character name is cut to 100 in the answer",
-            format!(r#"{{"jsonrpc":"2.0","id":"lm","method":"{}"}}"#, "m".repeat(5000)),
-            error_with(json!("lm"), -32601, "MethodNotFoundError",
-                &format!("Method not found: {}", "m".repeat(100)), json!({"method": "m".repeat(100)})),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":"lm","method":"{}"}}"#,
+                "m".repeat(5000)
+            ),
+            error_with(
+                json!("lm"),
+                -32601,
+                "MethodNotFoundError",
+                &format!("Method not found: {}", "m".repeat(100)),
+                json!({"method": "m".repeat(100)}),
+            ),
         ),
         text(
             "method: JSON-RPC's reserved rpc.discover",
             r#"{"jsonrpc":"2.0","id":"x","method":"rpc.discover"}"#,
-            error_with(json!("x"), -32601, "MethodNotFoundError",
-                "Method not found: rpc.discover", json!({"method": "rpc.discover"})),
+            error_with(
+                json!("x"),
+                -32601,
+                "MethodNotFoundError",
+                "Method not found: rpc.discover",
+                json!({"method": "rpc.discover"}),
+            ),
         ),
         text(
             "method: another kind's method",
             r#"{"jsonrpc":"2.0","id":"x","method":"app/identity/get"}"#,
-            error_with(json!("x"), -32003, "ForbiddenError",
-                "app/identity/get may be called only by an app", json!({"reason": "subject_kind_not_allowed"})),
+            error_with(
+                json!("x"),
+                -32003,
+                "ForbiddenError",
+                "app/identity/get may be called only by an app",
+                json!({"reason": "subject_kind_not_allowed"}),
+            ),
         ),
         text(
             "notification: no id gets no answer",
@@ -264,12 +315,23 @@ fn id_rows() -> Vec<Row> {
 fn shape_rows() -> Vec<Row> {
     let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
     let params_with = |x: String| {
-        format!(r#"{{"jsonrpc":"2.0","id":"d","method":"agent/identity/get","params":{{"x":{x}}}}}"#)
+        format!(
+            r#"{{"jsonrpc":"2.0","id":"d","method":"agent/identity/get","params":{{"x":{x}}}}}"#
+        )
     };
-    let unknown_x = error_with(json!("d"), -32602, "InvalidParamsError",
-        "Invalid params: x is not a known member", json!({"field": "x"}));
+    let unknown_x = error_with(
+        json!("d"),
+        -32602,
+        "InvalidParamsError",
+        "Invalid params: x is not a known member",
+        json!({"field": "x"}),
+    );
     vec![
-        text("nesting: 100 arrays deep is read, then refused by name", params_with(nested(100)), unknown_x),
+        text(
+            "nesting: 100 arrays deep is read, then refused by name",
+            params_with(nested(100)),
+            unknown_x,
+        ),
         text(
             "nesting: 130 arrays deep",
             params_with(nested(130)),
@@ -282,21 +344,31 @@ fn shape_rows() -> Vec<Row> {
         ),
         text(
             "nesting: 5000 objects deep",
-            format!(r#"{{"jsonrpc":"2.0","id":"o","method":"agent/identity/get","params":{}1{}}}"#,
-                r#"{"a":"#.repeat(5000), "}".repeat(5000)),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":"o","method":"agent/identity/get","params":{}1{}}}"#,
+                r#"{"a":"#.repeat(5000),
+                "}".repeat(5000)
+            ),
             parse_error("Parse error: recursion limit exceeded at line 1 column 696"),
         ),
         text(
             "size: a frame over gateway.max_frame_bytes",
             params_with(format!("\"{}\"", "y".repeat(1_100_000))),
-            error_with(Value::Null, -32600, "InvalidRequestError",
+            error_with(
+                Value::Null,
+                -32600,
+                "InvalidRequestError",
                 "Invalid request: frame of 1100074 bytes exceeds gateway.max_frame_bytes (1048576)",
-                json!({"limit": 1048576, "size": 1100074})),
+                json!({"limit": 1048576, "size": 1100074}),
+            ),
         ),
         Row {
             name: "binary: a binary frame",
             input: Input::Binary(b"{}".to_vec()),
-            answer: invalid(Value::Null, "Invalid request: binary frames are not supported; send JSON text frames"),
+            answer: invalid(
+                Value::Null,
+                "Invalid request: binary frames are not supported; send JSON text frames",
+            ),
         },
         text(
             "answer: a result for an id never sent",
@@ -333,8 +405,20 @@ fn rows() -> Vec<Row> {
 /// and the close code each gets (RFC 6455 §7.4.1).
 fn transport_rows() -> Vec<(&'static str, u8, bool, Vec<u8>, u16)> {
     vec![
-        ("invalid UTF-8 text", 0x81, true, vec![b'"', 0xff, 0xfe, b'"'], 1007),
-        ("invalid UTF-8 across fragments", 0x01, true, vec![b'"', 0xe2], 1007),
+        (
+            "invalid UTF-8 text",
+            0x81,
+            true,
+            vec![b'"', 0xff, 0xfe, b'"'],
+            1007,
+        ),
+        (
+            "invalid UTF-8 across fragments",
+            0x01,
+            true,
+            vec![b'"', 0xe2],
+            1007,
+        ),
         ("unmasked frame", 0x81, false, b"{}".to_vec(), 1002),
         ("reserved opcode", 0x83, true, b"{}".to_vec(), 1002),
         ("RSV1 bit", 0xc1, true, b"{}".to_vec(), 1002),
@@ -366,7 +450,10 @@ async fn next_frame(s: &mut RawSocket) -> Result<Value, String> {
 /// The identity answer, with the fields that vary between runs replaced so
 /// a row can name it exactly.
 fn normalized(mut frame: Value) -> Value {
-    if let Some(result) = frame.get_mut("result").filter(|r| r.get("agentId").is_some()) {
+    if let Some(result) = frame
+        .get_mut("result")
+        .filter(|r| r.get("agentId").is_some())
+    {
         *result = json!({"identity": "matrix"});
     }
     frame
@@ -374,7 +461,9 @@ fn normalized(mut frame: Value) -> Value {
 
 /// Runs one row on `s`; `Err` says how the answer differed.
 async fn run_row(hub: &TestHub, s: &mut RawSocket, row: &Row, alive: usize) -> Result<(), String> {
-    let unmatched = hub.metric("switchboard_unmatched_responses_total", "").await;
+    let unmatched = hub
+        .metric("switchboard_unmatched_responses_total", "")
+        .await;
     match &row.input {
         Input::Text(t) => s.send_text(t.clone()).await,
         Input::Binary(b) => s.send_binary(b.clone()).await,
@@ -394,9 +483,14 @@ async fn run_row(hub: &TestHub, s: &mut RawSocket, row: &Row, alive: usize) -> R
         return Err(format!("the socket did not serve afterwards: {next}"));
     }
     if let Answer::Nothing { unmatched: grew } = row.answer {
-        let now = hub.metric("switchboard_unmatched_responses_total", "").await;
+        let now = hub
+            .metric("switchboard_unmatched_responses_total", "")
+            .await;
         if now - unmatched != grew {
-            return Err(format!("unmatched answers grew by {}, expected {grew}", now - unmatched));
+            return Err(format!(
+                "unmatched answers grew by {}, expected {grew}",
+                now - unmatched
+            ));
         }
     }
     Ok(())
@@ -463,9 +557,15 @@ async fn huge_frames_close_with_1009_and_floods_are_served_in_order() {
     s.send_text(format!("\"{}\"", "z".repeat(20_000))).await;
     let close = s.closed().await.map(|c| c.0);
     if close != Some(1009) {
-        failures.push(format!("a frame beyond the transport limit closed with {close:?}"));
+        failures.push(format!(
+            "a frame beyond the transport limit closed with {close:?}"
+        ));
     }
-    failures.extend(health.faults(&hub, "size: beyond the transport limit").await);
+    failures.extend(
+        health
+            .faults(&hub, "size: beyond the transport limit")
+            .await,
+    );
 
     let mut s = RawSocket::connect(&hub.ws_url()).await;
     s.send_text(format!("\"{}\"", "z".repeat(3_000))).await;
@@ -473,7 +573,11 @@ async fn huge_frames_close_with_1009_and_floods_are_served_in_order() {
     if close != Some(1009) {
         failures.push(format!("a stranger's large frame closed with {close:?}"));
     }
-    failures.extend(health.faults(&hub, "size: a stranger's frame over its limit").await);
+    failures.extend(
+        health
+            .faults(&hub, "size: a stranger's frame over its limit")
+            .await,
+    );
 
     let mut s = RawSocket::connect(&hub.ws_url()).await;
     for i in 0..17 {
@@ -482,7 +586,10 @@ async fn huge_frames_close_with_1009_and_floods_are_served_in_order() {
         }
     }
     let close = s.closed().await;
-    let expected = (1008, "too many frames before a connect (gateway.max_unauthenticated_frames)");
+    let expected = (
+        1008,
+        "too many frames before a connect (gateway.max_unauthenticated_frames)",
+    );
     if close.as_ref().map(|(c, r)| (*c, r.as_str())) != Some(expected) {
         failures.push(format!("17 frames before a connect closed with {close:?}"));
     }
@@ -503,22 +610,34 @@ async fn huge_frames_close_with_1009_and_floods_are_served_in_order() {
             "message": "too many requests in flight on this socket (gateway.max_in_flight_requests = 64)"});
         let answered = f.get("result").is_some() || f["error"] == in_flight;
         if !answered || !seen.insert(id) {
-            failures.push(format!("flood of requests: {f} (answered twice or not served)"));
+            failures.push(format!(
+                "flood of requests: {f} (answered twice or not served)"
+            ));
             break;
         }
     }
     failures.extend(health.faults(&hub, "flood: 2000 pipelined requests").await);
 
-    let before = hub.metric("switchboard_unmatched_responses_total", "").await;
+    let before = hub
+        .metric("switchboard_unmatched_responses_total", "")
+        .await;
     for i in 0..2_000 {
         s.send_json(&json!({"jsonrpc": "2.0", "id": format!("never-{i}"), "result": {}}))
             .await;
     }
-    let r = s.call(json!("after"), "agent/identity/get", json!({})).await;
-    let after = hub.metric("switchboard_unmatched_responses_total", "").await;
+    let r = s
+        .call(json!("after"), "agent/identity/get", json!({}))
+        .await;
+    let after = hub
+        .metric("switchboard_unmatched_responses_total", "")
+        .await;
     if r.get("result").is_none() || after - before != 2_000.0 {
         failures.push(format!("flood of answers: {r}, counted {}", after - before));
     }
-    failures.extend(health.faults(&hub, "flood: 2000 answers to ids never sent").await);
+    failures.extend(
+        health
+            .faults(&hub, "flood: 2000 answers to ids never sent")
+            .await,
+    );
     assert_no_failures("sizes and floods", OTHER_ROWS, &failures);
 }

@@ -32,9 +32,18 @@ use crate::support::TestHub;
 /// into, so each row meets the check it is about and nothing else.
 pub fn options() -> Options {
     TestHub::fast_options()
-        .env("SWITCHBOARD_GATEWAY__FAILED_CONNECTS_PER_ADDRESS", 1_000_000)
-        .env("SWITCHBOARD_GATEWAY__FAILED_CONNECTS_REFILL_PER_MINUTE", 1_000_000)
-        .env("SWITCHBOARD_GATEWAY__MAX_FAILED_CONNECTS_PER_SOCKET", 1_000_000)
+        .env(
+            "SWITCHBOARD_GATEWAY__FAILED_CONNECTS_PER_ADDRESS",
+            1_000_000,
+        )
+        .env(
+            "SWITCHBOARD_GATEWAY__FAILED_CONNECTS_REFILL_PER_MINUTE",
+            1_000_000,
+        )
+        .env(
+            "SWITCHBOARD_GATEWAY__MAX_FAILED_CONNECTS_PER_SOCKET",
+            1_000_000,
+        )
 }
 
 /// Reads the hub's log and metrics after each row.

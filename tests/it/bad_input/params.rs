@@ -36,8 +36,10 @@ fn invalid_params(message: String, field: &str) -> Expect {
 }
 
 fn not_found(method: &str) -> Expect {
-    Expect::Error(json!({"code": -32601, "message": format!("Method not found: {method}"),
-        "_tag": "MethodNotFoundError", "data": {"method": method}}))
+    Expect::Error(
+        json!({"code": -32601, "message": format!("Method not found: {method}"),
+        "_tag": "MethodNotFoundError", "data": {"method": method}}),
+    )
 }
 
 /// The params type's own schema, as the export writes it.
@@ -76,8 +78,16 @@ fn request_rows(spec: &MethodSpec) -> Vec<Row> {
     };
     let by_name = "Invalid params: params must be an object (by-name params)";
     let mut rows = vec![
-        row("params an array", json!([]), invalid_params(by_name.into(), "params")),
-        row("params a number", json!(42), invalid_params(by_name.into(), "params")),
+        row(
+            "params an array",
+            json!([]),
+            invalid_params(by_name.into(), "params"),
+        ),
+        row(
+            "params a number",
+            json!(42),
+            invalid_params(by_name.into(), "params"),
+        ),
         row(
             "an unknown member",
             json!({"zzUnknownMember": 1}),
@@ -105,7 +115,11 @@ fn request_rows(spec: &MethodSpec) -> Vec<Row> {
                 prefix,
             },
         };
-        rows.push(row(&format!("{name} of the wrong type"), json!({ name: true }), expect));
+        rows.push(row(
+            &format!("{name} of the wrong type"),
+            json!({ name: true }),
+            expect,
+        ));
     }
     rows
 }
@@ -143,7 +157,11 @@ impl Sockets {
         let url = hub.ws_url();
         let mut person = RawSocket::connect(&url).await;
         let r = person
-            .call(json!("c"), "person/network/connect", json!({"personKey": keys.person.key}))
+            .call(
+                json!("c"),
+                "person/network/connect",
+                json!({"personKey": keys.person.key}),
+            )
             .await;
         assert!(r.get("result").is_some(), "{r}");
         Sockets {
@@ -213,7 +231,10 @@ async fn every_methods_bad_params_name_the_field_and_the_socket_survives() {
     let hub = TestHub::start_with(options()).await;
     let keys = Keys {
         agent: hub.register_agent("matrix-agent").await.1,
-        app: hub.register_app(&crate::support::werewolf_manifest()).await.1,
+        app: hub
+            .register_app(&crate::support::werewolf_manifest())
+            .await
+            .1,
         person: person(&hub, "matrix-person").await,
     };
     let mut sockets = Sockets::open(&hub, &keys).await;
