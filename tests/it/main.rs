@@ -27,6 +27,7 @@ mod people;
 mod places;
 mod schema_drift;
 mod server_calls;
+mod slow_consumer;
 mod store_audit;
 mod store_contract;
 mod store_people;

@@ -546,7 +546,10 @@ async fn huge_frames_close_with_1009_and_floods_are_served_in_order() {
         options()
             .env("SWITCHBOARD_GATEWAY__MAX_FRAME_BYTES", 4096)
             .env("SWITCHBOARD_GATEWAY__TRANSPORT_MAX_FRAME_BYTES", 8192)
-            .env("SWITCHBOARD_GATEWAY__UNAUTHENTICATED_MAX_FRAME_BYTES", 2048),
+            .env("SWITCHBOARD_GATEWAY__UNAUTHENTICATED_MAX_FRAME_BYTES", 2048)
+            // Room for every answer of the flood, which is written before
+            // one is read: a full queue is the slow-consumer test's row.
+            .env("SWITCHBOARD_GATEWAY__OUTBOUND_QUEUE_CAPACITY", 4096),
     )
     .await;
     let mut health = Health::new(&hub);
