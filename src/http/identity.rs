@@ -345,7 +345,7 @@ pub async fn register_app(
         record.as_ref().map(|f| f as identity::IdempotencyFor<'_>),
     )
     .await;
-    let (registered, manifest) = match result {
+    let (registered, _manifest) = match result {
         Err(IdentityError::Invalid(details)) => {
             let details = details
                 .into_iter()
@@ -368,7 +368,8 @@ pub async fn register_app(
         }
         other => other?,
     };
-    info!(app = %registered.id, key_id = %registered.key.key_id, name = %manifest.name, "app registered");
+    // The manifest's name is the registrant's text: logged by id only.
+    info!(app = %registered.id, key_id = %registered.key.key_id, "app registered");
     Ok(created_with_key(json!({
         "appId": registered.id,
         "appKey": registered.key.plaintext,

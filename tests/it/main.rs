@@ -7,6 +7,7 @@ mod support;
 mod audit;
 mod bad_input;
 mod bench_smoke;
+mod canaries;
 mod cards;
 mod conversations;
 mod egress;
