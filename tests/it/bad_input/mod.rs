@@ -103,6 +103,7 @@ fn the_matrix_has_at_least_120_rows() {
         ("manifests and cards", manifests_cards::row_count()),
     ];
     let total: usize = counts.iter().map(|(_, n)| n).sum();
+    eprintln!("bad-input matrix: {total} rows: {counts:?}");
     for (surface, n) in counts {
         assert!(n > 0, "{surface} has no rows");
     }
