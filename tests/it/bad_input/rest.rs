@@ -30,6 +30,15 @@ struct Row {
     body: Option<String>,
     status: u16,
     answer: Value,
+    /// Headers beyond the auth and the JSON body's Content-Type.
+    headers: Vec<(&'static str, String)>,
+}
+
+impl Row {
+    fn with(mut self, name: &'static str, value: impl Into<String>) -> Row {
+        self.headers.push((name, value.into()));
+        self
+    }
 }
 
 const Z: &str = "00000000-0000-0000-0000-000000000000";
@@ -76,6 +85,7 @@ fn row(
         body: body.map(str::to_string),
         status,
         answer,
+        headers: Vec::new(),
     }
 }
 
@@ -832,6 +842,31 @@ fn query_rows() -> Vec<Row> {
     ]
 }
 
+fn header_rows() -> Vec<Row> {
+    use Auth::*;
+    let register = "/api/v1/agents/register";
+    let idempotency = err(
+        "invalid_idempotency_key",
+        "Idempotency-Key must be 1 to 255 printable ASCII characters",
+    );
+    vec![
+        row("POST", register, None, Some(r#"{"name":"x"}"#), 400, idempotency.clone())
+            .with("idempotency-key", "k".repeat(256)),
+        row("POST", register, None, Some(r#"{"name":"x"}"#), 400, idempotency)
+            .with("idempotency-key", "a b"),
+        row("POST", "/api/v1/conversations/{Z}/messages", Agent, Some(r#"{"parts":[]}"#), 400,
+            err("idempotency_key_not_taken", "Idempotency-Key is not taken by a send: give clientMsgId (a retry with the same one returns the original message)"))
+            .with("idempotency-key", "abc"),
+        row("POST", register, Agent, Some(r#"{"name":"x"}"#), 403,
+            err("forbidden", "only a person's key registers agents it owns; register without Authorization")),
+        row("GET", "/ws", None, Option::None, 400,
+            err("invalid_request", "Connection header did not include 'upgrade'")),
+        row("GET", "/ws", None, Option::None, 400, err("invalid_request", "`Sec-WebSocket-Key` header missing"))
+            .with("upgrade", "websocket")
+            .with("connection", "upgrade"),
+    ]
+}
+
 /// Rows in the test below, not in the tables: a body that is not labelled
 /// JSON, and one over `server.max_http_body_bytes`.
 const OTHER_ROWS: usize = 2;
@@ -841,6 +876,7 @@ fn rows() -> Vec<Row> {
     rows.extend(body_rows());
     rows.extend(store_rows());
     rows.extend(query_rows());
+    rows.extend(header_rows());
     rows
 }
 
@@ -862,6 +898,9 @@ async fn answer_of(hub: &TestHub, row: &Row, agent_key: &str) -> (u16, Value) {
     };
     if let Some(h) = header {
         request = request.header("authorization", h);
+    }
+    for (name, value) in &row.headers {
+        request = request.header(*name, value);
     }
     if let Some(body) = &row.body {
         request = request
