@@ -72,211 +72,51 @@ const NOT_OBJECT: &str = "Invalid request: a frame must be a JSON object";
 const JSONRPC: &str = "Invalid request: jsonrpc must be \"2.0\"";
 const BY_NAME: &str = "Invalid params: params must be an object (by-name params)";
 
+#[rustfmt::skip]
 fn not_json_rows() -> Vec<Row> {
     vec![
-        text(
-            "not JSON: a broken object",
-            "{not json",
-            parse_error("Parse error: key must be a string at line 1 column 2"),
-        ),
-        text(
-            "not JSON: a bare word",
-            "nope",
-            parse_error("Parse error: expected ident at line 1 column 2"),
-        ),
-        text(
-            "not JSON: an empty frame",
-            "",
-            parse_error("Parse error: EOF while parsing a value at line 1 column 0"),
-        ),
-        text(
-            "not JSON: only whitespace",
-            "   ",
-            parse_error("Parse error: EOF while parsing a value at line 1 column 3"),
-        ),
-        text(
-            "not JSON: a byte-order mark first",
-            format!("\u{feff}{}", get_with_id("1")),
-            parse_error("Parse error: expected value at line 1 column 1"),
-        ),
-        text(
-            "not JSON: trailing characters",
-            format!("{} trailing", get_with_id("1")),
-            parse_error("Parse error: trailing characters at line 1 column 56"),
-        ),
-        text(
-            "not JSON: a cut-off frame",
-            r#"{"jsonrpc":"2.0","id":1,"#,
-            parse_error("Parse error: EOF while parsing a value at line 1 column 24"),
-        ),
-        text(
-            "not JSON: a raw control character in a string",
-            "{\"jsonrpc\":\"2.0\",\"id\":\"a\u{0}b\",\"method\":\"agent/identity/get\"}",
-            parse_error("Parse error: control character (\\u0000-\\u001F) found while parsing a string at line 1 column 25"),
-        ),
-        text(
-            "not JSON: a lone surrogate escape",
-            r#"{"jsonrpc":"2.0","id":"s","method":"agent/identity/get","params":{"\udc00":1}}"#,
-            parse_error("Parse error: lone leading surrogate in hex escape at line 1 column 73"),
-        ),
-        text(
-            "not an object: a number",
-            "42",
-            invalid(Value::Null, NOT_OBJECT),
-        ),
+        text("not JSON: a broken object", "{not json", parse_error("Parse error: key must be a string at line 1 column 2")),
+        text("not JSON: a bare word", "nope", parse_error("Parse error: expected ident at line 1 column 2")),
+        text("not JSON: an empty frame", "", parse_error("Parse error: EOF while parsing a value at line 1 column 0")),
+        text("not JSON: only whitespace", "   ", parse_error("Parse error: EOF while parsing a value at line 1 column 3")),
+        text("not JSON: a byte-order mark first", format!("\u{feff}{}", get_with_id("1")), parse_error("Parse error: expected value at line 1 column 1")),
+        text("not JSON: trailing characters", format!("{} trailing", get_with_id("1")), parse_error("Parse error: trailing characters at line 1 column 56")),
+        text("not JSON: a cut-off frame", r#"{"jsonrpc":"2.0","id":1,"#, parse_error("Parse error: EOF while parsing a value at line 1 column 24")),
+        text("not JSON: a raw control character in a string", "{\"jsonrpc\":\"2.0\",\"id\":\"a\u{0}b\",\"method\":\"agent/identity/get\"}", parse_error("Parse error: control character (\\u0000-\\u001F) found while parsing a string at line 1 column 25")),
+        text("not JSON: a lone surrogate escape", r#"{"jsonrpc":"2.0","id":"s","method":"agent/identity/get","params":{"\udc00":1}}"#, parse_error("Parse error: lone leading surrogate in hex escape at line 1 column 73")),
+        text("not an object: a number", "42", invalid(Value::Null, NOT_OBJECT)),
         text("not an object: null", "null", invalid(Value::Null, NOT_OBJECT)),
-        text(
-            "not an object: a string",
-            r#""str""#,
-            invalid(Value::Null, NOT_OBJECT),
-        ),
+        text("not an object: a string", r#""str""#, invalid(Value::Null, NOT_OBJECT)),
         text("not an object: true", "true", invalid(Value::Null, NOT_OBJECT)),
         text("batch: empty", "[]", invalid(Value::Null, BATCH)),
         text("batch: of numbers", "[1,2]", invalid(Value::Null, BATCH)),
-        text(
-            "batch: of one good request",
-            format!("[{}]", get_with_id("1")),
-            invalid(Value::Null, BATCH),
-        ),
+        text("batch: of one good request", format!("[{}]", get_with_id("1")), invalid(Value::Null, BATCH)),
     ]
 }
 
+#[rustfmt::skip]
 fn envelope_rows() -> Vec<Row> {
     vec![
-        text(
-            "envelope: empty object",
-            "{}",
-            invalid(Value::Null, JSONRPC),
-        ),
-        text(
-            "envelope: no jsonrpc, the id is echoed",
-            r#"{"id":1,"method":"agent/identity/get"}"#,
-            invalid(json!(1), JSONRPC),
-        ),
-        text(
-            "envelope: jsonrpc 1.0",
-            r#"{"jsonrpc":"1.0","id":1,"method":"agent/identity/get"}"#,
-            invalid(json!(1), JSONRPC),
-        ),
-        text(
-            "envelope: jsonrpc a number",
-            r#"{"jsonrpc":2,"id":1,"method":"agent/identity/get"}"#,
-            invalid(json!(1), JSONRPC),
-        ),
-        text(
-            "envelope: method a number",
-            r#"{"jsonrpc":"2.0","id":1,"method":5}"#,
-            invalid(
-                json!(1),
-                "Invalid request: method must be a non-empty string",
-            ),
-        ),
-        text(
-            "envelope: method empty",
-            r#"{"jsonrpc":"2.0","id":"x","method":""}"#,
-            invalid(
-                json!("x"),
-                "Invalid request: method must be a non-empty string",
-            ),
-        ),
-        text(
-            "envelope: no method and no result",
-            r#"{"jsonrpc":"2.0","id":1}"#,
-            invalid(json!(1), "Invalid request: method is required"),
-        ),
-        text(
-            "envelope: an unknown member",
-            r#"{"jsonrpc":"2.0","id":1,"method":"agent/identity/get","extra":1}"#,
-            invalid(
-                json!(1),
-                "Invalid request: unknown member `extra` in request frame",
-            ),
-        ),
-        text(
-            "envelope: a `type` member",
-            r#"{"jsonrpc":"2.0","id":"t","type":"request","method":"agent/identity/get"}"#,
-            invalid(
-                json!("t"),
-                "Invalid request: unknown member `type` in request frame",
-            ),
-        ),
-        text(
-            "envelope: params null",
-            r#"{"jsonrpc":"2.0","id":1,"method":"agent/identity/get","params":null}"#,
-            error_with(
-                json!(1),
-                -32602,
-                "InvalidParamsError",
-                BY_NAME,
-                json!({"field": "params"}),
-            ),
-        ),
-        text(
-            "envelope: params a string",
-            r#"{"jsonrpc":"2.0","id":1,"method":"agent/identity/get","params":"x"}"#,
-            error_with(
-                json!(1),
-                -32602,
-                "InvalidParamsError",
-                BY_NAME,
-                json!({"field": "params"}),
-            ),
-        ),
-        text(
-            "method: unknown",
-            r#"{"jsonrpc":"2.0","id":7,"method":"agent/does/not-exist","params":{}}"#,
-            error_with(
-                json!(7),
-                -32601,
-                "MethodNotFoundError",
-                "Method not found: agent/does/not-exist",
-                json!({"method": "agent/does/not-exist"}),
-            ),
-        ),
-        text(
-            "method: a 5000-character name is cut to 100 in the answer",
-            format!(
-                r#"{{"jsonrpc":"2.0","id":"lm","method":"{}"}}"#,
-                "m".repeat(5000)
-            ),
-            error_with(
-                json!("lm"),
-                -32601,
-                "MethodNotFoundError",
-                &format!("Method not found: {}", "m".repeat(100)),
-                json!({"method": "m".repeat(100)}),
-            ),
-        ),
-        text(
-            "method: JSON-RPC's reserved rpc.discover",
-            r#"{"jsonrpc":"2.0","id":"x","method":"rpc.discover"}"#,
-            error_with(
-                json!("x"),
-                -32601,
-                "MethodNotFoundError",
-                "Method not found: rpc.discover",
-                json!({"method": "rpc.discover"}),
-            ),
-        ),
-        text(
-            "method: another kind's method",
-            r#"{"jsonrpc":"2.0","id":"x","method":"app/identity/get"}"#,
-            error_with(
-                json!("x"),
-                -32003,
-                "ForbiddenError",
-                "app/identity/get may be called only by an app",
-                json!({"reason": "subject_kind_not_allowed"}),
-            ),
-        ),
-        text(
-            "notification: no id gets no answer",
-            r#"{"jsonrpc":"2.0","method":"agent/identity/get"}"#,
-            Answer::Nothing { unmatched: 0.0 },
-        ),
+        text("envelope: empty object", "{}", invalid(Value::Null, JSONRPC)),
+        text("envelope: no jsonrpc, the id is echoed", r#"{"id":1,"method":"agent/identity/get"}"#, invalid(json!(1), JSONRPC)),
+        text("envelope: jsonrpc 1.0", r#"{"jsonrpc":"1.0","id":1,"method":"agent/identity/get"}"#, invalid(json!(1), JSONRPC)),
+        text("envelope: jsonrpc a number", r#"{"jsonrpc":2,"id":1,"method":"agent/identity/get"}"#, invalid(json!(1), JSONRPC)),
+        text("envelope: method a number", r#"{"jsonrpc":"2.0","id":1,"method":5}"#, invalid(json!(1), "Invalid request: method must be a non-empty string")),
+        text("envelope: method empty", r#"{"jsonrpc":"2.0","id":"x","method":""}"#, invalid(json!("x"), "Invalid request: method must be a non-empty string")),
+        text("envelope: no method and no result", r#"{"jsonrpc":"2.0","id":1}"#, invalid(json!(1), "Invalid request: method is required")),
+        text("envelope: an unknown member", r#"{"jsonrpc":"2.0","id":1,"method":"agent/identity/get","extra":1}"#, invalid(json!(1), "Invalid request: unknown member `extra` in request frame")),
+        text("envelope: a `type` member", r#"{"jsonrpc":"2.0","id":"t","type":"request","method":"agent/identity/get"}"#, invalid(json!("t"), "Invalid request: unknown member `type` in request frame")),
+        text("envelope: params null", r#"{"jsonrpc":"2.0","id":1,"method":"agent/identity/get","params":null}"#, error_with(json!(1), -32602, "InvalidParamsError", BY_NAME, json!({"field": "params"}))),
+        text("envelope: params a string", r#"{"jsonrpc":"2.0","id":1,"method":"agent/identity/get","params":"x"}"#, error_with(json!(1), -32602, "InvalidParamsError", BY_NAME, json!({"field": "params"}))),
+        text("method: unknown", r#"{"jsonrpc":"2.0","id":7,"method":"agent/does/not-exist","params":{}}"#, error_with(json!(7), -32601, "MethodNotFoundError", "Method not found: agent/does/not-exist", json!({"method": "agent/does/not-exist"}))),
+        text("method: a 5000-character name is cut to 100 in the answer", format!(r#"{{"jsonrpc":"2.0","id":"lm","method":"{}"}}"#, "m".repeat(5000)), error_with(json!("lm"), -32601, "MethodNotFoundError", &format!("Method not found: {}", "m".repeat(100)), json!({"method": "m".repeat(100)}))),
+        text("method: JSON-RPC's reserved rpc.discover", r#"{"jsonrpc":"2.0","id":"x","method":"rpc.discover"}"#, error_with(json!("x"), -32601, "MethodNotFoundError", "Method not found: rpc.discover", json!({"method": "rpc.discover"}))),
+        text("method: another kind's method", r#"{"jsonrpc":"2.0","id":"x","method":"app/identity/get"}"#, error_with(json!("x"), -32003, "ForbiddenError", "app/identity/get may be called only by an app", json!({"reason": "subject_kind_not_allowed"}))),
+        text("notification: no id gets no answer", r#"{"jsonrpc":"2.0","method":"agent/identity/get"}"#, Answer::Nothing {unmatched: 0.0}),
     ]
 }
 
+#[rustfmt::skip]
 fn id_rows() -> Vec<Row> {
     let ok = |id: Value| {
         Answer::Frame(json!({"jsonrpc": "2.0", "id": id, "result": {"identity": "matrix"}}))
@@ -290,13 +130,7 @@ fn id_rows() -> Vec<Row> {
         text("id: u64::MAX", get_with_id("18446744073709551615"), ok(json!(u64::MAX))),
         text("id: i64::MIN", get_with_id("-9223372036854775808"), ok(json!(i64::MIN))),
         text("id: 256 bytes", get_with_id(&format!("\"{}\"", "i".repeat(256))), ok(json!("i".repeat(256)))),
-        text(
-            "id: 257 bytes is refused and not echoed",
-            get_with_id(&format!("\"{}\"", "i".repeat(257))),
-            error_with(Value::Null, -32600, "InvalidRequestError",
-                "Invalid request: request id of 257 bytes exceeds 256 bytes; use a shorter string id",
-                json!({"limit": 256, "size": 257})),
-        ),
+        text("id: 257 bytes is refused and not echoed", get_with_id(&format!("\"{}\"", "i".repeat(257))), error_with(Value::Null, -32600, "InvalidRequestError", "Invalid request: request id of 257 bytes exceeds 256 bytes; use a shorter string id", json!({"limit": 256, "size": 257}))),
         text("id: null", get_with_id("null"), invalid(Value::Null, ID_FORM)),
         text("id: an object", get_with_id(r#"{"a":1}"#), invalid(Value::Null, ID_FORM)),
         text("id: an array", get_with_id("[1]"), invalid(Value::Null, ID_FORM)),
@@ -312,6 +146,7 @@ fn id_rows() -> Vec<Row> {
     ]
 }
 
+#[rustfmt::skip]
 fn shape_rows() -> Vec<Row> {
     let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
     let params_with = |x: String| {
@@ -327,69 +162,16 @@ fn shape_rows() -> Vec<Row> {
         json!({"field": "x"}),
     );
     vec![
-        text(
-            "nesting: 100 arrays deep is read, then refused by name",
-            params_with(nested(100)),
-            unknown_x,
-        ),
-        text(
-            "nesting: 130 arrays deep",
-            params_with(nested(130)),
-            parse_error("Parse error: recursion limit exceeded at line 1 column 196"),
-        ),
-        text(
-            "nesting: 5000 arrays deep",
-            params_with(nested(5000)),
-            parse_error("Parse error: recursion limit exceeded at line 1 column 196"),
-        ),
-        text(
-            "nesting: 5000 objects deep",
-            format!(
-                r#"{{"jsonrpc":"2.0","id":"o","method":"agent/identity/get","params":{}1{}}}"#,
-                r#"{"a":"#.repeat(5000),
-                "}".repeat(5000)
-            ),
-            parse_error("Parse error: recursion limit exceeded at line 1 column 696"),
-        ),
-        text(
-            "size: a frame over gateway.max_frame_bytes",
-            params_with(format!("\"{}\"", "y".repeat(1_100_000))),
-            error_with(
-                Value::Null,
-                -32600,
-                "InvalidRequestError",
-                "Invalid request: frame of 1100074 bytes exceeds gateway.max_frame_bytes (1048576)",
-                json!({"limit": 1048576, "size": 1100074}),
-            ),
-        ),
-        Row {
-            name: "binary: a binary frame",
-            input: Input::Binary(b"{}".to_vec()),
-            answer: invalid(
-                Value::Null,
-                "Invalid request: binary frames are not supported; send JSON text frames",
-            ),
-        },
-        text(
-            "answer: a result for an id never sent",
-            r#"{"jsonrpc":"2.0","id":"hub-999","result":{}}"#,
-            Answer::Nothing { unmatched: 1.0 },
-        ),
-        text(
-            "answer: an error for an id never sent",
-            r#"{"jsonrpc":"2.0","id":"hub-1","error":{"code":1,"message":"x"}}"#,
-            Answer::Nothing { unmatched: 1.0 },
-        ),
-        text(
-            "answer: a number id never sent",
-            r#"{"jsonrpc":"2.0","id":77,"result":null}"#,
-            Answer::Nothing { unmatched: 1.0 },
-        ),
-        text(
-            "answer: both result and error",
-            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"x"}}"#,
-            Answer::Nothing { unmatched: 1.0 },
-        ),
+        text("nesting: 100 arrays deep is read, then refused by name", params_with(nested(100)), unknown_x),
+        text("nesting: 130 arrays deep", params_with(nested(130)), parse_error("Parse error: recursion limit exceeded at line 1 column 196")),
+        text("nesting: 5000 arrays deep", params_with(nested(5000)), parse_error("Parse error: recursion limit exceeded at line 1 column 196")),
+        text("nesting: 5000 objects deep", format!(r#"{{"jsonrpc":"2.0","id":"o","method":"agent/identity/get","params":{}1{}}}"#, r#"{"a":"#.repeat(5000), "}".repeat(5000)), parse_error("Parse error: recursion limit exceeded at line 1 column 696")),
+        text("size: a frame over gateway.max_frame_bytes", params_with(format!("\"{}\"", "y".repeat(1_100_000))), error_with(Value::Null, -32600, "InvalidRequestError", "Invalid request: frame of 1100074 bytes exceeds gateway.max_frame_bytes (1048576)", json!({"limit": 1048576, "size": 1100074}))),
+        Row {name: "binary: a binary frame", input: Input::Binary(b"{}".to_vec()), answer: invalid(Value::Null, "Invalid request: binary frames are not supported; send JSON text frames")},
+        text("answer: a result for an id never sent", r#"{"jsonrpc":"2.0","id":"hub-999","result":{}}"#, Answer::Nothing {unmatched: 1.0}),
+        text("answer: an error for an id never sent", r#"{"jsonrpc":"2.0","id":"hub-1","error":{"code":1,"message":"x"}}"#, Answer::Nothing {unmatched: 1.0}),
+        text("answer: a number id never sent", r#"{"jsonrpc":"2.0","id":77,"result":null}"#, Answer::Nothing {unmatched: 1.0}),
+        text("answer: both result and error", r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"x"}}"#, Answer::Nothing {unmatched: 1.0}),
     ]
 }
 
@@ -403,22 +185,11 @@ fn rows() -> Vec<Row> {
 
 /// Broken WebSocket frames, written byte by byte on a fresh socket each,
 /// and the close code each gets (RFC 6455 §7.4.1).
+#[rustfmt::skip]
 fn transport_rows() -> Vec<(&'static str, u8, bool, Vec<u8>, u16)> {
     vec![
-        (
-            "invalid UTF-8 text",
-            0x81,
-            true,
-            vec![b'"', 0xff, 0xfe, b'"'],
-            1007,
-        ),
-        (
-            "invalid UTF-8 across fragments",
-            0x01,
-            true,
-            vec![b'"', 0xe2],
-            1007,
-        ),
+        ("invalid UTF-8 text", 0x81, true, vec![b'"', 0xff, 0xfe, b'"'], 1007),
+        ("invalid UTF-8 across fragments", 0x01, true, vec![b'"', 0xe2], 1007),
         ("unmasked frame", 0x81, false, b"{}".to_vec(), 1002),
         ("reserved opcode", 0x83, true, b"{}".to_vec(), 1002),
         ("RSV1 bit", 0xc1, true, b"{}".to_vec(), 1002),
