@@ -14,6 +14,7 @@
 
 use std::time::{Duration, Instant};
 
+use reqwest::Method;
 use serde_json::{json, Value};
 use switchboard::webhooks::signature::secret_key_string;
 
@@ -136,7 +137,7 @@ async fn register(hub: &TestHub, path: &str, secret: &str, body: Value) -> (u16,
 
 async fn rest(
     hub: &TestHub,
-    method: reqwest::Method,
+    method: Method,
     path: &str,
     bearer: &str,
     body: Option<Value>,
@@ -176,32 +177,26 @@ async fn frames_so_far(s: &mut RawSocket, identity: &str) -> String {
 }
 
 /// The hub, with a signing key from a canary secret sealed under the
-/// canary KEK, secret registration and the canary operator token.
-async fn canary_hub(c: &mut Canaries) -> TestHub {
-    let root = tempfile::tempdir().unwrap().keep();
-    let data = root.join("data");
+/// canary KEK, secret registration and the canary operator token; the
+/// directory holding its data lives as long as the hub.
+async fn canary_hub(c: &mut Canaries) -> (TestHub, tempfile::TempDir) {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
     let signing = secret_key_string(&ed25519_dalek::SigningKey::from_bytes(&[0x5a; 32]));
     c.secret("webhook signing key", &signing);
-    let file = root.join("signing.key");
+    let file = root.path().join("signing.key");
     std::fs::write(&file, &signing).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args([
-            "keys",
-            "rotate",
-            "--secret-file",
-            file.to_str().unwrap(),
-            "--data-dir",
-        ])
+        .args(["keys", "rotate", "--secret-file"])
+        .arg(&file)
+        .arg("--data-dir")
         .arg(&data)
         .env("SWITCHBOARD_WEBHOOKS__KEY_ENCRYPTION_KEY", KEK)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    TestHub::start_with(Options {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let hub = TestHub::start_with(Options {
         dir: Some(data),
         ..TestHub::fast_options()
             .env("RUST_LOG", "debug")
@@ -211,85 +206,89 @@ async fn canary_hub(c: &mut Canaries) -> TestHub {
             .env("SWITCHBOARD_WEBHOOKS__KEY_ENCRYPTION_KEY", KEK)
             .env("SWITCHBOARD_AUDIT__FLUSH_INTERVAL_MS", 100)
     })
-    .await
+    .await;
+    (hub, root)
 }
 
-#[tokio::test]
-async fn no_canary_reaches_an_output_it_must_not() {
-    let mut c = Canaries::new();
-    let hub = canary_hub(&mut c).await;
-    let mut findings = Findings::default();
-    let mut errors = String::new();
+/// The scenario's principals: two agents who talk, an intruder, an app and
+/// a person, each connected; every key a secret canary.
+struct Cast {
+    alice: RawSocket,
+    bob: RawSocket,
+    bob_id: String,
+    mallory: RawSocket,
+    app: RawSocket,
+    pat: RawSocket,
+    keys: Keys,
+}
 
-    // Principals, each key a canary of its own.
-    let agent = |name: &'static str| {
-        let hub = &hub;
-        async move {
-            let (status, text) = register(
-                hub,
-                "/api/v1/agents/register",
-                REGISTRATION_SECRET,
-                json!({"name": name}),
-            )
-            .await;
-            assert_eq!(status, 201, "{text}");
-            (field(&text, "/agentId"), field(&text, "/agentKey"))
-        }
-    };
-    let (_, alice_key) = agent("alice").await;
-    let (bob_id, bob_key) = agent("bob").await;
-    let (_, mallory_key) = agent("mallory").await;
-    let (status, text) = register(
-        &hub,
-        "/api/v1/apps/register",
-        REGISTRATION_SECRET,
-        json!({"manifest": manifest(&c)}),
-    )
-    .await;
+struct Keys {
+    bob: String,
+    mallory: String,
+    app: String,
+    pat: String,
+}
+
+async fn agent(hub: &TestHub, name: &str) -> (String, String) {
+    let body = json!({ "name": name });
+    let (status, text) = register(hub, "/api/v1/agents/register", REGISTRATION_SECRET, body).await;
     assert_eq!(status, 201, "{text}");
-    let app_key = field(&text, "/appKey");
-    let (status, text) = rest(
-        &hub,
-        reqwest::Method::POST,
-        "/api/v1/people",
-        TOKEN,
-        Some(json!({"name": "pat"})),
-    )
-    .await;
+    (field(&text, "/agentId"), field(&text, "/agentKey"))
+}
+
+async fn cast(hub: &TestHub, c: &mut Canaries) -> Cast {
+    let (_, alice) = agent(hub, "alice").await;
+    let (bob_id, bob) = agent(hub, "bob").await;
+    let (_, mallory) = agent(hub, "mallory").await;
+    let body = json!({ "manifest": manifest(c) });
+    let (status, text) = register(hub, "/api/v1/apps/register", REGISTRATION_SECRET, body).await;
     assert_eq!(status, 201, "{text}");
-    let person_key = field(&text, "/personKey");
+    let app = field(&text, "/appKey");
+    let body = Some(json!({ "name": "pat" }));
+    let (status, text) = rest(hub, Method::POST, "/api/v1/people", TOKEN, body).await;
+    assert_eq!(status, 201, "{text}");
+    let pat = field(&text, "/personKey");
     for (what, key) in [
-        ("alice's key", &alice_key),
-        ("bob's key", &bob_key),
-        ("mallory's key", &mallory_key),
-        ("the app's key", &app_key),
-        ("pat's key", &person_key),
+        ("alice's key", &alice),
+        ("bob's key", &bob),
+        ("mallory's key", &mallory),
+        ("the app's key", &app),
+        ("pat's key", &pat),
     ] {
         c.secret(what, key);
     }
-
     let url = hub.ws_url();
-    let mut alice = RawSocket::connect_agent(&url, &alice_key).await;
-    let mut bob = RawSocket::connect_agent(&url, &bob_key).await;
-    let mut mallory = RawSocket::connect_agent(&url, &mallory_key).await;
-    let mut app = RawSocket::connect_app(&url, &app_key).await;
-    let mut pat = RawSocket::connect(&url).await;
-    let r = pat
+    let mut pat_socket = RawSocket::connect(&url).await;
+    let r = pat_socket
         .call(
             json!("c"),
             "person/network/connect",
-            json!({"personKey": person_key}),
+            json!({"personKey": pat}),
         )
         .await;
     assert!(r.get("result").is_some(), "{r}");
+    Cast {
+        alice: RawSocket::connect_agent(&url, &alice).await,
+        bob: RawSocket::connect_agent(&url, &bob).await,
+        bob_id,
+        mallory: RawSocket::connect_agent(&url, &mallory).await,
+        app: RawSocket::connect_app(&url, &app).await,
+        pat: pat_socket,
+        keys: Keys {
+            bob,
+            mallory,
+            app,
+            pat,
+        },
+    }
+}
 
-    // Alice writes to Bob: text and a data part.
-    let r = alice
-        .call(
-            json!(1),
-            "agent/conversation/create",
-            json!({"kind": "direct", "participants": [bob_id]}),
-        )
+/// Alice writes to Bob, text and a data part: the conversation's id.
+async fn alice_writes_to_bob(cast: &mut Cast, c: &Canaries) -> String {
+    let create = json!({"kind": "direct", "participants": [cast.bob_id]});
+    let r = cast
+        .alice
+        .call(json!(1), "agent/conversation/create", create)
         .await;
     let conversation = r["result"]["conversation"]["id"]
         .as_str()
@@ -299,117 +298,110 @@ async fn no_canary_reaches_an_output_it_must_not() {
         {"type": "text", "text": c.get("message text")},
         {"type": "data", "data": { c.get("data part member"): c.get("data part value") }}
     ]);
-    let r = alice
-        .call(
-            json!(2),
-            "agent/message/send",
-            json!({"conversationId": conversation, "parts": parts}),
-        )
-        .await;
+    let send = json!({"conversationId": conversation, "parts": parts});
+    let r = cast.alice.call(json!(2), "agent/message/send", send).await;
     assert!(r.get("result").is_some(), "{r}");
+    conversation
+}
 
-    // Refused inputs carrying canaries: their error bodies are scanned.
-    let missing = uuid::Uuid::now_v7();
-    let r = alice
-        .call(
-            json!(3),
-            "agent/message/send",
-            json!({"conversationId": missing,
-            "parts": [{"type": "text", "text": c.get("refused message text")}]}),
-        )
-        .await;
-    errors.push_str(&format!("{r}\n"));
-    let r = alice
-        .call(json!(4), "agent/message/send", json!({"conversationId": conversation,
-            "parts": [{"type": "text", "text": c.get("refused message text"), "zz": c.get("refused message text")}]}))
-        .await;
-    errors.push_str(&format!("{r}\n"));
-    let r = mallory
-        .call(
-            json!(5),
-            "agent/message/list",
-            json!({"conversationId": conversation}),
-        )
-        .await;
-    errors.push_str(&format!("{r}\n"));
-    let mut stranger = RawSocket::connect(&url).await;
-    let wrong_key = format!(
+/// Inputs the hub refuses, carrying canaries: their error bodies.
+async fn refused_inputs(
+    hub: &TestHub,
+    cast: &mut Cast,
+    c: &Canaries,
+    conversation: &str,
+) -> String {
+    let refused = c.get("refused message text");
+    let mut errors = Vec::new();
+    let to_missing = json!({"conversationId": uuid::Uuid::now_v7(),
+        "parts": [{"type": "text", "text": refused}]});
+    errors.push(
+        cast.alice
+            .call(json!(3), "agent/message/send", to_missing)
+            .await
+            .to_string(),
+    );
+    let unknown_member = json!({"conversationId": conversation,
+        "parts": [{"type": "text", "text": refused, "zz": refused}]});
+    errors.push(
+        cast.alice
+            .call(json!(4), "agent/message/send", unknown_member)
+            .await
+            .to_string(),
+    );
+    let intrusion = json!({"conversationId": conversation});
+    errors.push(
+        cast.mallory
+            .call(json!(5), "agent/message/list", intrusion)
+            .await
+            .to_string(),
+    );
+    let mut stranger = RawSocket::connect(&hub.ws_url()).await;
+    let wrong = format!(
         "sbk_agent_0000000000000000_{}",
         c.get("a refused agent key")
     );
-    let r = stranger
-        .call(
-            json!(6),
-            "agent/network/connect",
-            json!({"agentKey": wrong_key}),
-        )
-        .await;
-    errors.push_str(&format!("{r}\n"));
-    let get = reqwest::Method::GET;
-    let post = reqwest::Method::POST;
+    let connect = json!({"agentKey": wrong});
+    errors.push(
+        stranger
+            .call(json!(6), "agent/network/connect", connect)
+            .await
+            .to_string(),
+    );
+    let too_long = json!({"name": format!("{}{}", c.get("refused agent name"), "n".repeat(100))});
+    let webhook = Some(json!({"url": "https://receiver.example/hook"}));
+    let history = format!("/api/v1/conversations/{conversation}/messages");
     for (status, text) in [
         rest(
-            &hub,
-            get.clone(),
+            hub,
+            Method::GET,
             "/api/v1/events",
             c.get("a refused bearer"),
             None,
         )
         .await,
         rest(
-            &hub,
-            get.clone(),
+            hub,
+            Method::GET,
             "/api/v1/audit",
             c.get("a refused operator token"),
             None,
         )
         .await,
         register(
-            &hub,
+            hub,
             "/api/v1/agents/register",
             c.get("a refused registration secret"),
             json!({"name": "x"}),
         )
         .await,
         register(
-            &hub,
+            hub,
             "/api/v1/agents/register",
             REGISTRATION_SECRET,
-            json!({"name": format!("{}{}", c.get("refused agent name"), "n".repeat(100))}),
+            too_long,
         )
         .await,
-        rest(
-            &hub,
-            post.clone(),
-            "/api/v1/webhooks/test",
-            TOKEN,
-            Some(json!({"url": "https://receiver.example/hook"})),
-        )
-        .await,
-        rest(
-            &hub,
-            get.clone(),
-            &format!("/api/v1/conversations/{conversation}/messages"),
-            &mallory_key,
-            None,
-        )
-        .await,
+        rest(hub, Method::POST, "/api/v1/webhooks/test", TOKEN, webhook).await,
+        rest(hub, Method::GET, &history, &cast.keys.mallory, None).await,
     ] {
         assert!(status >= 400 || text.contains("blocked"), "{status} {text}");
-        errors.push_str(&text);
-        errors.push('\n');
+        errors.push(text);
     }
-    findings.scan_all(&c, "error bodies", &errors);
+    errors.join("\n")
+}
 
-    // REST answers: the intruder's and everyone's public reads hold
-    // nothing; the receiver's catch-up holds no secret.
+/// REST reads: the intruder's, the app's, the person's and the public
+/// ones hold nothing; the receiver's catch-up holds no secret.
+async fn scan_rest(hub: &TestHub, cast: &Cast, c: &Canaries, findings: &mut Findings) {
+    let k = &cast.keys;
     for (who, key) in [
-        ("mallory", &mallory_key),
-        ("the app", &app_key),
-        ("pat", &person_key),
+        ("mallory", &k.mallory),
+        ("the app", &k.app),
+        ("pat", &k.pat),
     ] {
-        let (_, text) = rest(&hub, get.clone(), "/api/v1/events", key, None).await;
-        findings.scan_all(&c, &format!("{who}'s GET /api/v1/events"), &text);
+        let (_, text) = rest(hub, Method::GET, "/api/v1/events", key, None).await;
+        findings.scan_all(c, &format!("{who}'s GET /api/v1/events"), &text);
     }
     for path in [
         "/api/v1/webhooks/keys",
@@ -417,56 +409,74 @@ async fn no_canary_reaches_an_output_it_must_not() {
         "/healthz",
         "/readyz",
     ] {
-        let (_, text) = rest(&hub, get.clone(), path, "", None).await;
-        findings.scan_all(&c, &format!("GET {path}"), &text);
+        let (_, text) = rest(hub, Method::GET, path, "", None).await;
+        findings.scan_all(c, &format!("GET {path}"), &text);
     }
-    let (_, text) = rest(&hub, get.clone(), "/api/v1/events", &bob_key, None).await;
+    let (_, text) = rest(hub, Method::GET, "/api/v1/events", &k.bob, None).await;
     assert!(
         text.contains(c.get("message text")),
         "the receiver got the message: {text}"
     );
-    findings.scan_secrets(&c, "bob's GET /api/v1/events", &text);
+    findings.scan_secrets(c, "bob's GET /api/v1/events", &text);
+}
 
-    // Frames: of those who are not receivers, none; of the two ends, no secret.
+/// Frames: of those who are not receivers, none; of the app, nothing but
+/// its manifest; of the two ends, no secret.
+async fn scan_frames(cast: &mut Cast, c: &Canaries, findings: &mut Findings) {
     for (who, socket, identity) in [
-        ("mallory", &mut mallory, "agent/identity/get"),
-        ("pat", &mut pat, "person/identity/get"),
+        ("mallory", &mut cast.mallory, "agent/identity/get"),
+        ("pat", &mut cast.pat, "person/identity/get"),
     ] {
         let frames = frames_so_far(socket, identity).await;
-        findings.scan_all(&c, &format!("{who}'s frames"), &frames);
+        findings.scan_all(c, &format!("{who}'s frames"), &frames);
     }
-    let app_frames = frames_so_far(&mut app, "app/identity/get").await;
+    let app_frames = frames_so_far(&mut cast.app, "app/identity/get").await;
     assert!(
         app_frames.contains(c.get("manifest name")),
         "the app reads its manifest"
     );
-    findings.scan_but_manifest(&c, "the app's frames", &app_frames);
-    let bob_frames = frames_so_far(&mut bob, "agent/identity/get").await;
+    findings.scan_but_manifest(c, "the app's frames", &app_frames);
+    let bob_frames = frames_so_far(&mut cast.bob, "agent/identity/get").await;
     assert!(
         bob_frames.contains(c.get("data part value")),
         "bob got the data part"
     );
-    findings.scan_secrets(&c, "bob's frames", &bob_frames);
-    let alice_frames = frames_so_far(&mut alice, "agent/identity/get").await;
-    findings.scan_secrets(&c, "alice's frames", &alice_frames);
+    findings.scan_secrets(c, "bob's frames", &bob_frames);
+    let alice_frames = frames_so_far(&mut cast.alice, "agent/identity/get").await;
+    findings.scan_secrets(c, "alice's frames", &alice_frames);
+}
 
-    // The audit, once the refusals above are written.
+/// The audit, once the refusals are written (`audit.flush_interval_ms`).
+async fn written_audit(hub: &TestHub) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
-    let audit = loop {
-        let (status, text) = rest(&hub, get.clone(), "/api/v1/audit", TOKEN, None).await;
+    loop {
+        let (status, text) = rest(hub, Method::GET, "/api/v1/audit", TOKEN, None).await;
         assert_eq!(status, 200, "{text}");
         if text.contains("\"resourceId\"") {
-            break text;
+            return text;
         }
         assert!(
             Instant::now() < deadline,
             "no audit record was written: {text}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    findings.scan_all(&c, "the audit", &audit);
+    }
+}
 
-    let (_, metrics) = rest(&hub, get, "/metrics", "", None).await;
+#[tokio::test]
+async fn no_canary_reaches_an_output_it_must_not() {
+    let mut c = Canaries::new();
+    let (hub, _data) = canary_hub(&mut c).await;
+    let mut cast = cast(&hub, &mut c).await;
+    let conversation = alice_writes_to_bob(&mut cast, &c).await;
+    let errors = refused_inputs(&hub, &mut cast, &c, &conversation).await;
+
+    let mut findings = Findings::default();
+    findings.scan_all(&c, "error bodies", &errors);
+    scan_rest(&hub, &cast, &c, &mut findings).await;
+    scan_frames(&mut cast, &c, &mut findings).await;
+    findings.scan_all(&c, "the audit", &written_audit(&hub).await);
+    let (_, metrics) = rest(&hub, Method::GET, "/metrics", "", None).await;
     findings.scan_all(&c, "/metrics", &metrics);
     let log = hub.log();
     assert!(log.contains("DEBUG"), "the hub logged at debug level");
