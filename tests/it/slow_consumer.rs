@@ -4,7 +4,7 @@
 //! sockets keep their latency meanwhile; and the consumer, resuming after
 //! the last event it read, gets every message that was sent to it.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -97,9 +97,20 @@ async fn drain(ws: crate::support::raw::Ws) -> (Vec<Value>, Option<u16>) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stalled_socket_is_closed_with_4008_others_keep_their_latency_and_it_resumes_losing_nothing(
-) {
+/// The sockets of the scenario: the sender and the consumer it writes
+/// to, and a probe writing to a peer that reads everything.
+struct Scene {
+    hub: TestHub,
+    sender: RawSocket,
+    to_slow: String,
+    slow_key: String,
+    epoch: String,
+    probe: RawSocket,
+    to_peer: String,
+}
+
+/// The scene, and the consumer's socket, connected and read up to now.
+async fn scene() -> (Scene, EventReader) {
     let hub = TestHub::start_with(
         TestHub::fast_options().env("SWITCHBOARD_GATEWAY__OUTBOUND_QUEUE_CAPACITY", QUEUE),
     )
@@ -109,10 +120,8 @@ async fn a_stalled_socket_is_closed_with_4008_others_keep_their_latency_and_it_r
     let (_, probe_key) = hub.register_agent("probe").await;
     let (peer_id, peer_key) = hub.register_agent("probe-peer").await;
     let url = hub.ws_url();
-
     let mut sender = RawSocket::connect_agent(&url, &sender_key).await;
     let mut probe = RawSocket::connect_agent(&url, &probe_key).await;
-    // The probe's peer reads everything, in its own task.
     let mut peer = RawSocket::connect_agent(&url, &peer_key).await;
     tokio::spawn(async move {
         while let crate::support::RawEvent::Text(_) = peer.next_event().await {}
@@ -124,42 +133,89 @@ async fn a_stalled_socket_is_closed_with_4008_others_keep_their_latency_and_it_r
         .to_string();
     let to_slow = direct(&mut sender, &slow_id).await;
     let to_peer = direct(&mut probe, &peer_id).await;
+    let scene = Scene {
+        hub,
+        sender,
+        to_slow,
+        slow_key,
+        epoch,
+        probe,
+        to_peer,
+    };
+    (scene, slow)
+}
 
-    // Before: the probe's round trips with nobody backed up.
-    let mut before = Vec::new();
-    for i in 0..30 {
-        before.push(round_trip(&mut probe, &to_peer, i).await);
-    }
+/// What happened while the consumer did not read.
+struct BackedUp {
+    sent: Vec<String>,
+    during: Vec<Duration>,
+}
 
-    // The slow consumer stops reading; the sender keeps sending to it, and
-    // the probe measures between sends, until the hub closes it as slow.
-    let stalled = slow.socket.into_inner();
+/// Sends to the stalled consumer, probing between sends, until the hub
+/// closes it as slow; then five more, which resuming must bring too.
+async fn back_up(scene: &mut Scene) -> BackedUp {
     let text = "s".repeat(TEXT_BYTES);
     let mut sent = Vec::new();
     let mut during = Vec::new();
+    let hub = &scene.hub;
     let slow_closes = || hub.metric("switchboard_disconnects_total", "reason=\"slow_consumer\"");
     while slow_closes().await == 0.0 {
-        assert!(
-            sent.len() < MAX_SENDS,
-            "never closed as slow after {} sends",
-            sent.len()
-        );
-        sent.push(send(&mut sender, &to_slow, sent.len(), &text).await);
+        let n = sent.len();
+        assert!(n < MAX_SENDS, "never closed as slow after {n} sends");
+        sent.push(send(&mut scene.sender, &scene.to_slow, n, &text).await);
         if sent.len() % 4 == 0 {
-            during.push(round_trip(&mut probe, &to_peer, 1_000 + sent.len()).await);
+            during.push(round_trip(&mut scene.probe, &scene.to_peer, 1_000 + n).await);
         }
     }
-    // A few more after the close: they must come back on resume too.
     for _ in 0..5 {
-        sent.push(send(&mut sender, &to_slow, sent.len(), &text).await);
+        let n = sent.len();
+        sent.push(send(&mut scene.sender, &scene.to_slow, n, &text).await);
     }
+    BackedUp { sent, during }
+}
+
+/// The last seq of the run from 1 without a gap: where to resume.
+fn contiguous_cursor(events: &[Value]) -> u64 {
+    let mut cursor = 0;
+    for seq in events.iter().filter_map(|e| e["seq"].as_u64()) {
+        if seq == cursor + 1 {
+            cursor = seq;
+        }
+    }
+    cursor
+}
+
+/// Message ids, each at most once (a duplicate on one socket fails).
+fn once_each(events: &[Value], socket: &str) -> BTreeSet<String> {
+    let ids = message_ids(events);
+    let unique: BTreeSet<String> = ids.iter().cloned().collect();
+    assert_eq!(
+        unique.len(),
+        ids.len(),
+        "a duplicate on the {socket} socket"
+    );
+    unique
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_socket_is_closed_with_4008_others_keep_their_latency_and_it_resumes_losing_nothing(
+) {
+    let (mut scene, slow) = scene().await;
+    let mut before = Vec::new();
+    for i in 0..30 {
+        before.push(round_trip(&mut scene.probe, &scene.to_peer, i).await);
+    }
+
+    // The consumer stops reading: the test holds its socket without a read.
+    let stalled = slow.socket.into_inner();
+    let BackedUp { sent, during } = back_up(&mut scene).await;
 
     // Closed with 4008, after the frames that had reached its buffers.
     let (delivered, code) = drain(stalled).await;
     assert_eq!(code, Some(4008), "after {} sends", sent.len());
 
     // Latency: bounded relative to before, and never a timeout (each call
-    // above answered within the socket's deadline).
+    // answered within the socket's deadline).
     assert!(
         during.len() >= 3,
         "only {} probes while backed up",
@@ -178,34 +234,18 @@ async fn a_stalled_socket_is_closed_with_4008_others_keep_their_latency_and_it_r
         "the probe's median round trip went from {b:?} to {d:?} while a socket was backed up ({during:?})"
     );
 
-    // Resume after the last event read contiguously: everything sent comes.
-    let seqs: Vec<u64> = delivered.iter().filter_map(|e| e["seq"].as_u64()).collect();
-    let mut cursor = 0;
-    for seq in &seqs {
-        if *seq == cursor + 1 {
-            cursor = *seq;
-        }
-    }
-    let first_life: HashSet<String> = message_ids(&delivered).into_iter().collect();
-    assert_eq!(
-        first_life.len(),
-        message_ids(&delivered).len(),
-        "a duplicate on one socket"
-    );
-    let (mut resumed, answer) = EventReader::connect(&hub, &slow_key, Some((cursor, &epoch))).await;
-    assert!(answer.get("result").is_some(), "{answer}");
+    // Resume after the last event read without a gap: everything sent comes.
+    let cursor = contiguous_cursor(&delivered);
+    let resume = Some((cursor, scene.epoch.as_str()));
+    let (mut resumed, answer) = EventReader::connect(&scene.hub, &scene.slow_key, resume).await;
     let latest = answer["result"]["events"]["latestSeq"]
         .as_u64()
-        .expect("latestSeq");
+        .unwrap_or_else(|| panic!("{answer}"));
     resumed.until((latest - cursor) as usize).await;
-    let second_life = message_ids(&resumed.events);
-    let unique: HashSet<&String> = second_life.iter().collect();
-    assert_eq!(
-        unique.len(),
-        second_life.len(),
-        "a duplicate on the resumed socket"
-    );
-    let got: BTreeSet<String> = first_life.into_iter().chain(second_life).collect();
+    let got: BTreeSet<String> = once_each(&delivered, "stalled")
+        .into_iter()
+        .chain(once_each(&resumed.events, "resumed"))
+        .collect();
     let want: BTreeSet<String> = sent.iter().cloned().collect();
     let lost: Vec<&String> = want.difference(&got).collect();
     assert!(
