@@ -3,7 +3,7 @@
 //! keys and tokens (agents', a person's, an app's, the operator token, the
 //! registration secret), the webhook signing secrets (the key-encryption
 //! key and a signing key) and manifest fields, including inputs the hub
-//! refuses. Then it scans every line the hub logged at debug level,
+//! refuses. On SQLite and on PostgreSQL, it scans every line the hub logged at debug level,
 //! `/metrics`, the audit, every error body, the REST answers and the
 //! frames of every principal that is not an intended receiver.
 //!
@@ -45,6 +45,7 @@ impl Canaries {
                 ("manifest conversation name", tag("manifest-conversation")),
                 ("refused message text", tag("refused-text")),
                 ("refused agent name", tag("refused-name")),
+                ("a space's name, created twice", tag("space")),
             ],
             secrets: vec![
                 ("operator token", TOKEN.to_string()),
@@ -179,25 +180,32 @@ async fn frames_so_far(s: &mut RawSocket, identity: &str) -> String {
 /// The hub, with a signing key from a canary secret sealed under the
 /// canary KEK, secret registration and the canary operator token; the
 /// directory holding its data lives as long as the hub.
-async fn canary_hub(c: &mut Canaries) -> (TestHub, tempfile::TempDir) {
+async fn canary_hub(
+    c: &mut Canaries,
+    database_url: Option<String>,
+) -> (TestHub, tempfile::TempDir) {
     let root = tempfile::tempdir().unwrap();
     let data = root.path().join("data");
     let signing = secret_key_string(&ed25519_dalek::SigningKey::from_bytes(&[0x5a; 32]));
     c.secret("webhook signing key", &signing);
     let file = root.path().join("signing.key");
     std::fs::write(&file, &signing).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+    let mut rotate = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    rotate
         .args(["keys", "rotate", "--secret-file"])
         .arg(&file)
         .arg("--data-dir")
         .arg(&data)
-        .env("SWITCHBOARD_WEBHOOKS__KEY_ENCRYPTION_KEY", KEK)
-        .output()
-        .unwrap();
+        .env("SWITCHBOARD_WEBHOOKS__KEY_ENCRYPTION_KEY", KEK);
+    if let Some(url) = &database_url {
+        rotate.arg("--database-url").arg(url);
+    }
+    let out = rotate.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let hub = TestHub::start_with(Options {
         dir: Some(data),
+        database_url,
         ..TestHub::fast_options()
             .env("RUST_LOG", "debug")
             .env("SWITCHBOARD_ADMIN__TOKEN", TOKEN)
@@ -351,6 +359,10 @@ async fn refused_inputs(
     let too_long = json!({"name": format!("{}{}", c.get("refused agent name"), "n".repeat(100))});
     let webhook = Some(json!({"url": "https://receiver.example/hook"}));
     let history = format!("/api/v1/conversations/{conversation}/messages");
+    // A unique name taken twice: PostgreSQL's own error names the value.
+    let space = Some(json!({"name": c.get("a space's name, created twice")}));
+    let (status, text) = rest(hub, Method::POST, "/api/v1/spaces", TOKEN, space.clone()).await;
+    assert_eq!(status, 201, "{text}");
     for (status, text) in [
         rest(
             hub,
@@ -384,6 +396,7 @@ async fn refused_inputs(
         .await,
         rest(hub, Method::POST, "/api/v1/webhooks/test", TOKEN, webhook).await,
         rest(hub, Method::GET, &history, &cast.keys.mallory, None).await,
+        rest(hub, Method::POST, "/api/v1/spaces", TOKEN, space).await,
     ] {
         assert!(status >= 400 || text.contains("blocked"), "{status} {text}");
         errors.push(text);
@@ -464,9 +477,18 @@ async fn written_audit(hub: &TestHub) -> String {
 }
 
 #[tokio::test]
-async fn no_canary_reaches_an_output_it_must_not() {
+async fn no_canary_reaches_an_output_it_must_not_on_sqlite() {
+    scenario(None).await;
+}
+
+#[tokio::test]
+async fn no_canary_reaches_an_output_it_must_not_on_postgres() {
+    scenario(Some(crate::support::pg::fresh_database().await)).await;
+}
+
+async fn scenario(database_url: Option<String>) {
     let mut c = Canaries::new();
-    let (hub, _data) = canary_hub(&mut c).await;
+    let (hub, _data) = canary_hub(&mut c, database_url).await;
     let mut cast = cast(&hub, &mut c).await;
     let conversation = alice_writes_to_bob(&mut cast, &c).await;
     let errors = refused_inputs(&hub, &mut cast, &c, &conversation).await;
