@@ -3,9 +3,10 @@
 //! keys and tokens (agents', a person's, an app's, the operator token, the
 //! registration secret), the webhook signing secrets (the key-encryption
 //! key and a signing key) and manifest fields, including inputs the hub
-//! refuses. On SQLite and on PostgreSQL, it scans every line the hub logged at debug level,
-//! `/metrics`, the audit, every error body, the REST answers and the
-//! frames of every principal that is not an intended receiver.
+//! refuses. Then, on SQLite and on PostgreSQL, it scans every line the hub
+//! logged at debug level, `/metrics`, the audit, every error body, the
+//! REST answers and the frames of every principal that is not an intended
+//! receiver.
 //!
 //! Content (text, data, manifest fields) may reach only its intended
 //! receivers: the sender's own answer and the receiver's frames and REST
