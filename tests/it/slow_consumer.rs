@@ -110,10 +110,11 @@ struct Scene {
 }
 
 /// The scene, and the consumer's socket, connected and read up to now.
-async fn scene() -> (Scene, EventReader) {
-    let hub = TestHub::start_with(
-        TestHub::fast_options().env("SWITCHBOARD_GATEWAY__OUTBOUND_QUEUE_CAPACITY", QUEUE),
-    )
+async fn scene(database_url: Option<String>) -> (Scene, EventReader) {
+    let hub = TestHub::start_with(crate::support::hub::Options {
+        database_url,
+        ..TestHub::fast_options().env("SWITCHBOARD_GATEWAY__OUTBOUND_QUEUE_CAPACITY", QUEUE)
+    })
     .await;
     let (_, sender_key) = hub.register_agent("sender").await;
     let (slow_id, slow_key) = hub.register_agent("slow").await;
@@ -198,9 +199,25 @@ fn once_each(events: &[Value], socket: &str) -> BTreeSet<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stalled_socket_is_closed_with_4008_others_keep_their_latency_and_it_resumes_losing_nothing(
-) {
-    let (mut scene, slow) = scene().await;
+async fn a_stalled_socket_is_closed_with_4008_others_keep_their_latency_and_it_resumes_on_sqlite() {
+    stall_and_resume(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_socket_is_closed_with_4008_others_keep_their_latency_and_it_resumes_on_postgres()
+{
+    stall_and_resume(Some(crate::support::pg::fresh_database().await)).await;
+}
+
+/// Stalls the consumer, measures the probe, drains the stalled socket,
+/// resumes and compares.
+async fn stall_and_resume(database_url: Option<String>) {
+    let backend = if database_url.is_some() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    let (mut scene, slow) = scene(database_url).await;
     let mut before = Vec::new();
     for i in 0..30 {
         before.push(round_trip(&mut scene.probe, &scene.to_peer, i).await);
@@ -223,7 +240,7 @@ async fn a_stalled_socket_is_closed_with_4008_others_keep_their_latency_and_it_r
     );
     let (b, d) = (median(before), median(during.clone()));
     eprintln!(
-        "slow consumer: closed after {} sends of {TEXT_BYTES} bytes ({} frames reached it); \
+        "slow consumer ({backend}): closed after {} sends of {TEXT_BYTES} bytes ({} frames reached it); \
          probe median round trip {b:?} before, {d:?} while backed up ({} probes)",
         sent.len() - 5,
         delivered.len(),
