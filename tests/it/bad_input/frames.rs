@@ -267,8 +267,25 @@ async fn run_row(hub: &TestHub, s: &mut RawSocket, row: &Row, alive: usize) -> R
     Ok(())
 }
 
+/// Broken WebSocket frames, each on a fresh socket of `hub`.
+async fn run_transport_rows(hub: &TestHub, health: &mut Health, failures: &mut Vec<String>) {
+    for (what, first, masked, payload, expected) in &transport_rows() {
+        let mut s = HandMadeSocket::open(&hub.ws_url()).await;
+        s.frame(*first, *masked, payload).await;
+        if *what == "invalid UTF-8 across fragments" {
+            // The rest of the character never comes: a bad continuation byte.
+            s.frame(0x80, true, b"x\"").await;
+        }
+        let code = s.close_code().await;
+        if code != Some(*expected) {
+            failures.push(format!("{what}: closed with {code:?}, expected {expected}"));
+        }
+        failures.extend(health.faults(hub, what).await);
+    }
+}
+
 #[tokio::test]
-async fn frames_get_their_exact_answer_and_the_socket_survives() {
+async fn frames_get_their_exact_answer_and_the_socket_survives_or_closes_with_its_code() {
     let hub = TestHub::start_with(options()).await;
     let mut s = matrix_agent(&hub).await;
     let mut health = Health::new(&hub);
@@ -281,29 +298,8 @@ async fn frames_get_their_exact_answer_and_the_socket_survives() {
         }
         failures.extend(health.faults(&hub, row.name).await);
     }
-    assert_no_failures("frames", rows.len(), &failures);
-}
-
-#[tokio::test]
-async fn broken_websocket_frames_close_with_their_code() {
-    let hub = TestHub::start_with(options()).await;
-    let mut health = Health::new(&hub);
-    let mut failures = Vec::new();
-    let rows = transport_rows();
-    for (what, first, masked, payload, expected) in &rows {
-        let mut s = HandMadeSocket::open(&hub.ws_url()).await;
-        s.frame(*first, *masked, payload).await;
-        if *what == "invalid UTF-8 across fragments" {
-            // The rest of the character never comes: a bad continuation byte.
-            s.frame(0x80, true, b"x\"").await;
-        }
-        let code = s.close_code().await;
-        if code != Some(*expected) {
-            failures.push(format!("{what}: closed with {code:?}, expected {expected}"));
-        }
-        failures.extend(health.faults(&hub, what).await);
-    }
-    assert_no_failures("broken frames", rows.len(), &failures);
+    run_transport_rows(&hub, &mut health, &mut failures).await;
+    assert_no_failures("frames", rows.len() + transport_rows().len(), &failures);
 }
 
 /// Five rows of their own: a frame the transport cannot read closes the
