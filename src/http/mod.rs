@@ -172,7 +172,10 @@ fn check_origin(hub: &Hub, headers: &axum::http::HeaderMap) -> Result<(), ApiErr
 }
 
 /// The public webhook signing keys, for receivers to verify with.
-async fn webhook_keys(State(hub): State<Arc<Hub>>) -> Response {
+async fn webhook_keys(State(hub): State<Arc<Hub>>, query: query::QueryParams) -> Response {
+    if let Err(unknown) = query.only(&[]) {
+        return unknown.into_response();
+    }
     match crate::webhooks::keys::published(hub.store.as_ref(), crate::domain::now_millis()).await {
         Ok(keys) => axum::Json(serde_json::json!({ "keys": keys })).into_response(),
         Err(e) => {
