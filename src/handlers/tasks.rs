@@ -241,7 +241,7 @@ async fn task_conversations(
         .into_iter()
         .filter(|c| c.task_id == Some(task_id))
         .collect();
-    Ok(super::conversations::readable(ctx, of_task))
+    super::conversations::readable(ctx, of_task).await
 }
 
 /// The task, if the caller may read it (a participant, the task's app);
@@ -307,13 +307,15 @@ pub async fn list(ctx: RequestContext, p: TaskListParams) -> Result<TaskListResu
     } else {
         None
     };
-    let tasks = access::filter(ctx.principal(), Action::TaskRead, listed, |t| {
+    let tasks = access::filter(&ctx.hub, ctx.principal(), Action::TaskRead, listed, |t| {
         let resource = Resource::Task {
             app_id: t.app_id,
             participants: t.participant_ids(),
         };
         (resource, Facts::default())
-    });
+    })
+    .await
+    .map_err(store_failure)?;
     Ok(TaskListResult { tasks, next_after })
 }
 
