@@ -7,6 +7,7 @@ use tracing::info;
 use uuid::Uuid;
 
 use super::hook_answer;
+use super::installation::{self, Read};
 use crate::domain::conversation::ConversationKind;
 use crate::domain::event::{rfc3339, NewEvent};
 use crate::domain::gate::{task_create_gate, task_decision, Gate, TaskDecision};
@@ -20,7 +21,7 @@ use crate::protocol::tasks::{
     AcceptedTask, AppTaskCreate, InitialConversation, TaskAccepted, TaskActivated,
     TaskCreateCallback, TaskFailed, TaskInvited, TaskPayload,
 };
-use crate::protocol::Notification;
+use crate::protocol::{Method, Notification};
 use crate::store::{Effects, NewConversation, StoreError};
 use crate::telemetry::names;
 
@@ -61,7 +62,7 @@ pub async fn decide(
         .initial_conversation
         .as_deref()
         .and_then(|s| serde_json::from_str(s).ok());
-    let decision = ask_gate(hub, &task, &app.manifest, &initial).await;
+    let decision = ask_gate(hub, &task, &app.manifest, &initial, Read::Cached).await?;
     let now = now_millis();
     match decision {
         TaskDecision::Accept => accept(hub, &task, &app.manifest, &initial, job_id, now).await,
@@ -94,14 +95,22 @@ async fn finish_unchanged(
     Ok(TaskOutcome::Unchanged(task))
 }
 
-/// The manifest's policy, in-process or by calling the app.
+/// The manifest's policy, in-process or by calling the app, once the
+/// app's installation is active; else the task fails with its code.
 async fn ask_gate(
     hub: &Arc<Hub>,
     task: &Task,
     manifest: &Manifest,
     initial: &Option<InitialConversation>,
-) -> TaskDecision {
-    match task_create_gate(&manifest.hooks.task_create) {
+    read: Read,
+) -> Result<TaskDecision, StoreError> {
+    if let Some(inactive) = installation::inactive(hub, task.app_id, AppTaskCreate::NAME, read).await? {
+        return Ok(TaskDecision::Reject {
+            code: inactive.code(),
+            reason: None,
+        });
+    }
+    Ok(match task_create_gate(&manifest.hooks.task_create) {
         Gate::Decided(d) => d,
         Gate::Hook { timeout_ms } => {
             let callback = TaskCreateCallback {
@@ -118,7 +127,7 @@ async fn ask_gate(
             .await;
             task_decision(hook_answer(outcome))
         }
-    }
+    })
 }
 
 /// Activates the task with its conversations and tells the app and every

@@ -329,7 +329,7 @@ async fn a_forward_in_a_group_finds_its_task_closed() {
         .await,
     ];
     let decided = as_one_group(s, verdicts).await;
-    assert!(matches!(decided[0], MessageDecided::TaskNotActive));
+    assert!(matches!(decided[0], MessageDecided::NotApplicable));
     assert!(matches!(decided[1], MessageDecided::Applied(_)));
     assert_eq!(s.message(late).await.unwrap().unwrap().1, Verdict::Pending);
     assert!(
