@@ -51,7 +51,8 @@ pub async fn inactive(
         Read::Fresh => hub.installations.read_fresh(app_id).await?,
     };
     let active = |i: &Option<std::sync::Arc<crate::store::InstallationRecord>>| {
-        i.as_ref().is_some_and(|i| i.state == InstallationState::Active)
+        i.as_ref()
+            .is_some_and(|i| i.state == InstallationState::Active)
     };
     if !active(&installation) && read == Read::Cached {
         installation = hub.installations.read_fresh(app_id).await?;

@@ -104,7 +104,9 @@ async fn ask_gate(
     initial: &Option<InitialConversation>,
     read: Read,
 ) -> Result<TaskDecision, StoreError> {
-    if let Some(inactive) = installation::inactive(hub, task.app_id, AppTaskCreate::NAME, read).await? {
+    if let Some(inactive) =
+        installation::inactive(hub, task.app_id, AppTaskCreate::NAME, read).await?
+    {
         return Ok(TaskDecision::Reject {
             code: inactive.code(),
             reason: None,
@@ -153,7 +155,8 @@ async fn accept(
         task: active,
         conversations: views,
     };
-    let events = accepted_events(task, &accepted);
+    let app_receives = hub.installations.receives_events(task.app_id).await?;
+    let events = accepted_events(task, &accepted, app_receives);
     let effects = Effects {
         events,
         finish_job: Some(job_id),
@@ -240,14 +243,18 @@ fn own_view(accepted: &AcceptedTask, agent: Uuid) -> AcceptedTask {
     }
 }
 
-/// `task/activated` for the app, `task/accepted` for the initiator,
-/// `task/invited` for the others, and each conversation's created events.
-fn accepted_events(task: &Task, accepted: &AcceptedTask) -> Vec<NewEvent> {
-    let mut events = vec![NewEvent::new(
-        task.app_id,
-        TaskActivated::NAME,
-        payload(accepted),
-    )];
+/// `task/activated` for the app (when its installation lets it receive
+/// events), `task/accepted` for the initiator, `task/invited` for the
+/// others, and each conversation's created events.
+fn accepted_events(task: &Task, accepted: &AcceptedTask, app_receives: bool) -> Vec<NewEvent> {
+    let mut events = Vec::new();
+    if app_receives {
+        events.push(NewEvent::new(
+            task.app_id,
+            TaskActivated::NAME,
+            payload(accepted),
+        ));
+    }
     for p in &task.participants {
         let event_type = if p.agent_id == task.initiator_id {
             TaskAccepted::NAME

@@ -3,6 +3,8 @@ use serde_json::json;
 use tracing::info;
 
 use super::store_failure;
+use crate::domain::authz::{Action, Reason, ResourceKind};
+use crate::domain::installation::{InstallationState, Scope};
 use crate::domain::PrincipalKind;
 use crate::hub::RequestContext;
 use crate::identity::{self, Authenticated, IdentityError};
@@ -13,8 +15,6 @@ use crate::protocol::network::{
     RateLimit, VersionRange,
 };
 use crate::protocol::{PROTOCOL_VERSION_MAX, PROTOCOL_VERSION_MIN};
-use crate::domain::authz::{Action, Reason, ResourceKind};
-use crate::domain::installation::{InstallationState, Scope};
 use crate::rpc::{close_code, ErrorKind, RpcError};
 
 /// The highest version both sides speak.

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
+use crate::domain::installation::{InstallationState, Scope};
 use crate::store::{DynStore, InstallationRecord, StoreResult};
 
 /// A bounded map from app id to its live installation
@@ -86,6 +87,16 @@ impl InstallationCache {
         Ok(read)
     }
 
+    /// Whether events are written to the app's stream (ADR 0023 §6,
+    /// "Fan-out"): only while its installation is active and holds
+    /// `events:subscribe`, so nothing accrues for a suspended app (filter
+    /// mode: the event is left out, nothing is refused or audited).
+    pub async fn receives_events(&self, app_id: Uuid) -> StoreResult<bool> {
+        Ok(self.get(app_id).await?.is_some_and(|i| {
+            i.state == InstallationState::Active && i.effective().contains(Scope::EventsSubscribe)
+        }))
+    }
+
     /// Forgets the app's installation. Call it after every store call that
     /// changes the row, also when that call failed (it may have committed).
     pub fn invalidate(&self, app_id: Uuid) {
@@ -130,7 +141,7 @@ impl InstallationCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::installation::{InstallationState, Scope, ScopeSet};
+    use crate::domain::installation::ScopeSet;
 
     fn record(app_id: Uuid) -> InstallationRecord {
         let scopes = ScopeSet::of([Scope::EventsSubscribe]);
