@@ -71,6 +71,10 @@ fn task_failed_error(task: &Task, hook_timeout: Option<u64>) -> RpcError {
             ErrorKind::Unavailable,
             "the app's answer to app/task/create was not a valid verdict".to_string(),
         ),
+        "app_suspended" | "app_not_installed" => (
+            ErrorKind::Forbidden,
+            format!("the app's installation is not active: {}", failure.code),
+        ),
         other => (ErrorKind::Unavailable, format!("the task failed: {other}")),
     };
     RpcError::new(kind, message)
