@@ -44,15 +44,24 @@ pub async fn decide(
         )
         .await;
     }
-    let decision = ask_gate(hub, &lease, Read::Cached).await?;
-    apply(
-        hub,
-        lease_id,
-        &[LeaseState::Pending],
-        decision,
-        Some(job_id),
-    )
-    .await
+    // A grant refused because the app's installation stopped being active
+    // meanwhile (ADR 0023 §7) leaves the lease pending: decided again on
+    // the store's installation, it is denied with `app_suspended`.
+    let mut applied = None;
+    for read in [Read::Cached, Read::Fresh] {
+        let decision = ask_gate(hub, &lease, read).await?;
+        let from = [LeaseState::Pending];
+        applied = apply(hub, lease_id, &from, decision, Some(job_id)).await?;
+        if applied.is_some() || !still_pending(hub, lease_id).await? {
+            break;
+        }
+    }
+    Ok(applied)
+}
+
+async fn still_pending(hub: &Hub, lease_id: Uuid) -> Result<bool, StoreError> {
+    let lease = hub.store.lease(lease_id).await?;
+    Ok(lease.is_some_and(|l| l.state == LeaseState::Pending))
 }
 
 /// Outside apps every dispatch is granted; in a task conversation the

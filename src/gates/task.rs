@@ -62,14 +62,26 @@ pub async fn decide(
         .initial_conversation
         .as_deref()
         .and_then(|s| serde_json::from_str(s).ok());
-    let decision = ask_gate(hub, &task, &app.manifest, &initial, Read::Cached).await?;
-    let now = now_millis();
-    match decision {
-        TaskDecision::Accept => accept(hub, &task, &app.manifest, &initial, job_id, now).await,
-        TaskDecision::Reject { code, reason } => {
-            reject(hub, &task, code, reason, job_id, now).await
+    // An accept refused because the app's installation stopped being
+    // active meanwhile (ADR 0023 §7) leaves the task waiting: decided again
+    // on the store's installation, it fails with `app_suspended`.
+    let mut outcome = None;
+    for read in [Read::Cached, Read::Fresh] {
+        let decision = ask_gate(hub, &task, &app.manifest, &initial, read).await?;
+        let now = now_millis();
+        outcome = match decision {
+            TaskDecision::Accept => {
+                accept(hub, &task, &app.manifest, &initial, job_id, now).await?
+            }
+            TaskDecision::Reject { code, reason } => {
+                reject(hub, &task, code, reason, job_id, now).await?
+            }
+        };
+        if !matches!(&outcome, Some(TaskOutcome::Unchanged(t)) if t.state == TaskState::Waiting) {
+            break;
         }
     }
+    Ok(outcome)
 }
 
 /// A task someone else decided already: only the job is finished.

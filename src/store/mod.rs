@@ -24,6 +24,7 @@ mod group_commit;
 mod group_sends;
 mod group_verdicts;
 mod identity;
+mod installation_held;
 pub(crate) mod installations;
 mod jobs;
 mod leases;
