@@ -61,7 +61,16 @@ async fn principal(s: &SqliteStore, kind: PrincipalKind) -> Uuid {
             )
             .unwrap();
             {
-                s.create_app(&p, &m, &key, None, None).await.unwrap();
+                // Installed: an accept needs an active installation.
+                let install = crate::store::RegistrationInstall::new(
+                    id,
+                    &m,
+                    crate::domain::installation::Actor::Operator,
+                    1,
+                );
+                s.create_app(&p, &m, &key, Some(&install), None)
+                    .await
+                    .unwrap();
             }
         }
         _ => s.create_agent(&p, &key, None).await.unwrap(),
