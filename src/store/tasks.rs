@@ -59,7 +59,9 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> StoreResult<Vec<Task>>;
 
     /// Moves a task from `from` to `to` with its effects, in one transaction.
-    /// `None` (and only the job finished) when the task was not in `from`.
+    /// `None` (and only the job finished) when the task was not in `from`,
+    /// or a move to `active` (the gate's accept) met the app's installation
+    /// not active (ADR 0023 §7; the installation read locked first).
     async fn transition_task(
         &self,
         id: Uuid,
@@ -81,7 +83,8 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn lease_for_access(&self, id: Uuid) -> StoreResult<Option<LeaseAccess>>;
 
     /// Applies a lease change with its effects. `None` (and only the job
-    /// finished) when the lease was not in one of `change.from`.
+    /// finished) when the lease was not in one of `change.from`, or a grant
+    /// in a task met the app's installation not active (ADR 0023 §7).
     async fn transition_lease(
         &self,
         change: &LeaseChange,
