@@ -340,6 +340,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_installation_refusal_names_its_close_code_and_no_other_does() {
+        let refused = |reason: &str| {
+            RpcError::new(ErrorKind::Forbidden, "refused")
+                .with_data(json!({ "reason": reason, "action": "event.read" }))
+        };
+        assert_eq!(
+            close_for_refused_connect(&refused("app_suspended")),
+            Some((close_code::APP_INACTIVE, "app_suspended"))
+        );
+        assert_eq!(
+            close_for_refused_connect(&refused("app_not_installed")),
+            Some((close_code::APP_INACTIVE, "app_not_installed"))
+        );
+        assert_eq!(
+            close_for_refused_connect(&refused("scope_missing")),
+            Some((close_code::SCOPE_MISSING, "scope_missing"))
+        );
+        assert_eq!(close_for_refused_connect(&refused("no_grant")), None);
+        let unauthorized = RpcError::unauthorized("invalid or revoked key")
+            .with_data(json!({ "reason": "app_suspended" }));
+        assert_eq!(close_for_refused_connect(&unauthorized), None);
+        assert_eq!(close_for_refused_connect(&RpcError::internal()), None);
+    }
+
+    #[test]
     fn negotiation_picks_the_highest_shared_version() {
         assert_eq!(negotiate(None).unwrap(), PROTOCOL_VERSION_MAX);
         assert_eq!(negotiate(Some(VersionRange { min: 1, max: 9 })).unwrap(), 1);

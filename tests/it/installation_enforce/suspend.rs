@@ -5,7 +5,8 @@
 
 use serde_json::json;
 use switchboard::client::AgentClient;
-use switchboard::domain::installation::Transition;
+use switchboard::domain::installation::{Actor, Transition};
+use switchboard::domain::now_millis;
 use switchboard::protocol::conversations::DeliveryState;
 use switchboard::protocol::tasks::{
     AgentDispatchRequest, AgentTaskRequest, DispatchRequestParams, TaskRequestParams,
@@ -95,4 +96,31 @@ async fn sqlite_suspend_fails_everything_closed_and_resume_restores() {
 #[tokio::test]
 async fn postgres_suspend_fails_everything_closed_and_resume_restores() {
     suspend_fails_everything_closed_and_resume_restores("postgres").await;
+}
+
+/// An uninstall written elsewhere revokes the app's keys and ends its
+/// installation in one commit: the sweep closes the socket 4012 (the
+/// installation), never 4003 (the keys), and the old key is refused.
+async fn uninstall_elsewhere_closes_4012_not_4003(backend: &str) {
+    let s = setup(backend, &[FAST_SWEEP]).await;
+    let (app, key) = s.hub.register_app(&hooked()).await;
+    let mut fake = FakeApp::start(&s.hub, &key, Uuid::new_v4()).await;
+    let live = s.store.installation(id(&app)).await.unwrap().unwrap();
+    let no_events = |_: &switchboard::store::FailedTask| Vec::new();
+    s.store
+        .uninstall(live.id, Actor::Operator, now_millis(), &no_events)
+        .await
+        .unwrap();
+    assert_eq!(fake.wait_closed().await, Some(4012));
+    assert_eq!(s.catch_up(&key).await.0, 401, "its key is revoked");
+}
+
+#[tokio::test]
+async fn sqlite_uninstall_elsewhere_closes_4012_not_4003() {
+    uninstall_elsewhere_closes_4012_not_4003("sqlite").await;
+}
+
+#[tokio::test]
+async fn postgres_uninstall_elsewhere_closes_4012_not_4003() {
+    uninstall_elsewhere_closes_4012_not_4003("postgres").await;
 }
