@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 pub mod context;
 pub mod denials;
 pub mod installation_cache;
+pub mod installations;
 pub mod membership;
 pub mod rate;
 pub mod registry;

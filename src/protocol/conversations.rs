@@ -254,7 +254,7 @@ impl Method for AgentConversationCreate {
     const ACTION: Option<Action> = Some(Action::ConversationCreate);
     const RATE_CLASS: RateClass = RateClass::Write;
     const SUMMARY: &'static str =
-        "Open a direct (one other agent; reused if it exists) or group conversation outside any app.";
+        "Open a direct (one other participant; the pair's existing one is reused, created: false) or group conversation outside any app. Each participant must be an active agent or person, else NotFound with data.principalId.";
     const ERRORS: &'static [ErrorKind] = &[
         ErrorKind::InvalidParams,
         ErrorKind::NotFound,
@@ -271,7 +271,8 @@ impl Method for AgentConversationList {
     const CALLER: Caller = Caller::Agent;
     const ACTION: Option<Action> = Some(Action::ConversationRead);
     const RATE_CLASS: RateClass = RateClass::Default;
-    const SUMMARY: &'static str = "The caller's conversations, oldest first, paged by id.";
+    const SUMMARY: &'static str =
+        "The caller's conversations, oldest first, paged by id (UUIDv7, so by creation).";
     const ERRORS: &'static [ErrorKind] = READ_ERRORS;
     type Params = ConversationListParams;
     type Result = ConversationListResult;
@@ -352,7 +353,7 @@ impl Notification for ConversationCreated {
     const NAME: &'static str = "agent/conversation/created";
     const DIRECTION: Direction = Direction::FromHub;
     const AUDIENCE: Caller = Caller::Agent;
-    const SUMMARY: &'static str = "Another agent opened a conversation that includes the audience.";
+    const SUMMARY: &'static str = "Another principal opened a conversation that includes the audience (every participant but the creator). conversation.participants is empty above 256 members: read them with conversation/get.";
     const EPHEMERAL: bool = false;
     type Params = Envelope<ConversationCreatedPayload>;
 }
@@ -362,7 +363,8 @@ impl Notification for TypingReceived {
     const NAME: &'static str = "agent/typing/received";
     const DIRECTION: Direction = Direction::FromHub;
     const AUDIENCE: Caller = Caller::Agent;
-    const SUMMARY: &'static str = "A participant is composing a message (ephemeral).";
+    const SUMMARY: &'static str =
+        "A participant is composing a message; agentId is set when an agent types.";
     const EPHEMERAL: bool = true;
     type Params = Envelope<TypingPayload>;
 }

@@ -87,7 +87,7 @@ impl Method for AgentEventAck {
     const ACTION: Option<Action> = Some(Action::EventAck);
     const RATE_CLASS: RateClass = RateClass::AgentRuntime;
     const SUMMARY: &'static str =
-        "Record the highest processed seq; a connect without resume starts after it.";
+        "Record the highest processed seq; a connect without resume starts after it. It never moves back; a seq beyond the latest is InvalidParams.";
     const ERRORS: &'static [ErrorKind] = &[ErrorKind::InvalidParams];
     type Params = AckParams;
     type Result = AckResult;
@@ -101,7 +101,7 @@ impl Method for AppEventAck {
     const ACTION: Option<Action> = Some(Action::EventAck);
     const RATE_CLASS: RateClass = RateClass::AgentRuntime;
     const SUMMARY: &'static str =
-        "Record the highest processed seq; a connect without resume starts after it.";
+        "Record the highest processed seq; a connect without resume starts after it. It never moves back; a seq beyond the latest is InvalidParams.";
     const ERRORS: &'static [ErrorKind] = &[ErrorKind::InvalidParams];
     type Params = AckParams;
     type Result = AckResult;

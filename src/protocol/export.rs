@@ -16,7 +16,7 @@ use crate::rpc::{ErrorKind, RpcError};
 /// Every exported file: path relative to the repository root, and content.
 pub fn render() -> BTreeMap<String, String> {
     let mut files = BTreeMap::new();
-    files.insert("rpc/openrpc.json".to_string(), pretty(&openrpc()));
+    files.insert("rpc/openrpc.json".to_string(), pretty(&openrpc_document()));
 
     let mut schema = |name: &str, value: Value| {
         files.insert(format!("schemas/{name}.schema.json"), pretty(&value));
@@ -110,7 +110,9 @@ fn with_defs(schema: Value, g: &mut SchemaGenerator, title: &str) -> Value {
     Value::Object(out)
 }
 
-fn openrpc() -> Value {
+/// The OpenRPC document as a value: the export writes it, and the
+/// protocol reference's tables are rendered from it.
+pub(crate) fn openrpc_document() -> Value {
     let mut g = generator("#/components/schemas/");
     let methods: Vec<Value> = catalogue()
         .iter()
@@ -194,7 +196,12 @@ fn method_entry(spec: &MethodSpec, g: &mut SchemaGenerator) -> Value {
         // The right a call asks for (null: none) and the rate limit it
         // spends (ADR 0020 §3, §4).
         entry["x-action"] = json!(spec.action.map(|a| a.as_str()));
-        entry["x-rate-class"] = json!(spec.rate_class.as_str());
+        // A connect runs before there is a principal to charge: it spends
+        // no class (the source address's failed-connect budget applies).
+        entry["x-rate-class"] = match spec.caller {
+            Caller::Unauthenticated => Value::Null,
+            _ => json!(spec.rate_class.as_str()),
+        };
     }
     match spec.kind {
         SpecKind::Request => {

@@ -243,7 +243,8 @@ impl Method for AgentIdentityGet {
     const CALLER: Caller = Caller::Agent;
     const ACTION: Option<Action> = None;
     const RATE_CLASS: RateClass = RateClass::Default;
-    const SUMMARY: &'static str = "The calling agent's own registration record.";
+    const SUMMARY: &'static str =
+        "The caller's own registration record (an agent's or a person's).";
     const ERRORS: &'static [ErrorKind] = &[
         ErrorKind::Unauthorized,
         ErrorKind::Forbidden,

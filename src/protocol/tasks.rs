@@ -358,7 +358,7 @@ method!(AppDispatchAuthorize, None, Default,"app/dispatch/authorize", FromHub, A
 event!(
     TaskInvited,
     "agent/task/invited",
-    "An accepted task includes the audience.",
+    "An accepted task includes the audience; conversations lists those the audience is in.",
     AcceptedTask
 );
 event!(
@@ -394,7 +394,7 @@ event!(
 event!(
     DispatchReleased,
     "agent/dispatch/released",
-    "A lease was granted or denied.",
+    "A lease was granted (with expiresAt) or denied (with reason).",
     LeasePayload
 );
 event!(

@@ -25,6 +25,7 @@ mod group_sends;
 mod group_verdicts;
 mod identity;
 mod installation_held;
+mod installation_records;
 pub(crate) mod installations;
 mod jobs;
 mod leases;
@@ -58,8 +59,9 @@ pub use identity::{
     OwnedAgent, OwnedKey, PrincipalRecord,
 };
 pub use installations::{
-    ActionFilter, ActionRecord, Changed, FailedTask, FailureEvents, InstallationRecord,
-    InstallationStore, Installed, NewInstallation, Transitioned, Uninstalled, Upgraded,
+    ActionFilter, ActionRecord, ChangeEvents, Changed, Committed, FailedTask, FailureEvents,
+    InstallationRecord, InstallationStore, Installed, NewInstallation, Transitioned, Uninstalled,
+    Upgraded,
 };
 pub use jobs::{Job, JobKind, JobStore, NewJob};
 pub use leases::{CreatedLease, LeaseAccess, LeaseChange, NewLease};

@@ -59,3 +59,15 @@ fn the_openrpc_document_covers_both_directions() {
     assert_eq!(key["required"], true);
     assert!(doc["components"]["errors"]["InvalidParamsError"]["code"] == -32602);
 }
+
+#[test]
+fn the_protocol_reference_tables_match_the_catalogue() {
+    use switchboard::protocol::docs_tables::{apply, PROTOCOL_DOC};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(PROTOCOL_DOC);
+    let committed = std::fs::read_to_string(&path).unwrap();
+    let fresh = apply(&committed).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        fresh == committed,
+        "the generated tables of {PROTOCOL_DOC} drifted from the catalogue; run `cargo run -- schema export --docs`"
+    );
+}

@@ -88,20 +88,32 @@ async fn mark_decided(
 /// active, holding both rows (FOR SHARE) until commit: a close or a
 /// suspend (an UPDATE, a row lock) waits for this forward, or this forward
 /// sees it (it re-reads the newest row versions after waiting). No live
-/// installation row: no row at all, no forward (ADR 0023 §7).
+/// installation row: no forward (ADR 0023 §7). The installation is held
+/// first, then the task, the order uninstall takes them in (installation,
+/// then its tasks), so the two never wait on each other in a cycle.
 async fn task_active_held(ex: &mut dyn Executor, message_id: Uuid) -> StoreResult<bool> {
-    let row = ex
+    let installation = ex
         .fetch_optional(
-            "SELECT t.state, i.state AS installation_state FROM messages m \
-             JOIN conversations c ON c.id = m.conversation_id \
+            "SELECT i.state FROM messages m JOIN conversations c ON c.id = m.conversation_id \
              JOIN tasks t ON t.id = c.task_id \
              JOIN installations i ON i.app_id = t.app_id AND i.state <> 'uninstalled' \
-             WHERE m.id = $1 FOR SHARE OF t, i",
+             WHERE m.id = $1 FOR SHARE OF i",
+            &[Arg::Id(message_id)],
+        )
+        .await?;
+    match installation {
+        Some(r) if r.text("state")? == "active" => {}
+        _ => return Ok(false),
+    }
+    let row = ex
+        .fetch_optional(
+            "SELECT t.state FROM messages m JOIN conversations c ON c.id = m.conversation_id \
+             JOIN tasks t ON t.id = c.task_id WHERE m.id = $1 FOR SHARE OF t",
             &[Arg::Id(message_id)],
         )
         .await?;
     Ok(match row {
-        Some(r) => r.text("state")? == "active" && r.text("installation_state")? == "active",
+        Some(r) => r.text("state")? == "active",
         None => false,
     })
 }

@@ -13,9 +13,10 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use switchboard::config::Config;
+use switchboard::domain::event::NewEvent;
 use switchboard::domain::installation::{Actor, ScopeSet, Transition};
 use switchboard::domain::now_millis;
-use switchboard::store::{DynStore, NewInstallation};
+use switchboard::store::{DynStore, InstallationRecord, NewInstallation};
 use uuid::Uuid;
 
 use crate::support::{pg, RawEvent, RawSocket, TestHub};
@@ -63,29 +64,38 @@ impl Setup {
     pub async fn transition(&self, app: Uuid, transition: Transition) {
         let live = self.store.installation(app).await.unwrap().expect("live");
         self.store
-            .transition(live.id, transition, Actor::Operator, now_millis())
+            .transition(
+                live.id,
+                transition,
+                Actor::Operator,
+                now_millis(),
+                &no_events,
+            )
             .await
             .unwrap();
     }
 
     pub async fn set_scopes(&self, app: Uuid, granted: ScopeSet) {
         self.store
-            .set_scopes(app, granted, Actor::Operator, now_millis())
+            .set_scopes(app, granted, Actor::Operator, now_millis(), &no_events)
             .await
             .unwrap();
     }
 
     pub async fn install(&self, app: Uuid) {
+        let manifest = self.store.app(app).await.unwrap().unwrap().manifest;
+        let requested = manifest.requested_scopes();
         let new = NewInstallation {
             id: Uuid::now_v7(),
             app_id: app,
-            granted: None,
+            requested,
+            granted: requested,
             key: None,
             idem: None,
             actor: Actor::Operator,
             now: now_millis(),
         };
-        self.store.install(&new).await.unwrap();
+        self.store.install(&new, &no_events).await.unwrap();
     }
 
     /// `GET /api/v1/events` with `key`: the status and body.
@@ -100,6 +110,12 @@ impl Setup {
             .unwrap();
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
+}
+
+/// Writes no event with the change: these tests watch sockets, gates and
+/// answers, not the app's stream.
+fn no_events(_: &InstallationRecord) -> Vec<NewEvent> {
+    Vec::new()
 }
 
 /// An app's connect refused for its installation: the ForbiddenError with
