@@ -14,6 +14,7 @@ use uuid::Uuid;
 use super::{Target, What};
 use crate::domain::authz::{Facts, Level, Named, Place, PlaceKind, Resource};
 use crate::domain::conversation::{Conversation, ConversationKind};
+use crate::domain::installation::InstallationFacts;
 use crate::domain::lease::Lease;
 use crate::domain::message::Message;
 use crate::domain::task::Task;
@@ -25,7 +26,8 @@ use crate::store::{
     StoreResult,
 };
 
-/// Where a conversation's membership is read from.
+/// Where a conversation's membership, and an app subject's installation,
+/// is read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Source {
     /// The hub's membership cache (ADR 0019): the send path's read.
@@ -54,6 +56,13 @@ pub(super) trait Reads: Sync {
     async fn space(&self, id: Uuid) -> StoreResult<Option<SpaceRecord>>;
     async fn space_levels(&self, principal: Uuid, space: Uuid) -> StoreResult<SpaceLevels>;
     async fn grant(&self, id: Uuid) -> StoreResult<Option<GrantRecord>>;
+    /// An app subject's live installation as the decision sees it, and
+    /// whether it was read from the store.
+    async fn installation(
+        &self,
+        app_id: Uuid,
+        source: Source,
+    ) -> StoreResult<(Option<InstallationFacts>, bool)>;
 }
 
 #[async_trait]
@@ -114,6 +123,21 @@ impl Reads for Hub {
 
     async fn grant(&self, id: Uuid) -> StoreResult<Option<GrantRecord>> {
         self.store.grant(id).await
+    }
+
+    async fn installation(
+        &self,
+        app_id: Uuid,
+        source: Source,
+    ) -> StoreResult<(Option<InstallationFacts>, bool)> {
+        let (record, from_store) = match source {
+            Source::Cache => {
+                let looked = self.installations.lookup(app_id).await?;
+                (looked.installation, looked.from_store)
+            }
+            Source::Store => (self.installations.read_fresh(app_id).await?, true),
+        };
+        Ok((record.map(|r| r.facts()), from_store))
     }
 }
 

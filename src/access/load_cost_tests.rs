@@ -7,13 +7,23 @@ use super::*;
 /// Runs the whole decision (both passes, and what a grant completes) on
 /// `target` and returns the store statements it cost, checking it refused.
 async fn statements_of(w: &World, action: Action, target: Target) -> u32 {
+    statements_as(w, w.me, PrincipalKind::Agent, action, target).await
+}
+
+async fn statements_as(
+    w: &World,
+    me: Uuid,
+    kind: PrincipalKind,
+    action: Action,
+    target: Target,
+) -> u32 {
     let subject = Subject::Principal {
-        id: w.me,
-        kind: PrincipalKind::Agent,
+        id: me,
+        kind,
         active: true,
     };
     w.fake.take_statements();
-    let outcome = crate::access::decide_with(&w.fake, w.me, &subject, action, &target)
+    let outcome = crate::access::decide_with(&w.fake, me, &subject, action, &target)
         .await
         .unwrap();
     assert!(
@@ -107,5 +117,54 @@ async fn a_granted_send_to_a_cached_conversation_costs_no_statement() {
         assert!(matches!(outcome, crate::access::Outcome::Allowed { .. }));
         assert_eq!(w.fake.take(), ["membership"]);
         assert_eq!(w.fake.take_statements(), expected);
+    }
+}
+
+/// An app subject's installation is read on every decision, whatever the
+/// target: a hidden task or conversation costs an app what a missing one
+/// does, with its installation and the membership cold or cached, and
+/// whether the installation is active or suspended.
+#[tokio::test]
+async fn an_app_s_installation_read_costs_hidden_and_missing_alike() {
+    use crate::domain::installation::{InstallationFacts, InstallationState, Scope, ScopeSet};
+    for state in [InstallationState::Active, InstallationState::Suspended] {
+        let mut w = world();
+        let app = Uuid::new_v4();
+        let facts = InstallationFacts {
+            state,
+            scopes: ScopeSet::of(Scope::ALL),
+        };
+        w.fake.installations.insert(app, facts);
+        let cases = [
+            (
+                Action::TaskRead,
+                Target::task(w.task),
+                Target::task(Uuid::new_v4()),
+            ),
+            (
+                Action::MessageCreate,
+                Target::conversation(w.conversation),
+                Target::conversation(Uuid::new_v4()),
+            ),
+        ];
+        for (action, hidden, missing) in cases {
+            for warm in [false, true] {
+                let mut cost = Vec::new();
+                for target in [&hidden, &missing] {
+                    let cached = if warm { vec![app] } else { vec![] };
+                    *w.fake.cached_installations.lock().unwrap() = cached.into_iter().collect();
+                    let warm_conversation = if warm { vec![w.conversation] } else { vec![] };
+                    *w.fake.cached.lock().unwrap() = warm_conversation.into_iter().collect();
+                    cost.push(
+                        statements_as(&w, app, PrincipalKind::App, action, target.clone()).await,
+                    );
+                }
+                assert!(cost[1] > 0, "{action}: no statement");
+                assert_eq!(
+                    cost[0], cost[1],
+                    "{action} {state:?} warm {warm}: hidden vs missing"
+                );
+            }
+        }
     }
 }

@@ -35,6 +35,9 @@ struct Fake {
     spaces: HashMap<Uuid, crate::store::SpaceRecord>,
     grants: HashMap<Uuid, crate::store::GrantRecord>,
     cached: Mutex<HashSet<Uuid>>,
+    /// App subjects' installations, and those the cache holds.
+    installations: HashMap<Uuid, crate::domain::installation::InstallationFacts>,
+    cached_installations: Mutex<HashSet<Uuid>>,
     log: Mutex<Vec<&'static str>>,
     statements: Mutex<u32>,
 }
@@ -45,6 +48,8 @@ const MEMBERSHIP_STATEMENTS: u32 = 3;
 const SPACE_STATEMENTS: u32 = 1;
 const SPACE_LEVELS_STATEMENTS: u32 = 1;
 const GRANT_STATEMENTS: u32 = 1;
+/// An installation read: one statement on a miss, none on a cache hit.
+const INSTALLATION_STATEMENTS: u32 = 1;
 
 impl Fake {
     fn note(&self, read: &'static str) {
@@ -127,6 +132,23 @@ impl Reads for Fake {
     async fn grant(&self, id: Uuid) -> StoreResult<Option<crate::store::GrantRecord>> {
         self.cost("grant", GRANT_STATEMENTS);
         Ok(self.grants.get(&id).cloned())
+    }
+    async fn installation(
+        &self,
+        app_id: Uuid,
+        source: Source,
+    ) -> StoreResult<(Option<crate::domain::installation::InstallationFacts>, bool)> {
+        let found = self.installations.get(&app_id).copied();
+        let mut cached = self.cached_installations.lock().unwrap();
+        let hit = source == Source::Cache && cached.contains(&app_id);
+        self.cost(
+            "installation",
+            if hit { 0 } else { INSTALLATION_STATEMENTS },
+        );
+        if found.is_some() {
+            cached.insert(app_id);
+        }
+        Ok((found, !hit))
     }
     async fn principal_kinds(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, PrincipalKind, bool)>> {
         self.note("principal_kinds");
@@ -426,9 +448,11 @@ async fn a_channel_is_decided_on_its_levels_map() {
     );
 }
 
-/// Filter mode keeps what the caller may read and drops the rest.
-#[test]
-fn filter_drops_what_the_caller_may_not_read() {
+/// Filter mode keeps what the caller may read and drops the rest; an app
+/// whose installation is not active keeps nothing.
+#[tokio::test]
+async fn filter_drops_what_the_caller_may_not_read() {
+    use crate::domain::installation::{InstallationFacts, InstallationState, ScopeSet};
     let me = Uuid::new_v4();
     let app = Uuid::new_v4();
     let tasks = vec![
@@ -436,19 +460,47 @@ fn filter_drops_what_the_caller_may_not_read() {
         (app, vec![Uuid::new_v4()]),
         (app, vec![me]),
     ];
-    let principal = crate::domain::Principal {
-        id: me,
-        kind: PrincipalKind::Agent,
-    };
-    let kept = super::super::filter(principal, Action::TaskRead, tasks, |(app_id, p)| {
+    let judge = |(app_id, p): &(Uuid, Vec<Uuid>)| {
         let resource = Resource::Task {
             app_id: *app_id,
             participants: p.clone(),
         };
         (resource, Facts::default())
-    });
+    };
+    let agent = crate::domain::Principal {
+        id: me,
+        kind: PrincipalKind::Agent,
+    };
+    let mut fake = Fake::default();
+    let kept = super::super::filter_on(&fake, agent, Action::TaskRead, tasks.clone(), judge)
+        .await
+        .unwrap();
     assert_eq!(kept.len(), 2);
     assert!(kept.iter().all(|(_, p)| p == &vec![me]));
+    assert!(
+        fake.take().is_empty(),
+        "an agent's list reads no installation"
+    );
+    // The tasks' app lists them all while active, none while suspended.
+    let app_principal = crate::domain::Principal {
+        id: app,
+        kind: PrincipalKind::App,
+    };
+    for (state, expected) in [
+        (InstallationState::Active, 3),
+        (InstallationState::Suspended, 0),
+    ] {
+        let facts = InstallationFacts {
+            state,
+            scopes: ScopeSet::EMPTY,
+        };
+        fake.installations.insert(app, facts);
+        let kept =
+            super::super::filter_on(&fake, app_principal, Action::TaskRead, tasks.clone(), judge)
+                .await
+                .unwrap();
+        assert_eq!(kept.len(), expected, "{state:?}");
+    }
 }
 
 /// `agent.keys.revoke` by people: the owner is allowed; another person, a

@@ -13,6 +13,7 @@
 //! decided on a store read is not), and the answer is built from the
 //! request, never from the row.
 
+mod installation;
 mod load;
 mod places;
 mod reject;
@@ -226,21 +227,9 @@ impl Target {
         }
     }
 
-    /// Decided on the membership cache, so a denial is decided again on a
-    /// store read (ADR 0019) before it is answered. A grant by id is
-    /// decided on the store (its loader reads every place from there).
-    fn cached(&self) -> bool {
-        matches!(
-            self.what,
-            What::Conversation { row: false, .. }
-                | What::Message { .. }
-                | What::Place(PlaceAt::GrantOnChannel(_))
-        )
-    }
-
     /// The conversation whose cached entry a fresh Allow invalidates (the
-    /// next get refills it). Only a [`Self::cached`] target is decided twice,
-    /// so a grant by id (decided on the store) needs none.
+    /// next get refills it): only a target decided on the membership cache
+    /// (ADR 0019). A grant by id is decided on the store and needs none.
     fn cached_conversation(&self) -> Option<Uuid> {
         match self.what {
             What::Conversation { id, row: false } => Some(id),
@@ -429,10 +418,11 @@ enum Outcome {
 }
 
 /// The decision on `reads`, with every read it makes: the unit tests run
-/// it on a fake that counts statements. A denial decided on a cache hit is
-/// decided again on the store (the entry may have missed an
-/// invalidation); one decided on a store read already is not, so a hidden
-/// id costs what a missing one costs, cached or not.
+/// it on a fake that counts statements. A denial decided on a cache hit
+/// (a membership, or an app subject's installation) is decided again on
+/// the store (the entry may have missed an invalidation); one decided on
+/// store reads only is not, so a hidden id costs what a missing one costs,
+/// cached or not.
 async fn decide_with(
     reads: &impl load::Reads,
     me: Uuid,
@@ -441,14 +431,11 @@ async fn decide_with(
     target: &Target,
 ) -> Result<Outcome, StoreError> {
     let first = decide_on(reads, me, subject, action, target, load::Source::Cache).await?;
-    let denial = match first {
+    match first {
         (Ok(granted), _) => return allowed(reads, granted, None).await,
         (Err(denial), true) => return Ok(Outcome::Denied(denial)),
-        (Err(denial), false) => denial,
+        (Err(_), false) => {}
     };
-    if !target.cached() {
-        return Ok(Outcome::Denied(denial));
-    }
     match decide_on(reads, me, subject, action, target, load::Source::Store).await? {
         (Ok(granted), _) => allowed(reads, granted, target.cached_conversation()).await,
         (Err(fresh), _) => Ok(Outcome::Denied(fresh)),
@@ -475,15 +462,33 @@ async fn decide_on(
     target: &Target,
     source: load::Source,
 ) -> Result<(Result<Granted, Denial>, bool), StoreError> {
-    let loading = match target.what {
+    let installation = match installation::app_of(subject) {
+        Some(app_id) => Some((app_id, installation::read(reads, app_id).await?)),
+        None => None,
+    };
+    if let Some(denial) = installation
+        .as_ref()
+        .and_then(|(_, read)| installation::refused(subject, action, read))
+    {
+        return Ok((Err(denial), true));
+    }
+    let mut loading = match target.what {
         What::Place(at) => places::load(reads, me, target, at, source).await?,
         _ => load::load(reads, me, target, source).await?,
     };
-    let ctx = Context {
+    loading.facts.installation = installation.as_ref().and_then(|(_, read)| read.facts);
+    let mut ctx = Context {
         mode: Mode::Request,
         facts: loading.facts,
     };
-    let decision = match authorize(subject, action, &loading.resource, &ctx) {
+    let mut decision = authorize(subject, action, &loading.resource, &ctx);
+    if let (Decision::Deny(denial), Some((app_id, read))) = (&decision, &installation) {
+        if let Some(fresh) = installation::recheck_scope(reads, *app_id, read, denial).await? {
+            ctx.facts.installation = fresh;
+            decision = authorize(subject, action, &loading.resource, &ctx);
+        }
+    }
+    let decision = match decision {
         Decision::Allow => Ok(Granted {
             loaded: loading.loaded,
         }),
@@ -494,20 +499,40 @@ async fn decide_on(
 
 /// Filter mode: keeps the rows of a list the principal may see under
 /// `action`, drops the rest silently (counted, never audited). The list's
-/// SQL is the index; this is the judge.
-pub fn filter<T>(
+/// SQL is the index; this is the judge. An app subject's installation is
+/// read once for the whole list (an inactive one keeps nothing).
+pub async fn filter<T>(
+    hub: &Hub,
     principal: Principal,
     action: Action,
     rows: Vec<T>,
     judge: impl Fn(&T) -> (Resource, Facts),
-) -> Vec<T> {
+) -> Result<Vec<T>, StoreError> {
+    filter_on(hub, principal, action, rows, judge).await
+}
+
+async fn filter_on<T>(
+    reads: &impl load::Reads,
+    principal: Principal,
+    action: Action,
+    rows: Vec<T>,
+    judge: impl Fn(&T) -> (Resource, Facts),
+) -> Result<Vec<T>, StoreError> {
     let subject = subject_of(principal);
-    rows.into_iter()
+    let installation = match installation::app_of(&subject) {
+        Some(app_id) => installation::read(reads, app_id).await?.facts,
+        None => None,
+    };
+    Ok(rows
+        .into_iter()
         .filter(|row| {
             let (resource, facts) = judge(row);
             let ctx = Context {
                 mode: Mode::Filter,
-                facts,
+                facts: Facts {
+                    installation,
+                    ..facts
+                },
             };
             match authorize(&subject, action, &resource, &ctx) {
                 Decision::Allow => true,
@@ -517,7 +542,7 @@ pub fn filter<T>(
                 }
             }
         })
-        .collect()
+        .collect())
 }
 
 /// Where every Request-mode denial goes, missing and hidden targets alike:

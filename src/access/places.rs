@@ -215,7 +215,7 @@ pub async fn readable_channels(
         judged.push((row, membership));
     }
     let me = principal.id;
-    let kept = super::filter(principal, Action::ChannelList, judged, |(_, m)| {
+    let kept = super::filter(hub, principal, Action::ChannelList, judged, |(_, m)| {
         let place = m.as_deref().and_then(place_of);
         match (place, m) {
             (Some(place), Some(m)) => (
@@ -230,7 +230,8 @@ pub async fn readable_channels(
                 Facts::default(),
             ),
         }
-    });
+    })
+    .await?;
     let channels = kept.iter().map(|(c, _)| channel_conversation(c)).collect();
     Ok((channels, next_after))
 }

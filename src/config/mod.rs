@@ -10,6 +10,7 @@ mod command;
 mod events;
 mod gateway;
 mod hooks;
+mod installation;
 mod log;
 mod ratelimit;
 mod registration;
@@ -32,6 +33,7 @@ pub use command::CommandConfig;
 pub use events::{EventsConfig, JobsConfig, LeasesConfig, MessagesConfig};
 pub use gateway::GatewayConfig;
 pub use hooks::{HooksConfig, LimitsConfig};
+pub use installation::InstallationConfig;
 pub use log::{LogConfig, LogFormat};
 pub use ratelimit::{RateLimitConfig, RateQuota};
 pub use registration::{AdminConfig, InstallMode, RegistrationConfig, RegistrationMode};
@@ -59,6 +61,7 @@ pub struct Config {
     pub audit: AuditConfig,
     pub ratelimit: RateLimitConfig,
     pub command: CommandConfig,
+    pub installation: InstallationConfig,
 }
 
 /// Refuses the first key whose value is 0, naming it.
@@ -126,6 +129,7 @@ impl Config {
         self.audit.validate()?;
         self.ratelimit.validate()?;
         self.command.validate()?;
+        self.installation.validate()?;
         // A handler's job is locked from before its insert: the lock must
         // outlast the wait for the writer, the hook and the grace period.
         if self.jobs.lock_ms

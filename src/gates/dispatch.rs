@@ -6,6 +6,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::hook_answer;
+use super::installation::{self, Read};
 use crate::domain::event::NewEvent;
 use crate::domain::gate::{admission, dispatch_gate, Admission, Gate};
 use crate::domain::lease::{Lease, LeaseState};
@@ -16,7 +17,7 @@ use crate::protocol::tasks::{
     AppDispatchAuthorize, DispatchAuthorizeCallback, DispatchExpired, DispatchHeld,
     DispatchReleased, LeasePayload,
 };
-use crate::protocol::Notification;
+use crate::protocol::{Method, Notification};
 use crate::store::{Effects, JobKind, LeaseChange, NewJob, StoreError};
 use crate::telemetry::names;
 
@@ -43,20 +44,30 @@ pub async fn decide(
         )
         .await;
     }
-    let decision = ask_gate(hub, &lease).await?;
-    apply(
-        hub,
-        lease_id,
-        &[LeaseState::Pending],
-        decision,
-        Some(job_id),
-    )
-    .await
+    // A grant refused because the app's installation stopped being active
+    // meanwhile (ADR 0023 §7) leaves the lease pending: decided again on
+    // the store's installation, it is denied with `app_suspended`.
+    let mut applied = None;
+    for read in [Read::Cached, Read::Fresh] {
+        let decision = ask_gate(hub, &lease, read).await?;
+        let from = [LeaseState::Pending];
+        applied = apply(hub, lease_id, &from, decision, Some(job_id)).await?;
+        if applied.is_some() || !still_pending(hub, lease_id).await? {
+            break;
+        }
+    }
+    Ok(applied)
+}
+
+async fn still_pending(hub: &Hub, lease_id: Uuid) -> Result<bool, StoreError> {
+    let lease = hub.store.lease(lease_id).await?;
+    Ok(lease.is_some_and(|l| l.state == LeaseState::Pending))
 }
 
 /// Outside apps every dispatch is granted; in a task conversation the
-/// manifest's policy decides, in-process or by calling the app.
-async fn ask_gate(hub: &Arc<Hub>, lease: &Lease) -> Result<Admission, StoreError> {
+/// manifest's policy decides, in-process or by calling the app, once the
+/// app's installation is active (else the lease is denied with its code).
+async fn ask_gate(hub: &Arc<Hub>, lease: &Lease, read: Read) -> Result<Admission, StoreError> {
     let cfg = &hub.config.leases;
     let (message, _) = hub
         .store
@@ -74,6 +85,12 @@ async fn ask_gate(hub: &Arc<Hub>, lease: &Lease) -> Result<Admission, StoreError
         });
     };
     let (task, app) = super::task_and_app(hub, task_id).await?;
+    let method = AppDispatchAuthorize::NAME;
+    if let Some(inactive) = installation::inactive(hub, task.app_id, method, read).await? {
+        return Ok(Admission::Deny {
+            reason: inactive.code().to_string(),
+        });
+    }
     Ok(
         match dispatch_gate(
             &app.manifest.hooks.dispatch_authorize,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::hook_answer;
+use super::installation::{self, Read};
 use crate::domain::conversation::Conversation;
 use crate::domain::event::NewEvent;
 use crate::domain::gate::{
@@ -22,7 +23,7 @@ use crate::protocol::conversations::{
 use crate::protocol::tasks::{
     AppMessageAuthorize, DeliveryPayload, MessageAuthorizeCallback, MessageDelivery,
 };
-use crate::protocol::Notification;
+use crate::protocol::{Method, Notification};
 use crate::store::{AppRecord, Effects, MessageDecided, MessageOutcome, StoreError, Verdict};
 use crate::telemetry::names;
 
@@ -89,26 +90,31 @@ async fn decide_rounds(
     job_id: Uuid,
     mut preloaded: Option<Preloaded>,
 ) -> Result<Option<Delivery>, StoreError> {
-    // A forward refused because the task closed meanwhile is decided again,
-    // and then blocks ("task is closed"); a task never becomes active again,
-    // so a second round ends it. The bound guards against a store that
-    // disagrees with itself.
+    // A forward refused because the task closed, or the app's installation
+    // stopped being active, meanwhile is decided again on the store's
+    // installation, and then blocks ("task is closed", "app_suspended"); a
+    // second round ends it unless a resume raced it too. The bound guards
+    // against a store that disagrees with itself.
+    let mut read = Read::Cached;
     for _ in 0..3 {
-        if let Some(done) = decide_once(hub, message_id, job_id, preloaded.take()).await? {
+        if let Some(done) = decide_once(hub, message_id, job_id, preloaded.take(), read).await? {
             return Ok(done);
         }
+        read = Read::Fresh;
     }
     Err(StoreError::Conflict(
         "the task's state kept changing while its message was decided".into(),
     ))
 }
 
-/// `None` when the forward met a task that is no longer active.
+/// `None` when the forward met a task, or an installation, that is no
+/// longer active.
 async fn decide_once(
     hub: &Arc<Hub>,
     message_id: Uuid,
     job_id: Uuid,
     preloaded: Option<Preloaded>,
+    read: Read,
 ) -> Result<Option<Option<Delivery>>, StoreError> {
     let subject = match preloaded {
         Some(p) => subject_of(p),
@@ -123,7 +129,7 @@ async fn decide_once(
             load_subject(hub, message).await?
         }
     };
-    let decision = ask_gate(hub, &subject).await;
+    let decision = ask_gate(hub, &subject, read).await?;
     let (outcome, verdict, dropped) = outcome_of(decision);
     let delivery = delivery_of(&verdict, dropped);
     let events = verdict_events(&subject.message, &outcome, &delivery);
@@ -148,7 +154,7 @@ async fn decide_once(
                 .await?
                 .map(|(_, v)| delivery_of(&v, 0)),
         )),
-        MessageDecided::TaskNotActive => Ok(None),
+        MessageDecided::NotApplicable => Ok(None),
     }
 }
 
@@ -212,9 +218,14 @@ fn subject_of(p: Preloaded) -> Subject {
     }
 }
 
-/// A closed task blocks; otherwise the manifest's policy decides, in-process
-/// or by calling the app.
-async fn ask_gate(hub: &Arc<Hub>, subject: &Subject) -> MessageDecision {
+/// A closed task blocks, and so does an app whose installation is not
+/// active; otherwise the manifest's policy decides, in-process or by
+/// calling the app.
+async fn ask_gate(
+    hub: &Arc<Hub>,
+    subject: &Subject,
+    read: Read,
+) -> Result<MessageDecision, StoreError> {
     let Subject {
         message,
         conversation,
@@ -222,11 +233,17 @@ async fn ask_gate(hub: &Arc<Hub>, subject: &Subject) -> MessageDecision {
         app,
     } = subject;
     if task.state != TaskState::Active {
-        return MessageDecision::Block {
+        return Ok(MessageDecision::Block {
             reason: format!("task is {}", task.state.as_str()),
-        };
+        });
     }
-    match message_gate(&app.manifest.hooks.message_authorize) {
+    let method = AppMessageAuthorize::NAME;
+    if let Some(inactive) = installation::inactive(hub, task.app_id, method, read).await? {
+        return Ok(MessageDecision::Block {
+            reason: inactive.code().to_string(),
+        });
+    }
+    Ok(match message_gate(&app.manifest.hooks.message_authorize) {
         MessageGate::ForwardAll => MessageDecision::Forward {
             recipients: all_except(&conversation.participants, message.sender_id),
             dropped: 0,
@@ -252,7 +269,7 @@ async fn ask_gate(hub: &Arc<Hub>, subject: &Subject) -> MessageDecision {
                 message.sender_id,
             )
         }
-    }
+    })
 }
 
 /// The store's outcome, the verdict it records, and how many recipients the

@@ -6,6 +6,7 @@
 //! runner and a handler) cannot apply two verdicts.
 
 pub mod dispatch;
+pub mod installation;
 pub mod message;
 pub mod task;
 

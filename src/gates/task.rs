@@ -7,6 +7,7 @@ use tracing::info;
 use uuid::Uuid;
 
 use super::hook_answer;
+use super::installation::{self, Read};
 use crate::domain::conversation::ConversationKind;
 use crate::domain::event::{rfc3339, NewEvent};
 use crate::domain::gate::{task_create_gate, task_decision, Gate, TaskDecision};
@@ -20,7 +21,7 @@ use crate::protocol::tasks::{
     AcceptedTask, AppTaskCreate, InitialConversation, TaskAccepted, TaskActivated,
     TaskCreateCallback, TaskFailed, TaskInvited, TaskPayload,
 };
-use crate::protocol::Notification;
+use crate::protocol::{Method, Notification};
 use crate::store::{Effects, NewConversation, StoreError};
 use crate::telemetry::names;
 
@@ -61,14 +62,26 @@ pub async fn decide(
         .initial_conversation
         .as_deref()
         .and_then(|s| serde_json::from_str(s).ok());
-    let decision = ask_gate(hub, &task, &app.manifest, &initial).await;
-    let now = now_millis();
-    match decision {
-        TaskDecision::Accept => accept(hub, &task, &app.manifest, &initial, job_id, now).await,
-        TaskDecision::Reject { code, reason } => {
-            reject(hub, &task, code, reason, job_id, now).await
+    // An accept refused because the app's installation stopped being
+    // active meanwhile (ADR 0023 §7) leaves the task waiting: decided again
+    // on the store's installation, it fails with `app_suspended`.
+    let mut outcome = None;
+    for read in [Read::Cached, Read::Fresh] {
+        let decision = ask_gate(hub, &task, &app.manifest, &initial, read).await?;
+        let now = now_millis();
+        outcome = match decision {
+            TaskDecision::Accept => {
+                accept(hub, &task, &app.manifest, &initial, job_id, now).await?
+            }
+            TaskDecision::Reject { code, reason } => {
+                reject(hub, &task, code, reason, job_id, now).await?
+            }
+        };
+        if !matches!(&outcome, Some(TaskOutcome::Unchanged(t)) if t.state == TaskState::Waiting) {
+            break;
         }
     }
+    Ok(outcome)
 }
 
 /// A task someone else decided already: only the job is finished.
@@ -94,14 +107,24 @@ async fn finish_unchanged(
     Ok(TaskOutcome::Unchanged(task))
 }
 
-/// The manifest's policy, in-process or by calling the app.
+/// The manifest's policy, in-process or by calling the app, once the
+/// app's installation is active; else the task fails with its code.
 async fn ask_gate(
     hub: &Arc<Hub>,
     task: &Task,
     manifest: &Manifest,
     initial: &Option<InitialConversation>,
-) -> TaskDecision {
-    match task_create_gate(&manifest.hooks.task_create) {
+    read: Read,
+) -> Result<TaskDecision, StoreError> {
+    if let Some(inactive) =
+        installation::inactive(hub, task.app_id, AppTaskCreate::NAME, read).await?
+    {
+        return Ok(TaskDecision::Reject {
+            code: inactive.code(),
+            reason: None,
+        });
+    }
+    Ok(match task_create_gate(&manifest.hooks.task_create) {
         Gate::Decided(d) => d,
         Gate::Hook { timeout_ms } => {
             let callback = TaskCreateCallback {
@@ -118,7 +141,7 @@ async fn ask_gate(
             .await;
             task_decision(hook_answer(outcome))
         }
-    }
+    })
 }
 
 /// Activates the task with its conversations and tells the app and every
@@ -144,7 +167,8 @@ async fn accept(
         task: active,
         conversations: views,
     };
-    let events = accepted_events(task, &accepted);
+    let app_receives = hub.installations.receives_events(task.app_id).await?;
+    let events = accepted_events(task, &accepted, app_receives);
     let effects = Effects {
         events,
         finish_job: Some(job_id),
@@ -231,14 +255,18 @@ fn own_view(accepted: &AcceptedTask, agent: Uuid) -> AcceptedTask {
     }
 }
 
-/// `task/activated` for the app, `task/accepted` for the initiator,
-/// `task/invited` for the others, and each conversation's created events.
-fn accepted_events(task: &Task, accepted: &AcceptedTask) -> Vec<NewEvent> {
-    let mut events = vec![NewEvent::new(
-        task.app_id,
-        TaskActivated::NAME,
-        payload(accepted),
-    )];
+/// `task/activated` for the app (when its installation lets it receive
+/// events), `task/accepted` for the initiator, `task/invited` for the
+/// others, and each conversation's created events.
+fn accepted_events(task: &Task, accepted: &AcceptedTask, app_receives: bool) -> Vec<NewEvent> {
+    let mut events = Vec::new();
+    if app_receives {
+        events.push(NewEvent::new(
+            task.app_id,
+            TaskActivated::NAME,
+            payload(accepted),
+        ));
+    }
     for p in &task.participants {
         let event_type = if p.agent_id == task.initiator_id {
             TaskAccepted::NAME

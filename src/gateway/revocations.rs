@@ -4,6 +4,16 @@
 //! or `disabled_at`, which this sweep picks up. Rights they change (grants,
 //! group members, channel state) bump the store's rights version, on whose
 //! change the sweep drops the cached channel levels (ADR 0020 §3).
+//!
+//! Installations another process changed (ADR 0023 §6) are read here too:
+//! each changed app's cached installation is dropped and read again from
+//! the store, and its sockets are closed 4012 when it is not active, 4018
+//! when it lacks `events:subscribe`. Keys and disables are read *before*
+//! the installations, so an uninstall (keys revoked and row changed in one
+//! commit) is seen either whole, as its installation alone, or not at all:
+//! never as revoked keys alone, which would close with 4003 instead of
+//! 4012. Installations are applied first, and a socket's first close code
+//! is the one it gets.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,6 +22,7 @@ use std::time::Duration;
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use crate::domain::installation::{InstallationState, Scope};
 use crate::domain::{now_millis, Millis};
 use crate::hub::Hub;
 use crate::rpc::close_code;
@@ -28,6 +39,9 @@ struct Fresh {
     keys: Vec<(Uuid, String)>,
     /// People disabled elsewhere, with or without a key revoked with them.
     disabled: Vec<Uuid>,
+    /// Apps whose installation changed elsewhere, and whether one of the
+    /// changes was an uninstall.
+    apps: HashMap<Uuid, bool>,
 }
 
 /// What was acted on within the slack window, with its time, so each
@@ -36,12 +50,15 @@ struct Fresh {
 struct Handled {
     keys: HashMap<String, Millis>,
     disabled: HashMap<Uuid, Millis>,
+    /// Installation row versions: `(row id, updated_at)`.
+    installations: HashMap<(Uuid, Millis), Millis>,
 }
 
 impl Handled {
     fn forget_before(&mut self, since: Millis) {
         self.keys.retain(|_, at| *at >= since);
         self.disabled.retain(|_, at| *at >= since);
+        self.installations.retain(|_, at| *at >= since);
     }
 }
 
@@ -62,6 +79,12 @@ pub async fn run(hub: Arc<Hub>) {
         let started = now_millis();
         match fresh(&hub, since, &mut handled).await {
             Ok(found) => {
+                if let Err(e) = close_inactive_apps(&hub, &found.apps).await {
+                    // Acted on again by the next sweep: closing twice is
+                    // harmless.
+                    warn!(error = %e, "reading changed installations failed");
+                    handled.installations.clear();
+                }
                 act(&hub, found);
                 since = started - CLOCK_SLACK_MS;
                 handled.forget_before(since);
@@ -96,12 +119,24 @@ impl RightsVersion {
     }
 }
 
-/// The revoked keys and disabled people since `since` not handled yet,
-/// marked handled. A disable that found no active key revokes no key row,
-/// so disables are read on their own (ADR 0020 §1).
+/// The revoked keys, disabled people and changed installations since
+/// `since` not handled yet, marked handled. A disable that found no active
+/// key revokes no key row, so disables are read on their own (ADR 0020
+/// §1). Installations come last (see the module's doc for why).
 async fn fresh(hub: &Hub, since: Millis, handled: &mut Handled) -> StoreResult<Fresh> {
     let revoked = hub.store.keys_revoked_since(since).await?;
     let disabled = hub.store.principals_disabled_since(since).await?;
+    let changed = hub.store.installations_changed_since(since).await?;
+    let mut apps: HashMap<Uuid, bool> = HashMap::new();
+    for row in changed {
+        if handled
+            .installations
+            .insert((row.id, row.updated_at), row.updated_at)
+            .is_none()
+        {
+            *apps.entry(row.app_id).or_default() |= row.state == InstallationState::Uninstalled;
+        }
+    }
     Ok(Fresh {
         keys: revoked
             .into_iter()
@@ -113,7 +148,37 @@ async fn fresh(hub: &Hub, since: Millis, handled: &mut Handled) -> StoreResult<F
             .filter(|(person, at)| handled.disabled.insert(*person, *at).is_none())
             .map(|(person, _)| person)
             .collect(),
+        apps,
     })
+}
+
+/// For each app whose installation changed elsewhere: the cached entry
+/// dropped, the live row read again, and the sockets closed when the app
+/// lost its way in (4012) or its events (4018).
+async fn close_inactive_apps(hub: &Hub, apps: &HashMap<Uuid, bool>) -> StoreResult<()> {
+    for (&app_id, &uninstalled) in apps {
+        hub.installations.invalidate(app_id);
+        let live = hub.installations.read_fresh(app_id).await?;
+        let close = match live.as_deref().map(|i| (i.state, i.effective())) {
+            None if uninstalled => (close_code::APP_INACTIVE, "app_uninstalled"),
+            None => (close_code::APP_INACTIVE, "app_not_installed"),
+            Some((InstallationState::Active, scopes))
+                if scopes.contains(Scope::EventsSubscribe) =>
+            {
+                continue
+            }
+            Some((InstallationState::Active, _)) => (close_code::SCOPE_MISSING, "scope_missing"),
+            Some((InstallationState::Suspended, _)) => (close_code::APP_INACTIVE, "app_suspended"),
+            Some((InstallationState::Uninstalled, _)) => {
+                (close_code::APP_INACTIVE, "app_uninstalled")
+            }
+        };
+        let closed = hub.registry.close_app(app_id, close.0, close.1);
+        if closed > 0 {
+            info!(app = %app_id, closed, code = close.0, "closed sockets of an app whose installation changed elsewhere");
+        }
+    }
+    Ok(())
 }
 
 fn act(hub: &Hub, found: Fresh) {

@@ -158,20 +158,26 @@ pub async fn list(
         None
     };
     Ok(ConversationListResult {
-        conversations: readable(&ctx, listed),
+        conversations: readable(&ctx, listed).await?,
         next_after,
     })
 }
 
 /// Filter mode over listed conversations: the ones the caller may read.
-pub(super) fn readable(ctx: &RequestContext, listed: Vec<Conversation>) -> Vec<Conversation> {
-    access::filter(ctx.principal(), Action::ConversationRead, listed, |c| {
+pub(super) async fn readable(
+    ctx: &RequestContext,
+    listed: Vec<Conversation>,
+) -> Result<Vec<Conversation>, RpcError> {
+    let me = ctx.principal();
+    access::filter(&ctx.hub, me, Action::ConversationRead, listed, |c| {
         let resource = access::place_of_conversation(c).map_or(
             Resource::Missing(ResourceKind::Conversation),
             Resource::Conversation,
         );
         (resource, Facts::default())
     })
+    .await
+    .map_err(store_failure)
 }
 
 pub async fn get(

@@ -3,6 +3,8 @@ use serde_json::json;
 use tracing::info;
 
 use super::store_failure;
+use crate::domain::authz::{Action, Reason, ResourceKind};
+use crate::domain::installation::{InstallationState, Scope};
 use crate::domain::PrincipalKind;
 use crate::hub::RequestContext;
 use crate::identity::{self, Authenticated, IdentityError};
@@ -13,7 +15,7 @@ use crate::protocol::network::{
     RateLimit, VersionRange,
 };
 use crate::protocol::{PROTOCOL_VERSION_MAX, PROTOCOL_VERSION_MIN};
-use crate::rpc::{ErrorKind, RpcError};
+use crate::rpc::{close_code, ErrorKind, RpcError};
 
 /// The highest version both sides speak.
 pub fn negotiate(requested: Option<VersionRange>) -> Result<u32, RpcError> {
@@ -182,7 +184,66 @@ async fn check_still_active(ctx: &RequestContext, auth: &Authenticated) -> Resul
             .close(crate::rpc::close_code::KEY_REVOKED, "key revoked");
         return Err(RpcError::unauthorized("invalid or revoked key"));
     }
+    if auth.principal.kind == PrincipalKind::App {
+        check_installed(ctx, auth.principal.id).await?;
+    }
     Ok(())
+}
+
+/// An app connects through an active installation holding
+/// `events:subscribe` (ADR 0023 §6, "Connect"). Read from the store, not
+/// the cache, and after the socket is registered: a suspend either is seen
+/// here or finds the socket to close. The refusal's close code
+/// ([`close_for_refused_connect`]) follows the answer.
+async fn check_installed(ctx: &RequestContext, app_id: uuid::Uuid) -> Result<(), RpcError> {
+    let installation = match ctx.hub.installations.read_fresh(app_id).await {
+        Ok(i) => i,
+        Err(e) => {
+            ctx.conn
+                .peer
+                .close(crate::rpc::close_code::INTERNAL, "connect failed; retry");
+            return Err(store_failure(e));
+        }
+    };
+    let reason = match installation.map(|i| i.facts()) {
+        None => Reason::AppNotInstalled,
+        Some(f) if f.state != InstallationState::Active => match f.state {
+            InstallationState::Suspended => Reason::AppSuspended,
+            _ => Reason::AppNotInstalled,
+        },
+        Some(f) if !f.scopes.contains(Scope::EventsSubscribe) => Reason::ScopeMissing,
+        Some(_) => return Ok(()),
+    };
+    let subject = crate::access::subject_of(ctx.principal());
+    crate::access::record_denial(
+        &ctx.hub,
+        &subject,
+        Action::EventRead,
+        ResourceKind::Stream,
+        app_id,
+        reason,
+    );
+    Err(RpcError::new(
+        ErrorKind::Forbidden,
+        format!("app/network/connect refused: {}", reason.as_str()),
+    )
+    .with_data(json!({ "reason": reason.as_str(), "action": Action::EventRead.as_str() })))
+}
+
+/// The close code that follows a connect refused for the app's
+/// installation: 4012 when it is not active, 4018 when it lacks
+/// `events:subscribe`; `None` for any other refusal.
+pub fn close_for_refused_connect(err: &RpcError) -> Option<(u16, &'static str)> {
+    if err.kind() != Some(ErrorKind::Forbidden) {
+        return None;
+    }
+    let reason = err.data.as_ref()?.get("reason")?.as_str()?;
+    match Reason::parse(reason)? {
+        Reason::AppNotInstalled => Some((close_code::APP_INACTIVE, "app_not_installed")),
+        Reason::AppSuspended => Some((close_code::APP_INACTIVE, "app_suspended")),
+        Reason::ScopeMissing => Some((close_code::SCOPE_MISSING, "scope_missing")),
+        _ => None,
+    }
 }
 
 pub async fn agent_connect(
@@ -277,6 +338,31 @@ pub async fn app_identity(ctx: RequestContext, _: NoParams) -> Result<AppIdentit
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_installation_refusal_names_its_close_code_and_no_other_does() {
+        let refused = |reason: &str| {
+            RpcError::new(ErrorKind::Forbidden, "refused")
+                .with_data(json!({ "reason": reason, "action": "event.read" }))
+        };
+        assert_eq!(
+            close_for_refused_connect(&refused("app_suspended")),
+            Some((close_code::APP_INACTIVE, "app_suspended"))
+        );
+        assert_eq!(
+            close_for_refused_connect(&refused("app_not_installed")),
+            Some((close_code::APP_INACTIVE, "app_not_installed"))
+        );
+        assert_eq!(
+            close_for_refused_connect(&refused("scope_missing")),
+            Some((close_code::SCOPE_MISSING, "scope_missing"))
+        );
+        assert_eq!(close_for_refused_connect(&refused("no_grant")), None);
+        let unauthorized = RpcError::unauthorized("invalid or revoked key")
+            .with_data(json!({ "reason": "app_suspended" }));
+        assert_eq!(close_for_refused_connect(&unauthorized), None);
+        assert_eq!(close_for_refused_connect(&RpcError::internal()), None);
+    }
 
     #[test]
     fn negotiation_picks_the_highest_shared_version() {

@@ -71,6 +71,10 @@ fn task_failed_error(task: &Task, hook_timeout: Option<u64>) -> RpcError {
             ErrorKind::Unavailable,
             "the app's answer to app/task/create was not a valid verdict".to_string(),
         ),
+        "app_suspended" | "app_not_installed" => (
+            ErrorKind::Forbidden,
+            format!("the app's installation is not active: {}", failure.code),
+        ),
         other => (ErrorKind::Unavailable, format!("the task failed: {other}")),
     };
     RpcError::new(kind, message)
@@ -241,7 +245,7 @@ async fn task_conversations(
         .into_iter()
         .filter(|c| c.task_id == Some(task_id))
         .collect();
-    Ok(super::conversations::readable(ctx, of_task))
+    super::conversations::readable(ctx, of_task).await
 }
 
 /// The task, if the caller may read it (a participant, the task's app);
@@ -307,13 +311,15 @@ pub async fn list(ctx: RequestContext, p: TaskListParams) -> Result<TaskListResu
     } else {
         None
     };
-    let tasks = access::filter(ctx.principal(), Action::TaskRead, listed, |t| {
+    let tasks = access::filter(&ctx.hub, ctx.principal(), Action::TaskRead, listed, |t| {
         let resource = Resource::Task {
             app_id: t.app_id,
             participants: t.participant_ids(),
         };
         (resource, Facts::default())
-    });
+    })
+    .await
+    .map_err(store_failure)?;
     Ok(TaskListResult { tasks, next_after })
 }
 

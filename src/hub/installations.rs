@@ -218,6 +218,17 @@ impl<'a> Lifecycle<'a> {
         }
     }
 
+    /// Drops the app's cached installation (`hub::installation_cache`):
+    /// after every store call that may have changed the row, also one that
+    /// failed (it may have committed), before anything is answered or
+    /// closed. Offline (the CLI) there is no cache: the serving hub's
+    /// revocation sweep drops it.
+    fn invalidate(&self, app_id: Uuid) {
+        if let Some(hub) = self.hub {
+            hub.installations.invalidate(app_id);
+        }
+    }
+
     /// After a commit: publish its events, close the app's sockets when
     /// `close` says, count the action.
     fn after_commit(
@@ -263,7 +274,9 @@ impl<'a> Lifecycle<'a> {
             now: now_millis(),
         };
         new.idem = idem.map(|f| f(&predicted(&new)));
-        let installed = match self.store.install(&new, &changed_event).await {
+        let installed = self.store.install(&new, &changed_event).await;
+        self.invalidate(app_id);
+        let installed = match installed {
             Err(StoreError::NotFound) => return Err(LifecycleError::AppNotFound),
             Err(e) => return Err(self.store_error(app_id, e).await),
             Ok(i) => i,
@@ -289,6 +302,7 @@ impl<'a> Lifecycle<'a> {
             .store
             .set_scopes(app_id, granted, actor, now_millis(), &changed_event)
             .await;
+        self.invalidate(app_id);
         let written = match written {
             Ok(w) => w,
             Err(e) => return Err(self.store_error(app_id, e).await),
@@ -322,6 +336,7 @@ impl<'a> Lifecycle<'a> {
             .store
             .transition(current.id, transition, actor, now_millis(), &events)
             .await;
+        self.invalidate(app_id);
         let written = match written {
             Ok(w) => w,
             Err(e) => return Err(self.store_error(app_id, e).await),
@@ -349,6 +364,7 @@ impl<'a> Lifecycle<'a> {
             .store
             .uninstall(current.id, actor, now_millis(), &failed_event)
             .await;
+        self.invalidate(app_id);
         let gone = match gone {
             Ok(g) => g,
             Err(e) => return Err(self.store_error(app_id, e).await),
@@ -371,6 +387,7 @@ impl<'a> Lifecycle<'a> {
             .store
             .upgrade(app_id, &manifest, actor, now_millis(), &changed_event)
             .await;
+        self.invalidate(app_id);
         let upgraded = match upgraded {
             Err(StoreError::NotFound) => return Err(LifecycleError::AppNotFound),
             Err(e) => return Err(self.store_error(app_id, e).await),

@@ -12,6 +12,7 @@ use tokio_util::task::TaskTracker;
 
 pub mod context;
 pub mod denials;
+pub mod installation_cache;
 pub mod installations;
 pub mod membership;
 pub mod rate;
@@ -20,6 +21,7 @@ pub mod throttle;
 
 pub use context::{ConnectionInfo, RequestContext};
 pub use denials::DenialLog;
+pub use installation_cache::InstallationCache;
 pub use membership::{Membership, MembershipCache};
 pub use rate::CallLimiters;
 pub use registry::Registry;
@@ -51,6 +53,8 @@ pub struct Hub {
     pub events: Arc<EventBus>,
     /// Who takes part in which conversation, for the send path's checks.
     pub memberships: MembershipCache,
+    /// Each app's live installation, for the decision and the gates.
+    pub installations: InstallationCache,
     /// Signed webhooks and other requests to app-owned URLs.
     pub webhook_egress: crate::webhooks::egress::EgressClient,
     /// Request-mode denials, aggregated until the flush task writes them.
@@ -76,6 +80,8 @@ impl Hub {
         let store_for_events = store.clone();
         let replay_batch = config.events.replay_batch;
         let memberships = MembershipCache::new(config.messages.membership_cache_entries);
+        let installations =
+            InstallationCache::new(store.clone(), config.installation.cache_capacity);
         let events = Arc::new(EventBus::new(store_for_events, replay_batch));
         // Group commits publish their own events, in commit order.
         if !store.commit_feed().listen(events.clone()) {
@@ -100,6 +106,7 @@ impl Hub {
             sync_epoch,
             events,
             memberships,
+            installations,
             webhook_egress,
             denials,
         }))

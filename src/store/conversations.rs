@@ -121,8 +121,9 @@ pub enum Marked {
     Applied,
     /// Not pending any more: only the job is finished.
     AlreadyDecided,
-    /// A forward whose task is not active: roll back, decide again.
-    TaskNotActive,
+    /// A forward whose task, or whose app's installation, is not active:
+    /// roll back, decide again.
+    NotApplicable,
 }
 
 /// What differs per dialect in this area.

@@ -118,11 +118,11 @@ where
             MessageOutcome::Block { .. } => true,
         };
         let marked = conn.mark_decided(v.message_id, &v.outcome, listed).await?;
-        if !matches!(marked, Marked::TaskNotActive) {
+        if !matches!(marked, Marked::NotApplicable) {
             finished.extend(v.effects.finish_job);
         }
         decided[i] = Some(match marked {
-            Marked::TaskNotActive => MessageDecided::TaskNotActive,
+            Marked::NotApplicable => MessageDecided::NotApplicable,
             Marked::AlreadyDecided => MessageDecided::AlreadyDecided,
             Marked::Applied => {
                 apply_verdict(conn, v, listed).await?;

@@ -2,6 +2,8 @@
 
 use uuid::Uuid;
 
+use super::installations::InstallationDialect;
+
 use super::effects::{apply_effects, Effects};
 use super::jobs::{delete_job, insert_job, NewJob};
 use super::sql::{is_unique_violation, parsed, placeholders, Arg, Database, Executor, Row};
@@ -158,9 +160,22 @@ pub(super) async fn create<D: Database + ?Sized>(
     Ok(CreatedLease::Created(created))
 }
 
+/// A lease outside tasks is granted by no app; one in a task only while
+/// its app's installation is active.
+async fn grant_allowed<D: InstallationDialect>(
+    ex: &mut dyn Executor,
+    lease: Uuid,
+) -> StoreResult<bool> {
+    match super::installation_held::app_of_lease(ex, lease).await? {
+        Some(app) => super::installation_held::active::<D>(ex, app).await,
+        None => Ok(true),
+    }
+}
+
 /// Applies a lease change with its effects. `None` (and only the job
-/// finished) when the lease was not in one of `change.from`.
-pub(super) async fn transition<D: Database + ?Sized>(
+/// finished) when the lease was not in one of `change.from`, or a grant
+/// met an installation that is not active.
+pub(super) async fn transition<D: Database + InstallationDialect>(
     db: &D,
     change: &LeaseChange,
     effects: &Effects,
@@ -179,6 +194,13 @@ pub(super) async fn transition<D: Database + ?Sized>(
     ];
     args.extend(change.from.iter().map(|s| Arg::Text(s.as_str())));
     let mut tx = db.begin().await?;
+    // A grant applies only while the task's app's installation is active
+    // (ADR 0023 §7), held before the lease row.
+    if change.to == LeaseState::Granted && !grant_allowed::<D>(&mut *tx, change.lease_id).await? {
+        delete_job(&mut *tx, effects.finish_job).await?;
+        tx.commit().await?;
+        return Ok(None);
+    }
     let Some(row) = tx.fetch_optional(&sql, &args).await? else {
         delete_job(&mut *tx, effects.finish_job).await?;
         tx.commit().await?;

@@ -92,8 +92,10 @@ pub enum MessageDecided {
     /// The message was decided already; only the job was finished.
     AlreadyDecided,
     /// A forward found the task no longer active (closed or failed while
-    /// the hook was deciding). Nothing was written; decide again.
-    TaskNotActive,
+    /// the hook was deciding), or its app's installation not active
+    /// (suspended or uninstalled meanwhile, ADR 0023 §7). Nothing was
+    /// written; decide again.
+    NotApplicable,
 }
 
 /// The stored fan-out decision of a message.

@@ -24,6 +24,7 @@ mod group_commit;
 mod group_sends;
 mod group_verdicts;
 mod identity;
+mod installation_held;
 mod installation_records;
 pub(crate) mod installations;
 mod jobs;

@@ -4,6 +4,8 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use super::installations::InstallationDialect;
+
 use super::apps::{app_row, AppRecord, APP_COLUMNS};
 use super::conversations::{load_conversations, CONVERSATION_COLUMNS};
 use super::effects::{apply_effects, Effects};
@@ -57,7 +59,9 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> StoreResult<Vec<Task>>;
 
     /// Moves a task from `from` to `to` with its effects, in one transaction.
-    /// `None` (and only the job finished) when the task was not in `from`.
+    /// `None` (and only the job finished) when the task was not in `from`,
+    /// or a move to `active` (the gate's accept) met the app's installation
+    /// not active (ADR 0023 §7; the installation read locked first).
     async fn transition_task(
         &self,
         id: Uuid,
@@ -79,12 +83,25 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn lease_for_access(&self, id: Uuid) -> StoreResult<Option<LeaseAccess>>;
 
     /// Applies a lease change with its effects. `None` (and only the job
-    /// finished) when the lease was not in one of `change.from`.
+    /// finished) when the lease was not in one of `change.from`, or a grant
+    /// in a task met the app's installation not active (ADR 0023 §7).
     async fn transition_lease(
         &self,
         change: &LeaseChange,
         effects: &Effects,
     ) -> StoreResult<Option<(Lease, Vec<StoredEvent>)>>;
+}
+
+/// The task's app's installation is active, held until commit; a missing
+/// task is left to the CAS (it changes nothing either way).
+async fn accept_allowed<D: InstallationDialect>(
+    ex: &mut dyn Executor,
+    task: Uuid,
+) -> StoreResult<bool> {
+    match super::installation_held::app_of_task(ex, task).await? {
+        Some(app) => super::installation_held::active::<D>(ex, app).await,
+        None => Ok(true),
+    }
 }
 
 pub(super) const TASK_COLUMNS: &str =
@@ -186,7 +203,7 @@ async fn insert_task(ex: &mut dyn Executor, t: &NewTask) -> StoreResult<()> {
 }
 
 #[async_trait]
-impl<D: Database + Keyset> TaskStore for D {
+impl<D: Database + Keyset + InstallationDialect> TaskStore for D {
     async fn create_task(&self, t: &NewTask, job: &NewJob) -> StoreResult<()> {
         let mut tx = self.begin().await?;
         insert_task(&mut *tx, t).await?;
@@ -269,6 +286,13 @@ impl<D: Database + Keyset> TaskStore for D {
         now: Millis,
     ) -> StoreResult<Option<Vec<StoredEvent>>> {
         let mut tx = self.begin().await?;
+        // An accept applies only while the app's installation is active
+        // (ADR 0023 §7), held before the task row.
+        if to == TaskState::Active && !accept_allowed::<D>(&mut *tx, id).await? {
+            delete_job(&mut *tx, effects.finish_job).await?;
+            tx.commit().await?;
+            return Ok(None);
+        }
         let changed = tx
             .execute(
                 "UPDATE tasks SET state = $1, failure_code = $2, failure_reason = $3, updated_at = $4 \

@@ -19,6 +19,7 @@ mod hidden;
 mod hostile_http;
 mod hostile_ws;
 mod identity;
+mod installation_enforce;
 mod installations;
 mod layout;
 mod live_order;

@@ -208,12 +208,22 @@ pub(crate) fn werewolf() -> switchboard::domain::manifest::Manifest {
     manifest::validate(&werewolf_manifest(), &bounds).unwrap()
 }
 
-/// An app with the werewolf manifest.
+/// An app with the werewolf manifest, installed (its tasks' verdicts need
+/// an active installation, ADR 0023 §7).
 pub(crate) async fn app_in(store: &DynStore) -> Uuid {
     let m = werewolf();
     let app = principal(PrincipalKind::App, "app");
     let (_, key) = new_key(PrincipalKind::App);
-    store.create_app(&app, &m, &key, None, None).await.unwrap();
+    let install = switchboard::store::RegistrationInstall::new(
+        app.id,
+        &m,
+        switchboard::domain::installation::Actor::Operator,
+        1,
+    );
+    store
+        .create_app(&app, &m, &key, Some(&install), None)
+        .await
+        .unwrap();
     app.id
 }
 

@@ -364,7 +364,7 @@ async fn forwards_need_an_active_task(store: DynStore) {
         .decide_message(second, &forward, &finishing(job), 41)
         .await
         .unwrap();
-    assert!(matches!(late, MessageDecided::TaskNotActive));
+    assert!(matches!(late, MessageDecided::NotApplicable));
     assert_eq!(
         store.message(second).await.unwrap().unwrap().1,
         Verdict::Pending

@@ -5,6 +5,7 @@
 
 use super::level::Level;
 use super::resource::ResourceKind;
+use crate::domain::installation::Scope;
 use crate::domain::PrincipalKind;
 
 /// Everything a subject can ask the hub to do that needs a right.
@@ -103,6 +104,9 @@ pub struct Requirement {
     /// Puts content into a place, so a channel's state binds it.
     pub writes: bool,
     pub rule: Rule,
+    /// The scope an app subject must hold (step 4b; ADR 0023 §6). On an
+    /// action writing into a place it binds in channels only.
+    pub scope: Option<Scope>,
 }
 
 const fn req(
@@ -118,6 +122,16 @@ const fn req(
         level,
         writes,
         rule,
+        scope: None,
+    }
+}
+
+impl Requirement {
+    const fn with_scope(self, scope: Scope) -> Requirement {
+        Requirement {
+            scope: Some(scope),
+            ..self
+        }
     }
 }
 
@@ -209,7 +223,8 @@ impl Action {
                 Some(Write),
                 true,
                 Rule::None,
-            ),
+            )
+            .with_scope(Scope::MessagesWrite),
             Action::TypingSend => req(S::MEMBERS, K::Conversation, Some(Write), true, Rule::None),
             Action::SpaceCreate
             | Action::GroupManage
@@ -230,6 +245,7 @@ impl Action {
             Action::DispatchResolve => req(S::APP, K::Lease, None, false, Rule::None),
             Action::EventRead | Action::EventAck => {
                 req(S::PRINCIPALS, K::Stream, None, false, Rule::None)
+                    .with_scope(Scope::EventsSubscribe)
             }
             Action::AgentKeysRead | Action::AgentKeysRevoke => {
                 req(S::MANAGERS, K::Agent, None, false, Rule::None)

@@ -5,9 +5,15 @@
 //! The steps run in a fixed order, each refusing with its own reason:
 //! 1. the subject's kind is admitted by the action (`subject_kind_not_allowed`);
 //! 2. the subject is active (`principal_inactive`);
+//!
+//!    2b. an app subject's installation is active (`app_not_installed`
+//!    without a live one, `app_suspended`; ADR 0023 §6);
 //! 3. the resource exists and the subject can read it (NotFound `no_grant`,
 //!    or `not_self` for another's stream or lease);
 //! 4. the subject's level reaches the action's (`level_insufficient`);
+//!
+//!    4b. an app subject holds the action's scope (`scope_missing`), after
+//!    readability so a hidden place stays hidden;
 //! 5. a write respects the channel's state (`channel_archived`, then
 //!    `channel_read_only` below admin);
 //! 6. the action's rule holds for the principals the request names.
@@ -25,6 +31,7 @@ pub use action::{Action, Requirement, Rule, Subjects};
 pub use level::Level;
 pub use resource::{ChannelState, Place, PlaceKind, PlaceRef, Resource, ResourceKind};
 
+use crate::domain::installation::{InstallationFacts, InstallationState, Scope};
 use crate::domain::PrincipalKind;
 
 /// Who asks: a principal, or the operator through the admin token.
@@ -79,6 +86,9 @@ pub struct Facts {
     /// them up.
     pub channel_grants: Vec<Level>,
     pub named: Vec<Named>,
+    /// An app subject's live installation (`None`: it has none). Filled
+    /// for app subjects only; never read for any other kind.
+    pub installation: Option<InstallationFacts>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,10 +109,13 @@ pub enum Reason {
     ChannelArchived,
     PrincipalInactive,
     NotTaskParticipant,
+    AppNotInstalled,
+    AppSuspended,
+    ScopeMissing,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 8] = [
+    pub const ALL: [Reason; 11] = [
         Reason::NoGrant,
         Reason::LevelInsufficient,
         Reason::SubjectKindNotAllowed,
@@ -111,6 +124,9 @@ impl Reason {
         Reason::ChannelArchived,
         Reason::PrincipalInactive,
         Reason::NotTaskParticipant,
+        Reason::AppNotInstalled,
+        Reason::AppSuspended,
+        Reason::ScopeMissing,
     ];
 
     /// The inverse of [`Reason::as_str`]: the audit's stored column and its
@@ -129,6 +145,9 @@ impl Reason {
             Reason::ChannelArchived => "channel_archived",
             Reason::PrincipalInactive => "principal_inactive",
             Reason::NotTaskParticipant => "not_task_participant",
+            Reason::AppNotInstalled => "app_not_installed",
+            Reason::AppSuspended => "app_suspended",
+            Reason::ScopeMissing => "scope_missing",
         }
     }
 }
@@ -186,14 +205,14 @@ fn decide(
     facts: &Facts,
 ) -> Result<(), Denial> {
     let need = action.requirement();
-    check_kind(subject, need.subjects)?;
-    check_active(subject)?;
+    check_subject(subject, action, facts.installation)?;
     let level = readable(subject, action, need.on, resource, facts)?;
     let level = match subject {
         Subject::Principal { kind, .. } => level::cap(*kind, level),
         Subject::Operator => level,
     };
     check_level(level, need.level)?;
+    check_scope(subject, need.scope, resource, facts)?;
     if need.writes {
         check_channel_state(resource, level)?;
     }
@@ -217,6 +236,70 @@ fn check_active(subject: &Subject) -> Result<(), Denial> {
         }
         _ => Ok(()),
     }
+}
+
+/// Steps 1, 2 and 2b: about the subject alone, never the resource, so a
+/// loader may refuse on them before reading the resource at all (and a
+/// Forbidden here leaks nothing of it).
+pub fn check_subject(
+    subject: &Subject,
+    action: Action,
+    installation: Option<InstallationFacts>,
+) -> Result<(), Denial> {
+    check_kind(subject, action.requirement().subjects)?;
+    check_active(subject)?;
+    check_installation(subject, installation)
+}
+
+/// Step 2b: an app acts only through an active installation.
+fn check_installation(
+    subject: &Subject,
+    installation: Option<InstallationFacts>,
+) -> Result<(), Denial> {
+    let Subject::Principal {
+        kind: PrincipalKind::App,
+        ..
+    } = subject
+    else {
+        return Ok(());
+    };
+    match installation.map(|i| i.state) {
+        Some(InstallationState::Active) => Ok(()),
+        Some(InstallationState::Suspended) => {
+            Err(Denial::of(Reason::AppSuspended, Answer::Forbidden))
+        }
+        None | Some(InstallationState::Uninstalled) => {
+            Err(Denial::of(Reason::AppNotInstalled, Answer::Forbidden))
+        }
+    }
+}
+
+/// Step 4b: an app holds the action's scope among its effective ones. A
+/// scope on a write into a place binds only in channels (places reached by
+/// grants): an app's own task conversations are its seed-000 contract and
+/// need none (ADR 0023 §1).
+fn check_scope(
+    subject: &Subject,
+    scope: Option<Scope>,
+    resource: &Resource,
+    facts: &Facts,
+) -> Result<(), Denial> {
+    let (
+        Subject::Principal {
+            kind: PrincipalKind::App,
+            ..
+        },
+        Some(scope),
+    ) = (subject, scope)
+    else {
+        return Ok(());
+    };
+    if resource.place().is_some_and(|p| !p.is_channel()) {
+        return Ok(());
+    }
+    let held = facts.installation.is_some_and(|i| i.scopes.contains(scope));
+    held.then_some(())
+        .ok_or(Denial::of(Reason::ScopeMissing, Answer::Forbidden))
 }
 
 /// Step 3: the subject's level on a resource of the action's kind that it

@@ -147,7 +147,15 @@ impl Reader {
         };
         let connected = result.is_ok();
         let kind = result.as_ref().err().and_then(RpcError::kind);
+        let installation_close = result
+            .as_ref()
+            .err()
+            .and_then(crate::handlers::network::close_for_refused_connect);
         self.finish(&id, name, started, result);
+        if let Some((code, reason)) = installation_close {
+            // After the answer is queued, so the app reads why.
+            self.conn.peer.close(code, reason);
+        }
         if !connected && self.conn.session.get().is_some() {
             // The connect failed (or panicked) after binding the session:
             // the socket is neither connected nor cleanly refused, so it

@@ -45,8 +45,9 @@ impl MarkDecided for PgConnection {
     }
 }
 
-/// Writes a pending message's verdict; a forward only while its task is
-/// active, and safe against a concurrent close.
+/// Writes a pending message's verdict; a forward only while its task and
+/// its app's installation are active, and safe against a concurrent close
+/// or suspend.
 async fn mark_decided(
     ex: &mut dyn Executor,
     message_id: Uuid,
@@ -61,7 +62,7 @@ async fn mark_decided(
         && !task_active_held(ex, message_id).await?
         && is_pending(ex, message_id).await?
     {
-        return Ok(Marked::TaskNotActive);
+        return Ok(Marked::NotApplicable);
     }
     let changed = ex
             .execute(
@@ -83,10 +84,27 @@ async fn mark_decided(
     })
 }
 
-/// Whether the message's task is active, holding its row (FOR SHARE) until
-/// commit: a close waits for this forward, or this forward sees the close
-/// (it re-reads the newest row version after waiting).
+/// Whether the message's task and its app's live installation are both
+/// active, holding both rows (FOR SHARE) until commit: a close or a
+/// suspend (an UPDATE, a row lock) waits for this forward, or this forward
+/// sees it (it re-reads the newest row versions after waiting). No live
+/// installation row: no forward (ADR 0023 §7). The installation is held
+/// first, then the task, the order uninstall takes them in (installation,
+/// then its tasks), so the two never wait on each other in a cycle.
 async fn task_active_held(ex: &mut dyn Executor, message_id: Uuid) -> StoreResult<bool> {
+    let installation = ex
+        .fetch_optional(
+            "SELECT i.state FROM messages m JOIN conversations c ON c.id = m.conversation_id \
+             JOIN tasks t ON t.id = c.task_id \
+             JOIN installations i ON i.app_id = t.app_id AND i.state <> 'uninstalled' \
+             WHERE m.id = $1 FOR SHARE OF i",
+            &[Arg::Id(message_id)],
+        )
+        .await?;
+    match installation {
+        Some(r) if r.text("state")? == "active" => {}
+        _ => return Ok(false),
+    }
     let row = ex
         .fetch_optional(
             "SELECT t.state FROM messages m JOIN conversations c ON c.id = m.conversation_id \

@@ -42,8 +42,9 @@ impl MarkDecided for SqliteConnection {
     }
 }
 
-/// Writes a pending message's verdict; a forward only while its task is
-/// active, and safe against a concurrent close.
+/// Writes a pending message's verdict; a forward only while its task and
+/// its app's installation are active, and safe against a concurrent close
+/// or suspend (ADR 0023 §7).
 async fn mark_decided(
     ex: &mut dyn Executor,
     message_id: Uuid,
@@ -54,14 +55,16 @@ async fn mark_decided(
         MessageOutcome::Forward { .. } => ("forwarded", None, true),
         MessageOutcome::Block { reason } => ("blocked", Some(reason.as_str()), false),
     };
-    // One statement, so the task check and the write happen under the
-    // same write lock as any task close.
+    // One statement, so the task and installation checks and the write
+    // happen under the same write lock as any task close or suspend.
     let changed = ex
             .execute(
                 "UPDATE messages SET verdict = $1, verdict_reason = $2, listed = $5, recipient_count = $6 \
                  WHERE id = $3 AND verdict = 'pending' \
                  AND (NOT $4 OR EXISTS (SELECT 1 FROM conversations c JOIN tasks t ON t.id = c.task_id \
-                                        WHERE c.id = messages.conversation_id AND t.state = 'active'))",
+                                        WHERE c.id = messages.conversation_id AND t.state = 'active' \
+                                        AND EXISTS (SELECT 1 FROM installations i \
+                                                    WHERE i.app_id = t.app_id AND i.state = 'active')))",
                 &[
                     Arg::Text(verdict),
                     Arg::OptText(reason),
@@ -75,7 +78,7 @@ async fn mark_decided(
     Ok(if changed > 0 {
         Marked::Applied
     } else if forward && is_pending(ex, message_id).await? {
-        Marked::TaskNotActive
+        Marked::NotApplicable
     } else {
         Marked::AlreadyDecided
     })

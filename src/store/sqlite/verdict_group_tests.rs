@@ -61,7 +61,16 @@ async fn principal(s: &SqliteStore, kind: PrincipalKind) -> Uuid {
             )
             .unwrap();
             {
-                s.create_app(&p, &m, &key, None, None).await.unwrap();
+                // Installed: an accept needs an active installation.
+                let install = crate::store::RegistrationInstall::new(
+                    id,
+                    &m,
+                    crate::domain::installation::Actor::Operator,
+                    1,
+                );
+                s.create_app(&p, &m, &key, Some(&install), None)
+                    .await
+                    .unwrap();
             }
         }
         _ => s.create_agent(&p, &key, None).await.unwrap(),
@@ -329,7 +338,7 @@ async fn a_forward_in_a_group_finds_its_task_closed() {
         .await,
     ];
     let decided = as_one_group(s, verdicts).await;
-    assert!(matches!(decided[0], MessageDecided::TaskNotActive));
+    assert!(matches!(decided[0], MessageDecided::NotApplicable));
     assert!(matches!(decided[1], MessageDecided::Applied(_)));
     assert_eq!(s.message(late).await.unwrap().unwrap().1, Verdict::Pending);
     assert!(

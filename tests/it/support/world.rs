@@ -177,6 +177,8 @@ pub async fn world(options: Options) -> World {
     let scout = owned_agent(&hub, &alex, "scout").await;
     let mut manifest = werewolf_manifest();
     manifest["name"] = json!("Bot");
+    // It sends into channels: that needs messages:write (ADR 0023 §1).
+    manifest["scopes"] = json!(["messages:write", "events:subscribe"]);
     let (bot_id, bot_key) = hub.register_app(&manifest).await;
     let bot = Member {
         id: bot_id.parse().unwrap(),

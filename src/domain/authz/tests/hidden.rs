@@ -159,6 +159,7 @@ fn a_missing_resource_ignores_every_fact_and_every_kind_is_not_found() {
             grants: vec![Level::Admin],
             channel_grants: vec![Level::Admin],
             named: vec![named(Some(PrincipalKind::Agent), true, true)],
+            installation: Some(installed()),
         },
     };
     for action in Action::ALL {

@@ -6,6 +6,7 @@ mod actions;
 mod actions_manage;
 mod catalogue;
 mod hidden;
+mod installations;
 mod levels;
 mod order;
 mod states;
@@ -39,6 +40,7 @@ pub fn request(grants: &[Level]) -> Context {
         facts: Facts {
             grants: grants.to_vec(),
             named: Vec::new(),
+            installation: Some(installed()),
             ..Facts::default()
         },
     }
@@ -50,8 +52,18 @@ pub fn naming(named: &[Named]) -> Context {
         facts: Facts {
             grants: Vec::new(),
             named: named.to_vec(),
+            installation: Some(installed()),
             ..Facts::default()
         },
+    }
+}
+
+/// An active installation holding every scope: what an app subject has
+/// in the tests not about installations (ignored for other kinds).
+pub fn installed() -> InstallationFacts {
+    InstallationFacts {
+        state: InstallationState::Active,
+        scopes: crate::domain::installation::ScopeSet::of(Scope::ALL),
     }
 }
 
