@@ -176,6 +176,23 @@ async fn suspend_closes_every_socket_with_4012_and_resume_restores(options: Opti
         (200, &body["installation"]),
         "a repeat changes nothing"
     );
+    // A suspended app's own key reads nothing and replaces nothing.
+    let own = format!("/api/v1/apps/{app}/installation");
+    let (status, body) = call(&hub, Method::GET, &own, &key, None).await;
+    assert_eq!(
+        (status, body["error"]["reason"].clone()),
+        (403, json!("app_suspended")),
+        "{body}"
+    );
+    let mut renamed = werewolf_manifest();
+    renamed["name"] = json!("renamed while suspended");
+    let upgrade = format!("/api/v1/apps/{app}/manifest");
+    let (status, body) = call(&hub, Method::PUT, &upgrade, &key, Some(&renamed)).await;
+    assert_eq!(
+        (status, body["error"]["reason"].clone()),
+        (403, json!("app_suspended")),
+        "{body}"
+    );
 
     let (status, body) = operator(&hub, Method::POST, &app, "installation/resume", None).await;
     assert_eq!(status, 200, "{body}");
