@@ -53,7 +53,9 @@ impl JsonSchema for NonNullJson {
         let inner = g.subschema_for::<Self>();
         schemars::json_schema!({
             "description": "Any JSON value but null, at every depth.",
-            "type": ["boolean", "number", "string", "array", "object"],
+            // `integer` beside `number` (which holds it) so that generated
+            // types keep integers integers.
+            "type": ["boolean", "integer", "number", "string", "array", "object"],
             "items": inner,
             "additionalProperties": inner,
         })
