@@ -10,6 +10,7 @@
 //! their own, [`Verdict::HubOnly`]: the schema accepts them, the hub
 //! refuses, and the schema's description names the rule.
 
+mod cards;
 mod manifests;
 mod param_cases;
 mod params;
