@@ -11,6 +11,7 @@
 //! refuses, and the schema's description names the rule.
 
 mod cards;
+mod leases;
 mod manifests;
 mod param_cases;
 mod params;
