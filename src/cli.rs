@@ -1,5 +1,6 @@
 //! The `switchboard` command line.
 
+mod apps;
 mod people;
 mod places;
 
@@ -89,7 +90,7 @@ pub enum Command {
     /// Operator helpers for apps.
     App {
         #[command(subcommand)]
-        command: AppCommand,
+        command: apps::AppCommand,
         #[command(flatten)]
         config: ConfigArgs,
     },
@@ -128,7 +129,7 @@ pub enum Command {
         #[command(flatten)]
         config: ConfigArgs,
     },
-    /// The audit of denials (ADR 0020 §4).
+    /// The audit of denials (ADR 0020 §4) and of owner actions (ADR 0023 §5).
     Audit {
         #[command(subcommand)]
         command: AuditCommand,
@@ -153,6 +154,20 @@ pub enum AuditCommand {
         #[arg(long, value_parser = parse_reason)]
         reason: Option<crate::domain::authz::Reason>,
         /// Records after this id (the last one printed).
+        #[arg(long)]
+        after: Option<Uuid>,
+        /// At most this many (default audit.page_default, at most audit.page_max).
+        #[arg(long)]
+        limit: Option<u32>,
+    },
+    /// Owner actions on apps (ADR 0023 §5) by id (oldest first), one line
+    /// each: id, time, actor kind and id, action, app, granted scopes and
+    /// state before and after.
+    Actions {
+        /// Only this app's actions.
+        #[arg(long)]
+        app: Option<Uuid>,
+        /// Actions after this id (the last one printed).
         #[arg(long)]
         after: Option<Uuid>,
         /// At most this many (default audit.page_default, at most audit.page_max).
@@ -235,25 +250,6 @@ pub enum AgentCommand {
     },
 }
 
-#[derive(Subcommand)]
-pub enum AppCommand {
-    /// Register an app from a manifest file and print its id and key (shown once).
-    Register {
-        #[arg(long)]
-        manifest: PathBuf,
-    },
-    /// Issue a new key and revoke the old ones.
-    RotateKey {
-        #[arg(long)]
-        id: Uuid,
-    },
-    /// Revoke every key of the app.
-    RevokeKey {
-        #[arg(long)]
-        id: Uuid,
-    },
-}
-
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
@@ -289,7 +285,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Agent { command, config } => agent(command, config.load()?).await,
-        Command::App { command, config } => app(command, config.load()?).await,
+        Command::App { command, config } => apps::app(command, config.load()?).await,
         Command::Person { command, config } => people::person(command, config.load()?).await,
         Command::Space { command, config } => places::space(command, config.load()?).await,
         Command::Channel { command, config } => places::channel(command, config.load()?).await,
@@ -302,13 +298,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 /// `switchboard audit list`: the audit of denials, straight from the store.
 async fn audit(command: AuditCommand, config: Config) -> anyhow::Result<()> {
     use crate::store::AuditFilter;
-    let AuditCommand::List {
-        actor,
-        action,
-        reason,
-        after,
-        limit,
-    } = command;
+    let (actor, action, reason, after, limit) = match command {
+        AuditCommand::List {
+            actor,
+            action,
+            reason,
+            after,
+            limit,
+        } => (actor, action, reason, after, limit),
+        AuditCommand::Actions { app, after, limit } => {
+            return apps::audit_actions(app, after, limit, config).await
+        }
+    };
     let max = config.audit.page_max;
     let limit = limit.unwrap_or(config.audit.page_default);
     if !(1..=max).contains(&limit) {
@@ -424,39 +425,6 @@ async fn agent(command: AgentCommand, config: Config) -> anyhow::Result<()> {
         }
         AgentCommand::RotateKey { id } => rotate(store.as_ref(), id, PrincipalKind::Agent).await,
         AgentCommand::RevokeKey { id } => revoke(store.as_ref(), id, PrincipalKind::Agent).await,
-    }
-}
-
-/// `switchboard app`: the operator's app commands, straight on the store.
-async fn app(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
-    let store = crate::store::open(&cfg).await?;
-    match command {
-        AppCommand::Register { manifest } => {
-            let text = std::fs::read_to_string(&manifest)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", manifest.display()))?;
-            let doc: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| anyhow::anyhow!("{} is not valid JSON: {e}", manifest.display()))?;
-            let install = (cfg.registration.install, identity::Registrant::Operator);
-            let app =
-                identity::register_app(store.as_ref(), &doc, &cfg.manifest_bounds(), install, None)
-                    .await
-                    .map_err(describe)?;
-            println!("app id:  {}", app.registered.id);
-            println!("app key: {}", app.registered.key.plaintext);
-            match &app.installation {
-                Some(i) => println!(
-                    "installation: {} ({}, scopes: {})",
-                    i.id,
-                    i.state.as_str(),
-                    i.effective().to_stored()
-                ),
-                None => println!("installation: none yet (registration.install = \"pending\")"),
-            }
-            println!("The key is shown only once; store it now.");
-            Ok(())
-        }
-        AppCommand::RotateKey { id } => rotate(store.as_ref(), id, PrincipalKind::App).await,
-        AppCommand::RevokeKey { id } => revoke(store.as_ref(), id, PrincipalKind::App).await,
     }
 }
 

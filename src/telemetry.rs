@@ -40,6 +40,8 @@ pub mod names {
     pub const AUTHZ_DENIALS: &str = "switchboard_authz_denials_total";
     pub const AUDIT_RECORDS_FLUSHED: &str = "switchboard_audit_records_flushed_total";
     pub const AUDIT_DENIALS_DROPPED: &str = "switchboard_audit_denials_dropped_total";
+    /// Installation lifecycle actions by `action` (ADR 0023 §11).
+    pub const APP_LIFECYCLE: &str = "switchboard_app_lifecycle_total";
 }
 
 pub fn init_logging(config: &LogConfig) {

@@ -64,4 +64,9 @@ async fn prune_audit(parts: &Retention) {
         Ok(n) => info!(deleted = n, "pruned audit records past retention"),
         Err(e) => warn!(error = %e, "audit pruning failed"),
     }
+    match parts.store.prune_actions(before).await {
+        Ok(0) => {}
+        Ok(n) => info!(deleted = n, "pruned owner actions past retention"),
+        Err(e) => warn!(error = %e, "owner action pruning failed"),
+    }
 }

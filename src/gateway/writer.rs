@@ -77,9 +77,6 @@ pub(super) async fn write_loop(
             }
         }
     }
-    if close.code == close_code::SLOW_CONSUMER {
-        metrics::counter!(names::DISCONNECTS, "reason" => "slow_consumer").increment(1);
-    }
     let close_frame = Message::Close(Some(CloseFrame {
         code: close.code,
         reason: Utf8Bytes::from(close.reason),

@@ -147,20 +147,36 @@ fn check_url_form(url: &str) -> Result<(), ApiError> {
     }
 }
 
-/// A typed body, with the path of the member at fault.
+/// A typed body, decoded as the gateway decodes params so the member at
+/// fault is named in the pointer (`/url` when it is missing, not the
+/// body's root with serde's "at line 1 column 2").
 fn decode_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    let de = &mut serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let pointer = if path == "." {
-            String::new()
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::invalid(
+            "invalid_json",
+            format!("the body is not valid JSON: {e}"),
+            Vec::new(),
+        )
+    })?;
+    crate::protocol::params::decode(Some(value)).map_err(|e| {
+        let mut detail = e.message.trim_start_matches("Invalid params: ").to_string();
+        let field = e
+            .data
+            .as_deref()
+            .and_then(|d| d["field"].as_str())
+            .unwrap_or("params")
+            .to_string();
+        let (pointer, message) = if field == "params" {
+            detail = "the body must be a JSON object".into();
+            (String::new(), "must be an object".to_string())
         } else {
-            format!("/{}", path.replace('.', "/"))
+            let rest = detail.strip_prefix(field.as_str()).unwrap_or(&detail);
+            let message = rest.trim_start_matches(':').trim_start().to_string();
+            (format!("/{}", field.replace('.', "/")), message)
         };
-        let message = e.into_inner().to_string();
         ApiError::invalid(
             "invalid_body",
-            format!("the body is invalid: {message}"),
+            format!("the body is invalid: {detail}"),
             vec![crate::domain::validate::FieldProblem { pointer, message }],
         )
     })

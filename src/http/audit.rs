@@ -1,5 +1,6 @@
 //! `GET /api/v1/audit`: the operator reads the audit of denials (ADR 0020
-//! §4), filtered by actor, action and reason, paged by record id.
+//! §4), filtered by actor, action and reason, paged by record id; and
+//! `GET /api/v1/audit/actions`, the owner actions on apps (ADR 0023 §5).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use super::query::{invalid, QueryParams};
 use crate::domain::authz::{Action, Reason};
 use crate::domain::event::rfc3339;
 use crate::hub::Hub;
-use crate::store::{AuditFilter, AuditRecord};
+use crate::store::{ActionFilter, ActionRecord, AuditFilter, AuditRecord};
 
 const PARAMS: [&str; 5] = ["after", "limit", "actorId", "action", "reason"];
 
@@ -28,17 +29,7 @@ struct PageQuery {
 
 fn page_query(query: &QueryParams, hub: &Hub) -> Result<PageQuery, ApiError> {
     query.only(&PARAMS)?;
-    let cfg = &hub.config.audit;
-    let limit = match query.number("limit")? {
-        None => cfg.page_default,
-        Some(n) if (1..=u64::from(cfg.page_max)).contains(&n) => n as u32,
-        Some(_) => {
-            return Err(invalid(
-                "limit",
-                format!("must be from 1 to {} (audit.page_max)", cfg.page_max),
-            ))
-        }
-    };
+    let limit = page_limit(query, hub)?;
     Ok(PageQuery {
         filter: AuditFilter {
             actor: query.uuid("actorId")?,
@@ -88,6 +79,65 @@ pub async fn list(
         })?;
     let mut body = json!({ "records": records.iter().map(record_json).collect::<Vec<_>>() });
     if records.len() == q.limit as usize {
+        if let Some(last) = records.last() {
+            body["nextAfter"] = json!(last.id);
+        }
+    }
+    Ok(Json(body))
+}
+
+const ACTION_PARAMS: [&str; 3] = ["after", "limit", "appId"];
+
+fn page_limit(query: &QueryParams, hub: &Hub) -> Result<u32, ApiError> {
+    let cfg = &hub.config.audit;
+    match query.number("limit")? {
+        None => Ok(cfg.page_default),
+        Some(n) if (1..=u64::from(cfg.page_max)).contains(&n) => Ok(n as u32),
+        Some(_) => Err(invalid(
+            "limit",
+            format!("must be from 1 to {} (audit.page_max)", cfg.page_max),
+        )),
+    }
+}
+
+fn action_json(r: &ActionRecord) -> Value {
+    let scopes = |s: Option<crate::domain::installation::ScopeSet>| s.map(|s| s.to_vec());
+    json!({
+        "id": r.id,
+        "actorKind": r.actor.kind_str(),
+        "actorId": r.actor.id(),
+        "action": r.action.as_str(),
+        "appId": r.app_id,
+        "scopesBefore": scopes(r.scopes_before),
+        "scopesAfter": scopes(r.scopes_after),
+        "stateBefore": r.state_before,
+        "stateAfter": r.state_after,
+        "at": rfc3339(r.at),
+    })
+}
+
+/// `GET /api/v1/audit/actions?after=&limit=&appId=`, behind `admin.token`:
+/// the owner actions on apps (ADR 0023 §5), `{records, nextAfter?}`.
+pub async fn list_actions(
+    State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+) -> Result<Json<Value>, ApiError> {
+    check_admin(&hub, &headers, remote).await?;
+    let query = QueryParams::parse(&uri)?;
+    query.only(&ACTION_PARAMS)?;
+    let limit = page_limit(&query, &hub)?;
+    let filter = ActionFilter {
+        app: query.uuid("appId")?,
+    };
+    let after = query.uuid("after")?;
+    let records = hub.store.actions(filter, after, limit).await.map_err(|e| {
+        tracing::error!(error = %e, "store failure");
+        ApiError::internal()
+    })?;
+    let mut body = json!({ "records": records.iter().map(action_json).collect::<Vec<_>>() });
+    if records.len() == limit as usize {
         if let Some(last) = records.last() {
             body["nextAfter"] = json!(last.id);
         }

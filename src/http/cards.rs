@@ -82,7 +82,13 @@ fn bad(code: &'static str, message: &str) -> ApiError {
 }
 
 /// `GET /api/v1/cards`: the installed cards.
-pub async fn list(State(hub): State<Arc<Hub>>) -> Result<Json<Value>, ApiError> {
+/// Takes no query: an unknown parameter is refused, as on every route
+/// that reads one, rather than silently ignored.
+pub async fn list(
+    State(hub): State<Arc<Hub>>,
+    query: super::query::QueryParams,
+) -> Result<Json<Value>, ApiError> {
+    query.only(&[])?;
     let cards = hub.store.cards().await.map_err(|e| {
         tracing::error!(error = %e, "store failure");
         ApiError::internal()

@@ -179,6 +179,13 @@ impl Idempotency {
         }))
     }
 
+    /// The key's scope narrowed to one target (an install's app), so a key
+    /// reused for another target is another request, never its replay.
+    pub(super) fn for_target(mut self, target: uuid::Uuid) -> Idempotency {
+        self.scope = format!("{}|{target}", self.scope);
+        self
+    }
+
     /// The replay body stores ids only: keys are shown once, so a replay
     /// withholds the key (`keyWithheld: true`).
     pub(super) fn record(
@@ -224,6 +231,20 @@ impl Idempotency {
                 |i| json!({ "installation": installation_summary(i) }),
             );
             self.record_with("appId", more)(id)
+        }
+    }
+
+    /// The record of a 201 whose whole replay body the caller builds (an
+    /// install's: the installation, the key withheld).
+    pub(super) fn record_answer(&self, response: Value) -> IdempotencyRecord {
+        IdempotencyRecord {
+            scope: self.scope.clone(),
+            key: self.key.clone(),
+            result: IdempotentResponse {
+                request_hash: self.request_hash.clone(),
+                status: 201,
+                response: response.to_string(),
+            },
         }
     }
 

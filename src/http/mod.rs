@@ -39,6 +39,28 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/v1/keys/rotate", post(identity::rotate_key))
         .route("/api/v1/keys/revoke", post(identity::revoke_key))
         .route("/api/v1/apps/{app_id}/ping", post(admin::ping_app))
+        .route(
+            "/api/v1/apps/{app_id}/installation",
+            post(installations::install)
+                .get(installations::read)
+                .delete(installations::uninstall),
+        )
+        .route(
+            "/api/v1/apps/{app_id}/installation/scopes",
+            put(installations::set_scopes),
+        )
+        .route(
+            "/api/v1/apps/{app_id}/installation/suspend",
+            post(installations::suspend),
+        )
+        .route(
+            "/api/v1/apps/{app_id}/installation/resume",
+            post(installations::resume),
+        )
+        .route(
+            "/api/v1/apps/{app_id}/manifest",
+            put(installations::upgrade),
+        )
         .route("/api/v1/people", post(people::create))
         .route("/api/v1/people/me/agents", get(people::my_agents))
         .route("/api/v1/people/{person_id}/disable", post(people::disable))
@@ -76,6 +98,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
             put(grants::add_member).delete(grants::remove_member),
         )
         .route("/api/v1/audit", get(audit::list))
+        .route("/api/v1/audit/actions", get(audit::list_actions))
         .route("/api/v1/events", get(events::catch_up))
         .route("/api/v1/cards", post(cards::install).get(cards::list))
         .route("/api/v1/webhooks/keys", get(webhook_keys))
@@ -149,7 +172,10 @@ fn check_origin(hub: &Hub, headers: &axum::http::HeaderMap) -> Result<(), ApiErr
 }
 
 /// The public webhook signing keys, for receivers to verify with.
-async fn webhook_keys(State(hub): State<Arc<Hub>>) -> Response {
+async fn webhook_keys(State(hub): State<Arc<Hub>>, query: query::QueryParams) -> Response {
+    if let Err(unknown) = query.only(&[]) {
+        return unknown.into_response();
+    }
     match crate::webhooks::keys::published(hub.store.as_ref(), crate::domain::now_millis()).await {
         Ok(keys) => axum::Json(serde_json::json!({ "keys": keys })).into_response(),
         Err(e) => {

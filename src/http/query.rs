@@ -62,6 +62,10 @@ impl QueryParams {
     /// Refuses any parameter not in `known`.
     pub fn only(&self, known: &[&str]) -> Result<(), ApiError> {
         match self.0.keys().find(|k| !known.contains(&k.as_str())) {
+            Some(unknown) if known.is_empty() => Err(invalid(
+                unknown,
+                "is not known here (this route takes no query parameters)".into(),
+            )),
             Some(unknown) => Err(invalid(
                 unknown,
                 format!("is not known here (known: {})", known.join(", ")),

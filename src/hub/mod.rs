@@ -12,6 +12,7 @@ use tokio_util::task::TaskTracker;
 
 pub mod context;
 pub mod denials;
+pub mod installations;
 pub mod membership;
 pub mod rate;
 pub mod registry;

@@ -92,6 +92,17 @@ impl Registry {
         closed
     }
 
+    /// Closes every open socket of an app, whichever key it connected
+    /// with (an installation change is about the app, not a key), and
+    /// counts them.
+    pub fn close_app(&self, app_id: Uuid, code: u16, reason: &str) -> usize {
+        let open = self.connections(app_id);
+        for c in &open {
+            c.peer.close(code, reason);
+        }
+        open.len()
+    }
+
     pub fn len(&self) -> usize {
         self.by_principal.iter().map(|e| e.len()).sum()
     }

@@ -9,6 +9,7 @@ pub mod conversations;
 pub mod docs_tables;
 pub mod events;
 pub mod export;
+pub mod installations;
 pub mod network;
 pub mod params;
 pub mod router;
@@ -324,6 +325,7 @@ pub fn catalogue() -> Vec<MethodSpec> {
         notification_spec::<tasks::DispatchReleased>(),
         notification_spec::<tasks::DispatchHeld>(),
         notification_spec::<tasks::DispatchExpired>(),
+        notification_spec::<installations::InstallationChanged>(),
     ]
 }
 

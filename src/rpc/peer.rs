@@ -70,6 +70,11 @@ pub mod close_code {
     pub const KEY_REVOKED: u16 = 4003;
     pub const SLOW_CONSUMER: u16 = 4008;
     pub const RESYNC_REQUIRED: u16 = 4010;
+    /// The app's installation is not active (suspended, uninstalled, never
+    /// installed; ADR 0023 §12).
+    pub const APP_INACTIVE: u16 = 4012;
+    /// The app's installation lacks `events:subscribe`.
+    pub const SCOPE_MISSING: u16 = 4018;
 }
 
 /// A request to end the connection, read by the connection's loop.

@@ -14,119 +14,20 @@ use uuid::Uuid;
 
 use super::identity::{insert_idempotency, insert_key, IdentityDialect};
 use super::sql::{is_unique_violation, parsed, to_json, Arg, Database, Executor, Keyset, Row};
-use super::{IdempotencyRecord, NewKey, StoreError, StoreResult};
-use crate::domain::event::{NewEvent, StoredEvent};
+use super::{StoreError, StoreResult};
 use crate::domain::installation::{
-    effective_scopes, Actor, InstallationFacts, InstallationState, LifecycleAction, ScopeSet,
-    Transition, TransitionOutcome,
+    Actor, InstallationState, LifecycleAction, ScopeSet, Transition, TransitionOutcome,
 };
 use crate::domain::manifest::Manifest;
-use crate::domain::task::{Task, TaskState};
 use crate::domain::Millis;
 
 pub(super) use super::audit_actions::NewAction;
 pub use super::audit_actions::{ActionFilter, ActionRecord};
 
-/// An `installations` row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct InstallationRecord {
-    pub id: Uuid,
-    pub app_id: Uuid,
-    pub state: InstallationState,
-    /// What the manifest asked for at the last install or upgrade.
-    pub requested: ScopeSet,
-    /// What the operator consented to.
-    pub granted: ScopeSet,
-    pub created_at: Millis,
-    pub updated_at: Millis,
-}
-
-impl InstallationRecord {
-    /// Granted and still requested: what the app holds.
-    pub fn effective(&self) -> ScopeSet {
-        effective_scopes(self.requested, self.granted)
-    }
-
-    pub fn facts(&self) -> InstallationFacts {
-        InstallationFacts {
-            state: self.state,
-            scopes: self.effective(),
-        }
-    }
-}
-
-/// An operator's install of an app that has no live installation.
-#[derive(Clone, Debug)]
-pub struct NewInstallation {
-    pub id: Uuid,
-    pub app_id: Uuid,
-    /// The consent; `None` grants every scope the manifest requests. A
-    /// scope the manifest (read in the install's transaction) does not
-    /// request is a `Conflict`.
-    pub granted: Option<ScopeSet>,
-    /// Stored only when the app has no active key (after an uninstall),
-    /// so an installed app always has a way in and never two.
-    pub key: Option<NewKey>,
-    pub idem: Option<IdempotencyRecord>,
-    pub actor: Actor,
-    pub now: Millis,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Installed {
-    pub installation: InstallationRecord,
-    /// True when `NewInstallation::key` was stored.
-    pub key_issued: bool,
-}
-
-/// A write that changed a live row: the row before and after.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Changed {
-    pub before: InstallationRecord,
-    pub after: InstallationRecord,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct Upgraded {
-    /// The manifest the upgrade replaced.
-    pub previous: Manifest,
-    /// The live installation before and after; `None` for an app without
-    /// one (pending or uninstalled: only the manifest changed).
-    pub installation: Option<Changed>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transitioned {
-    Moved(Changed),
-    /// An idempotent repeat (suspend of a suspended one, resume of an
-    /// active one): nothing written, nothing audited.
-    Unchanged(InstallationRecord),
-}
-
-/// What an uninstall did, in its one transaction.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Uninstalled {
-    pub change: Changed,
-    pub revoked_keys: Vec<String>,
-    /// The tasks it failed.
-    pub failed_tasks: Vec<FailedTask>,
-    /// The leases it ended.
-    pub ended_leases: Vec<Uuid>,
-    /// Their events, stored: publish them after the commit.
-    pub events: Vec<StoredEvent>,
-}
-
-/// A task an uninstall failed: as it is now, and the state it failed from
-/// (who has heard of it differs: a waiting task only its initiator).
-#[derive(Clone, Debug, PartialEq)]
-pub struct FailedTask {
-    pub task: Task,
-    pub was: TaskState,
-}
-
-/// The events telling of a task an uninstall failed: the caller's, so the
-/// store writes them without knowing the protocol's names.
-pub type FailureEvents<'a> = &'a (dyn Fn(&FailedTask) -> Vec<NewEvent> + Send + Sync);
+pub use super::installation_records::{
+    ChangeEvents, Changed, Committed, FailedTask, FailureEvents, InstallationRecord, Installed,
+    NewInstallation, Transitioned, Uninstalled, Upgraded,
+};
 
 #[async_trait]
 pub trait InstallationStore: Send + Sync + 'static {
@@ -135,10 +36,16 @@ pub trait InstallationStore: Send + Sync + 'static {
     async fn installation(&self, app_id: Uuid) -> StoreResult<Option<InstallationRecord>>;
 
     /// Writes a new active installation (and the key, the idempotency
-    /// record and the audit row) in one transaction. `NotFound` for an id
-    /// that is no app; `Conflict` when a live installation exists or a
-    /// granted scope is not requested; `IdempotencyTaken` on a replay.
-    async fn install(&self, new: &NewInstallation) -> StoreResult<Installed>;
+    /// record, the audit row and `events` of it) in one transaction.
+    /// `NotFound` for an id that is no app; `Conflict` when a live
+    /// installation exists, the manifest requests other scopes than
+    /// `new.requested` or a granted scope is not requested;
+    /// `IdempotencyTaken` on a replay.
+    async fn install(
+        &self,
+        new: &NewInstallation,
+        events: ChangeEvents<'_>,
+    ) -> StoreResult<Installed>;
 
     /// Replaces the granted scopes of the live installation, read locked.
     /// `NotFound` without one; `Conflict` for a scope not requested.
@@ -148,17 +55,20 @@ pub trait InstallationStore: Send + Sync + 'static {
         granted: ScopeSet,
         actor: Actor,
         now: Millis,
-    ) -> StoreResult<Changed>;
+        events: ChangeEvents<'_>,
+    ) -> StoreResult<Committed<Changed>>;
 
     /// Replaces the app's manifest and, with a live installation (read
     /// locked), its requested scopes, keeping granted only what is still
-    /// requested. `NotFound` for an id that is no app.
+    /// requested; `events` of the new row written with it. `NotFound` for
+    /// an id that is no app.
     async fn upgrade(
         &self,
         app_id: Uuid,
         manifest: &Manifest,
         actor: Actor,
         now: Millis,
+        events: ChangeEvents<'_>,
     ) -> StoreResult<Upgraded>;
 
     /// Suspends or resumes installation `id`: a compare-and-swap on its
@@ -166,13 +76,15 @@ pub trait InstallationStore: Send + Sync + 'static {
     /// the current state when the move is refused. An uninstall has
     /// effects beyond the row and is [`InstallationStore::uninstall`]:
     /// `Transition::Uninstall` here is a `Conflict` that writes nothing.
+    /// `events` of a moved row are written with it.
     async fn transition(
         &self,
         id: Uuid,
         transition: Transition,
         actor: Actor,
         now: Millis,
-    ) -> StoreResult<Transitioned>;
+        events: ChangeEvents<'_>,
+    ) -> StoreResult<Committed<Transitioned>>;
 
     /// Uninstalls installation `id` in one transaction: the state's CAS,
     /// every key of the app revoked, its grants deleted (and the rights
@@ -391,7 +303,11 @@ where
             .transpose()
     }
 
-    async fn install(&self, new: &NewInstallation) -> StoreResult<Installed> {
+    async fn install(
+        &self,
+        new: &NewInstallation,
+        events: ChangeEvents<'_>,
+    ) -> StoreResult<Installed> {
         let mut tx = self.begin().await?;
         insert_idempotency(&mut *tx, new.idem.as_ref(), new.now).await?;
         D::lock_principal(&mut *tx, new.app_id).await?;
@@ -405,7 +321,12 @@ where
             return Err(already_installed());
         }
         let requested = manifest.requested_scopes();
-        let granted = new.granted.unwrap_or(requested);
+        if requested != new.requested {
+            return Err(StoreError::Conflict(
+                "the manifest changed meanwhile".into(),
+            ));
+        }
+        let granted = new.granted;
         if !granted.is_subset_of(requested) {
             return Err(not_requested(granted.minus(requested)));
         }
@@ -429,10 +350,12 @@ where
         NewAction::of(new.actor, LifecycleAction::Install, None, &record)
             .record(&mut *tx)
             .await?;
+        let events = tx.append_events(&events(&record), new.now).await?;
         tx.commit().await?;
         Ok(Installed {
             installation: record,
             key_issued,
+            events,
         })
     }
 
@@ -442,7 +365,8 @@ where
         granted: ScopeSet,
         actor: Actor,
         now: Millis,
-    ) -> StoreResult<Changed> {
+        events: ChangeEvents<'_>,
+    ) -> StoreResult<Committed<Changed>> {
         let mut tx = self.begin().await?;
         let before = locked::<D>(&mut *tx, LIVE, Arg::Id(app_id))
             .await?
@@ -459,8 +383,12 @@ where
         NewAction::of(actor, LifecycleAction::ScopesUpdate, Some(&before), &after)
             .record(&mut *tx)
             .await?;
+        let events = tx.append_events(&events(&after), now).await?;
         tx.commit().await?;
-        Ok(Changed { before, after })
+        Ok(Committed {
+            change: Changed { before, after },
+            events,
+        })
     }
 
     async fn upgrade(
@@ -469,6 +397,7 @@ where
         manifest: &Manifest,
         actor: Actor,
         now: Millis,
+        events: ChangeEvents<'_>,
     ) -> StoreResult<Upgraded> {
         let json = to_json(manifest)?;
         let mut tx = self.begin().await?;
@@ -505,10 +434,16 @@ where
         }
         .record(&mut *tx)
         .await?;
+        let written = match &installation {
+            Some(c) => events(&c.after),
+            None => Vec::new(),
+        };
+        let events = tx.append_events(&written, now).await?;
         tx.commit().await?;
         Ok(Upgraded {
             previous,
             installation,
+            events,
         })
     }
 
@@ -518,7 +453,8 @@ where
         transition: Transition,
         actor: Actor,
         now: Millis,
-    ) -> StoreResult<Transitioned> {
+        events: ChangeEvents<'_>,
+    ) -> StoreResult<Committed<Transitioned>> {
         if transition == Transition::Uninstall {
             return Err(StoreError::Conflict(
                 "an uninstall is InstallationStore::uninstall".into(),
@@ -530,13 +466,20 @@ where
             .ok_or(StoreError::NotFound)?;
         let Some(after) = move_state(&mut *tx, &before, transition, now).await? else {
             tx.rollback().await?;
-            return Ok(Transitioned::Unchanged(before));
+            return Ok(Committed {
+                change: Transitioned::Unchanged(before),
+                events: Vec::new(),
+            });
         };
         NewAction::of(actor, transition.action(), Some(&before), &after)
             .record(&mut *tx)
             .await?;
+        let events = tx.append_events(&events(&after), now).await?;
         tx.commit().await?;
-        Ok(Transitioned::Moved(Changed { before, after }))
+        Ok(Committed {
+            change: Transitioned::Moved(Changed { before, after }),
+            events,
+        })
     }
 
     async fn uninstall(

@@ -24,6 +24,7 @@ mod group_commit;
 mod group_sends;
 mod group_verdicts;
 mod identity;
+mod installation_records;
 pub(crate) mod installations;
 mod jobs;
 mod leases;
@@ -57,8 +58,9 @@ pub use identity::{
     OwnedAgent, OwnedKey, PrincipalRecord,
 };
 pub use installations::{
-    ActionFilter, ActionRecord, Changed, FailedTask, FailureEvents, InstallationRecord,
-    InstallationStore, Installed, NewInstallation, Transitioned, Uninstalled, Upgraded,
+    ActionFilter, ActionRecord, ChangeEvents, Changed, Committed, FailedTask, FailureEvents,
+    InstallationRecord, InstallationStore, Installed, NewInstallation, Transitioned, Uninstalled,
+    Upgraded,
 };
 pub use jobs::{Job, JobKind, JobStore, NewJob};
 pub use leases::{CreatedLease, LeaseAccess, LeaseChange, NewLease};

@@ -28,8 +28,13 @@ pub(super) async fn run<D>(
 where
     D: Database + IdentityDialect + InstallationDialect,
 {
+    // Read before the transaction: on SQLite a transaction that reads
+    // first cannot wait for another writer's lock (the upgrade to a write
+    // fails at once), so its first statement is the lock below.
+    let app_id = app_of(&mut *db.read().await?, id)
+        .await?
+        .ok_or(StoreError::NotFound)?;
     let mut tx = db.begin().await?;
-    let app_id = app_of(&mut *tx, id).await?.ok_or(StoreError::NotFound)?;
     // The principal first, as every writer of this area locks: a key
     // rotation cannot mint a key the revoke below misses.
     D::lock_principal(&mut *tx, app_id).await?;
@@ -58,7 +63,8 @@ where
     })
 }
 
-/// An installation's app (never changes, so read without a lock).
+/// An installation's app (it never changes, so it is read outside the
+/// uninstall's transaction).
 async fn app_of(ex: &mut dyn Executor, id: Uuid) -> StoreResult<Option<Uuid>> {
     ex.fetch_optional(
         "SELECT app_id FROM installations WHERE id = $1",

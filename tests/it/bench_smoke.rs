@@ -146,18 +146,26 @@ fn processes_naming(needle: &str) -> Vec<u32> {
 async fn an_interrupted_bench_stops_its_postgres() {
     let mut bench = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .args(["bench", "--scenario", "fanout", "--backend", "postgres"])
-        .args(["--fanout-sizes", "3", "--fanout-deliveries", "3000000"])
+        // A tiny ceiling, then a hub run paced to last minutes: PostgreSQL
+        // starts at once and is still serving when the signal comes, however
+        // loaded the machine (a large ceiling first made the wait a race).
+        .args(["--fanout-sizes", "3", "--fanout-deliveries", "3000"])
+        .args(["--fanout-rate", "5"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
     let needle = format!("switchboard-bench-pg-{}/data", bench.id().unwrap());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while processes_naming(&needle).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "no PostgreSQL started"
+        );
+        assert!(
+            bench.try_wait().unwrap().is_none(),
+            "the bench ended before its PostgreSQL started"
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }

@@ -219,7 +219,7 @@ const NOT_FOUND_SPELLINGS: [&str; 6] = [
 
 /// The places outside `access` that may spell a NotFound, each with why:
 /// none of them answers about a resource a principal names.
-const NOT_FOUND_ALLOWED: [(&str, &str); 6] = [
+const NOT_FOUND_ALLOWED: [(&str, &str); 7] = [
     // The Refusal -> 404 translation of what `access::reject` decided.
     ("http/error.rs", "StatusCode::NOT_FOUND"),
     // REST messages run the gateway's handlers: their RpcError (built by
@@ -234,6 +234,11 @@ const NOT_FOUND_ALLOWED: [(&str, &str); 6] = [
     // app the operator looks up): the operator is no principal, nothing
     // is hidden from it.
     ("http/admin.rs", "ApiError::not_found("),
+    // The installation routes (ADR 0023 §4, §5): operator routes, and two
+    // an app reaches with its key for its own id only, where any other id
+    // is answered `app not found` before anything is read, so another
+    // app's id answers exactly as a missing one.
+    ("http/installations.rs", "ApiError::not_found("),
 ];
 
 /// The files that answer a principal's requests: the handlers and every

@@ -5,7 +5,9 @@
 mod support;
 
 mod audit;
+mod bad_input;
 mod bench_smoke;
+mod canaries;
 mod cards;
 mod conversations;
 mod egress;
@@ -29,6 +31,7 @@ mod places;
 mod schema_agreement;
 mod schema_drift;
 mod server_calls;
+mod slow_consumer;
 mod store_audit;
 mod store_contract;
 mod store_installations;

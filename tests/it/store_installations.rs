@@ -4,7 +4,9 @@
 //! is requested, uninstall's effects row by row, the rows changed since, and
 //! an audit that holds no value a caller wrote.
 
+use serde_json::json;
 use switchboard::config::Config;
+use switchboard::domain::event::NewEvent;
 use switchboard::domain::installation::{
     Actor, InstallationState, LifecycleAction, Scope, ScopeSet, Transition,
 };
@@ -81,6 +83,8 @@ async fn pending_app(store: &DynStore) -> (Uuid, String) {
     (p.id, key.key_id)
 }
 
+/// The operator's install of `app_id`, which requests what a seed-000
+/// manifest does; `None` grants all of it.
 pub(crate) fn operator_install(
     app_id: Uuid,
     granted: Option<ScopeSet>,
@@ -89,7 +93,8 @@ pub(crate) fn operator_install(
     NewInstallation {
         id: Uuid::now_v7(),
         app_id,
-        granted,
+        requested: events(),
+        granted: granted.unwrap_or(events()),
         key: None,
         idem: None,
         actor: Actor::Operator,
@@ -97,11 +102,22 @@ pub(crate) fn operator_install(
     }
 }
 
+/// A change that tells nobody (the store's callers build the events).
+pub(crate) fn no_events(_: &InstallationRecord) -> Vec<NewEvent> {
+    Vec::new()
+}
+
+/// A change told to its app, as the hub tells `app/installation/changed`.
+pub(crate) fn told(i: &InstallationRecord) -> Vec<NewEvent> {
+    let payload = json!({"installationId": i.id, "granted": i.granted.to_stored()});
+    vec![NewEvent::new(i.app_id, "app/installation/changed", payload)]
+}
+
 /// An installed, active app.
 pub(crate) async fn installed_app(store: &DynStore) -> (Uuid, InstallationRecord) {
     let (app, _) = pending_app(store).await;
     let i = store
-        .install(&operator_install(app, None, T))
+        .install(&operator_install(app, None, T), &no_events)
         .await
         .unwrap()
         .installation;
@@ -171,11 +187,10 @@ async fn an_install_is_the_one_live_row_of_its_app(store: DynStore, _raw: Legacy
     let (app, key_id) = pending_app(&store).await;
     conflict(
         store
-            .install(&operator_install(
-                app,
-                Some(ScopeSet::of([Scope::MessagesWrite])),
-                T,
-            ))
+            .install(
+                &operator_install(app, Some(ScopeSet::of([Scope::MessagesWrite])), T),
+                &no_events,
+            )
             .await,
         "not requested by the manifest: messages:write",
     );
@@ -186,11 +201,15 @@ async fn an_install_is_the_one_live_row_of_its_app(store: DynStore, _raw: Legacy
     );
     not_found(
         store
-            .install(&operator_install(Uuid::new_v4(), None, T))
+            .install(&operator_install(Uuid::new_v4(), None, T), &no_events)
             .await,
     );
     let agent = agent_in(&store, "not an app").await;
-    not_found(store.install(&operator_install(agent, None, T)).await);
+    not_found(
+        store
+            .install(&operator_install(agent, None, T), &no_events)
+            .await,
+    );
 
     // The app still has its key: a key offered is not stored.
     let (_, offered) = new_key(PrincipalKind::App);
@@ -198,8 +217,13 @@ async fn an_install_is_the_one_live_row_of_its_app(store: DynStore, _raw: Legacy
         key: Some(offered.clone()),
         ..operator_install(app, Some(ScopeSet::EMPTY), T + 1)
     };
-    let installed = store.install(&new).await.unwrap();
+    let installed = store.install(&new, &told).await.unwrap();
     assert!(!installed.key_issued);
+    assert_eq!(installed.events.len(), 1, "the event is written with it");
+    assert_eq!(
+        store.events_after(app, 0, 10).await.unwrap(),
+        installed.events
+    );
     assert!(store.key(&offered.key_id).await.unwrap().is_none());
     assert!(store
         .key(&key_id)
@@ -219,7 +243,9 @@ async fn an_install_is_the_one_live_row_of_its_app(store: DynStore, _raw: Legacy
     assert_eq!(store.installation(app).await.unwrap(), Some(i));
 
     conflict(
-        store.install(&operator_install(app, None, T + 2)).await,
+        store
+            .install(&operator_install(app, None, T + 2), &no_events)
+            .await,
         "installed already",
     );
     // Racing installs of one app: one row, the others conflict.
@@ -228,7 +254,9 @@ async fn an_install_is_the_one_live_row_of_its_app(store: DynStore, _raw: Legacy
     for n in 0..6 {
         let store = store.clone();
         racing.push(tokio::spawn(async move {
-            store.install(&operator_install(racer, None, T + n)).await
+            store
+                .install(&operator_install(racer, None, T + n), &no_events)
+                .await
         }));
     }
     let mut won = 0;
@@ -246,9 +274,10 @@ async fn transitions_compare_and_swap_and_repeats_write_nothing(store: DynStore,
     let (app, i) = installed_app(&store).await;
     let op = Actor::Operator;
     let moved = store
-        .transition(i.id, Transition::Suspend, op, T + 10)
+        .transition(i.id, Transition::Suspend, op, T + 10, &no_events)
         .await
-        .unwrap();
+        .unwrap()
+        .change;
     let Transitioned::Moved(c) = moved else {
         panic!("{moved:?}")
     };
@@ -257,10 +286,11 @@ async fn transitions_compare_and_swap_and_repeats_write_nothing(store: DynStore,
     assert_eq!(c.after.updated_at, T + 10);
     assert_eq!(store.installation(app).await.unwrap(), Some(c.after));
     let again = store
-        .transition(i.id, Transition::Suspend, op, T + 11)
+        .transition(i.id, Transition::Suspend, op, T + 11, &told)
         .await
         .unwrap();
-    assert_eq!(again, Transitioned::Unchanged(c.after), "no write");
+    assert_eq!(again.change, Transitioned::Unchanged(c.after), "no write");
+    assert!(again.events.is_empty(), "nor an event");
     assert_eq!(
         store.installation(app).await.unwrap().unwrap().updated_at,
         T + 10
@@ -272,14 +302,20 @@ async fn transitions_compare_and_swap_and_repeats_write_nothing(store: DynStore,
         let store = store.clone();
         racing.push(tokio::spawn(async move {
             store
-                .transition(i.id, Transition::Resume, Actor::Operator, T + 20 + n)
+                .transition(
+                    i.id,
+                    Transition::Resume,
+                    Actor::Operator,
+                    T + 20 + n,
+                    &no_events,
+                )
                 .await
                 .unwrap()
         }));
     }
     let mut moves = 0;
     for r in racing {
-        if let Transitioned::Moved(c) = r.await.unwrap() {
+        if let Transitioned::Moved(c) = r.await.unwrap().change {
             assert_eq!(c.before.state, InstallationState::Suspended);
             moves += 1;
         }
@@ -301,7 +337,7 @@ async fn transitions_compare_and_swap_and_repeats_write_nothing(store: DynStore,
 
     conflict(
         store
-            .transition(i.id, Transition::Uninstall, op, T + 30)
+            .transition(i.id, Transition::Uninstall, op, T + 30, &no_events)
             .await,
         "InstallationStore::uninstall",
     );
@@ -311,7 +347,7 @@ async fn transitions_compare_and_swap_and_repeats_write_nothing(store: DynStore,
     );
     not_found(
         store
-            .transition(Uuid::now_v7(), Transition::Suspend, op, T)
+            .transition(Uuid::now_v7(), Transition::Suspend, op, T, &no_events)
             .await,
     );
     store
@@ -320,7 +356,7 @@ async fn transitions_compare_and_swap_and_repeats_write_nothing(store: DynStore,
         .unwrap();
     for t in [Transition::Suspend, Transition::Resume] {
         conflict(
-            store.transition(i.id, t, op, T + 41).await,
+            store.transition(i.id, t, op, T + 41, &no_events).await,
             "is uninstalled",
         );
     }
@@ -333,11 +369,21 @@ async fn transitions_compare_and_swap_and_repeats_write_nothing(store: DynStore,
 async fn set_scopes_replaces_granted_within_what_is_requested(store: DynStore, _raw: LegacyDb) {
     let (app, i) = installed_app(&store).await;
     let person = Uuid::now_v7();
-    let c = store
-        .set_scopes(app, ScopeSet::EMPTY, Actor::Person(person), T + 5)
+    let written = store
+        .set_scopes(app, ScopeSet::EMPTY, Actor::Person(person), T + 5, &told)
         .await
         .unwrap();
+    let c = written.change;
     assert_eq!(c.before, i);
+    // The events the caller built of the new row, written with it.
+    assert_eq!(written.events.len(), 1);
+    assert_eq!(written.events[0].audience, app);
+    let logged = store.events_after(app, 0, 10).await.unwrap();
+    assert_eq!(logged, written.events);
+    assert_eq!(
+        logged[0].payload.to_value(),
+        json!({"installationId": i.id, "granted": ""})
+    );
     assert_eq!(
         (c.after.requested, c.after.granted),
         (events(), ScopeSet::EMPTY)
@@ -351,20 +397,22 @@ async fn set_scopes_replaces_granted_within_what_is_requested(store: DynStore, _
                 ScopeSet::of([Scope::EventsSubscribe, Scope::CommandsWrite]),
                 Actor::Operator,
                 T + 6,
+                &no_events,
             )
             .await,
         "not requested by the manifest: commands:write",
     );
     assert_eq!(store.installation(app).await.unwrap(), Some(c.after));
     let back = store
-        .set_scopes(app, events(), Actor::Operator, T + 7)
+        .set_scopes(app, events(), Actor::Operator, T + 7, &no_events)
         .await
         .unwrap();
-    assert_eq!(back.after.effective(), events());
+    assert_eq!(back.change.after.effective(), events());
+    assert!(back.events.is_empty());
     let (pending, _) = pending_app(&store).await;
     not_found(
         store
-            .set_scopes(pending, ScopeSet::EMPTY, Actor::Operator, T)
+            .set_scopes(pending, ScopeSet::EMPTY, Actor::Operator, T, &no_events)
             .await,
     );
     let audit = store
@@ -398,7 +446,7 @@ async fn upgrade_keeps_granted_only_what_is_still_requested(store: DynStore, raw
     let mut next = werewolf();
     next.description = "the second edition".into();
     let up = store
-        .upgrade(app, &next, Actor::App(app), T + 50)
+        .upgrade(app, &next, Actor::App(app), T + 50, &no_events)
         .await
         .unwrap();
     assert_eq!(up.previous.description, format!("a game {CANARY}"));
@@ -417,11 +465,11 @@ async fn upgrade_keeps_granted_only_what_is_still_requested(store: DynStore, raw
     // Withheld before the upgrade, still withheld after: a scope the new
     // manifest requests again waits for consent.
     store
-        .set_scopes(app, ScopeSet::EMPTY, Actor::Operator, T + 51)
+        .set_scopes(app, ScopeSet::EMPTY, Actor::Operator, T + 51, &no_events)
         .await
         .unwrap();
     let up = store
-        .upgrade(app, &werewolf(), Actor::Operator, T + 52)
+        .upgrade(app, &werewolf(), Actor::Operator, T + 52, &no_events)
         .await
         .unwrap();
     let c = up.installation.unwrap();
@@ -434,7 +482,7 @@ async fn upgrade_keeps_granted_only_what_is_still_requested(store: DynStore, raw
     // Without a live installation only the manifest changes.
     let (pending, _) = pending_app(&store).await;
     let up = store
-        .upgrade(pending, &next, Actor::Operator, T + 53)
+        .upgrade(pending, &next, Actor::Operator, T + 53, &no_events)
         .await
         .unwrap();
     assert_eq!(up.installation, None);
@@ -446,7 +494,7 @@ async fn upgrade_keeps_granted_only_what_is_still_requested(store: DynStore, raw
     );
     not_found(
         store
-            .upgrade(Uuid::new_v4(), &next, Actor::Operator, T)
+            .upgrade(Uuid::new_v4(), &next, Actor::Operator, T, &no_events)
             .await,
     );
 }
@@ -467,7 +515,13 @@ async fn changed_since_sees_every_write_of_every_state(store: DynStore, _raw: Le
         []
     );
     store
-        .transition(first.id, Transition::Suspend, Actor::Operator, T + 10)
+        .transition(
+            first.id,
+            Transition::Suspend,
+            Actor::Operator,
+            T + 10,
+            &no_events,
+        )
         .await
         .unwrap();
     store
@@ -486,11 +540,11 @@ async fn changed_since_sees_every_write_of_every_state(store: DynStore, _raw: Le
         [(second.id, InstallationState::Uninstalled)]
     );
     store
-        .set_scopes(one, ScopeSet::EMPTY, Actor::Operator, T + 30)
+        .set_scopes(one, ScopeSet::EMPTY, Actor::Operator, T + 30, &no_events)
         .await
         .unwrap();
     store
-        .upgrade(two, &werewolf(), Actor::Operator, T + 40)
+        .upgrade(two, &werewolf(), Actor::Operator, T + 40, &no_events)
         .await
         .unwrap();
     assert_eq!(

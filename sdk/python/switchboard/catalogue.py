@@ -66,6 +66,7 @@ from .types import (
     app_event_ack_result_schema,
     app_identity_get_params_schema,
     app_identity_get_result_schema,
+    app_installation_changed_params_schema,
     app_message_authorize_params_schema,
     app_message_authorize_result_schema,
     app_message_send_params_schema,
@@ -161,6 +162,7 @@ AGENT_MESSAGE_DELIVERY: Method[agent_message_delivery_params_schema.AgentMessage
 AGENT_DISPATCH_RELEASED: Method[agent_dispatch_released_params_schema.AgentDispatchReleased, BaseModel] = Method('agent/dispatch/released', 'event', None, agent_dispatch_released_params_schema.AgentDispatchReleased, None)
 AGENT_DISPATCH_HELD: Method[agent_dispatch_held_params_schema.AgentDispatchHeld, BaseModel] = Method('agent/dispatch/held', 'event', None, agent_dispatch_held_params_schema.AgentDispatchHeld, None)
 AGENT_DISPATCH_EXPIRED: Method[agent_dispatch_expired_params_schema.AgentDispatchExpired, BaseModel] = Method('agent/dispatch/expired', 'event', None, agent_dispatch_expired_params_schema.AgentDispatchExpired, None)
+APP_INSTALLATION_CHANGED: Method[app_installation_changed_params_schema.AppInstallationChanged, BaseModel] = Method('app/installation/changed', 'event', None, app_installation_changed_params_schema.AppInstallationChanged, None)
 
 ALL: dict[str, Method] = {
     AGENT_NETWORK_CONNECT.name: AGENT_NETWORK_CONNECT,
@@ -218,4 +220,5 @@ ALL: dict[str, Method] = {
     AGENT_DISPATCH_RELEASED.name: AGENT_DISPATCH_RELEASED,
     AGENT_DISPATCH_HELD.name: AGENT_DISPATCH_HELD,
     AGENT_DISPATCH_EXPIRED.name: AGENT_DISPATCH_EXPIRED,
+    APP_INSTALLATION_CHANGED.name: APP_INSTALLATION_CHANGED,
 }

@@ -94,6 +94,12 @@ pub async fn run(hub: Arc<Hub>, socket: WebSocket, remote: IpAddr) {
         in_flight_ids: Arc::default(),
     };
     reader.read_loop(stream).await;
+    // Counted here, as the read loop ends on the close request, not when the
+    // writer gets to its close frame: a slow consumer's writer is typically
+    // blocked on the socket and aborted below, and then never gets there.
+    if peer.close_requested().map(|c| c.code) == Some(close_code::SLOW_CONSUMER) {
+        metrics::counter!(names::DISCONNECTS, "reason" => "slow_consumer").increment(1);
+    }
 
     // Every pending hub call fails now, not at its timeout.
     peer.shutdown();

@@ -8,7 +8,7 @@ use switchboard::domain::installation::{
 };
 use switchboard::store::{ActionFilter, DynStore};
 
-use super::{installed_app, postgres_store, sqlite_store, CANARY, T};
+use super::{installed_app, no_events, postgres_store, sqlite_store, CANARY, T};
 use crate::store_contract::werewolf;
 use crate::support::legacy_db::LegacyDb;
 
@@ -18,21 +18,21 @@ async fn the_audit_holds_ids_names_and_times_only(store: DynStore, raw: LegacyDb
     let (app, i) = installed_app(&store).await;
     let op = Actor::Operator;
     store
-        .set_scopes(app, ScopeSet::EMPTY, op, T + 1)
+        .set_scopes(app, ScopeSet::EMPTY, op, T + 1, &no_events)
         .await
         .unwrap();
     store
-        .transition(i.id, Transition::Suspend, op, T + 2)
+        .transition(i.id, Transition::Suspend, op, T + 2, &no_events)
         .await
         .unwrap();
     store
-        .transition(i.id, Transition::Resume, op, T + 3)
+        .transition(i.id, Transition::Resume, op, T + 3, &no_events)
         .await
         .unwrap();
     let mut next = werewolf();
     next.description = format!("second {CANARY}");
     store
-        .upgrade(app, &next, Actor::App(app), T + 4)
+        .upgrade(app, &next, Actor::App(app), T + 4, &no_events)
         .await
         .unwrap();
     store

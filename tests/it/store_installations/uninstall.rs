@@ -20,7 +20,9 @@ use switchboard::store::{
 };
 use uuid::Uuid;
 
-use super::{actions_of, installed_app, operator_install, postgres_store, sqlite_store, T};
+use super::{
+    actions_of, installed_app, no_events, operator_install, postgres_store, sqlite_store, T,
+};
 use crate::store_contract::{agent_in, new_key, send_to};
 use crate::store_places::{channel, grant, someone, space};
 use crate::support::legacy_db::LegacyDb;
@@ -364,7 +366,7 @@ async fn check_reinstall(store: &DynStore, raw: &LegacyDb, s: &Setup) {
         key: Some(fresh.clone()),
         ..operator_install(s.app, None, T + 200)
     };
-    let again = store.install(&new).await.unwrap();
+    let again = store.install(&new, &no_events).await.unwrap();
     assert!(again.key_issued);
     assert_ne!(again.installation.id, s.installation.id);
     let key = store.key(&fresh.key_id).await.unwrap().unwrap();

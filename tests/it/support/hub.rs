@@ -139,6 +139,17 @@ impl TestHub {
         read_log(self.dir.path().join("hub.log"))
     }
 
+    /// The log written after byte `from`, and where it ends now: a test
+    /// reads only what one step of it made the hub write.
+    pub fn log_since(&self, from: usize) -> (String, usize) {
+        let bytes = std::fs::read(self.dir.path().join("hub.log")).unwrap_or_default();
+        let start = from.min(bytes.len());
+        (
+            String::from_utf8_lossy(&bytes[start..]).into_owned(),
+            bytes.len(),
+        )
+    }
+
     pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         let r = self
             .http

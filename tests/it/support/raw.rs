@@ -7,7 +7,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-type Ws =
+pub type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 pub struct RawSocket {
@@ -36,6 +36,19 @@ impl RawSocket {
             .send(Message::Text(text.into().into()))
             .await
             .expect("send");
+    }
+
+    pub async fn send_binary(&mut self, bytes: Vec<u8>) {
+        self.ws
+            .send(Message::Binary(bytes.into()))
+            .await
+            .expect("send");
+    }
+
+    /// Stops reading: the socket is handed back to the caller as the bare
+    /// stream, so a test can hold it open without reading a byte.
+    pub fn into_inner(self) -> Ws {
+        self.ws
     }
 
     pub async fn send_json(&mut self, value: &Value) {

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 class EventSubscription(Enum):
     app_task_activated = 'app/task/activated'
+    app_installation_changed = 'app/installation/changed'
 
 
 class ManifestLimits(BaseModel):

@@ -114,6 +114,22 @@ export type Resolution =
       reason?: string | null;
     };
 /**
+ * Where an installation is in its life. Pending is no state: an app waiting
+ * for the operator has no installation row at all (ADR 0023 §2).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "InstallationState".
+ */
+export type InstallationState = "active" | "suspended" | "uninstalled";
+/**
+ * One consentable capability of an app. A closed list: the manifest, the
+ * store and the decision all speak these four names and nothing else.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "Scope".
+ */
+export type Scope = "messages:write" | "commands:write" | "components:write" | "events:subscribe";
+/**
  * The schema's `allOf` carries the one rule across members: a manifest
  * that lists its scopes without `events:subscribe` has no hook gate and no
  * event subscription (both reach the app over its socket).
@@ -290,14 +306,6 @@ export type TaskCreatePolicy =
       timeoutMs: number;
     };
 /**
- * One consentable capability of an app. A closed list: the manifest, the
- * store and the decision all speak these four names and nothing else.
- *
- * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
- * via the `definition` "Scope".
- */
-export type Scope = "messages:write" | "commands:write" | "components:write" | "events:subscribe";
-/**
  * Ordered so that "at least" is `>=`: `read < write < trigger < admin`.
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -455,6 +463,7 @@ export interface SwitchboardSchemas {
   AppDispatchResolveParams?: AppDispatchResolveParams;
   AppEventAckParams?: AppEventAckParams;
   AppIdentityGetParams?: AppIdentityGetParams;
+  AppInstallationChangedParams?: AppInstallationChangedParams;
   AppMessageAuthorizeParams?: AppMessageAuthorizeParams;
   AppMessageSendParams?: AppMessageSendParams;
   AppNetworkConnectParams?: AppNetworkConnectParams;
@@ -1461,6 +1470,55 @@ export interface AppEventAckParams {
  */
 export interface AppIdentityGetParams {}
 /**
+ * The envelope of every event notification (`params`), documented once per
+ * payload type.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AppInstallationChangedParams".
+ */
+export interface AppInstallationChangedParams {
+  /**
+   * Stable id (UUIDv7): deduplicate on it.
+   */
+  id: string;
+  /**
+   * Position in the audience's log; absent on ephemeral events.
+   */
+  seq?: number | null;
+  type: string;
+  /**
+   * RFC 3339, UTC, milliseconds.
+   */
+  occurredAt: string;
+  audience: string;
+  /**
+   * Present (true) only on ephemeral events.
+   */
+  ephemeral?: boolean;
+  payload: InstallationChangedPayload;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "InstallationChangedPayload".
+ */
+export interface InstallationChangedPayload {
+  installationId: string;
+  state: InstallationState;
+  scopes: InstallationScopes;
+}
+/**
+ * An installation's scopes: what the manifest requests, what the operator
+ * granted, and what the app holds (granted and still requested).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "InstallationScopes".
+ */
+export interface InstallationScopes {
+  requested: Scope[];
+  granted: Scope[];
+  effective: Scope[];
+}
+/**
  * `app/message/authorize` (schemas/app.message.authorize.params.schema.json).
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -2304,6 +2362,7 @@ export interface AgentEvents {
 /** Events an app receives: type to envelope. */
 export interface AppEvents {
   "app/task/activated": AppTaskActivatedParams;
+  "app/installation/changed": AppInstallationChangedParams;
 }
 
 /** Events a person receives: type to envelope. */
