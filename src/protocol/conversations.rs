@@ -26,7 +26,7 @@ pub enum NewConversationKind {
     "if": {"properties": {"kind": {"const": "direct"}}},
     "then": {
         "properties": {"participants": {"minItems": 1, "maxItems": 1}},
-        "not": {"required": ["name"]}
+        "not": {"required": ["name"], "properties": {"name": {"type": "string"}}}
     }
 }]))]
 pub struct ConversationCreateParams {
@@ -147,10 +147,13 @@ pub struct MessageSendResult {
     pub duplicate: bool,
 }
 
-/// `after` or `before`, never both.
+/// `after` or `before`, never both (`null` is absent).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[schemars(extend("not" = {"required": ["after", "before"]}))]
+#[schemars(extend("not" = {
+    "required": ["after", "before"],
+    "properties": {"after": {"type": "integer"}, "before": {"type": "integer"}}
+}))]
 pub struct MessageListParams {
     pub conversation_id: Uuid,
     /// Messages after this seq, oldest first.

@@ -29,7 +29,10 @@ pub enum ComponentKind {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(extend("allOf" = [{
     "if": {"properties": {"mode": {"const": "interactions_url"}}},
-    "then": {"required": ["interactionsUrl"]},
+    "then": {
+        "required": ["interactionsUrl"],
+        "properties": {"interactionsUrl": {"type": "string"}}
+    },
     "else": {"not": {"required": ["interactionsUrl"]}}
 }]))]
 pub struct AppDelivery {

@@ -320,6 +320,19 @@ fn scopes_and_members(out: &mut Vec<Case>) {
         with(&b, "/delivery", json!({"mode": "interactions_url"})),
         Invalid,
     ));
+    let null_url = json!({"mode": "interactions_url", "interactionsUrl": null});
+    out.push(case(
+        "delivery interactions_url null",
+        with(&b, "/delivery", null_url),
+        Invalid,
+    ));
+    // The default egress.allowlist is empty: no host is allowed.
+    let url = json!({"mode": "interactions_url", "interactionsUrl": "https://app.example/i"});
+    out.push(case(
+        "delivery interactions_url",
+        with(&b, "/delivery", url),
+        HubOnly,
+    ));
     out.push(case(
         "delivery mode other",
         with(&b, "/delivery", json!({"mode": "carrier-pigeon"})),

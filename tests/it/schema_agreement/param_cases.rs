@@ -66,6 +66,11 @@ pub(super) fn conversation_create(w: &World) -> Group {
             json!({"kind": "direct", "participants": [b], "name": "x"}),
             Invalid,
         ),
+        case(
+            "direct name null",
+            json!({"kind": "direct", "participants": [b], "name": null}),
+            Valid,
+        ),
         case("group", group.clone(), Valid),
         case(
             "group none",
@@ -339,6 +344,11 @@ pub(super) fn message_list(w: &World) -> Group {
             "after and before",
             with(&with(&base, "/after", json!(1)), "/before", json!(9)),
             Invalid,
+        ),
+        case(
+            "after null and before",
+            with(&with(&base, "/after", Value::Null), "/before", json!(9)),
+            Valid,
         ),
         case(
             "threadId outside a channel",

@@ -845,7 +845,7 @@ export interface Delivery {
   dropped?: number | null;
 }
 /**
- * `after` or `before`, never both.
+ * `after` or `before`, never both (`null` is absent).
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
  * via the `definition` "AgentMessageListParams".
@@ -1755,7 +1755,7 @@ export interface PersonEventAckParams {
  */
 export interface PersonIdentityGetParams {}
 /**
- * `after` or `before`, never both.
+ * `after` or `before`, never both (`null` is absent).
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
  * via the `definition` "PersonMessageListParams".
