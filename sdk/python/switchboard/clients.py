@@ -353,6 +353,13 @@ class PersonClient(_Client):
 
 Handler = Callable[[Any], Awaitable[Any]]
 
+#: The seed-002 names the hub calls a ``callbackNames: "moltzap-v1"`` app
+#: by (``x-moltzap-v1-name``); the params and answers are the same.
+MOLTZAP_V1_NAMES = {
+    "apps/onBeforeMessageDelivery": "app/message/authorize",
+    "apps/onBeforeDispatch": "app/dispatch/authorize",
+}
+
 #: The manifest's hook name for each gate callback.
 GATES = {
     "app/task/create": "task_create",
@@ -436,6 +443,7 @@ class AppClient(_Client):
                 self._gate_deadlines[method] = policy["timeoutMs"] / 1000
 
     async def _serve(self, conn: Connection, request_id: Any, method: str, params: Any) -> None:
+        method = MOLTZAP_V1_NAMES.get(method, method)
         found = self._handlers.get(method)
         entry = catalogue.ALL.get(method)
         if found is None or entry is None:

@@ -169,3 +169,76 @@ async def test_a_failing_handler_fails_the_gate_closed(hub: Hub) -> None:
                 catalogue.AGENT_TASK_REQUEST, {"appId": creds.app_id, "invitedAgentIds": [y.agent_id]}
             )
         assert caught.value.data["code"] == "app_error"
+
+
+async def test_a_moltzap_v1_app_answers_the_seed_002_names(hub: Hub) -> None:
+    """The hub calls a ``callbackNames: "moltzap-v1"`` app by the seed-002
+    names; the app's handlers for the catalogue's names answer them."""
+    m = manifest()
+    m["callbackNames"] = "moltzap-v1"
+    creds = await AppClient.register(hub.base, m)
+    called: list[str] = []
+    app = RecordingApp(hub.base, creds.app_key)
+
+    @app.handler(catalogue.APP_TASK_CREATE)
+    async def create(p: Any) -> dict[str, Any]:
+        return {"verdict": {"decision": "Accept"}}
+
+    @app.handler(catalogue.APP_MESSAGE_AUTHORIZE)
+    async def authorize(p: Any) -> dict[str, Any]:
+        called.append("message")
+        if p.message.parts[0].root.text == "psst":
+            return {"verdict": {"decision": "Block", "reason": "quiet hours"}}
+        others = [str(a) for a in p.conversation.participants if a != p.message.senderId]
+        return {"verdict": {"decision": "Forward", "recipients": others}}
+
+    @app.handler(catalogue.APP_DISPATCH_AUTHORIZE)
+    async def admit(p: Any) -> dict[str, Any]:
+        called.append("dispatch")
+        return {"admission": {"decision": "deny", "reason": "not now"}}
+
+    await app.start()
+    x = await AgentClient.register(hub.base, "py-moltzap-x")
+    y = await AgentClient.register(hub.base, "py-moltzap-y")
+    async with app, await AgentClient.connect(hub.base, x.agent_key) as xc, await AgentClient.connect(
+        hub.base, y.agent_key
+    ) as yc:
+        accepted = await xc.call(
+            catalogue.AGENT_TASK_REQUEST, {"appId": creds.app_id, "invitedAgentIds": [y.agent_id]}
+        )
+        room = next(c for c in accepted.conversations if c.key == "room")
+        sent = await xc.call(
+            catalogue.AGENT_MESSAGE_SEND,
+            {"conversationId": str(room.id), "parts": [{"type": "text", "text": "psst"}]},
+        )
+        assert sent.delivery.state.value == "blocked", sent.delivery
+        assert sent.delivery.reason == "quiet hours"
+        spoken = await xc.call(
+            catalogue.AGENT_MESSAGE_SEND,
+            {"conversationId": str(room.id), "parts": [{"type": "text", "text": "hello"}]},
+        )
+        assert spoken.delivery.state.value == "forwarded", spoken.delivery
+        await yc.next_event(lambda e: e.type == "agent/message/received")
+        lease = await yc.call(
+            catalogue.AGENT_DISPATCH_REQUEST,
+            {"conversationId": str(room.id), "messageId": str(spoken.message.id)},
+        )
+        released = await yc.next_event(lambda e: e.type == "agent/dispatch/released")
+        assert released.payload["lease"]["leaseId"] == str(lease.lease.leaseId)
+        assert released.payload["lease"]["state"] == "denied"
+    assert called == ["message", "message", "dispatch"]
+    names = [method for _, method in app.requests]
+    assert "apps/onBeforeMessageDelivery" in names and "apps/onBeforeDispatch" in names, names
+    assert "app/message/authorize" not in names and "app/dispatch/authorize" not in names, names
+
+
+def test_the_seed_002_names_match_the_catalogue() -> None:
+    import pathlib
+
+    from switchboard.clients import MOLTZAP_V1_NAMES
+
+    openrpc = json.loads(
+        (pathlib.Path(__file__).resolve().parents[3] / "rpc" / "openrpc.json").read_text()
+    )
+    exported = {m["x-moltzap-v1-name"]: m["name"] for m in openrpc["methods"] if "x-moltzap-v1-name" in m}
+    assert MOLTZAP_V1_NAMES == exported

@@ -25,7 +25,10 @@ export class CallbackRouter {
   constructor(private readonly options: CallbackRouterOptions) {}
 
   /** Runs the handler of one hub request and answers on `conn` if still in time. */
-  async handle(conn: Connection, id: string, method: string, params: unknown, receivedAt: number): Promise<void> {
+  async handle(conn: Connection, id: string, called: string, params: unknown, receivedAt: number): Promise<void> {
+    // A `callbackNames: "moltzap-v1"` app is called by the seed-002 names;
+    // the params and answers are the same, so the canonical handler answers.
+    const method = canonicalCallback(called);
     const handler = this.options.handlers.get(method);
     if (!handler) {
       conn.answerError(id, { code: METHOD_NOT_FOUND, message: `Method not found: ${method}`, _tag: "MethodNotFoundError" });
@@ -67,6 +70,17 @@ async function settle(run: () => unknown): Promise<Outcome> {
   } catch (error) {
     return { ok: false, error };
   }
+}
+
+/** The seed-002 names the hub calls a `callbackNames: "moltzap-v1"` app by (`x-moltzap-v1-name`). */
+export const MOLTZAP_V1_NAMES: Record<string, string> = {
+  "apps/onBeforeMessageDelivery": "app/message/authorize",
+  "apps/onBeforeDispatch": "app/dispatch/authorize",
+};
+
+/** The catalogue's name of a callback the hub made under either name. */
+export function canonicalCallback(method: string): string {
+  return MOLTZAP_V1_NAMES[method] ?? method;
 }
 
 /** The gate each callback method answers, as the manifest's `hooks` names it. */

@@ -6,6 +6,9 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { isRpcError, type AgentEvent, type AppHandlers, type LateAnswer } from "../src/index.js";
+import { MOLTZAP_V1_NAMES } from "../src/callbacks.js";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { ADMIN_TOKEN, TestHub } from "./support/hub.js";
 import { nextEmit, readUntil, within } from "./support/wait.js";
 import { agent, app, hookManifest } from "./support/world.js";
@@ -147,4 +150,53 @@ test("a handler that throws answers InternalError without its message; the gate 
     a.client.close();
     b.client.close();
   }
+});
+
+test("a moltzap-v1 app's handlers answer the seed-002 names", async () => {
+  const calls: string[] = [];
+  const handlers: AppHandlers = {
+    "app/task/create": () => ({ verdict: { decision: "Accept" } }),
+    "app/message/authorize": (p) => {
+      calls.push("message_authorize");
+      const text = p.message.parts[0]?.type === "text" ? p.message.parts[0].text : "";
+      if (text === "psst") return { verdict: { decision: "Block", reason: "quiet hours" } };
+      return { verdict: { decision: "Forward", recipients: p.conversation.participants.filter((id) => id !== p.message.senderId) } };
+    },
+    "app/dispatch/authorize": () => {
+      calls.push("dispatch_authorize");
+      return { admission: { decision: "deny", reason: "not now" } };
+    },
+  };
+  const moderator = await app(hub, hookManifest(5000, { callbackNames: "moltzap-v1" }), { handlers });
+  const a = await agent(hub);
+  const b = await agent(hub);
+  try {
+    const bEvents = b.client.events()[Symbol.asyncIterator]();
+    const task = await a.client.call("agent/task/request", { appId: moderator.id, invitedAgentIds: [b.id] });
+    const main = task.conversations.find((c) => c.key === "main");
+    assert.ok(main);
+    const blocked = await a.client.call("agent/message/send", { conversationId: main.id, parts: [{ type: "text", text: "psst" }] });
+    assert.deepEqual(blocked.delivery, { state: "blocked", reason: "quiet hours" });
+    const spoken = await a.client.call("agent/message/send", { conversationId: main.id, parts: [{ type: "text", text: "hello" }] });
+    assert.equal(spoken.delivery.state, "forwarded");
+    await readUntil<AgentEvent>(bEvents, 10_000, (s) => s.some((e) => e.type === "agent/message/received"));
+    await b.client.call("agent/dispatch/request", { conversationId: main.id, messageId: spoken.message.id });
+    const released = await readUntil<AgentEvent>(bEvents, 10_000, (s) => s.some((e) => e.type === "agent/dispatch/released"));
+    const ev = released.find((e) => e.type === "agent/dispatch/released");
+    assert.ok(ev?.type === "agent/dispatch/released" && ev.payload.lease.state === "denied");
+    assert.deepEqual(calls, ["message_authorize", "message_authorize", "dispatch_authorize"]);
+  } finally {
+    moderator.client.close();
+    a.client.close();
+    b.client.close();
+  }
+});
+
+test("the seed-002 names match the catalogue's x-moltzap-v1-name", () => {
+  const openrpc = JSON.parse(readFileSync(join(process.cwd(), "..", "..", "rpc", "openrpc.json"), "utf8")) as {
+    methods: Array<{ name: string; "x-moltzap-v1-name"?: string }>;
+  };
+  const exported: Record<string, string> = {};
+  for (const m of openrpc.methods) if (m["x-moltzap-v1-name"]) exported[m["x-moltzap-v1-name"]] = m.name;
+  assert.deepEqual(MOLTZAP_V1_NAMES, exported);
 });
