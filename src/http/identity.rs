@@ -480,6 +480,29 @@ pub(super) fn rate_limited(wait: std::time::Duration, what: &str) -> ApiError {
     e
 }
 
+/// An app's key routes answer like its every other REST call while its
+/// installation is not active: 403 `forbidden`, reason `app_suspended` or
+/// `app_not_installed` (ADR 0023 §6). Not in the audit of denials, whose
+/// records name a catalogue action: none names these routes.
+async fn check_installed(hub: &Hub, principal: crate::domain::Principal) -> Result<(), ApiError> {
+    let refused = crate::access::caller_not_installed(hub, principal)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "store failure");
+            ApiError::internal()
+        })?;
+    let Some(reason) = refused else {
+        return Ok(());
+    };
+    let mut e = ApiError::new(
+        StatusCode::FORBIDDEN,
+        "forbidden",
+        format!("the app's installation is not active: {}", reason.as_str()),
+    );
+    e.extra = Some(Box::new(json!({ "reason": reason.as_str() })));
+    Err(e)
+}
+
 /// Issues a new key for the caller and revokes the presented one (and any
 /// other active key); sockets on revoked keys are closed with 4003.
 pub async fn rotate_key(
@@ -488,6 +511,7 @@ pub async fn rotate_key(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let auth = bearer(&hub, &headers, remote).await?;
+    check_installed(&hub, auth.principal).await?;
     let (key, revoked) =
         identity::rotate(hub.store.as_ref(), auth.principal, Some(&auth.key_id)).await?;
     hub.registry.close_keys(
@@ -521,6 +545,7 @@ pub async fn revoke_key(
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
     let auth = bearer(&hub, &headers, remote).await?;
+    check_installed(&hub, auth.principal).await?;
     let revoked = identity::revoke(hub.store.as_ref(), auth.principal.id).await?;
     hub.registry.close_keys(
         auth.principal.id,
