@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::require_positive;
+use crate::domain::manifest;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -17,8 +18,8 @@ pub struct CommandConfig {
 impl Default for CommandConfig {
     fn default() -> Self {
         CommandConfig {
-            max_per_principal: 100,
-            description_max_chars: 100,
+            max_per_principal: manifest::DEFAULT_MAX_COMMANDS,
+            description_max_chars: manifest::DEFAULT_DESCRIPTION_MAX_CHARS,
         }
     }
 }

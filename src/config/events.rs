@@ -82,10 +82,10 @@ pub struct MessagesConfig {
 impl Default for MessagesConfig {
     fn default() -> Self {
         MessagesConfig {
-            max_parts: 16,
+            max_parts: crate::domain::message::DEFAULT_MAX_PARTS,
             max_bytes: 64 * 1024,
-            max_group_participants: 256,
-            page_max: 200,
+            max_group_participants: crate::protocol::conversations::DEFAULT_MAX_GROUP_PARTICIPANTS,
+            page_max: crate::protocol::params::DEFAULT_PAGE_MAX,
             max_data_depth: crate::domain::message::MAX_DATA_DEPTH,
             membership_cache_entries: 10_000,
         }

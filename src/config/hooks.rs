@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::require_positive;
+use crate::domain::manifest;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -21,8 +22,8 @@ pub struct LimitsConfig {
 impl Default for HooksConfig {
     fn default() -> Self {
         HooksConfig {
-            min_timeout_ms: 10,
-            max_timeout_ms: 60_000,
+            min_timeout_ms: manifest::DEFAULT_MIN_HOOK_TIMEOUT_MS,
+            max_timeout_ms: manifest::DEFAULT_MAX_HOOK_TIMEOUT_MS,
         }
     }
 }
@@ -30,8 +31,8 @@ impl Default for HooksConfig {
 impl Default for LimitsConfig {
     fn default() -> Self {
         LimitsConfig {
-            max_participants: 1_000,
-            max_manifest_conversations: 32,
+            max_participants: manifest::DEFAULT_MAX_PARTICIPANTS,
+            max_manifest_conversations: manifest::DEFAULT_MAX_CONVERSATIONS,
         }
     }
 }

@@ -14,14 +14,52 @@ use super::event::contains_null;
 #[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
 pub enum Part {
     Text {
+        /// Not empty; its UTF-8 bytes count against `messages.max_bytes`.
+        #[schemars(length(min = 1))]
         text: String,
     },
     /// Structured data for programs; any JSON except `null`.
     Data {
+        /// Any JSON with no `null` at any depth, nested at most
+        /// `messages.max_data_depth` arrays and objects (default 120; the
+        /// schema does not carry the depth); its compact JSON bytes count
+        /// against `messages.max_bytes`.
+        #[schemars(with = "NonNullJson")]
         data: Value,
+        /// 1 to 255 characters.
         #[serde(default, rename = "mimeType", skip_serializing_if = "Option::is_none")]
+        #[schemars(length(min = 1, max = MIME_TYPE_MAX))]
         mime_type: Option<String>,
     },
+}
+
+/// A data part's longest `mimeType`, in characters.
+const MIME_TYPE_MAX: usize = 255;
+
+/// The default of `messages.max_parts`; the exported schema carries it.
+pub const DEFAULT_MAX_PARTS: usize = 16;
+
+/// The schema of a data part's `data`: JSON without `null` anywhere, which
+/// the hub refuses (a `null` member means absent, so a stored `null` would
+/// read back as a different document).
+pub struct NonNullJson;
+
+impl JsonSchema for NonNullJson {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NonNullJson".into()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let inner = g.subschema_for::<Self>();
+        schemars::json_schema!({
+            "description": "Any JSON value but null, at every depth.",
+            // `integer` beside `number` (which holds it) so that generated
+            // types keep integers integers.
+            "type": ["boolean", "integer", "number", "string", "array", "object"],
+            "items": inner,
+            "additionalProperties": inner,
+        })
+    }
 }
 
 /// Who authored a message.
@@ -205,7 +243,7 @@ fn validate_part(i: usize, part: &Part, limits: &PartLimits) -> Result<usize, Pa
                 ));
             }
             if let Some(m) = mime_type {
-                if m.is_empty() || m.len() > 255 {
+                if m.is_empty() || m.chars().count() > MIME_TYPE_MAX {
                     return Err(PartError::at(
                         format!("parts[{i}].mimeType"),
                         "must be 1 to 255 characters",

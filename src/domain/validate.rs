@@ -5,6 +5,11 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+/// The JSON Schema `pattern` of a string without control characters
+/// (Unicode general category Cc, what [`char::is_control`] tests), as
+/// [`Problems::string`] checks it.
+pub const NO_CONTROL: &str = r"^[^\u0000-\u001F\u007F-\u009F]*$";
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct FieldProblem {
     /// JSON pointer to the offending member.

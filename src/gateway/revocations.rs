@@ -79,15 +79,23 @@ pub async fn run(hub: Arc<Hub>) {
         let started = now_millis();
         match fresh(&hub, since, &mut handled).await {
             Ok(found) => {
-                if let Err(e) = close_inactive_apps(&hub, &found.apps).await {
-                    // Acted on again by the next sweep: closing twice is
-                    // harmless.
-                    warn!(error = %e, "reading changed installations failed");
-                    handled.installations.clear();
-                }
+                let apps_done = match close_inactive_apps(&hub, &found.apps).await {
+                    Ok(()) => true,
+                    Err(e) => {
+                        // Acted on again by the next sweep (closing twice is
+                        // harmless), which therefore reads from the same
+                        // point: however long the store fails, no change
+                        // falls out of the window unseen.
+                        warn!(error = %e, "reading changed installations failed");
+                        handled.installations.clear();
+                        false
+                    }
+                };
                 act(&hub, found);
-                since = started - CLOCK_SLACK_MS;
-                handled.forget_before(since);
+                if apps_done {
+                    since = started - CLOCK_SLACK_MS;
+                    handled.forget_before(since);
+                }
             }
             Err(e) => warn!(error = %e, "checking for revoked keys failed"),
         }

@@ -315,7 +315,7 @@ fn check_outgoing(cfg: &MessagesConfig, out: &Outgoing) -> Result<(), RpcError> 
     )
     .map_err(|e| RpcError::invalid_params(e.message).with_data(json!({ "field": e.field })))?;
     if let Some(id) = &out.client_msg_id {
-        if id.is_empty() || id.len() > 128 || id.chars().any(char::is_control) {
+        if id.is_empty() || id.chars().count() > 128 || id.chars().any(char::is_control) {
             return Err(invalid(
                 "clientMsgId",
                 "must be 1 to 128 characters without control characters",

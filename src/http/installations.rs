@@ -20,6 +20,8 @@ use super::body::checked_json;
 use super::error::ApiError;
 use super::identity::{bearer, bearer_token, created_with_key, json_value, Client, Idempotency};
 use super::manage::spend;
+use crate::access;
+use crate::domain::authz::Action;
 use crate::domain::event::rfc3339;
 use crate::domain::installation::{Actor, Scope, Transition};
 use crate::domain::validate::FieldProblem;
@@ -91,14 +93,15 @@ fn app_id(raw: &str) -> Result<Uuid, ApiError> {
 }
 
 /// The operator, or the app `app_id` itself by its key (spending one call
-/// of `class`). Another principal's key is 403; another app's is the
-/// missing app's 404.
+/// of `class`, then deciding `action`, so a suspended or pending app is
+/// 403 `app_suspended` / `app_not_installed` like on every other route).
+/// Another principal's key is 403; another app's is the missing app's 404.
 async fn operator_or_app(
     hub: &Hub,
     headers: &HeaderMap,
     remote: SocketAddr,
     app_id: Uuid,
-    class: RateClass,
+    (class, action): (RateClass, Action),
 ) -> Result<Actor, ApiError> {
     let is_key = bearer_token(headers).is_some_and(|t| crate::domain::keys::parse(t).is_some());
     if !is_key {
@@ -119,6 +122,7 @@ async fn operator_or_app(
         return Err(app_not_found());
     }
     spend(hub, principal, class)?;
+    access::check_rest(hub, principal, action, access::Target::app(app_id)).await?;
     Ok(Actor::App(principal.id))
 }
 
@@ -232,7 +236,14 @@ pub async fn read(
     Path(raw): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let app = app_id(&raw)?;
-    operator_or_app(&hub, &headers, remote, app, RateClass::Default).await?;
+    operator_or_app(
+        &hub,
+        &headers,
+        remote,
+        app,
+        (RateClass::Default, Action::InstallationRead),
+    )
+    .await?;
     let installation = Lifecycle::of(&hub).live(app).await?;
     Ok(Json(installation_view(&installation)))
 }
@@ -334,7 +345,14 @@ pub async fn upgrade(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let app = app_id(&raw)?;
-    let actor = operator_or_app(&hub, &headers, remote, app, RateClass::Write).await?;
+    let actor = operator_or_app(
+        &hub,
+        &headers,
+        remote,
+        app,
+        (RateClass::Write, Action::AppUpgrade),
+    )
+    .await?;
     checked_json(&headers, &body)?;
     let doc = json_value(&body)?;
     let upgraded = match Lifecycle::of(&hub).upgrade(app, &doc, actor).await {

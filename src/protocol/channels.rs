@@ -20,7 +20,9 @@ pub struct ChannelListParams {
     /// Channels with a greater id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<Uuid>,
+    /// 1 to `messages.page_max` (the schema carries its default, 200).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = super::params::DEFAULT_PAGE_MAX))]
     pub limit: Option<u32>,
 }
 

@@ -5,10 +5,12 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::events::Envelope;
+use super::params::DEFAULT_PAGE_MAX;
 use super::{Caller, Direction, Method, Notification, RateClass};
 use crate::domain::authz::Action;
 use crate::domain::conversation::Conversation;
-use crate::domain::message::{Message, Part};
+use crate::domain::message::{Message, Part, DEFAULT_MAX_PARTS};
+use crate::domain::validate::NO_CONTROL;
 use crate::rpc::ErrorKind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -20,13 +22,32 @@ pub enum NewConversationKind {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("allOf" = [{
+    "if": {"properties": {"kind": {"const": "direct"}}},
+    "then": {
+        "properties": {"participants": {"minItems": 1, "maxItems": 1}},
+        "not": {"required": ["name"], "properties": {"name": {"type": "string"}}}
+    }
+}]))]
 pub struct ConversationCreateParams {
     pub kind: NewConversationKind,
-    /// The other agents; the caller is added. Direct: exactly one.
+    /// The other agents, each once and never the caller, who is added.
+    /// Direct: exactly one. Group: 1 to `messages.max_group_participants`
+    /// - 1 (the schema carries the default, 256).
+    #[schemars(
+        length(min = 1, max = DEFAULT_MAX_GROUP_PARTICIPANTS - 1),
+        extend("uniqueItems" = true)
+    )]
     pub participants: Vec<Uuid>,
+    /// Groups only: 1 to 100 characters, no control characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 100), regex(pattern = NO_CONTROL))]
     pub name: Option<String>,
 }
+
+/// The default of `messages.max_group_participants` (the creator
+/// included); the exported schema carries it.
+pub const DEFAULT_MAX_GROUP_PARTICIPANTS: usize = 256;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -42,7 +63,9 @@ pub struct ConversationListParams {
     /// Page after this conversation id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<Uuid>,
+    /// 1 to `messages.page_max` (the schema carries its default, 200).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = DEFAULT_PAGE_MAX))]
     pub limit: Option<u32>,
 }
 
@@ -71,10 +94,16 @@ pub struct ConversationGetResult {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MessageSendParams {
     pub conversation_id: Uuid,
+    /// 1 to `messages.max_parts` (the schema carries its default, 16),
+    /// together at most `messages.max_bytes` (default 65536; not in the
+    /// schema: text counts UTF-8 bytes, data its compact JSON).
+    #[schemars(length(min = 1, max = DEFAULT_MAX_PARTS))]
     pub parts: Vec<Part>,
     /// Idempotency key, unique per sender: a retry returns the original
-    /// result; reuse with a different message is a ConflictError.
+    /// result; reuse with a different message is a ConflictError. 1 to 128
+    /// characters, no control characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128), regex(pattern = NO_CONTROL))]
     pub client_msg_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<Uuid>,
@@ -118,8 +147,13 @@ pub struct MessageSendResult {
     pub duplicate: bool,
 }
 
+/// `after` or `before`, never both (`null` is absent).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("not" = {
+    "required": ["after", "before"],
+    "properties": {"after": {"type": "integer"}, "before": {"type": "integer"}}
+}))]
 pub struct MessageListParams {
     pub conversation_id: Uuid,
     /// Messages after this seq, oldest first.
@@ -139,7 +173,9 @@ pub struct MessageListParams {
     )]
     #[schemars(range(max = 9223372036854775807u64))]
     pub before: Option<u64>,
+    /// 1 to `messages.page_max` (the schema carries its default, 200).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = DEFAULT_PAGE_MAX))]
     pub limit: Option<u32>,
     /// In a channel: list the thread under this root; absent lists the
     /// main thread.

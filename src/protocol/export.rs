@@ -21,7 +21,7 @@ pub fn render() -> BTreeMap<String, String> {
     let mut schema = |name: &str, value: Value| {
         files.insert(format!("schemas/{name}.schema.json"), pretty(&value));
     };
-    schema("manifest", root_schema::<Manifest>("App manifest"));
+    schema("manifest", manifest_schema());
     schema(
         "app-card",
         root_schema::<crate::domain::card::AppCard>("App Card (app.json, muretai/app/1)"),
@@ -83,6 +83,16 @@ fn root_schema<T: JsonSchema>(title: &str) -> Value {
     let schema = T::json_schema(&mut g).to_value();
     let mut v = with_defs(schema, &mut g, title);
     v["title"] = json!(title);
+    v
+}
+
+/// The manifest's schema, with the event types of the app audience as the
+/// enum of `eventSubscriptions` (the catalogue holds them, and the domain
+/// type does not know the catalogue).
+fn manifest_schema() -> Value {
+    let mut v = root_schema::<Manifest>("App manifest");
+    let items = &mut v["properties"]["eventSubscriptions"]["items"];
+    items["enum"] = json!(super::app_event_types());
     v
 }
 

@@ -12,6 +12,10 @@ use crate::rpc::RpcError;
 /// number when bound (u64::MAX becomes -1, "from the start").
 pub const MAX_CURSOR: u64 = i64::MAX as u64;
 
+/// The default of `messages.page_max`, the largest `limit` of a page; the
+/// exported schemas carry it.
+pub const DEFAULT_PAGE_MAX: u32 = 200;
+
 /// `deserialize_with` for a seq or cursor: refuses values above
 /// [`MAX_CURSOR`] while decoding, so the error names the field.
 pub fn cursor<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {

@@ -7,20 +7,26 @@ use uuid::Uuid;
 
 use super::conversations::{MessageSendParams, MessageSendResult};
 use super::events::Envelope;
+use super::params::DEFAULT_PAGE_MAX;
 use super::{Caller, Direction, Method, Notification, RateClass};
 use crate::domain::authz::Action;
 use crate::domain::conversation::Conversation;
 use crate::domain::gate::{DispatchAuthorizeAnswer, MessageAuthorizeAnswer, TaskCreateAnswer};
 use crate::domain::lease::Lease;
+use crate::domain::manifest::DEFAULT_MAX_PARTICIPANTS;
 use crate::domain::message::Message;
 use crate::domain::task::Task;
+use crate::domain::validate::NO_CONTROL;
 use crate::rpc::ErrorKind;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InitialConversation {
+    /// 1 to 100 characters, no control characters.
+    #[schemars(length(min = 1, max = 100), regex(pattern = NO_CONTROL))]
     pub name: String,
-    /// Task participants (the initiator or invited agents).
+    /// Task participants (the initiator or invited agents), each once.
+    #[schemars(extend("uniqueItems" = true))]
     pub participants: Vec<Uuid>,
 }
 
@@ -28,7 +34,14 @@ pub struct InitialConversation {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskRequestParams {
     pub app_id: Uuid,
-    /// The other agents; the caller joins as initiator.
+    /// The other agents, each once and never the caller, who joins as
+    /// initiator; with the caller at most the app's
+    /// `limits.maxParticipants`, itself at most `limits.max_participants`
+    /// (the schema carries that default's bound, 999 invited).
+    #[schemars(
+        length(max = DEFAULT_MAX_PARTICIPANTS as usize - 1),
+        extend("uniqueItems" = true)
+    )]
     pub invited_agent_ids: Vec<Uuid>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initial_conversation: Option<InitialConversation>,
@@ -59,7 +72,9 @@ pub struct TaskGetParams {
 pub struct TaskListParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<Uuid>,
+    /// 1 to `messages.page_max` (the schema carries its default, 200).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = DEFAULT_PAGE_MAX))]
     pub limit: Option<u32>,
 }
 
@@ -75,7 +90,9 @@ pub struct TaskListResult {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskCloseParams {
     pub task_id: Uuid,
+    /// At most 500 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 500))]
     pub reason: Option<String>,
 }
 
@@ -83,8 +100,11 @@ pub struct TaskCloseParams {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AppConversationCreateParams {
     pub task_id: Uuid,
+    /// 1 to 100 characters, no control characters.
+    #[schemars(length(min = 1, max = 100), regex(pattern = NO_CONTROL))]
     pub name: String,
-    /// Agents already among the task's participants.
+    /// Agents already among the task's participants, each once.
+    #[schemars(extend("uniqueItems" = true))]
     pub participants: Vec<Uuid>,
 }
 
@@ -92,7 +112,9 @@ pub struct AppConversationCreateParams {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AppConversationAddParams {
     pub conversation_id: Uuid,
-    /// Task participants to add; ones already in the conversation are kept.
+    /// Task participants to add, each once; ones already in the
+    /// conversation are kept.
+    #[schemars(extend("uniqueItems" = true))]
     pub participants: Vec<Uuid>,
 }
 
@@ -159,6 +181,8 @@ pub enum Resolution {
             rename = "leaseTimeoutMs",
             skip_serializing_if = "Option::is_none"
         )]
+        /// At least 1; above `leases.max_timeout_ms` it is lowered to it.
+        #[schemars(range(min = 1))]
         lease_timeout_ms: Option<u64>,
     },
     Deny {

@@ -1,6 +1,6 @@
 //! The installation check inside a verdict's transaction (ADR 0023 §7):
 //! the task gate's accept and the lease's grant apply only while the app's
-//! installation is active, read *locked* in the same transaction, so a
+//! installation is active, read *held* (shared) in the same transaction, so a
 //! suspend's compare-and-swap waits for the verdict or the verdict sees the
 //! suspend. The installation is locked before the task or lease row, the
 //! order uninstall takes them in, so neither waits on the other in a cycle.
@@ -9,17 +9,18 @@
 
 use uuid::Uuid;
 
-use super::installations::{locked, InstallationDialect};
+use super::installations::{shared, InstallationDialect};
 use super::sql::{Arg, Executor};
 use super::StoreResult;
 use crate::domain::installation::InstallationState;
 
-/// Whether the app's live installation is active, held until commit.
+/// Whether the app's live installation is active, held (shared) until
+/// commit.
 pub(super) async fn active<D: InstallationDialect>(
     ex: &mut dyn Executor,
     app_id: Uuid,
 ) -> StoreResult<bool> {
-    let live = locked::<D>(
+    let live = shared::<D>(
         ex,
         "app_id = $1 AND state <> 'uninstalled'",
         Arg::Id(app_id),

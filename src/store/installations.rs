@@ -126,6 +126,14 @@ pub trait InstallationDialect {
     /// no-op `UPDATE ... RETURNING`, which takes the database's write lock
     /// at once, as `BEGIN IMMEDIATE` would.
     fn locking_read(condition: &str) -> String;
+
+    /// The same row held against a change until the transaction ends, but
+    /// shared, for verdicts: one app's accepts and grants do not queue on
+    /// each other, while a suspend's write still waits for them
+    /// (PostgreSQL's `FOR SHARE`; SQLite has one writer either way).
+    fn sharing_read(condition: &str) -> String {
+        Self::locking_read(condition)
+    }
 }
 
 pub(super) const INSTALLATION_COLUMNS: &str =
@@ -203,6 +211,18 @@ pub(super) async fn locked<D: InstallationDialect>(
     arg: Arg<'_>,
 ) -> StoreResult<Option<InstallationRecord>> {
     ex.fetch_optional(&D::locking_read(condition), &[arg])
+        .await?
+        .map(|r| installation_row(&r))
+        .transpose()
+}
+
+/// [`locked`], shared: see [`InstallationDialect::sharing_read`].
+pub(super) async fn shared<D: InstallationDialect>(
+    ex: &mut dyn Executor,
+    condition: &str,
+    arg: Arg<'_>,
+) -> StoreResult<Option<InstallationRecord>> {
+    ex.fetch_optional(&D::sharing_read(condition), &[arg])
         .await?
         .map(|r| installation_row(&r))
         .transpose()

@@ -164,9 +164,9 @@ pub(super) async fn create<D: Database + ?Sized>(
 /// its app's installation is active.
 async fn grant_allowed<D: InstallationDialect>(
     ex: &mut dyn Executor,
-    lease: Uuid,
+    app: Option<Uuid>,
 ) -> StoreResult<bool> {
-    match super::installation_held::app_of_lease(ex, lease).await? {
+    match app {
         Some(app) => super::installation_held::active::<D>(ex, app).await,
         None => Ok(true),
     }
@@ -193,12 +193,20 @@ pub(super) async fn transition<D: Database + InstallationDialect>(
         Arg::Id(change.lease_id),
     ];
     args.extend(change.from.iter().map(|s| Arg::Text(s.as_str())));
+    // The lease's app never changes: read before the transaction, whose
+    // first statement must write on SQLite (see `transition_task`).
+    let app = match change.to {
+        LeaseState::Granted => {
+            super::installation_held::app_of_lease(&mut *db.read().await?, change.lease_id).await?
+        }
+        _ => None,
+    };
     let mut tx = db.begin().await?;
     // A grant applies only while the task's app's installation is active
-    // (ADR 0023 §7), held before the lease row.
-    if change.to == LeaseState::Granted && !grant_allowed::<D>(&mut *tx, change.lease_id).await? {
-        delete_job(&mut *tx, effects.finish_job).await?;
-        tx.commit().await?;
+    // (ADR 0023 §7), held before the lease row. Refused, nothing is written
+    // and the job stays for the gate's second round or the runner's retry.
+    if change.to == LeaseState::Granted && !grant_allowed::<D>(&mut *tx, app).await? {
+        tx.rollback().await?;
         return Ok(None);
     }
     let Some(row) = tx.fetch_optional(&sql, &args).await? else {

@@ -96,9 +96,9 @@ pub trait TaskStore: Send + Sync + 'static {
 /// task is left to the CAS (it changes nothing either way).
 async fn accept_allowed<D: InstallationDialect>(
     ex: &mut dyn Executor,
-    task: Uuid,
+    app: Option<Uuid>,
 ) -> StoreResult<bool> {
-    match super::installation_held::app_of_task(ex, task).await? {
+    match app {
         Some(app) => super::installation_held::active::<D>(ex, app).await,
         None => Ok(true),
     }
@@ -285,12 +285,23 @@ impl<D: Database + Keyset + InstallationDialect> TaskStore for D {
         effects: &Effects,
         now: Millis,
     ) -> StoreResult<Option<Vec<StoredEvent>>> {
+        // The task's app never changes, so it is read before the
+        // transaction: on SQLite a transaction whose first statement reads
+        // cannot wait for another process's writer ("database is locked").
+        let app = match to {
+            TaskState::Active => {
+                super::installation_held::app_of_task(&mut *self.read().await?, id).await?
+            }
+            _ => None,
+        };
         let mut tx = self.begin().await?;
         // An accept applies only while the app's installation is active
-        // (ADR 0023 §7), held before the task row.
-        if to == TaskState::Active && !accept_allowed::<D>(&mut *tx, id).await? {
-            delete_job(&mut *tx, effects.finish_job).await?;
-            tx.commit().await?;
+        // (ADR 0023 §7), held before the task row. Refused, nothing is
+        // written and the job stays: the gate decides again on the store's
+        // installation and its failure finishes the job, or the runner
+        // retries it.
+        if to == TaskState::Active && !accept_allowed::<D>(&mut *tx, app).await? {
+            tx.rollback().await?;
             return Ok(None);
         }
         let changed = tx

@@ -29,6 +29,7 @@ mod migration;
 mod operations;
 mod people;
 mod places;
+mod schema_agreement;
 mod schema_drift;
 mod server_calls;
 mod slow_consumer;

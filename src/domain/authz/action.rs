@@ -37,6 +37,11 @@ pub enum Action {
     EventAck,
     AgentKeysRead,
     AgentKeysRevoke,
+    /// An app reading its own installation (the operator's route needs no
+    /// action: it is the admin token).
+    InstallationRead,
+    /// An app replacing its own manifest.
+    AppUpgrade,
 }
 
 /// The kinds of subject an action admits. The operator is the admin token,
@@ -136,7 +141,7 @@ impl Requirement {
 }
 
 impl Action {
-    pub const ALL: [Action; 26] = [
+    pub const ALL: [Action; 28] = [
         Action::ConversationCreate,
         Action::ConversationRead,
         Action::MessageRead,
@@ -163,6 +168,8 @@ impl Action {
         Action::EventAck,
         Action::AgentKeysRead,
         Action::AgentKeysRevoke,
+        Action::InstallationRead,
+        Action::AppUpgrade,
     ];
 
     /// The catalogue's name: the protocol's `data.action` and the audit's.
@@ -194,6 +201,8 @@ impl Action {
             Action::EventAck => "event.ack",
             Action::AgentKeysRead => "agent.keys.read",
             Action::AgentKeysRevoke => "agent.keys.revoke",
+            Action::InstallationRead => "installation.read",
+            Action::AppUpgrade => "app.upgrade",
         }
     }
 
@@ -249,6 +258,12 @@ impl Action {
             }
             Action::AgentKeysRead | Action::AgentKeysRevoke => {
                 req(S::MANAGERS, K::Agent, None, false, Rule::None)
+            }
+            // The route admits only the app's own id (another's answers as
+            // missing before this runs): what is left to decide is step 2b,
+            // the installation, which is the point of asking.
+            Action::InstallationRead | Action::AppUpgrade => {
+                req(S::APP, K::App, None, false, Rule::None)
             }
         }
     }

@@ -37,45 +37,96 @@ pub enum Category {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Entry {
+    /// A package path (see `integrity`) the integrity map lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = PATH_PATTERN))]
     pub readme: Option<String>,
+    /// A package path the integrity map lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = PATH_PATTERN))]
     pub persona: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub beatless_prompt: Option<String>,
     #[serde(default)]
     pub kickoff: Vec<String>,
+    /// A package path the integrity map lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = PATH_PATTERN))]
     pub stage: Option<String>,
+    /// Package paths the integrity map lists.
     #[serde(default)]
+    #[schemars(inner(regex(pattern = PATH_PATTERN)))]
     pub scripts: Vec<String>,
+    /// A package path the integrity map lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = PATH_PATTERN))]
     pub wasm: Option<String>,
     /// `"<relative POSIX path>": "sha256:<lowercase hex>"` for every file of
-    /// the package but `app.json`.
+    /// the package but `app.json`. A path has no leading `/`, no `\\`, no
+    /// NUL, and no empty, `.` or `..` segment.
+    #[schemars(extend(
+        "propertyNames" = {"pattern": PATH_PATTERN},
+        "additionalProperties" = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
+    ))]
     pub integrity: BTreeMap<String, String>,
+}
+
+/// One segment of a package path: not empty, `.` or `..`, without `/`, `\`
+/// or NUL.
+macro_rules! path_segment {
+    () => {
+        r"(?:[^/\\\u0000.][^/\\\u0000]*|\.[^/\\\u0000.][^/\\\u0000]*|\.\.[^/\\\u0000]+)"
+    };
+}
+
+/// A package path as [`check_path`] accepts it, as a JSON Schema pattern.
+const PATH_PATTERN: &str = concat!("^", path_segment!(), "(?:/", path_segment!(), ")*$");
+
+/// An `id`: lowercase letters, digits and `-`, not starting with `-`.
+const ID_PATTERN: &str = "^[a-z0-9][a-z0-9-]*$";
+
+/// A semantic version (semver.org's pattern, which the `semver` crate
+/// follows).
+const VERSION_PATTERN: &str = r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$";
+
+/// The allowlisted primitives as the schema's `items`.
+fn primitives_items(schema: &mut schemars::Schema) {
+    let names: Vec<&str> = primitives::VERBS
+        .iter()
+        .chain(primitives::FEATURES.iter())
+        .copied()
+        .collect();
+    schema.insert("items".into(), serde_json::json!({"enum": names}));
 }
 
 /// The card as `app.json` holds it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AppCard {
+    #[schemars(extend("const" = SCHEMA))]
     pub schema: String,
+    /// 1 to 64 of lowercase letters, digits and `-`, not starting with `-`.
+    #[schemars(length(min = 1, max = 64), regex(pattern = ID_PATTERN))]
     pub id: String,
     pub name: String,
     pub tagline: String,
     pub description: String,
     /// Semantic version.
+    #[schemars(regex(pattern = VERSION_PATTERN))]
     pub version: String,
     pub category: Category,
+    /// Names from the hub's allowlist.
+    #[schemars(transform = primitives_items)]
     pub primitives: Vec<String>,
     pub entry: Entry,
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub requires: serde_json::Map<String, Value>,
     /// Must be false: an app never patches the core.
     #[serde(rename = "coreChanges")]
+    #[schemars(extend("const" = false))]
     pub core_changes: bool,
     /// `did:key:z6Mk...` of the Ed25519 key that signed the card.
+    #[schemars(regex(pattern = "^did:key:z6Mk[1-9A-HJ-NP-Za-km-z]+$"))]
     pub author: String,
     /// Base64 Ed25519 signature over the canonical card without `sig`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::{enum_member, ManifestBounds};
 use crate::domain::authz::Level;
-use crate::domain::validate::Problems;
+use crate::domain::validate::{Problems, NO_CONTROL};
 
 /// One declared command.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -16,13 +16,18 @@ use crate::domain::validate::Problems;
 pub struct CommandDecl {
     /// 1 to 32 of `a-z`, `0-9`, `-`, `_`; unique in the manifest,
     /// case-insensitively.
+    #[schemars(length(min = 1, max = NAME_MAX), regex(pattern = NAME_PATTERN))]
     pub name: String,
-    /// 1 to `command.description_max_chars` characters.
+    /// 1 to `command.description_max_chars` characters (the schema carries
+    /// its default, 100), no control characters.
+    #[schemars(length(min = 1, max = DEFAULT_DESCRIPTION_MAX_CHARS), regex(pattern = NO_CONTROL))]
     pub description: String,
     /// The level on the place a caller needs to run it (default `trigger`).
     #[serde(default = "default_level")]
     pub required_level: Level,
+    /// At most 25, names unique within the command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = OPTIONS_MAX))]
     pub options: Vec<OptionDecl>,
 }
 
@@ -30,21 +35,52 @@ fn default_level() -> Level {
     Level::Trigger
 }
 
-/// One option of a command.
+/// One option of a command. The schema's `allOf` says what the checks
+/// below say across members: choice values of the option's type, choices
+/// and autocomplete only for `string`, `integer` and `number`, never both.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("allOf" = [
+    {
+        "if": {"required": ["type"], "properties": {"type": {"const": "string"}}},
+        "then": {"properties": {"choices": {"items": {"properties": {"value": {"type": "string"}}}}}}
+    },
+    {
+        "if": {"required": ["type"], "properties": {"type": {"const": "integer"}}},
+        "then": {"properties": {"choices": {"items": {"properties": {"value": {"type": "integer"}}}}}}
+    },
+    {
+        "if": {"required": ["type"], "properties": {"type": {"const": "number"}}},
+        "then": {"properties": {"choices": {"items": {"properties": {"value": {"type": "number"}}}}}}
+    },
+    {
+        "if": {"required": ["type"], "properties": {"type": {"enum": ["boolean", "principal", "channel"]}}},
+        "then": {"not": {"anyOf": [
+            {"required": ["choices"]},
+            {"required": ["autocomplete"], "properties": {"autocomplete": {"const": true}}}
+        ]}}
+    },
+    {
+        "if": {"required": ["autocomplete"], "properties": {"autocomplete": {"const": true}}},
+        "then": {"not": {"required": ["choices"]}}
+    }
+]))]
 pub struct OptionDecl {
     /// Same rules as a command name; unique within its command.
+    #[schemars(length(min = 1, max = NAME_MAX), regex(pattern = NAME_PATTERN))]
     pub name: String,
     #[serde(rename = "type")]
     pub kind: OptionType,
-    /// 1 to `command.description_max_chars` characters.
+    /// 1 to `command.description_max_chars` characters (the schema carries
+    /// its default, 100), no control characters.
+    #[schemars(length(min = 1, max = DEFAULT_DESCRIPTION_MAX_CHARS), regex(pattern = NO_CONTROL))]
     pub description: String,
     #[serde(default, skip_serializing_if = "is_false")]
     pub required: bool,
     /// The only values allowed, for `string`, `integer` and `number`
     /// options; 1 to 25 of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = CHOICES_MAX))]
     pub choices: Vec<OptionChoice>,
     /// Values are suggested by the app as the caller types (`string`,
     /// `integer` and `number` options, never with `choices`).
@@ -89,9 +125,11 @@ impl OptionType {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OptionChoice {
-    /// 1 to 100 characters.
+    /// 1 to 100 characters, no control characters.
+    #[schemars(length(min = 1, max = CHOICE_TEXT_MAX), regex(pattern = NO_CONTROL))]
     pub name: String,
-    /// Of the option's type.
+    /// Of the option's type (a string: 1 to 100 characters, no control
+    /// characters).
     pub value: ChoiceValue,
 }
 
@@ -100,13 +138,20 @@ pub struct OptionChoice {
 pub enum ChoiceValue {
     Integer(i64),
     Number(f64),
-    String(String),
+    String(#[schemars(length(min = 1, max = CHOICE_TEXT_MAX), regex(pattern = NO_CONTROL))] String),
 }
 
 const NAME_MAX: usize = 32;
+/// A command's or option's name (length apart).
+const NAME_PATTERN: &str = "^[a-z0-9_-]+$";
 const OPTIONS_MAX: usize = 25;
 const CHOICES_MAX: usize = 25;
 const CHOICE_TEXT_MAX: usize = 100;
+
+/// The defaults of `command.max_per_principal` and
+/// `command.description_max_chars`; the exported schema carries them.
+pub const DEFAULT_MAX_COMMANDS: usize = 100;
+pub const DEFAULT_DESCRIPTION_MAX_CHARS: usize = 100;
 
 /// `/commands`: at most `bounds.max_commands` declarations of the shape
 /// above.

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::{enum_member, pointer_escape, ManifestBounds, GATES};
 use crate::domain::egress_policy::{self, BlockReason};
 use crate::domain::installation::{Scope, ScopeSet};
-use crate::domain::validate::Problems;
+use crate::domain::validate::{Problems, NO_CONTROL};
 
 /// A component kind the app will post on its cards: asked for consent,
 /// never enforced (seed 11 3.1).
@@ -27,11 +27,21 @@ pub enum ComponentKind {
 /// would refuse).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("allOf" = [{
+    "if": {"properties": {"mode": {"const": "interactions_url"}}},
+    "then": {
+        "required": ["interactionsUrl"],
+        "properties": {"interactionsUrl": {"type": "string"}}
+    },
+    "else": {"not": {"required": ["interactionsUrl"]}}
+}]))]
 pub struct AppDelivery {
     pub mode: DeliveryMode,
     /// Required with mode `interactions_url`, refused otherwise: `https`,
-    /// no user info, its host and port on `egress.allowlist`.
+    /// no user info, its host and port on `egress.allowlist`; 1 to 2048
+    /// characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = URL_MAX), regex(pattern = NO_CONTROL))]
     pub interactions_url: Option<String>,
 }
 

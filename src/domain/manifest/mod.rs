@@ -15,39 +15,72 @@ use serde_json::Value;
 
 use super::egress_policy::HostPort;
 use super::installation::{Scope, ScopeSet};
-use super::validate::{pointer_escape, FieldProblem, Problems};
+use super::validate::{pointer_escape, FieldProblem, Problems, NO_CONTROL};
 
-pub use commands::{ChoiceValue, CommandDecl, OptionChoice, OptionDecl, OptionType};
+pub use commands::{
+    ChoiceValue, CommandDecl, OptionChoice, OptionDecl, OptionType, DEFAULT_DESCRIPTION_MAX_CHARS,
+    DEFAULT_MAX_COMMANDS,
+};
 pub use members::{AppDelivery, CallbackNames, ComponentKind, DeliveryMode};
 
+/// The schema's `allOf` carries the one rule across members: a manifest
+/// that lists its scopes without `events:subscribe` has no hook gate and no
+/// event subscription (both reach the app over its socket).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("allOf" = [{
+    "if": {
+        "required": ["scopes"],
+        "properties": {"scopes": {"not": {"contains": {"const": "events:subscribe"}}}}
+    },
+    "then": {
+        "properties": {
+            "hooks": {"properties": {
+                "dispatch_authorize": {"properties": {"kind": {"not": {"const": "hook"}}}},
+                "message_authorize": {"properties": {"kind": {"not": {"const": "hook"}}}},
+                "task_create": {"properties": {"kind": {"not": {"const": "hook"}}}}
+            }},
+            "eventSubscriptions": {"maxItems": 0}
+        }
+    }
+}]))]
 pub struct Manifest {
-    /// Display name, 1 to 100 characters.
+    /// Display name, 1 to 100 characters (code points), no control
+    /// characters.
+    #[schemars(length(min = 1, max = NAME_MAX), regex(pattern = NO_CONTROL))]
     pub name: String,
-    /// What the app does, 1 to 2000 characters.
+    /// What the app does, 1 to 2000 characters, no control characters.
+    #[schemars(length(min = 1, max = DESCRIPTION_MAX), regex(pattern = NO_CONTROL))]
     pub description: String,
     pub limits: ManifestLimits,
-    /// Conversations created in every accepted task.
+    /// Conversations created in every accepted task: at most
+    /// `limits.max_manifest_conversations` (the schema carries its default),
+    /// keys unique within the manifest.
     #[serde(default)]
+    #[schemars(length(max = DEFAULT_MAX_CONVERSATIONS))]
     pub conversations: Vec<ConversationTemplate>,
     pub hooks: GatePolicies,
     /// The scopes the app asks for. Absent (the seed-000 shape) is not
     /// empty: such a manifest asks for `events:subscribe`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Vec<Scope>")]
+    #[schemars(with = "Vec<Scope>", extend("uniqueItems" = true))]
     pub scopes: Option<Vec<Scope>>,
-    /// Slash commands, at most `command.max_per_principal`.
+    /// Slash commands, at most `command.max_per_principal` (the schema
+    /// carries its default); names unique case-insensitively.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = commands::DEFAULT_MAX_COMMANDS))]
     pub commands: Vec<CommandDecl>,
-    /// The component kinds the app will post, for consent.
+    /// The component kinds the app will post, for consent; each once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("uniqueItems" = true))]
     pub components: Vec<ComponentKind>,
     /// How the app is reached; default `{"mode": "gateway"}`.
     #[serde(default, skip_serializing_if = "AppDelivery::is_default")]
     pub delivery: AppDelivery,
-    /// Event types of the app audience it wants (needs `events:subscribe`).
+    /// Event types of the app audience it wants (needs `events:subscribe`),
+    /// each once; the export lists the catalogue's types as the items' enum.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("uniqueItems" = true))]
     pub event_subscriptions: Vec<String>,
     /// The names its gates are called by; default `current`.
     #[serde(default, skip_serializing_if = "CallbackNames::is_current")]
@@ -69,15 +102,21 @@ impl Manifest {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ManifestLimits {
-    /// Most participants a task of this app may have.
+    /// Most participants a task of this app may have: 1 to
+    /// `limits.max_participants` (the schema carries its default, 1000).
+    #[schemars(range(min = 1, max = DEFAULT_MAX_PARTICIPANTS))]
     pub max_participants: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConversationTemplate {
-    /// Unique within the manifest: lowercase letters, digits, `-` and `_`.
+    /// Unique within the manifest: 1 to 64 of lowercase letters, digits,
+    /// `-` and `_`.
+    #[schemars(length(min = 1, max = KEY_MAX), regex(pattern = KEY_PATTERN))]
     pub key: String,
+    /// 1 to 100 characters, no control characters.
+    #[schemars(length(min = 1, max = NAME_MAX), regex(pattern = NO_CONTROL))]
     pub name: String,
     pub participant_filter: ParticipantFilter,
 }
@@ -106,10 +145,15 @@ pub struct GatePolicies {
 pub enum DispatchPolicy {
     Grant,
     Deny {
+        /// 1 to 500 characters, no control characters.
+        #[schemars(length(min = 1, max = REASON_MAX), regex(pattern = NO_CONTROL))]
         reason: String,
     },
     Hook {
+        /// `hooks.min_timeout_ms` to `hooks.max_timeout_ms` (the schema
+        /// carries their defaults, 10 and 60000).
         #[serde(rename = "timeoutMs")]
+        #[schemars(range(min = DEFAULT_MIN_HOOK_TIMEOUT_MS, max = DEFAULT_MAX_HOOK_TIMEOUT_MS))]
         timeout_ms: u64,
     },
 }
@@ -120,10 +164,15 @@ pub enum DispatchPolicy {
 pub enum MessagePolicy {
     ForwardAllExceptSender,
     Deny {
+        /// 1 to 500 characters, no control characters.
+        #[schemars(length(min = 1, max = REASON_MAX), regex(pattern = NO_CONTROL))]
         reason: String,
     },
     Hook {
+        /// `hooks.min_timeout_ms` to `hooks.max_timeout_ms` (the schema
+        /// carries their defaults, 10 and 60000).
         #[serde(rename = "timeoutMs")]
+        #[schemars(range(min = DEFAULT_MIN_HOOK_TIMEOUT_MS, max = DEFAULT_MAX_HOOK_TIMEOUT_MS))]
         timeout_ms: u64,
     },
 }
@@ -134,10 +183,15 @@ pub enum MessagePolicy {
 pub enum TaskCreatePolicy {
     Accept,
     Reject {
+        /// 1 to 500 characters, no control characters.
+        #[schemars(length(min = 1, max = REASON_MAX), regex(pattern = NO_CONTROL))]
         reason: String,
     },
     Hook {
+        /// `hooks.min_timeout_ms` to `hooks.max_timeout_ms` (the schema
+        /// carries their defaults, 10 and 60000).
         #[serde(rename = "timeoutMs")]
+        #[schemars(range(min = DEFAULT_MIN_HOOK_TIMEOUT_MS, max = DEFAULT_MAX_HOOK_TIMEOUT_MS))]
         timeout_ms: u64,
     },
 }
@@ -165,6 +219,15 @@ const NAME_MAX: usize = 100;
 const DESCRIPTION_MAX: usize = 2000;
 const REASON_MAX: usize = 500;
 const KEY_MAX: usize = 64;
+/// A conversation template's key (length apart).
+const KEY_PATTERN: &str = "^[a-z0-9_-]+$";
+
+/// The defaults of the operator bounds (configuration `hooks.*` and
+/// `limits.*`); the exported schema carries them.
+pub const DEFAULT_MIN_HOOK_TIMEOUT_MS: u64 = 10;
+pub const DEFAULT_MAX_HOOK_TIMEOUT_MS: u64 = 60_000;
+pub const DEFAULT_MAX_PARTICIPANTS: u32 = 1_000;
+pub const DEFAULT_MAX_CONVERSATIONS: usize = 32;
 
 /// Every top-level member; any other is refused with its pointer.
 const MEMBERS: [&str; 11] = [

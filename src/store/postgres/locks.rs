@@ -58,4 +58,8 @@ impl InstallationDialect for PgStore {
     fn locking_read(condition: &str) -> String {
         format!("SELECT {INSTALLATION_COLUMNS} FROM installations WHERE {condition} FOR UPDATE")
     }
+
+    fn sharing_read(condition: &str) -> String {
+        format!("SELECT {INSTALLATION_COLUMNS} FROM installations WHERE {condition} FOR SHARE")
+    }
 }

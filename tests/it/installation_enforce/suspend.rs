@@ -39,9 +39,10 @@ async fn suspend_fails_everything_closed_and_resume_restores(backend: &str) {
     assert_connect_refused(&s.hub, &key, "app_suspended", 4012).await;
     assert_forbidden(&s.catch_up(&key).await, "app_suspended");
 
-    // Every gate fails closed with app_suspended; a fresh socket stands by
-    // to see that the hub never calls it (it cannot connect: the connect
-    // is refused, so the only socket the app had is the closed one).
+    // Every gate fails closed with app_suspended. The app has no socket
+    // now (its connects are refused), so "no round trip" shows in the
+    // reason and the outcome: a gate that tried to call it would fail
+    // `app_unavailable` and count `unavailable`, not `inactive`.
     let blocked = send(&c0, town, "during").await;
     assert_eq!(
         blocked.delivery.state,
@@ -68,7 +69,12 @@ async fn suspend_fails_everything_closed_and_resume_restores(backend: &str) {
         format!("{failed:?}").contains("app_suspended"),
         "{failed:?}"
     );
-    assert_eq!(fake.calls().len(), calls_before, "no call reached the app");
+    assert_eq!(
+        fake.calls().len(),
+        calls_before,
+        "nothing reached the closed socket"
+    );
+    assert!(!metrics(&s.hub).await.contains("outcome=\"unavailable\""));
     let metrics = metrics(&s.hub).await;
     for method in [
         "app/task/create",

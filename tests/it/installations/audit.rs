@@ -136,4 +136,11 @@ async fn every_lifecycle_action_is_one_audit_row_without_values(options: Options
         !hub.log().contains(CANARY),
         "the canary reached the hub's log"
     );
+    // Nor the app's key (shown once, at registration), nor its secret part.
+    let secret = key.rsplit('_').next().unwrap_or(&key);
+    assert!(!audit.contains(secret), "the app's key reached the audit");
+    assert!(
+        !hub.log().contains(secret),
+        "the app's key reached the hub's log"
+    );
 }

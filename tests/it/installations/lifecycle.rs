@@ -64,11 +64,17 @@ async fn a_pending_app_is_installed_by_the_operator_once(options: Options) {
         TestHub::start_with(options.env("SWITCHBOARD_REGISTRATION__INSTALL", "pending")).await;
     let (app, key) = hub.register_app(&werewolf_manifest()).await;
     let path = format!("/api/v1/apps/{app}/installation");
-    for bearer in [ADMIN_TOKEN, key.as_str()] {
-        let (status, body) = call(&hub, Method::GET, &path, bearer, None).await;
-        assert_eq!(status, 404, "{body}");
-        assert_eq!(body["error"]["message"], json!("installation not found"));
-    }
+    let (status, body) = call(&hub, Method::GET, &path, ADMIN_TOKEN, None).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["message"], json!("installation not found"));
+    // The pending app's own key is refused like on every route: it holds
+    // no installation to act through (ADR 0023 §6, step 2b).
+    let (status, body) = call(&hub, Method::GET, &path, &key, None).await;
+    assert_eq!(
+        (status, body["error"]["reason"].clone()),
+        (403, json!("app_not_installed")),
+        "{body}"
+    );
     check_readers(&hub, &app, 404).await;
     for (scopes, message) in [
         (json!(["messages:write"]), "not requested by the manifest"),
@@ -175,6 +181,23 @@ async fn suspend_closes_every_socket_with_4012_and_resume_restores(options: Opti
         (status, &again["installation"]),
         (200, &body["installation"]),
         "a repeat changes nothing"
+    );
+    // A suspended app's own key reads nothing and replaces nothing.
+    let own = format!("/api/v1/apps/{app}/installation");
+    let (status, body) = call(&hub, Method::GET, &own, &key, None).await;
+    assert_eq!(
+        (status, body["error"]["reason"].clone()),
+        (403, json!("app_suspended")),
+        "{body}"
+    );
+    let mut renamed = werewolf_manifest();
+    renamed["name"] = json!("renamed while suspended");
+    let upgrade = format!("/api/v1/apps/{app}/manifest");
+    let (status, body) = call(&hub, Method::PUT, &upgrade, &key, Some(&renamed)).await;
+    assert_eq!(
+        (status, body["error"]["reason"].clone()),
+        (403, json!("app_suspended")),
+        "{body}"
     );
 
     let (status, body) = operator(&hub, Method::POST, &app, "installation/resume", None).await;

@@ -19,4 +19,11 @@ class AgentChannelList(BaseModel):
     after: Annotated[UUID | None, Field(description='Channels with a greater id.')] = (
         None
     )
-    limit: Annotated[int | None, Field(ge=0)] = None
+    limit: Annotated[
+        int | None,
+        Field(
+            description='1 to `messages.page_max` (the schema carries its default, 200).',
+            ge=1,
+            le=200,
+        ),
+    ] = None

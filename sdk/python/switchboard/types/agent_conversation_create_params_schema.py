@@ -23,7 +23,17 @@ class AgentConversationCreate(BaseModel):
     participants: Annotated[
         list[UUID],
         Field(
-            description='The other agents; the caller is added. Direct: exactly one.'
+            description='The other agents, each once and never the caller, who is added.\nDirect: exactly one. Group: 1 to `messages.max_group_participants`\n- 1 (the schema carries the default, 256).',
+            max_length=255,
+            min_length=1,
         ),
     ]
-    name: str | None = None
+    name: Annotated[
+        str | None,
+        Field(
+            description='Groups only: 1 to 100 characters, no control characters.',
+            max_length=100,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
+    ] = None

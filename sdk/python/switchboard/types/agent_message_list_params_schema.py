@@ -30,7 +30,14 @@ class AgentMessageList(BaseModel):
             le=9223372036854775807,
         ),
     ] = None
-    limit: Annotated[int | None, Field(ge=0)] = None
+    limit: Annotated[
+        int | None,
+        Field(
+            description='1 to `messages.page_max` (the schema carries its default, 200).',
+            ge=1,
+            le=200,
+        ),
+    ] = None
     threadId: Annotated[
         UUID | None,
         Field(

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
@@ -26,7 +26,22 @@ class Part3(BaseModel):
         extra='forbid',
     )
     type: Literal['text']
-    text: str
+    text: Annotated[
+        str,
+        Field(
+            description='Not empty; its UTF-8 bytes count against `messages.max_bytes`.',
+            min_length=1,
+        ),
+    ]
+
+
+class NonNullJson(
+    RootModel[Union[bool, int, float, str, dict[str, Any], list["NonNullJson"]]]
+):
+    root: Annotated[
+        Union[bool, int, float, str, dict[str, Any], list["NonNullJson"]],
+        Field(description='Any JSON value but null, at every depth.'),
+    ]
 
 
 class Part4(BaseModel):
@@ -34,8 +49,16 @@ class Part4(BaseModel):
         extra='forbid',
     )
     type: Literal['data']
-    data: Any
-    mimeType: str | None = None
+    data: Annotated[
+        NonNullJson,
+        Field(
+            description='Any JSON with no `null` at any depth, nested at most\n`messages.max_data_depth` arrays and objects (default 120; the\nschema does not carry the depth); its compact JSON bytes count\nagainst `messages.max_bytes`.'
+        ),
+    ]
+    mimeType: Annotated[
+        str | None,
+        Field(description='1 to 255 characters.', max_length=255, min_length=1),
+    ] = None
 
 
 class Part(RootModel[Part3 | Part4]):
@@ -81,3 +104,6 @@ class AgentMessageReceived(BaseModel):
         bool | None, Field(description='Present (true) only on ephemeral events.')
     ] = None
     payload: MessageReceivedPayload
+
+
+NonNullJson.model_rebuild()

@@ -14,4 +14,11 @@ class AgentTaskList(BaseModel):
         extra='forbid',
     )
     after: UUID | None = None
-    limit: Annotated[int | None, Field(ge=0)] = None
+    limit: Annotated[
+        int | None,
+        Field(
+            description='1 to `messages.page_max` (the schema carries its default, 200).',
+            ge=1,
+            le=200,
+        ),
+    ] = None

@@ -13,10 +13,20 @@ class InitialConversation(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
-    name: str
+    name: Annotated[
+        str,
+        Field(
+            description='1 to 100 characters, no control characters.',
+            max_length=100,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
+    ]
     participants: Annotated[
         list[UUID],
-        Field(description='Task participants (the initiator or invited agents).'),
+        Field(
+            description='Task participants (the initiator or invited agents), each once.'
+        ),
     ]
 
 
@@ -27,6 +37,9 @@ class AgentTaskRequest(BaseModel):
     appId: UUID
     invitedAgentIds: Annotated[
         list[UUID],
-        Field(description='The other agents; the caller joins as initiator.'),
+        Field(
+            description="The other agents, each once and never the caller, who joins as\ninitiator; with the caller at most the app's\n`limits.maxParticipants`, itself at most `limits.max_participants`\n(the schema carries that default's bound, 999 invited).",
+            max_length=999,
+        ),
     ]
     initialConversation: InitialConversation | None = None

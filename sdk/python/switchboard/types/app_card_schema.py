@@ -4,9 +4,29 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
+from typing_extensions import TypeAliasType
+
+
+class Primitive(Enum):
+    send_message = 'send_message'
+    read_inbox = 'read_inbox'
+    wait_for_message = 'wait_for_message'
+    whoami = 'whoami'
+    list_connections = 'list_connections'
+    recall = 'recall'
+    remember = 'remember'
+    get_persona = 'get_persona'
+    set_persona = 'set_persona'
+    set_profile = 'set_profile'
+    coord = 'coord'
+    invite_create = 'invite_create'
+    invite_accept = 'invite_accept'
+    beatless = 'beatless'
+    persona = 'persona'
+    rooms = 'rooms'
 
 
 class Category(Enum):
@@ -18,21 +38,73 @@ class Category(Enum):
     utility = 'utility'
 
 
+class Script(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            pattern='^(?:[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.\\.[^/\\\\\\u0000]+)(?:/(?:[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.\\.[^/\\\\\\u0000]+))*$'
+        ),
+    ]
+
+
+IntegrityAdditionalProperty = TypeAliasType(
+    "IntegrityAdditionalProperty",
+    Annotated[str, Field(pattern='^sha256:[0-9a-f]{64}$')],
+)
+
+
 class Entry(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
-    readme: str | None = None
-    persona: str | None = None
+    readme: Annotated[
+        str | None,
+        Field(
+            description='A package path (see `integrity`) the integrity map lists.',
+            pattern='^(?:[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.\\.[^/\\\\\\u0000]+)(?:/(?:[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.\\.[^/\\\\\\u0000]+))*$',
+        ),
+    ] = None
+    persona: Annotated[
+        str | None,
+        Field(
+            description='A package path the integrity map lists.',
+            pattern='^(?:[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.\\.[^/\\\\\\u0000]+)(?:/(?:[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.\\.[^/\\\\\\u0000]+))*$',
+        ),
+    ] = None
     beatless_prompt: str | None = None
     kickoff: list[str] | None = []
-    stage: str | None = None
-    scripts: list[str] | None = []
-    wasm: str | None = None
-    integrity: Annotated[
-        dict[str, str],
+    stage: Annotated[
+        str | None,
         Field(
-            description='`"<relative POSIX path>": "sha256:<lowercase hex>"` for every file of\nthe package but `app.json`.'
+            description='A package path the integrity map lists.',
+            pattern='^(?:[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.\\.[^/\\\\\\u0000]+)(?:/(?:[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.\\.[^/\\\\\\u0000]+))*$',
+        ),
+    ] = None
+    scripts: Annotated[
+        list[Script] | None,
+        Field(
+            description='Package paths the integrity map lists.', validate_default=True
+        ),
+    ] = []
+    wasm: Annotated[
+        str | None,
+        Field(
+            description='A package path the integrity map lists.',
+            pattern='^(?:[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.\\.[^/\\\\\\u0000]+)(?:/(?:[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.[^/\\\\\\u0000.][^/\\\\\\u0000]*|\\.\\.[^/\\\\\\u0000]+))*$',
+        ),
+    ] = None
+    integrity: Annotated[
+        dict[
+            Annotated[
+                str,
+                StringConstraints(
+                    pattern=r'^(?:[^/\\\u0000.][^/\\\u0000]*|\.[^/\\\u0000.][^/\\\u0000]*|\.\.[^/\\\u0000]+)(?:/(?:[^/\\\u0000.][^/\\\u0000]*|\.[^/\\\u0000.][^/\\\u0000]*|\.\.[^/\\\u0000]+))*$'
+                ),
+            ],
+            IntegrityAdditionalProperty,
+        ],
+        Field(
+            description='`"<relative POSIX path>": "sha256:<lowercase hex>"` for every file of\nthe package but `app.json`. A path has no leading `/`, no `\\\\`, no\nNUL, and no empty, `.` or `..` segment.'
         ),
     ]
 
@@ -41,22 +113,42 @@ class AppCardAppJsonMuretaiApp1(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
-    schema_: Annotated[str, Field(alias='schema')]
-    id: str
+    schema_: Annotated[Literal['muretai/app/1'], Field(alias='schema')]
+    id: Annotated[
+        str,
+        Field(
+            description='1 to 64 of lowercase letters, digits and `-`, not starting with `-`.',
+            max_length=64,
+            min_length=1,
+            pattern='^[a-z0-9][a-z0-9-]*$',
+        ),
+    ]
     name: str
     tagline: str
     description: str
-    version: Annotated[str, Field(description='Semantic version.')]
+    version: Annotated[
+        str,
+        Field(
+            description='Semantic version.',
+            pattern='^(0|[1-9]\\d*)\\.(0|[1-9]\\d*)\\.(0|[1-9]\\d*)(?:-((?:0|[1-9]\\d*|\\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\\.(?:0|[1-9]\\d*|\\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\\+([0-9a-zA-Z-]+(?:\\.[0-9a-zA-Z-]+)*))?$',
+        ),
+    ]
     category: Category
-    primitives: list[str]
+    primitives: Annotated[
+        list[Primitive], Field(description="Names from the hub's allowlist.")
+    ]
     entry: Entry
     requires: dict[str, Any] | None = None
     coreChanges: Annotated[
-        bool, Field(description='Must be false: an app never patches the core.')
+        Literal[False],
+        Field(description='Must be false: an app never patches the core.'),
     ]
     author: Annotated[
         str,
-        Field(description='`did:key:z6Mk...` of the Ed25519 key that signed the card.'),
+        Field(
+            description='`did:key:z6Mk...` of the Ed25519 key that signed the card.',
+            pattern='^did:key:z6Mk[1-9A-HJ-NP-Za-km-z]+$',
+        ),
     ]
     sig: Annotated[
         str | None,

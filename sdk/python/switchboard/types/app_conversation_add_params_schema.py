@@ -17,6 +17,6 @@ class AppConversationAdd(BaseModel):
     participants: Annotated[
         list[UUID],
         Field(
-            description='Task participants to add; ones already in the conversation are kept.'
+            description='Task participants to add, each once; ones already in the\nconversation are kept.'
         ),
     ]

@@ -14,7 +14,16 @@ class AppConversationCreate(BaseModel):
         extra='forbid',
     )
     taskId: UUID
-    name: str
+    name: Annotated[
+        str,
+        Field(
+            description='1 to 100 characters, no control characters.',
+            max_length=100,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
+    ]
     participants: Annotated[
-        list[UUID], Field(description="Agents already among the task's participants.")
+        list[UUID],
+        Field(description="Agents already among the task's participants, each once."),
     ]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
@@ -35,20 +35,22 @@ class Part9(BaseModel):
         extra='forbid',
     )
     type: Literal['text']
-    text: str
+    text: Annotated[
+        str,
+        Field(
+            description='Not empty; its UTF-8 bytes count against `messages.max_bytes`.',
+            min_length=1,
+        ),
+    ]
 
 
-class Part10(BaseModel):
-    model_config = ConfigDict(
-        extra='forbid',
-    )
-    type: Literal['data']
-    data: Any
-    mimeType: str | None = None
-
-
-class Part(RootModel[Part9 | Part10]):
-    root: Part9 | Part10
+class NonNullJson(
+    RootModel[Union[bool, int, float, str, dict[str, Any], list["NonNullJson"]]]
+):
+    root: Annotated[
+        Union[bool, int, float, str, dict[str, Any], list["NonNullJson"]],
+        Field(description='Any JSON value but null, at every depth.'),
+    ]
 
 
 class Lease(BaseModel):
@@ -64,6 +66,27 @@ class Lease(BaseModel):
         str | None, Field(description='RFC 3339; set while granted.')
     ] = None
     createdAt: Annotated[str, Field(description='RFC 3339.')]
+
+
+class Part10(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    type: Literal['data']
+    data: Annotated[
+        NonNullJson,
+        Field(
+            description='Any JSON with no `null` at any depth, nested at most\n`messages.max_data_depth` arrays and objects (default 120; the\nschema does not carry the depth); its compact JSON bytes count\nagainst `messages.max_bytes`.'
+        ),
+    ]
+    mimeType: Annotated[
+        str | None,
+        Field(description='1 to 255 characters.', max_length=255, min_length=1),
+    ] = None
+
+
+class Part(RootModel[Part9 | Part10]):
+    root: Part9 | Part10
 
 
 class Message(BaseModel):
@@ -89,3 +112,6 @@ class AppDispatchAuthorize(BaseModel):
     taskId: UUID
     lease: Lease
     message: Message
+
+
+NonNullJson.model_rebuild()

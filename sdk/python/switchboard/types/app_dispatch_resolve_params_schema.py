@@ -14,7 +14,13 @@ class Resolution1(BaseModel):
         extra='forbid',
     )
     decision: Literal['grant']
-    leaseTimeoutMs: Annotated[int | None, Field(ge=0)] = None
+    leaseTimeoutMs: Annotated[
+        int | None,
+        Field(
+            description='At least 1; above `leases.max_timeout_ms` it is lowered to it.',
+            ge=1,
+        ),
+    ] = None
 
 
 class Resolution2(BaseModel):

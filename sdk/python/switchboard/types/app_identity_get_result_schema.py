@@ -15,7 +15,12 @@ class ManifestLimits(BaseModel):
         extra='forbid',
     )
     maxParticipants: Annotated[
-        int, Field(description='Most participants a task of this app may have.', ge=0)
+        int,
+        Field(
+            description='Most participants a task of this app may have: 1 to\n`limits.max_participants` (the schema carries its default, 1000).',
+            ge=1,
+            le=1000,
+        ),
     ]
 
 
@@ -36,7 +41,15 @@ class DispatchPolicy2(BaseModel):
         extra='forbid',
     )
     kind: Literal['deny']
-    reason: str
+    reason: Annotated[
+        str,
+        Field(
+            description='1 to 500 characters, no control characters.',
+            max_length=500,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
+    ]
 
 
 class DispatchPolicy3(BaseModel):
@@ -44,7 +57,14 @@ class DispatchPolicy3(BaseModel):
         extra='forbid',
     )
     kind: Literal['hook']
-    timeoutMs: Annotated[int, Field(ge=0)]
+    timeoutMs: Annotated[
+        int,
+        Field(
+            description='`hooks.min_timeout_ms` to `hooks.max_timeout_ms` (the schema\ncarries their defaults, 10 and 60000).',
+            ge=10,
+            le=60000,
+        ),
+    ]
 
 
 class DispatchPolicy(RootModel[DispatchPolicy1 | DispatchPolicy2 | DispatchPolicy3]):
@@ -66,7 +86,15 @@ class MessagePolicy2(BaseModel):
         extra='forbid',
     )
     kind: Literal['deny']
-    reason: str
+    reason: Annotated[
+        str,
+        Field(
+            description='1 to 500 characters, no control characters.',
+            max_length=500,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
+    ]
 
 
 class MessagePolicy3(BaseModel):
@@ -74,7 +102,14 @@ class MessagePolicy3(BaseModel):
         extra='forbid',
     )
     kind: Literal['hook']
-    timeoutMs: Annotated[int, Field(ge=0)]
+    timeoutMs: Annotated[
+        int,
+        Field(
+            description='`hooks.min_timeout_ms` to `hooks.max_timeout_ms` (the schema\ncarries their defaults, 10 and 60000).',
+            ge=10,
+            le=60000,
+        ),
+    ]
 
 
 class MessagePolicy(RootModel[MessagePolicy1 | MessagePolicy2 | MessagePolicy3]):
@@ -96,7 +131,15 @@ class TaskCreatePolicy2(BaseModel):
         extra='forbid',
     )
     kind: Literal['reject']
-    reason: str
+    reason: Annotated[
+        str,
+        Field(
+            description='1 to 500 characters, no control characters.',
+            max_length=500,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
+    ]
 
 
 class TaskCreatePolicy3(BaseModel):
@@ -104,7 +147,14 @@ class TaskCreatePolicy3(BaseModel):
         extra='forbid',
     )
     kind: Literal['hook']
-    timeoutMs: Annotated[int, Field(ge=0)]
+    timeoutMs: Annotated[
+        int,
+        Field(
+            description='`hooks.min_timeout_ms` to `hooks.max_timeout_ms` (the schema\ncarries their defaults, 10 and 60000).',
+            ge=10,
+            le=60000,
+        ),
+    ]
 
 
 class TaskCreatePolicy(
@@ -141,8 +191,17 @@ class OptionType(RootModel[OptionType1 | Literal['principal'] | Literal['channel
     root: OptionType1 | Literal['principal'] | Literal['channel']
 
 
-class ChoiceValue(RootModel[int | float | str]):
-    root: int | float | str
+class ChoiceValue1(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            max_length=100, min_length=1, pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$'
+        ),
+    ]
+
+
+class ChoiceValue(RootModel[int | float | ChoiceValue1]):
+    root: int | float | ChoiceValue1
 
 
 class ComponentKind(Enum):
@@ -168,10 +227,21 @@ class ConversationTemplate(BaseModel):
     key: Annotated[
         str,
         Field(
-            description='Unique within the manifest: lowercase letters, digits, `-` and `_`.'
+            description='Unique within the manifest: 1 to 64 of lowercase letters, digits,\n`-` and `_`.',
+            max_length=64,
+            min_length=1,
+            pattern='^[a-z0-9_-]+$',
         ),
     ]
-    name: str
+    name: Annotated[
+        str,
+        Field(
+            description='1 to 100 characters, no control characters.',
+            max_length=100,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
+    ]
     participantFilter: ParticipantFilter
 
 
@@ -188,8 +258,21 @@ class OptionChoice(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
-    name: Annotated[str, Field(description='1 to 100 characters.')]
-    value: Annotated[ChoiceValue, Field(description="Of the option's type.")]
+    name: Annotated[
+        str,
+        Field(
+            description='1 to 100 characters, no control characters.',
+            max_length=100,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
+    ]
+    value: Annotated[
+        ChoiceValue,
+        Field(
+            description="Of the option's type (a string: 1 to 100 characters, no control\ncharacters)."
+        ),
+    ]
 
 
 class AppDelivery(BaseModel):
@@ -200,7 +283,10 @@ class AppDelivery(BaseModel):
     interactionsUrl: Annotated[
         str | None,
         Field(
-            description='Required with mode `interactions_url`, refused otherwise: `https`,\nno user info, its host and port on `egress.allowlist`.'
+            description='Required with mode `interactions_url`, refused otherwise: `https`,\nno user info, its host and port on `egress.allowlist`; 1 to 2048\ncharacters.',
+            max_length=2048,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
         ),
     ] = None
 
@@ -211,17 +297,30 @@ class OptionDecl(BaseModel):
     )
     name: Annotated[
         str,
-        Field(description='Same rules as a command name; unique within its command.'),
+        Field(
+            description='Same rules as a command name; unique within its command.',
+            max_length=32,
+            min_length=1,
+            pattern='^[a-z0-9_-]+$',
+        ),
     ]
     type: OptionType
     description: Annotated[
-        str, Field(description='1 to `command.description_max_chars` characters.')
+        str,
+        Field(
+            description='1 to `command.description_max_chars` characters (the schema carries\nits default, 100), no control characters.',
+            max_length=100,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
     ]
     required: bool | None = None
     choices: Annotated[
         list[OptionChoice] | None,
         Field(
-            description='The only values allowed, for `string`, `integer` and `number`\noptions; 1 to 25 of them.'
+            description='The only values allowed, for `string`, `integer` and `number`\noptions; 1 to 25 of them.',
+            max_length=25,
+            min_length=1,
         ),
     ] = None
     autocomplete: Annotated[
@@ -239,11 +338,20 @@ class CommandDecl(BaseModel):
     name: Annotated[
         str,
         Field(
-            description='1 to 32 of `a-z`, `0-9`, `-`, `_`; unique in the manifest,\ncase-insensitively.'
+            description='1 to 32 of `a-z`, `0-9`, `-`, `_`; unique in the manifest,\ncase-insensitively.',
+            max_length=32,
+            min_length=1,
+            pattern='^[a-z0-9_-]+$',
         ),
     ]
     description: Annotated[
-        str, Field(description='1 to `command.description_max_chars` characters.')
+        str,
+        Field(
+            description='1 to `command.description_max_chars` characters (the schema carries\nits default, 100), no control characters.',
+            max_length=100,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
     ]
     requiredLevel: Annotated[
         Level | None,
@@ -251,22 +359,42 @@ class CommandDecl(BaseModel):
             description='The level on the place a caller needs to run it (default `trigger`).'
         ),
     ] = 'trigger'
-    options: list[OptionDecl] | None = None
+    options: Annotated[
+        list[OptionDecl] | None,
+        Field(
+            description='At most 25, names unique within the command.', max_length=25
+        ),
+    ] = None
 
 
 class Manifest(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
-    name: Annotated[str, Field(description='Display name, 1 to 100 characters.')]
+    name: Annotated[
+        str,
+        Field(
+            description='Display name, 1 to 100 characters (code points), no control\ncharacters.',
+            max_length=100,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
+    ]
     description: Annotated[
-        str, Field(description='What the app does, 1 to 2000 characters.')
+        str,
+        Field(
+            description='What the app does, 1 to 2000 characters, no control characters.',
+            max_length=2000,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
     ]
     limits: ManifestLimits
     conversations: Annotated[
         list[ConversationTemplate] | None,
         Field(
-            description='Conversations created in every accepted task.',
+            description='Conversations created in every accepted task: at most\n`limits.max_manifest_conversations` (the schema carries its default),\nkeys unique within the manifest.',
+            max_length=32,
             validate_default=True,
         ),
     ] = []
@@ -279,11 +407,16 @@ class Manifest(BaseModel):
     ] = None
     commands: Annotated[
         list[CommandDecl] | None,
-        Field(description='Slash commands, at most `command.max_per_principal`.'),
+        Field(
+            description='Slash commands, at most `command.max_per_principal` (the schema\ncarries its default); names unique case-insensitively.',
+            max_length=100,
+        ),
     ] = None
     components: Annotated[
         list[ComponentKind] | None,
-        Field(description='The component kinds the app will post, for consent.'),
+        Field(
+            description='The component kinds the app will post, for consent; each once.'
+        ),
     ] = None
     delivery: Annotated[
         AppDelivery | None,
@@ -292,7 +425,7 @@ class Manifest(BaseModel):
     eventSubscriptions: Annotated[
         list[str] | None,
         Field(
-            description='Event types of the app audience it wants (needs `events:subscribe`).'
+            description="Event types of the app audience it wants (needs `events:subscribe`),\neach once; the export lists the catalogue's types as the items' enum."
         ),
     ] = None
     callbackNames: Annotated[

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
@@ -46,20 +46,22 @@ class Part11(BaseModel):
         extra='forbid',
     )
     type: Literal['text']
-    text: str
+    text: Annotated[
+        str,
+        Field(
+            description='Not empty; its UTF-8 bytes count against `messages.max_bytes`.',
+            min_length=1,
+        ),
+    ]
 
 
-class Part12(BaseModel):
-    model_config = ConfigDict(
-        extra='forbid',
-    )
-    type: Literal['data']
-    data: Any
-    mimeType: str | None = None
-
-
-class Part(RootModel[Part11 | Part12]):
-    root: Part11 | Part12
+class NonNullJson(
+    RootModel[Union[bool, int, float, str, dict[str, Any], list["NonNullJson"]]]
+):
+    root: Annotated[
+        Union[bool, int, float, str, dict[str, Any], list["NonNullJson"]],
+        Field(description='Any JSON value but null, at every depth.'),
+    ]
 
 
 class Conversation(BaseModel):
@@ -88,6 +90,27 @@ class Conversation(BaseModel):
     createdAt: Annotated[str, Field(description='RFC 3339.')]
 
 
+class Part12(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    type: Literal['data']
+    data: Annotated[
+        NonNullJson,
+        Field(
+            description='Any JSON with no `null` at any depth, nested at most\n`messages.max_data_depth` arrays and objects (default 120; the\nschema does not carry the depth); its compact JSON bytes count\nagainst `messages.max_bytes`.'
+        ),
+    ]
+    mimeType: Annotated[
+        str | None,
+        Field(description='1 to 255 characters.', max_length=255, min_length=1),
+    ] = None
+
+
+class Part(RootModel[Part11 | Part12]):
+    root: Part11 | Part12
+
+
 class Message(BaseModel):
     id: UUID
     conversationId: UUID
@@ -111,3 +134,6 @@ class AppMessageAuthorize(BaseModel):
     taskId: UUID
     conversation: Conversation
     message: Message
+
+
+NonNullJson.model_rebuild()

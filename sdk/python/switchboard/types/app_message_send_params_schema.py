@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
@@ -14,7 +14,22 @@ class Part13(BaseModel):
         extra='forbid',
     )
     type: Literal['text']
-    text: str
+    text: Annotated[
+        str,
+        Field(
+            description='Not empty; its UTF-8 bytes count against `messages.max_bytes`.',
+            min_length=1,
+        ),
+    ]
+
+
+class NonNullJson(
+    RootModel[Union[bool, int, float, str, dict[str, Any], list["NonNullJson"]]]
+):
+    root: Annotated[
+        Union[bool, int, float, str, dict[str, Any], list["NonNullJson"]],
+        Field(description='Any JSON value but null, at every depth.'),
+    ]
 
 
 class Part14(BaseModel):
@@ -22,8 +37,16 @@ class Part14(BaseModel):
         extra='forbid',
     )
     type: Literal['data']
-    data: Any
-    mimeType: str | None = None
+    data: Annotated[
+        NonNullJson,
+        Field(
+            description='Any JSON with no `null` at any depth, nested at most\n`messages.max_data_depth` arrays and objects (default 120; the\nschema does not carry the depth); its compact JSON bytes count\nagainst `messages.max_bytes`.'
+        ),
+    ]
+    mimeType: Annotated[
+        str | None,
+        Field(description='1 to 255 characters.', max_length=255, min_length=1),
+    ] = None
 
 
 class Part(RootModel[Part13 | Part14]):
@@ -35,11 +58,21 @@ class AppMessageSend(BaseModel):
         extra='forbid',
     )
     conversationId: UUID
-    parts: list[Part]
+    parts: Annotated[
+        list[Part],
+        Field(
+            description='1 to `messages.max_parts` (the schema carries its default, 16),\ntogether at most `messages.max_bytes` (default 65536; not in the\nschema: text counts UTF-8 bytes, data its compact JSON).',
+            max_length=16,
+            min_length=1,
+        ),
+    ]
     clientMsgId: Annotated[
         str | None,
         Field(
-            description='Idempotency key, unique per sender: a retry returns the original\nresult; reuse with a different message is a ConflictError.'
+            description='Idempotency key, unique per sender: a retry returns the original\nresult; reuse with a different message is a ConflictError. 1 to 128\ncharacters, no control characters.',
+            max_length=128,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
         ),
     ] = None
     replyTo: UUID | None = None
@@ -49,3 +82,6 @@ class AppMessageSend(BaseModel):
             description='In a channel: the root of the thread the message answers (a message\nof the channel without `threadId`); absent for the main thread.'
         ),
     ] = None
+
+
+NonNullJson.model_rebuild()

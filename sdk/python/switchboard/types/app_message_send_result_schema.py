@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
@@ -26,7 +26,28 @@ class Part15(BaseModel):
         extra='forbid',
     )
     type: Literal['text']
-    text: str
+    text: Annotated[
+        str,
+        Field(
+            description='Not empty; its UTF-8 bytes count against `messages.max_bytes`.',
+            min_length=1,
+        ),
+    ]
+
+
+class NonNullJson(
+    RootModel[Union[bool, int, float, str, dict[str, Any], list["NonNullJson"]]]
+):
+    root: Annotated[
+        Union[bool, int, float, str, dict[str, Any], list["NonNullJson"]],
+        Field(description='Any JSON value but null, at every depth.'),
+    ]
+
+
+class DeliveryState(Enum):
+    forwarded = 'forwarded'
+    blocked = 'blocked'
+    pending = 'pending'
 
 
 class Part16(BaseModel):
@@ -34,18 +55,33 @@ class Part16(BaseModel):
         extra='forbid',
     )
     type: Literal['data']
-    data: Any
-    mimeType: str | None = None
+    data: Annotated[
+        NonNullJson,
+        Field(
+            description='Any JSON with no `null` at any depth, nested at most\n`messages.max_data_depth` arrays and objects (default 120; the\nschema does not carry the depth); its compact JSON bytes count\nagainst `messages.max_bytes`.'
+        ),
+    ]
+    mimeType: Annotated[
+        str | None,
+        Field(description='1 to 255 characters.', max_length=255, min_length=1),
+    ] = None
 
 
 class Part(RootModel[Part15 | Part16]):
     root: Part15 | Part16
 
 
-class DeliveryState(Enum):
-    forwarded = 'forwarded'
-    blocked = 'blocked'
-    pending = 'pending'
+class Delivery(BaseModel):
+    state: DeliveryState
+    recipients: Annotated[int | None, Field(ge=0)] = None
+    reason: str | None = None
+    dropped: Annotated[
+        int | None,
+        Field(
+            description='Recipients the app named that are not participants: never delivered.',
+            ge=0,
+        ),
+    ] = None
 
 
 class Message(BaseModel):
@@ -67,19 +103,6 @@ class Message(BaseModel):
     createdAt: Annotated[str, Field(description='RFC 3339.')]
 
 
-class Delivery(BaseModel):
-    state: DeliveryState
-    recipients: Annotated[int | None, Field(ge=0)] = None
-    reason: str | None = None
-    dropped: Annotated[
-        int | None,
-        Field(
-            description='Recipients the app named that are not participants: never delivered.',
-            ge=0,
-        ),
-    ] = None
-
-
 class MessageSendResult(BaseModel):
     message: Message
     delivery: Delivery
@@ -93,3 +116,6 @@ class MessageSendResult(BaseModel):
 
 class AppMessageSend(RootModel[MessageSendResult]):
     root: Annotated[MessageSendResult, Field(title='app/message/send')]
+
+
+NonNullJson.model_rebuild()

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class AppTaskClose(BaseModel):
@@ -13,4 +14,6 @@ class AppTaskClose(BaseModel):
         extra='forbid',
     )
     taskId: UUID
-    reason: str | None = None
+    reason: Annotated[
+        str | None, Field(description='At most 500 characters.', max_length=500)
+    ] = None

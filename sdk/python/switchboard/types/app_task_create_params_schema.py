@@ -36,10 +36,20 @@ class InitialConversation(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
-    name: str
+    name: Annotated[
+        str,
+        Field(
+            description='1 to 100 characters, no control characters.',
+            max_length=100,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
+    ]
     participants: Annotated[
         list[UUID],
-        Field(description='Task participants (the initiator or invited agents).'),
+        Field(
+            description='Task participants (the initiator or invited agents), each once.'
+        ),
     ]
 
 
