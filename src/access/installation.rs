@@ -10,11 +10,9 @@
 use uuid::Uuid;
 
 use super::load::{Reads, Source};
-use crate::domain::authz::{check_installation, check_subject, Action, Denial, Reason, Subject};
+use crate::domain::authz::{check_subject, Action, Denial, Reason, Subject};
 use crate::domain::installation::{InstallationFacts, InstallationState};
-use crate::domain::Principal;
 use crate::domain::PrincipalKind;
-use crate::hub::Hub;
 use crate::store::StoreResult;
 
 /// The installation an app subject decides with, and whether it was read
@@ -68,24 +66,4 @@ pub(super) async fn recheck_scope(
         return Ok(None);
     }
     Ok(Some(reads.installation(app_id, Source::Store).await?.0))
-}
-
-/// Step 2b alone, for the routes about the caller's own keys (`POST
-/// /api/v1/keys/rotate|revoke`): they name no resource, so no catalogue
-/// action decides them, yet an app acts only through an active
-/// installation (ADR 0023 §6, "REST"; revoke included: the issue's "its
-/// REST calls answer 403"). Read from the store: the routes are rare, and a
-/// key minted on a stale cached "active" would outlive the suspend. The
-/// reason refused, `None` for an active app and every other subject.
-pub async fn caller_not_installed(hub: &Hub, principal: Principal) -> StoreResult<Option<Reason>> {
-    let Some(app_id) = app_of(&super::subject_of(principal)) else {
-        return Ok(None);
-    };
-    let facts = hub
-        .installations
-        .read_fresh(app_id)
-        .await?
-        .map(|i| i.facts());
-    let subject = super::subject_of(principal);
-    Ok(check_installation(&subject, facts).err().map(|d| d.reason))
 }

@@ -22,7 +22,6 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-pub use installation::caller_not_installed;
 pub use load::{place_of_conversation, Loaded};
 pub use places::{channel_conversation, readable_channels};
 pub use reject::{reject, Refusal, RefusalKind, THREAD_UNKNOWN};

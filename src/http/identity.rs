@@ -17,6 +17,7 @@ use super::body::checked_json;
 use super::error::ApiError;
 use super::installations::installation_summary;
 use crate::config::RegistrationMode;
+use crate::domain::authz::Action;
 use crate::domain::validate::{FieldProblem, Problems};
 use crate::hub::Hub;
 use crate::identity::{self, Authenticated, IdentityError};
@@ -480,27 +481,18 @@ pub(super) fn rate_limited(wait: std::time::Duration, what: &str) -> ApiError {
     e
 }
 
-/// An app's key routes answer like its every other REST call while its
-/// installation is not active: 403 `forbidden`, reason `app_suspended` or
-/// `app_not_installed` (ADR 0023 §6). Not in the audit of denials, whose
-/// records name a catalogue action: none names these routes.
+/// An app's key routes are decided like its every other REST call
+/// (`app.keys.manage` on the app itself), so while its installation is not
+/// active they answer 403 `forbidden`, reason `app_suspended` or
+/// `app_not_installed`, counted and audited (ADR 0023 §6, "Leftovers").
+/// Agents' and people's keys need no decision.
 async fn check_installed(hub: &Hub, principal: crate::domain::Principal) -> Result<(), ApiError> {
-    let refused = crate::access::caller_not_installed(hub, principal)
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "store failure");
-            ApiError::internal()
-        })?;
-    let Some(reason) = refused else {
+    if principal.kind != crate::domain::PrincipalKind::App {
         return Ok(());
-    };
-    let mut e = ApiError::new(
-        StatusCode::FORBIDDEN,
-        "forbidden",
-        format!("the app's installation is not active: {}", reason.as_str()),
-    );
-    e.extra = Some(Box::new(json!({ "reason": reason.as_str() })));
-    Err(e)
+    }
+    let target = crate::access::Target::app(principal.id);
+    crate::access::check_rest(hub, principal, Action::AppKeysManage, target).await?;
+    Ok(())
 }
 
 /// Issues a new key for the caller and revokes the presented one (and any

@@ -251,9 +251,8 @@ pub fn check_subject(
     check_installation(subject, installation)
 }
 
-/// Step 2b: an app acts only through an active installation. Public for
-/// the routes that act on the caller alone and name no resource (its keys).
-pub fn check_installation(
+/// Step 2b: an app acts only through an active installation.
+fn check_installation(
     subject: &Subject,
     installation: Option<InstallationFacts>,
 ) -> Result<(), Denial> {
