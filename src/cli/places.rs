@@ -165,12 +165,19 @@ pub(super) async fn grant(command: GrantCommand, config: Config) -> anyhow::Resu
                 crate::store::StoreError::NotFound => {
                     anyhow::anyhow!("the subject or the place does not exist (or is disabled)")
                 }
+                crate::store::StoreError::Conflict(m) if m == crate::store::APP_NOT_INSTALLED => {
+                    anyhow::anyhow!(
+                        "--principal: the app is not installed, pending or uninstalled \
+                         (app_not_installed); install it first: switchboard app install --id {}",
+                        principal.unwrap_or_default()
+                    )
+                }
                 other => other.into(),
             })?;
             println!("grant id: {}", written.id);
             Ok(())
         }
-        GrantCommand::Delete { id } => match store.delete_grant(id).await {
+        GrantCommand::Delete { id } => match store.delete_grant(id, None, now_millis()).await {
             Err(crate::store::StoreError::NotFound) => anyhow::bail!("no grant with id {id}"),
             other => {
                 other?;

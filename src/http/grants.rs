@@ -30,7 +30,7 @@ use crate::domain::authz::{Action, Level};
 use crate::domain::event::rfc3339;
 use crate::domain::PrincipalKind;
 use crate::hub::Hub;
-use crate::store::{GrantRecord, NewGrant, NewGroup, StoreError};
+use crate::store::{GrantRecord, NewGrant, NewGroup, StoreError, APP_NOT_INSTALLED};
 
 fn grant_json(g: &GrantRecord) -> Value {
     let subject = match g.subject {
@@ -120,7 +120,9 @@ fn place_target(place: GrantPlace) -> Target {
 /// `POST /api/v1/grants {subject, place, level}` (operator, or an admin of
 /// the place): 201 `{grant}`; granting again replaces the level. An app
 /// above `write` is 400 `level_above_app_cap` at `/level`; a subject that
-/// is no active principal or group is 400 at `/subject`.
+/// is no active principal or group is 400 at `/subject`; an app without a
+/// live installation is 409 `app_not_installed` at `/subject/principalId`.
+/// A grant to an app is audited (`grant.manage`) with it.
 pub async fn put(
     State(hub): State<Arc<Hub>>,
     ConnectInfo(remote): ConnectInfo<SocketAddr>,
@@ -147,6 +149,7 @@ pub async fn put(
     hub.memberships.invalidate_channels();
     let written = match result {
         Err(StoreError::NotFound) => return Err(unknown_subject(subject)),
+        Err(StoreError::Conflict(m)) if m == APP_NOT_INSTALLED => return Err(app_not_installed()),
         other => other.map_err(store_failure)?,
     };
     info!(grant = %written.id, level = level.as_str(), "grant put");
@@ -178,6 +181,21 @@ async fn check_app_cap(hub: &Hub, subject: Holder, level: Level) -> Result<(), A
         ));
     }
     Ok(())
+}
+
+/// 409 for a grant to an app without a live installation (ADR 0023 §6,
+/// "Grants to apps"): decided in the grant's transaction, so an uninstall
+/// racing it leaves no grant behind. A conflict, not bad input: the same
+/// request succeeds once the operator installs the app.
+fn app_not_installed() -> ApiError {
+    let message = "the app is not installed (pending or uninstalled)";
+    ApiError {
+        details: vec![crate::domain::validate::FieldProblem {
+            pointer: "/subject/principalId".into(),
+            message: message.into(),
+        }],
+        ..ApiError::new(StatusCode::CONFLICT, "app_not_installed", message)
+    }
 }
 
 fn unknown_subject(subject: Holder) -> ApiError {
@@ -232,7 +250,11 @@ pub async fn delete(
     let Loaded::Grant(grant) = granted.loaded else {
         return Err(ApiError::internal());
     };
-    let result = hub.store.delete_grant(grant.id).await;
+    let now = crate::domain::now_millis();
+    let result = hub
+        .store
+        .delete_grant(grant.id, caller.principal_id(), now)
+        .await;
     // Before the result is mapped, failed or not (see `put`).
     hub.memberships.invalidate_channels();
     match result {

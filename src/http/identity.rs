@@ -17,6 +17,7 @@ use super::body::checked_json;
 use super::error::ApiError;
 use super::installations::installation_summary;
 use crate::config::RegistrationMode;
+use crate::domain::authz::Action;
 use crate::domain::validate::{FieldProblem, Problems};
 use crate::hub::Hub;
 use crate::identity::{self, Authenticated, IdentityError};
@@ -480,6 +481,20 @@ pub(super) fn rate_limited(wait: std::time::Duration, what: &str) -> ApiError {
     e
 }
 
+/// An app's key routes are decided like its every other REST call
+/// (`app.keys.manage` on the app itself), so while its installation is not
+/// active they answer 403 `forbidden`, reason `app_suspended` or
+/// `app_not_installed`, counted and audited (ADR 0023 §6, "Leftovers").
+/// Agents' and people's keys need no decision.
+async fn check_installed(hub: &Hub, principal: crate::domain::Principal) -> Result<(), ApiError> {
+    if principal.kind != crate::domain::PrincipalKind::App {
+        return Ok(());
+    }
+    let target = crate::access::Target::app(principal.id);
+    crate::access::check_rest(hub, principal, Action::AppKeysManage, target).await?;
+    Ok(())
+}
+
 /// Issues a new key for the caller and revokes the presented one (and any
 /// other active key); sockets on revoked keys are closed with 4003.
 pub async fn rotate_key(
@@ -488,6 +503,7 @@ pub async fn rotate_key(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let auth = bearer(&hub, &headers, remote).await?;
+    check_installed(&hub, auth.principal).await?;
     let (key, revoked) =
         identity::rotate(hub.store.as_ref(), auth.principal, Some(&auth.key_id)).await?;
     hub.registry.close_keys(
@@ -521,6 +537,7 @@ pub async fn revoke_key(
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
     let auth = bearer(&hub, &headers, remote).await?;
+    check_installed(&hub, auth.principal).await?;
     let revoked = identity::revoke(hub.store.as_ref(), auth.principal.id).await?;
     hub.registry.close_keys(
         auth.principal.id,

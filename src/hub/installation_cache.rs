@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
-use crate::domain::installation::{InstallationState, Scope};
 use crate::store::{DynStore, InstallationRecord, StoreResult};
 
 /// A bounded map from app id to its live installation
@@ -92,9 +91,7 @@ impl InstallationCache {
     /// `events:subscribe`, so nothing accrues for a suspended app (filter
     /// mode: the event is left out, nothing is refused or audited).
     pub async fn receives_events(&self, app_id: Uuid) -> StoreResult<bool> {
-        Ok(self.get(app_id).await?.is_some_and(|i| {
-            i.state == InstallationState::Active && i.effective().contains(Scope::EventsSubscribe)
-        }))
+        Ok(self.get(app_id).await?.is_some_and(|i| i.receives_events()))
     }
 
     /// Forgets the app's installation. Call it after every store call that
@@ -141,7 +138,7 @@ impl InstallationCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::installation::ScopeSet;
+    use crate::domain::installation::{InstallationState, Scope, ScopeSet};
 
     fn record(app_id: Uuid) -> InstallationRecord {
         let scopes = ScopeSet::of([Scope::EventsSubscribe]);

@@ -14,7 +14,9 @@ use uuid::Uuid;
 use super::Hub;
 use crate::config::Config;
 use crate::domain::event::NewEvent;
-use crate::domain::installation::{Actor, LifecycleAction, Scope, ScopeSet, Transition};
+use crate::domain::installation::{
+    Actor, InstallationState, LifecycleAction, Scope, ScopeSet, Transition,
+};
 use crate::domain::keys::{self, MintedKey};
 use crate::domain::manifest::{self, Manifest};
 use crate::domain::task::TaskState;
@@ -103,8 +105,18 @@ pub fn scopes_view(r: &InstallationRecord) -> InstallationScopes {
     }
 }
 
-/// `app/installation/changed` to the app's own stream.
+/// `app/installation/changed` to the app's own stream, under the fan-out's
+/// rule (ADR 0023 §6, "Fan-out"), judged on the row as the change left it:
+/// written only while the installation is active and holds
+/// `events:subscribe`. An event written without the scope is never
+/// delivered (the app can neither connect nor read catch-up), so it would
+/// only grow the log; an app that regains the scope is told by the change
+/// that gave it back, and reads its scopes with `GET
+/// /api/v1/apps/{id}/installation` or `app/identity/get` at any time.
 fn changed_event(r: &InstallationRecord) -> Vec<NewEvent> {
+    if !r.receives_events() {
+        return Vec::new();
+    }
     let payload = InstallationChangedPayload {
         installation_id: r.id,
         state: r.state,
@@ -324,7 +336,7 @@ impl<'a> Lifecycle<'a> {
         if transition == Transition::Uninstall {
             self.uninstall(app_id, actor).await?;
             return Ok(InstallationRecord {
-                state: crate::domain::installation::InstallationState::Uninstalled,
+                state: InstallationState::Uninstalled,
                 ..current
             });
         }
@@ -412,7 +424,7 @@ fn predicted(new: &NewInstallation) -> InstallationRecord {
     InstallationRecord {
         id: new.id,
         app_id: new.app_id,
-        state: crate::domain::installation::InstallationState::Active,
+        state: InstallationState::Active,
         requested: new.requested,
         granted: new.granted,
         created_at: new.now,

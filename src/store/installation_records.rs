@@ -6,7 +6,7 @@ use uuid::Uuid;
 use super::{IdempotencyRecord, NewKey};
 use crate::domain::event::{NewEvent, StoredEvent};
 use crate::domain::installation::{
-    effective_scopes, Actor, InstallationFacts, InstallationState, ScopeSet,
+    effective_scopes, Actor, InstallationFacts, InstallationState, Scope, ScopeSet,
 };
 use crate::domain::manifest::Manifest;
 use crate::domain::task::{Task, TaskState};
@@ -30,6 +30,12 @@ impl InstallationRecord {
     /// Granted and still requested: what the app holds.
     pub fn effective(&self) -> ScopeSet {
         effective_scopes(self.requested, self.granted)
+    }
+
+    /// Whether events are written to the app's stream (ADR 0023 §6,
+    /// "Fan-out"): only while it is active and holds `events:subscribe`.
+    pub fn receives_events(&self) -> bool {
+        self.state == InstallationState::Active && self.effective().contains(Scope::EventsSubscribe)
     }
 
     pub fn facts(&self) -> InstallationFacts {

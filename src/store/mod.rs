@@ -12,6 +12,7 @@
 //! `sqlite/` and `postgres/`, behind the area's `...Dialect` trait. The
 //! contract test suite runs the same cases against both.
 
+mod app_grants;
 mod apps;
 mod audit;
 mod audit_actions;
@@ -70,8 +71,8 @@ pub use messages::{
     PersonCopies, Verdict,
 };
 pub use places::{
-    ChannelLevels, ChannelRecord, GrantRecord, NewChannel, NewGrant, NewGroup, NewSpace,
-    PlaceStore, SpaceLevels, SpaceRecord,
+    actor_of, ChannelLevels, ChannelRecord, GrantRecord, NewChannel, NewGrant, NewGroup, NewSpace,
+    PlaceStore, SpaceLevels, SpaceRecord, APP_NOT_INSTALLED,
 };
 pub use postgres::PgStore;
 pub use signing_keys::{SigningKeyRecord, SigningKeyStore};

@@ -8,8 +8,10 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::place_levels;
+pub use super::app_grants::{actor_of, APP_NOT_INSTALLED};
+use super::installations::InstallationDialect;
 use super::sql::{is_unique_violation, parsed, Arg, Database, Executor, Keyset, Row};
+use super::{app_grants, place_levels};
 use super::{StoreError, StoreResult};
 use crate::domain::authz::level::{GrantPlace, Holder};
 use crate::domain::authz::{ChannelState, Level};
@@ -112,13 +114,17 @@ pub trait PlaceStore: Send + Sync + 'static {
     async fn remove_member(&self, group: Uuid, principal: Uuid) -> StoreResult<()>;
 
     /// Grants, or replaces the level of the grant the subject holds on the
-    /// place; `NotFound` when the subject or the place does not exist.
+    /// place; `NotFound` when the subject or the place does not exist,
+    /// `Conflict` [`APP_NOT_INSTALLED`] for an app without a live
+    /// installation. A grant to an app is audited (`grant.manage`, the
+    /// actor [`actor_of`] `granted_by`) in the same transaction.
     async fn put_grant(&self, grant: &NewGrant) -> StoreResult<GrantRecord>;
 
     async fn grant(&self, id: Uuid) -> StoreResult<Option<GrantRecord>>;
 
-    /// `NotFound` for an unknown id.
-    async fn delete_grant(&self, id: Uuid) -> StoreResult<()>;
+    /// `NotFound` for an unknown id. `by` as [`NewGrant::granted_by`]
+    /// (`None`: the operator): who the audit row of an app's grant names.
+    async fn delete_grant(&self, id: Uuid, by: Option<Uuid>, now: Millis) -> StoreResult<()>;
 
     /// The grants on one place, by id.
     async fn grants_of_place(&self, place: GrantPlace) -> StoreResult<Vec<GrantRecord>>;
@@ -364,7 +370,7 @@ pub(super) async fn bump_rights_version(ex: &mut dyn Executor) -> StoreResult<()
 }
 
 #[async_trait]
-impl<D: Database + Keyset> PlaceStore for D {
+impl<D: Database + Keyset + InstallationDialect> PlaceStore for D {
     async fn create_space(&self, space: &NewSpace) -> StoreResult<SpaceRecord> {
         let sql = "INSERT INTO spaces (id, name, created_at) VALUES ($1, $2, $3)";
         let inserted = insert_named(self, sql, space.id, &space.name, space.created_at).await;
@@ -429,9 +435,18 @@ impl<D: Database + Keyset> PlaceStore for D {
     }
 
     async fn put_grant(&self, grant: &NewGrant) -> StoreResult<GrantRecord> {
+        let app = app_grants::app_subject(&mut *self.read().await?, grant.subject).await?;
         let mut tx = self.begin().await?;
+        let installation = match app {
+            Some(app_id) => Some(app_grants::hold_installation::<D>(&mut *tx, app_id).await?),
+            None => None,
+        };
         check_grant_ends(&mut *tx, grant).await?;
         let stored = upsert_grant(&mut *tx, grant).await?;
+        if let Some(installation) = &installation {
+            let actor = app_grants::actor_of(grant.granted_by);
+            app_grants::record_put(&mut *tx, actor, installation, grant.created_at).await?;
+        }
         bump_rights_version(&mut *tx).await?;
         tx.commit().await?;
         Ok(stored)
@@ -447,14 +462,18 @@ impl<D: Database + Keyset> PlaceStore for D {
             .transpose()
     }
 
-    async fn delete_grant(&self, id: Uuid) -> StoreResult<()> {
+    async fn delete_grant(&self, id: Uuid, by: Option<Uuid>, now: Millis) -> StoreResult<()> {
         let mut tx = self.begin().await?;
         let deleted = tx
-            .execute("DELETE FROM grants WHERE id = $1", &[Arg::Id(id)])
-            .await?;
-        if deleted == 0 {
-            return Err(StoreError::NotFound);
-        }
+            .fetch_optional(
+                "DELETE FROM grants WHERE id = $1 RETURNING subject_kind, subject_id",
+                &[Arg::Id(id)],
+            )
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        let (kind, subject) = (deleted.text("subject_kind")?, deleted.id("subject_id")?);
+        let actor = app_grants::actor_of(by);
+        app_grants::record_delete(&mut *tx, actor, &kind, subject, now).await?;
         bump_rights_version(&mut *tx).await?;
         tx.commit().await
     }

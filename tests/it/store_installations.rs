@@ -53,6 +53,7 @@ macro_rules! contract_raw {
 }
 
 mod audit;
+mod grant_race;
 mod uninstall;
 
 contract_raw!(

@@ -190,8 +190,8 @@ async fn granting_again_replaces_the_level(store: DynStore) {
     assert_eq!(store.grant(first.id).await.unwrap(), Some(second));
     let levels = store.space_levels(sam, s).await.unwrap();
     assert_eq!(levels.space, Some(Level::Admin));
-    store.delete_grant(first.id).await.unwrap();
-    not_found(store.delete_grant(first.id).await);
+    store.delete_grant(first.id, None, 1).await.unwrap();
+    not_found(store.delete_grant(first.id, None, 1).await);
     assert!(store.grant(first.id).await.unwrap().is_none());
     assert!(store
         .grants_of_place(GrantPlace::Space(s))

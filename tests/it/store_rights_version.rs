@@ -53,7 +53,7 @@ async fn each_rights_write_bumps_the_version(store: DynStore) {
     );
     store.put_grant(&lower).await.unwrap();
     let v = bumped(&store, v, "put_grant replacing a level").await;
-    store.delete_grant(stored.id).await.unwrap();
+    store.delete_grant(stored.id, None, 1).await.unwrap();
     let v = bumped(&store, v, "delete_grant").await;
     store
         .set_channel(notes.id, None, Some(ChannelState::ReadOnly))
@@ -66,7 +66,7 @@ async fn each_rights_write_bumps_the_version(store: DynStore) {
         .unwrap();
     let v = bumped(&store, v, "set_channel name").await;
 
-    assert!(store.delete_grant(stored.id).await.is_err());
+    assert!(store.delete_grant(stored.id, None, 1).await.is_err());
     unchanged(&store, v, "delete_grant of a missing grant").await;
     assert!(store
         .set_channel(notes.id, Some("drafts"), None)

@@ -42,6 +42,9 @@ pub enum Action {
     InstallationRead,
     /// An app replacing its own manifest.
     AppUpgrade,
+    /// An app rotating or revoking its own keys (`POST
+    /// /api/v1/keys/rotate|revoke`; agents and people need no decision).
+    AppKeysManage,
 }
 
 /// The kinds of subject an action admits. The operator is the admin token,
@@ -141,7 +144,7 @@ impl Requirement {
 }
 
 impl Action {
-    pub const ALL: [Action; 28] = [
+    pub const ALL: [Action; 29] = [
         Action::ConversationCreate,
         Action::ConversationRead,
         Action::MessageRead,
@@ -170,6 +173,7 @@ impl Action {
         Action::AgentKeysRevoke,
         Action::InstallationRead,
         Action::AppUpgrade,
+        Action::AppKeysManage,
     ];
 
     /// The catalogue's name: the protocol's `data.action` and the audit's.
@@ -203,6 +207,7 @@ impl Action {
             Action::AgentKeysRevoke => "agent.keys.revoke",
             Action::InstallationRead => "installation.read",
             Action::AppUpgrade => "app.upgrade",
+            Action::AppKeysManage => "app.keys.manage",
         }
     }
 
@@ -262,7 +267,7 @@ impl Action {
             // The route admits only the app's own id (another's answers as
             // missing before this runs): what is left to decide is step 2b,
             // the installation, which is the point of asking.
-            Action::InstallationRead | Action::AppUpgrade => {
+            Action::InstallationRead | Action::AppUpgrade | Action::AppKeysManage => {
                 req(S::APP, K::App, None, false, Rule::None)
             }
         }

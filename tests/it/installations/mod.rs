@@ -4,6 +4,7 @@
 
 mod audit;
 mod cli;
+mod grants;
 mod lifecycle;
 mod registration;
 mod uninstall;

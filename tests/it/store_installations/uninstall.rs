@@ -380,6 +380,8 @@ async fn check_reinstall(store: &DynStore, raw: &LegacyDb, s: &Setup) {
         actions_of(store, s.app).await,
         [
             LifecycleAction::Install,
+            // The setup's grant to the app, audited in its transaction.
+            LifecycleAction::GrantManage,
             LifecycleAction::Uninstall,
             LifecycleAction::Install
         ]

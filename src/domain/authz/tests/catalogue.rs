@@ -8,7 +8,7 @@ use super::*;
 
 /// ADR 0020 §3, "Actions today": the subjects column, row by row
 /// (agent, person, app, operator).
-const TABLE: [(Action, [bool; 4]); 28] = [
+const TABLE: [(Action, [bool; 4]); 29] = [
     (Action::ConversationCreate, [true, true, false, false]),
     (Action::ConversationRead, [true, true, true, false]),
     (Action::MessageRead, [true, true, true, false]),
@@ -37,6 +37,7 @@ const TABLE: [(Action, [bool; 4]); 28] = [
     (Action::AgentKeysRevoke, [false, true, false, true]),
     (Action::InstallationRead, [false, false, true, false]),
     (Action::AppUpgrade, [false, false, true, false]),
+    (Action::AppKeysManage, [false, false, true, false]),
 ];
 
 #[test]
