@@ -127,6 +127,20 @@ impl serde::Serialize for CatchUpPage {
     }
 }
 
+/// Every check of the `GET /api/v1/events` query that needs no store or
+/// hub state, in the route's order: the query string's form, then
+/// [`check_query`], then the form of `after`; the cursor's position in the
+/// log is [`check_cursor`]'s. Public for the fuzz targets (ADR 0026).
+pub fn read_query(
+    uri: &axum::http::Uri,
+    cfg: &EventsConfig,
+) -> Result<(u64, u64, Option<u64>), ApiError> {
+    let QueryParams(query) = QueryParams::parse(uri)?;
+    let (limit, wait) = check_query(cfg, &query)?;
+    let after = number(&query, "after")?;
+    Ok((limit, wait, after))
+}
+
 /// Known parameters only; `limit` within `events.page_max` and `wait`
 /// within `events.max_wait_seconds`.
 fn check_query(
