@@ -22,7 +22,10 @@ fuzz_target!(|data: &[u8]| {
         // The id is echoed as received: the answer the hub writes for it
         // reads back as a response to the same id.
         Incoming::Request { id, .. } => match frame::parse(&frame::result(&id, &0)) {
-            Incoming::Response { id: echoed, outcome } => {
+            Incoming::Response {
+                id: echoed,
+                outcome,
+            } => {
                 assert_eq!(echoed, id);
                 assert!(outcome.is_ok());
             }

@@ -21,10 +21,7 @@ fuzz_target!(|data: &[u8]| {
     if let Err(problems) = manifest::validate(&doc, bounds()) {
         assert!(!problems.is_empty(), "a refusal names its problems");
         for p in &problems {
-            assert!(
-                p.pointer.is_empty() || p.pointer.starts_with('/'),
-                "{p:?}"
-            );
+            assert!(p.pointer.is_empty() || p.pointer.starts_with('/'), "{p:?}");
         }
     }
 });

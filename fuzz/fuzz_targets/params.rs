@@ -25,6 +25,11 @@ fuzz_target!(|data: &[u8]| {
         }
     };
     if let Err(e) = (spec.decode_params)(params) {
-        assert_eq!(e.kind(), Some(ErrorKind::InvalidParams), "{}: {e:?}", spec.name);
+        assert_eq!(
+            e.kind(),
+            Some(ErrorKind::InvalidParams),
+            "{}: {e:?}",
+            spec.name
+        );
     }
 });

@@ -33,5 +33,13 @@ fuzz_target!(|data: &[u8]| {
             verification.push(key);
         }
     }
-    let _ = signature::verify(&id, &timestamp, &header, body, &verification, now, TOLERANCE);
+    let _ = signature::verify(
+        &id,
+        &timestamp,
+        &header,
+        body,
+        &verification,
+        now,
+        TOLERANCE,
+    );
 });
