@@ -255,3 +255,25 @@ async fn read_page(
     }
     Ok(events)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(query: &str) -> Result<(u64, u64, Option<u64>), &'static str> {
+        let uri: axum::http::Uri = format!("/api/v1/events?{query}").parse().unwrap();
+        read_query(&uri, &EventsConfig::default()).map_err(|e| e.code)
+    }
+
+    #[test]
+    fn the_events_query_is_read_with_the_routes_codes() {
+        assert_eq!(read(""), Ok((100, 0, None)));
+        assert_eq!(read("after=5&limit=2&wait=30"), Ok((2, 30, Some(5))));
+        assert_eq!(read("limit=0"), Err("invalid_limit"));
+        assert_eq!(read("limit=1001"), Err("invalid_limit"));
+        assert_eq!(read("wait=31"), Err("invalid_query"));
+        assert_eq!(read("after=9223372036854775808"), Err("invalid_cursor"));
+        assert_eq!(read("after=5&after=0"), Err("invalid_query"));
+        assert_eq!(read("unknown=1"), Err("invalid_query"));
+    }
+}

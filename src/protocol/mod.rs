@@ -558,4 +558,24 @@ mod tests {
             );
         }
     }
+
+    /// `decode_params` is the router's decode for every entry: params that
+    /// are not an object are refused as the router refuses them, naming
+    /// `params`, and a member no params type has is refused by name.
+    #[test]
+    fn every_entry_decodes_its_params_as_the_router_does() {
+        for spec in catalogue() {
+            let e = (spec.decode_params)(Some(serde_json::json!([1]))).unwrap_err();
+            assert_eq!(e.kind(), Some(ErrorKind::InvalidParams), "{}", spec.name);
+            assert_eq!(
+                e.data.as_deref(),
+                Some(&serde_json::json!({"field": "params"})),
+                "{}",
+                spec.name
+            );
+            let e = (spec.decode_params)(Some(serde_json::json!({"noSuchMember": 1})))
+                .expect_err(spec.name);
+            assert_eq!(e.kind(), Some(ErrorKind::InvalidParams), "{}", spec.name);
+        }
+    }
 }
