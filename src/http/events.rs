@@ -127,6 +127,20 @@ impl serde::Serialize for CatchUpPage {
     }
 }
 
+/// Every check of the `GET /api/v1/events` query that needs no store or
+/// hub state, in the route's order: the query string's form, then
+/// [`check_query`], then the form of `after`; the cursor's position in the
+/// log is [`check_cursor`]'s. Public for the fuzz targets (ADR 0026).
+pub fn read_query(
+    uri: &axum::http::Uri,
+    cfg: &EventsConfig,
+) -> Result<(u64, u64, Option<u64>), ApiError> {
+    let QueryParams(query) = QueryParams::parse(uri)?;
+    let (limit, wait) = check_query(cfg, &query)?;
+    let after = number(&query, "after")?;
+    Ok((limit, wait, after))
+}
+
 /// Known parameters only; `limit` within `events.page_max` and `wait`
 /// within `events.max_wait_seconds`.
 fn check_query(
@@ -240,4 +254,26 @@ async fn read_page(
             .map_err(store_failure)?;
     }
     Ok(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(query: &str) -> Result<(u64, u64, Option<u64>), &'static str> {
+        let uri: axum::http::Uri = format!("/api/v1/events?{query}").parse().unwrap();
+        read_query(&uri, &EventsConfig::default()).map_err(|e| e.code)
+    }
+
+    #[test]
+    fn the_events_query_is_read_with_the_routes_codes() {
+        assert_eq!(read(""), Ok((100, 0, None)));
+        assert_eq!(read("after=5&limit=2&wait=30"), Ok((2, 30, Some(5))));
+        assert_eq!(read("limit=0"), Err("invalid_limit"));
+        assert_eq!(read("limit=1001"), Err("invalid_limit"));
+        assert_eq!(read("wait=31"), Err("invalid_query"));
+        assert_eq!(read("after=9223372036854775808"), Err("invalid_cursor"));
+        assert_eq!(read("after=5&after=0"), Err("invalid_query"));
+        assert_eq!(read("unknown=1"), Err("invalid_query"));
+    }
 }

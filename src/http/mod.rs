@@ -29,6 +29,7 @@ use crate::hub::Hub;
 use crate::telemetry::names;
 
 pub use error::ApiError;
+pub use events::read_query as read_events_query;
 
 pub fn router(hub: Arc<Hub>) -> Router {
     let body_limit = hub.config.server.max_http_body_bytes;

@@ -19,7 +19,8 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::domain::authz::Action;
-use crate::rpc::ErrorKind;
+use crate::rpc::{ErrorKind, RpcError};
+use serde_json::Value;
 
 pub use callbacks::{app_event_types, callback_name};
 
@@ -203,6 +204,15 @@ pub struct MethodSpec {
     pub params_type: fn() -> String,
     pub result_schema: Option<fn(&mut SchemaGenerator) -> Schema>,
     pub result_type: Option<fn() -> String>,
+    /// Decodes params exactly as the router does before a handler runs
+    /// (`params::decode` into the method's params type), dropping the value:
+    /// it lets code that only has the catalogue (the fuzz targets) drive
+    /// every method's decoding without naming its type.
+    pub decode_params: fn(Option<Value>) -> Result<(), RpcError>,
+}
+
+fn decode_as<T: DeserializeOwned>(raw: Option<Value>) -> Result<(), RpcError> {
+    params::decode::<T>(raw).map(drop)
 }
 
 impl std::fmt::Debug for MethodSpec {
@@ -242,6 +252,7 @@ pub fn method_spec<M: Method>() -> MethodSpec {
         params_type: name_of::<M::Params>,
         result_schema: Some(schema_of::<M::Result>),
         result_type: Some(name_of::<M::Result>),
+        decode_params: decode_as::<M::Params>,
     }
 }
 
@@ -262,6 +273,7 @@ pub fn notification_spec<N: Notification>() -> MethodSpec {
         params_type: name_of::<N::Params>,
         result_schema: None,
         result_type: None,
+        decode_params: decode_as::<N::Params>,
     }
 }
 
@@ -544,6 +556,26 @@ mod tests {
                 "{}",
                 s.name
             );
+        }
+    }
+
+    /// `decode_params` is the router's decode for every entry: params that
+    /// are not an object are refused as the router refuses them, naming
+    /// `params`, and a member no params type has is refused by name.
+    #[test]
+    fn every_entry_decodes_its_params_as_the_router_does() {
+        for spec in catalogue() {
+            let e = (spec.decode_params)(Some(serde_json::json!([1]))).unwrap_err();
+            assert_eq!(e.kind(), Some(ErrorKind::InvalidParams), "{}", spec.name);
+            assert_eq!(
+                e.data.as_deref(),
+                Some(&serde_json::json!({"field": "params"})),
+                "{}",
+                spec.name
+            );
+            let e = (spec.decode_params)(Some(serde_json::json!({"noSuchMember": 1})))
+                .expect_err(spec.name);
+            assert_eq!(e.kind(), Some(ErrorKind::InvalidParams), "{}", spec.name);
         }
     }
 }
