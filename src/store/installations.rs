@@ -210,10 +210,7 @@ pub(super) async fn locked<D: InstallationDialect>(
     condition: &str,
     arg: Arg<'_>,
 ) -> StoreResult<Option<InstallationRecord>> {
-    ex.fetch_optional(&D::locking_read(condition), &[arg])
-        .await?
-        .map(|r| installation_row(&r))
-        .transpose()
+    held(ex, &D::locking_read(condition), arg).await
 }
 
 /// [`locked`], shared: see [`InstallationDialect::sharing_read`].
@@ -222,7 +219,15 @@ pub(super) async fn shared<D: InstallationDialect>(
     condition: &str,
     arg: Arg<'_>,
 ) -> StoreResult<Option<InstallationRecord>> {
-    ex.fetch_optional(&D::sharing_read(condition), &[arg])
+    held(ex, &D::sharing_read(condition), arg).await
+}
+
+async fn held(
+    ex: &mut dyn Executor,
+    sql: &str,
+    arg: Arg<'_>,
+) -> StoreResult<Option<InstallationRecord>> {
+    ex.fetch_optional(sql, &[arg])
         .await?
         .map(|r| installation_row(&r))
         .transpose()
