@@ -31,6 +31,12 @@ pub mod names {
     pub const EPHEMERAL_DROPPED: &str = "switchboard_ephemeral_events_dropped_total";
     pub const EVENTS_WRITTEN: &str = "switchboard_events_written_total";
     pub const JOBS: &str = "switchboard_jobs_total";
+    /// Command invocations handed on by `app_command_dispatch`, by
+    /// `outcome` (`gateway`, `inactive`, `missing`).
+    pub const COMMAND_DISPATCHES: &str = "switchboard_command_dispatches_total";
+    /// Autocomplete requests by `outcome` (`answered`, `deferred_answered`,
+    /// `invalid`, `timeout`, `unavailable`, `error`).
+    pub const AUTOCOMPLETES: &str = "switchboard_command_autocompletes_total";
     pub const GATE_VERDICTS: &str = "switchboard_gate_verdicts_total";
     pub const EGRESS_REQUESTS: &str = "switchboard_egress_requests_total";
     pub const EGRESS_DURATION: &str = "switchboard_egress_request_duration_seconds";

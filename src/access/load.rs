@@ -56,6 +56,8 @@ pub(super) trait Reads: Sync {
     async fn space(&self, id: Uuid) -> StoreResult<Option<SpaceRecord>>;
     async fn space_levels(&self, principal: Uuid, space: Uuid) -> StoreResult<SpaceLevels>;
     async fn grant(&self, id: Uuid) -> StoreResult<Option<GrantRecord>>;
+    /// A live command (ADR 0027 §2).
+    async fn command(&self, id: Uuid) -> StoreResult<Option<crate::store::CommandRecord>>;
     /// An app subject's live installation as the decision sees it, and
     /// whether it was read from the store.
     async fn installation(
@@ -125,6 +127,10 @@ impl Reads for Hub {
         self.store.grant(id).await
     }
 
+    async fn command(&self, id: Uuid) -> StoreResult<Option<crate::store::CommandRecord>> {
+        self.store.command(id).await
+    }
+
     async fn installation(
         &self,
         app_id: Uuid,
@@ -176,6 +182,11 @@ pub enum Loaded {
     Space(crate::store::SpaceRecord),
     /// A grant named by id.
     Grant(crate::store::GrantRecord),
+    /// A command offered in a place, with the place's membership.
+    Command {
+        command: Box<crate::store::CommandRecord>,
+        membership: Arc<Membership>,
+    },
 }
 
 pub(super) struct Loading {
@@ -188,7 +199,7 @@ pub(super) struct Loading {
 }
 
 impl Loading {
-    fn missing(target: &Target, named: Vec<Named>) -> Loading {
+    pub(super) fn missing(target: &Target, named: Vec<Named>) -> Loading {
         Loading {
             resource: Resource::Missing(target.kind()),
             facts: Facts {
@@ -237,8 +248,9 @@ pub(super) async fn load(
         What::Lease(id) => lease(hub, target, id).await,
         What::App(id) => app(hub, target, id).await,
         What::Agent(id) => agent(hub, target, id).await,
-        // Loaded by `access::places` before this is called; fails closed.
-        What::Place(_) => Ok(Loading::missing(target, Vec::new())),
+        // Loaded by `access::places` and `access::commands` before this
+        // is called; fails closed.
+        What::Place(_) | What::Command { .. } => Ok(Loading::missing(target, Vec::new())),
     }
 }
 

@@ -34,6 +34,7 @@ struct Fake {
     principals: HashMap<Uuid, crate::store::PrincipalRecord>,
     spaces: HashMap<Uuid, crate::store::SpaceRecord>,
     grants: HashMap<Uuid, crate::store::GrantRecord>,
+    commands: HashMap<Uuid, crate::store::CommandRecord>,
     cached: Mutex<HashSet<Uuid>>,
     /// App subjects' installations, and those the cache holds.
     installations: HashMap<Uuid, crate::domain::installation::InstallationFacts>,
@@ -132,6 +133,10 @@ impl Reads for Fake {
     async fn grant(&self, id: Uuid) -> StoreResult<Option<crate::store::GrantRecord>> {
         self.cost("grant", GRANT_STATEMENTS);
         Ok(self.grants.get(&id).cloned())
+    }
+    async fn command(&self, id: Uuid) -> StoreResult<Option<crate::store::CommandRecord>> {
+        self.note("command");
+        Ok(self.commands.get(&id).cloned())
     }
     async fn installation(
         &self,

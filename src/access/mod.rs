@@ -13,6 +13,7 @@
 //! decided on a store read is not), and the answer is built from the
 //! request, never from the row.
 
+mod commands;
 mod installation;
 mod load;
 mod places;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+pub use commands::{offered_commands, owner_facts, unknown_autocomplete_request, unknown_command};
 pub use load::{place_of_conversation, Loaded};
 pub use places::{channel_conversation, readable_channels};
 pub use reject::{reject, Refusal, RefusalKind, THREAD_UNKNOWN};
@@ -70,6 +72,11 @@ enum What {
     App(Uuid),
     Agent(Uuid),
     Place(PlaceAt),
+    /// A command as offered in a conversation (ADR 0027 §3).
+    Command {
+        id: Uuid,
+        conversation: Uuid,
+    },
 }
 
 /// The places of ADR 0020 §2 a management request names.
@@ -158,6 +165,12 @@ impl Target {
         Target::of(What::Place(PlaceAt::Grant(id)))
     }
 
+    /// A command invoked or completed in `conversation`: hidden, as an
+    /// unknown command, unless its owner is reachable there.
+    pub fn command(id: Uuid, conversation: Uuid) -> Target {
+        Target::of(What::Command { id, conversation })
+    }
+
     /// The principals the request names (participants, invitees, agents
     /// to add), judged by the action's rule.
     pub fn naming(mut self, ids: &[Uuid]) -> Target {
@@ -191,6 +204,7 @@ impl Target {
             What::Agent(_) => ResourceKind::Agent,
             What::Place(PlaceAt::Space(_)) => ResourceKind::Space,
             What::Place(_) => ResourceKind::Grant,
+            What::Command { .. } => ResourceKind::Command,
         }
     }
 
@@ -205,6 +219,7 @@ impl Target {
             | What::Lease(id)
             | What::App(id)
             | What::Agent(id)
+            | What::Command { id, .. }
             | What::Place(
                 PlaceAt::Space(id)
                 | PlaceAt::GrantOnSpace(id)
@@ -235,6 +250,7 @@ impl Target {
             What::Conversation { id, row: false } => Some(id),
             What::Message { conversation, .. } => Some(conversation),
             What::Place(PlaceAt::GrantOnChannel(id)) => Some(id),
+            What::Command { conversation, .. } => Some(conversation),
             _ => None,
         }
     }
@@ -302,6 +318,17 @@ impl Granted {
     pub fn app(self) -> Result<AppRecord, RpcError> {
         match self.loaded {
             Loaded::App(app) => Ok(*app),
+            _ => Err(mismatch()),
+        }
+    }
+
+    /// The command of a [`Target::command`], with its place's membership.
+    pub fn command(self) -> Result<(crate::store::CommandRecord, Arc<Membership>), RpcError> {
+        match self.loaded {
+            Loaded::Command {
+                command,
+                membership,
+            } => Ok((*command, membership)),
             _ => Err(mismatch()),
         }
     }
@@ -474,6 +501,9 @@ async fn decide_on(
     }
     let mut loading = match target.what {
         What::Place(at) => places::load(reads, me, target, at, source).await?,
+        What::Command { id, conversation } => {
+            commands::load(reads, me, target, id, conversation, source).await?
+        }
         _ => load::load(reads, me, target, source).await?,
     };
     loading.facts.installation = installation.as_ref().and_then(|(_, read)| read.facts);

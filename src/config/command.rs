@@ -13,6 +13,11 @@ pub struct CommandConfig {
     pub max_per_principal: usize,
     /// Longest description of a command or of one of its options.
     pub description_max_chars: usize,
+    /// How long an asker waits for an app's autocomplete choices, at most
+    /// (ADR 0027 §8): then it gets none.
+    pub autocomplete_timeout_ms: u64,
+    /// Most autocomplete choices an asker is shown.
+    pub autocomplete_max_choices: usize,
 }
 
 impl Default for CommandConfig {
@@ -20,6 +25,8 @@ impl Default for CommandConfig {
         CommandConfig {
             max_per_principal: manifest::DEFAULT_MAX_COMMANDS,
             description_max_chars: manifest::DEFAULT_DESCRIPTION_MAX_CHARS,
+            autocomplete_timeout_ms: 3_000,
+            autocomplete_max_choices: 25,
         }
     }
 }
@@ -27,6 +34,9 @@ impl Default for CommandConfig {
 /// Upper bounds that keep one manifest a reasonable document.
 const MAX_PER_PRINCIPAL_LIMIT: usize = 10_000;
 const DESCRIPTION_MAX_CHARS_LIMIT: usize = 2_000;
+/// An asker is a person typing: longer than this is no autocomplete.
+const AUTOCOMPLETE_TIMEOUT_LIMIT_MS: u64 = 30_000;
+const AUTOCOMPLETE_MAX_CHOICES_LIMIT: usize = 100;
 
 impl CommandConfig {
     pub(super) fn validate(&self) -> anyhow::Result<()> {
@@ -36,7 +46,25 @@ impl CommandConfig {
                 "command.description_max_chars",
                 self.description_max_chars as u64,
             ),
+            (
+                "command.autocomplete_timeout_ms",
+                self.autocomplete_timeout_ms,
+            ),
+            (
+                "command.autocomplete_max_choices",
+                self.autocomplete_max_choices as u64,
+            ),
         ])?;
+        if self.autocomplete_timeout_ms > AUTOCOMPLETE_TIMEOUT_LIMIT_MS {
+            anyhow::bail!(
+                "command.autocomplete_timeout_ms must be at most {AUTOCOMPLETE_TIMEOUT_LIMIT_MS}"
+            );
+        }
+        if self.autocomplete_max_choices > AUTOCOMPLETE_MAX_CHOICES_LIMIT {
+            anyhow::bail!(
+                "command.autocomplete_max_choices must be at most {AUTOCOMPLETE_MAX_CHOICES_LIMIT}"
+            );
+        }
         if self.max_per_principal > MAX_PER_PRINCIPAL_LIMIT {
             anyhow::bail!("command.max_per_principal must be at most {MAX_PER_PRINCIPAL_LIMIT}");
         }

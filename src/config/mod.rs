@@ -286,6 +286,25 @@ mod tests {
     }
 
     #[test]
+    fn autocomplete_bounds_are_checked_naming_their_keys() {
+        let err = |c: &Config| c.validate().unwrap_err().to_string();
+        let mut c = Config::default();
+        assert_eq!(c.command.autocomplete_timeout_ms, 3_000);
+        assert_eq!(c.command.autocomplete_max_choices, 25);
+        c.command.autocomplete_timeout_ms = 0;
+        assert!(err(&c).contains("command.autocomplete_timeout_ms must be greater than 0"));
+        c.command.autocomplete_timeout_ms = 30_001;
+        assert!(err(&c).contains("command.autocomplete_timeout_ms must be at most"));
+        c.command.autocomplete_timeout_ms = 100;
+        c.command.autocomplete_max_choices = 0;
+        assert!(err(&c).contains("command.autocomplete_max_choices must be greater than 0"));
+        c.command.autocomplete_max_choices = 101;
+        assert!(err(&c).contains("command.autocomplete_max_choices must be at most"));
+        c.command.autocomplete_max_choices = 3;
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
     fn the_old_gateway_rate_keys_are_refused_naming_their_replacements() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("c.toml");

@@ -72,6 +72,8 @@ pub async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         JobKind::HoldExpire => dispatch::hold_expired(hub, job.subject, job.id)
             .await
             .map(|_| ()),
+        // No gate: `jobs::execute` runs it; one that reaches here is done.
+        JobKind::AppCommandDispatch => hub.store.finish_job(job.id).await,
     }
 }
 
@@ -96,5 +98,6 @@ pub async fn fail_closed(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         .await
         .map(|_| ()),
         JobKind::LeaseExpire => dispatch::expire(hub, job.subject, job.id).await.map(|_| ()),
+        JobKind::AppCommandDispatch => hub.store.finish_job(job.id).await,
     }
 }

@@ -4,7 +4,9 @@
 //! right is decided by `access::check` (ADR 0020 §3): handlers keep only
 //! input validation and the state machines' conflicts.
 
+pub mod autocomplete;
 pub mod channels;
+pub mod commands;
 pub mod conversations;
 pub mod events;
 pub mod leases;
@@ -15,7 +17,8 @@ pub mod threads;
 
 use crate::hub::RequestContext;
 use crate::protocol::{
-    channels as ch, conversations as c, events as e, network as n, router::Router, tasks as t,
+    channels as ch, commands as cmd, conversations as c, events as e, network as n, router::Router,
+    tasks as t,
 };
 use crate::rpc::RpcError;
 use serde_json::json;
@@ -55,6 +58,15 @@ pub fn router() -> Router<RequestContext> {
         .register::<t::AgentDispatchRequest, _, _>(leases::dispatch_request)
         .register::<t::AgentDispatchComplete, _, _>(leases::dispatch_complete)
         .register::<t::AppDispatchResolve, _, _>(leases::dispatch_resolve)
+        .register_twins::<cmd::AgentCommandList, cmd::PersonCommandList, _, _>(commands::list)
+        .register_twins::<cmd::AgentCommandInvoke, cmd::PersonCommandInvoke, _, _>(commands::invoke)
+        .register::<cmd::AppCommandRegister, _, _>(commands::register)
+        .register::<cmd::AppCommandRemove, _, _>(commands::remove)
+        .register::<cmd::AppCommandList, _, _>(commands::app_list)
+        .register_twins::<cmd::AgentCommandAutocomplete, cmd::PersonCommandAutocomplete, _, _>(
+            autocomplete::ask,
+        )
+        .register::<cmd::AppAutocompleteAnswer, _, _>(autocomplete::answer)
 }
 
 /// The people among `ids` (which `access::check` found to be active agents

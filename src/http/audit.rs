@@ -102,7 +102,7 @@ fn page_limit(query: &QueryParams, hub: &Hub) -> Result<u32, ApiError> {
 
 fn action_json(r: &ActionRecord) -> Value {
     let scopes = |s: Option<crate::domain::installation::ScopeSet>| s.map(|s| s.to_vec());
-    json!({
+    let mut record = json!({
         "id": r.id,
         "actorKind": r.actor.kind_str(),
         "actorId": r.actor.id(),
@@ -113,7 +113,11 @@ fn action_json(r: &ActionRecord) -> Value {
         "stateBefore": r.state_before,
         "stateAfter": r.state_after,
         "at": rfc3339(r.at),
-    })
+    });
+    if let Some(details) = &r.details {
+        record["details"] = json!(details);
+    }
+    record
 }
 
 /// `GET /api/v1/audit/actions?after=&limit=&appId=`, behind `admin.token`:

@@ -138,7 +138,7 @@ impl Client {
     }
 
     /// A principal that authenticated with its key.
-    fn principal(id: uuid::Uuid) -> Client {
+    pub(super) fn principal(id: uuid::Uuid) -> Client {
         Client(format!("principal:{id}"))
     }
 }
@@ -238,12 +238,17 @@ impl Idempotency {
     /// The record of a 201 whose whole replay body the caller builds (an
     /// install's: the installation, the key withheld).
     pub(super) fn record_answer(&self, response: Value) -> IdempotencyRecord {
+        self.record_status(201, response)
+    }
+
+    /// The record of an answer with its status (an invoke's 202).
+    pub(super) fn record_status(&self, status: u16, response: Value) -> IdempotencyRecord {
         IdempotencyRecord {
             scope: self.scope.clone(),
             key: self.key.clone(),
             result: IdempotentResponse {
                 request_hash: self.request_hash.clone(),
-                status: 201,
+                status,
                 response: response.to_string(),
             },
         }

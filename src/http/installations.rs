@@ -56,7 +56,7 @@ fn installation_view(r: &InstallationRecord) -> Value {
 
 /// The one answer for an app the caller cannot name: missing, not an app,
 /// or another app's id with an app key (nothing is read for it).
-fn app_not_found() -> ApiError {
+pub(super) fn app_not_found() -> ApiError {
     ApiError::not_found("app not found")
 }
 
@@ -372,6 +372,11 @@ pub async fn upgrade(
             "requested": upgraded.requested.to_vec(),
             "granted": upgraded.granted.to_vec(),
             "awaitingConsent": upgraded.awaiting_consent().to_vec(),
+        },
+        "commands": {
+            "added": upgraded.commands.added,
+            "changed": upgraded.commands.changed,
+            "removed": upgraded.commands.removed,
         },
     })))
 }

@@ -4,6 +4,7 @@ mod admin;
 mod audit;
 mod body;
 mod cards;
+mod commands;
 mod error;
 mod events;
 mod grants;
@@ -61,6 +62,26 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route(
             "/api/v1/apps/{app_id}/manifest",
             put(installations::upgrade),
+        )
+        .route(
+            "/api/v1/apps/{app_id}/commands",
+            post(commands::register).get(commands::app_list),
+        )
+        .route(
+            "/api/v1/apps/{app_id}/commands/{command_id}",
+            delete(commands::remove),
+        )
+        .route(
+            "/api/v1/conversations/{conversation_id}/commands",
+            get(commands::list),
+        )
+        .route(
+            "/api/v1/commands/{command_id}/invocations",
+            post(commands::invoke),
+        )
+        .route(
+            "/api/v1/commands/{command_id}/autocomplete",
+            post(commands::autocomplete),
         )
         .route("/api/v1/people", post(people::create))
         .route("/api/v1/people/me/agents", get(people::my_agents))

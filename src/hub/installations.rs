@@ -82,6 +82,8 @@ pub struct UpgradeOutcome {
     pub changed: Vec<String>,
     pub requested: ScopeSet,
     pub granted: ScopeSet,
+    /// The manifest commands it added, changed and removed, by name.
+    pub commands: crate::store::CommandChanges,
 }
 
 impl UpgradeOutcome {
@@ -415,6 +417,7 @@ impl<'a> Lifecycle<'a> {
             changed: changed_members(&upgraded.previous, &manifest),
             requested,
             granted,
+            commands: upgraded.commands,
         })
     }
 }

@@ -10,6 +10,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub mod autocomplete;
 pub mod context;
 pub mod denials;
 pub mod installation_cache;
@@ -59,6 +60,8 @@ pub struct Hub {
     pub webhook_egress: crate::webhooks::egress::EgressClient,
     /// Request-mode denials, aggregated until the flush task writes them.
     pub denials: Arc<DenialLog>,
+    /// Autocomplete requests waiting for an app's late answer.
+    pub autocomplete: autocomplete::OpenRequests,
 }
 
 impl Hub {
@@ -109,6 +112,7 @@ impl Hub {
             installations,
             webhook_egress,
             denials,
+            autocomplete: autocomplete::OpenRequests::default(),
         }))
     }
 }

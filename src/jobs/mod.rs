@@ -5,6 +5,8 @@
 //! whatever nobody ran: after a restart, a lease deadline, a transient
 //! failure.
 
+mod commands;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,7 +60,11 @@ pub async fn run(hub: Arc<Hub>) {
 /// Runs a claimed job; a transient failure schedules a retry with backoff.
 pub async fn execute(hub: &Arc<Hub>, job: Job) {
     let kind = job.kind.as_str();
-    match crate::gates::run(hub, &job).await {
+    let ran = match job.kind {
+        crate::store::JobKind::AppCommandDispatch => commands::dispatch(hub, &job).await,
+        _ => crate::gates::run(hub, &job).await,
+    };
+    match ran {
         Ok(()) => metrics::counter!(names::JOBS, "kind" => kind, "outcome" => "done").increment(1),
         Err(e) if job.attempts >= hub.config.jobs.max_attempts => {
             // Keeps failing: apply the fail-closed verdict instead.

@@ -5,6 +5,7 @@
 
 pub mod callbacks;
 pub mod channels;
+pub mod commands;
 pub mod conversations;
 pub mod docs_tables;
 pub mod events;
@@ -74,7 +75,7 @@ impl Caller {
 pub enum RateClass {
     /// Sends and typing.
     Message,
-    /// Issue 16's triggers; no method spends it yet.
+    /// Command invokes and autocomplete requests (ADR 0027 §1).
     Trigger,
     /// Issue 16's interactions; no method spends it yet.
     Interaction,
@@ -321,6 +322,17 @@ pub fn catalogue() -> Vec<MethodSpec> {
         method_spec::<tasks::AppTaskCreate>(),
         method_spec::<tasks::AppMessageAuthorize>(),
         method_spec::<tasks::AppDispatchAuthorize>(),
+        method_spec::<commands::AgentCommandList>(),
+        method_spec::<commands::AgentCommandInvoke>(),
+        method_spec::<commands::AgentCommandAutocomplete>(),
+        method_spec::<commands::PersonCommandList>(),
+        method_spec::<commands::PersonCommandInvoke>(),
+        method_spec::<commands::PersonCommandAutocomplete>(),
+        method_spec::<commands::AppCommandRegister>(),
+        method_spec::<commands::AppCommandRemove>(),
+        method_spec::<commands::AppCommandList>(),
+        method_spec::<commands::AppAutocompleteAnswer>(),
+        method_spec::<commands::AppCommandAutocomplete>(),
         notification_spec::<conversations::MessageReceived>(),
         notification_spec::<conversations::ConversationCreated>(),
         notification_spec::<conversations::TypingReceived>(),
@@ -338,6 +350,7 @@ pub fn catalogue() -> Vec<MethodSpec> {
         notification_spec::<tasks::DispatchHeld>(),
         notification_spec::<tasks::DispatchExpired>(),
         notification_spec::<installations::InstallationChanged>(),
+        notification_spec::<commands::CommandInvoked>(),
     ]
 }
 
@@ -438,7 +451,7 @@ mod tests {
             .iter()
             .filter(|s| s.name.starts_with("person/") && s.name != "person/network/connect")
             .collect();
-        assert_eq!(people.len(), 12);
+        assert_eq!(people.len(), 15);
         for p in people {
             let agent_name = p.name.replacen("person/", "agent/", 1);
             let a = specs
@@ -503,7 +516,8 @@ mod tests {
 
     /// ADR 0020 §4: sends and typing spend `message`, creations and task
     /// changes `write`, dispatch and acks `agent_runtime`; the rest `default`.
-    /// `trigger` and `interaction` are issue 16's.
+    /// Command invokes and autocomplete spend `trigger` (ADR 0027 §1);
+    /// `interaction` is the cards step's.
     #[test]
     fn rate_classes_follow_the_adr() {
         let class = |name: &str| find(name).unwrap().rate_class;
@@ -532,12 +546,16 @@ mod tests {
         ] {
             assert_eq!(class(m), RateClass::AgentRuntime, "{m}");
         }
+        let triggers = [
+            "agent/command/invoke",
+            "person/command/invoke",
+            "agent/command/autocomplete",
+            "person/command/autocomplete",
+        ];
         for s in catalogue() {
-            assert!(
-                !matches!(s.rate_class, RateClass::Trigger | RateClass::Interaction),
-                "{}",
-                s.name
-            );
+            let trigger = s.rate_class == RateClass::Trigger;
+            assert_eq!(trigger, triggers.contains(&s.name), "{}", s.name);
+            assert!(s.rate_class != RateClass::Interaction, "{}", s.name);
         }
     }
 

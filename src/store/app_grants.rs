@@ -104,6 +104,7 @@ async fn record(
         before: installation,
         after: installation,
         at,
+        details: None,
     }
     .record(ex)
     .await

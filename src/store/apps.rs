@@ -89,7 +89,10 @@ pub(super) async fn create(
     };
     let record = &install.installation;
     insert_installation(ex, record).await?;
+    let commands =
+        super::commands::install_manifest(ex, app.id, &manifest.commands, app.created_at).await?;
     NewAction::of(install.actor, LifecycleAction::Install, None, record)
+        .with_details(commands.details())
         .record(ex)
         .await?;
     Ok(Some(*record))

@@ -14,7 +14,7 @@ use crate::domain::Millis;
 
 /// An owner action to record: the installation row before and after it
 /// (either absent where there is none, as for an upgrade of a pending app).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct NewAction<'a> {
     pub actor: Actor,
     pub action: LifecycleAction,
@@ -22,11 +22,26 @@ pub(crate) struct NewAction<'a> {
     pub before: Option<&'a InstallationRecord>,
     pub after: Option<&'a InstallationRecord>,
     pub at: Millis,
+    /// What the action did beyond the row (ADR 0027 §2: the commands added,
+    /// changed and removed, by name); `None` for the other actions.
+    pub details: Option<ActionDetails>,
+}
+
+/// The `details` of an owner action: names and counts only.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionDetails {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands_added: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands_changed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands_removed: Vec<String>,
 }
 
 /// An `audit_actions` row: who did what to which app, with the granted
 /// scopes and the state before and after.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ActionRecord {
     /// UUIDv7: pages go by it.
     pub id: Uuid,
@@ -38,6 +53,7 @@ pub struct ActionRecord {
     pub state_before: Option<InstallationState>,
     pub state_after: Option<InstallationState>,
     pub at: Millis,
+    pub details: Option<ActionDetails>,
 }
 
 /// Which records a page holds; `None` filters nothing.
@@ -47,7 +63,7 @@ pub struct ActionFilter {
 }
 
 const COLUMNS: &str = "id, actor_kind, actor_id, action, app_id, scopes_before, scopes_after, \
-     state_before, state_after, at";
+     state_before, state_after, at, details";
 
 impl<'a> NewAction<'a> {
     /// The action of one row moving from `before` to `after`, at the
@@ -65,15 +81,29 @@ impl<'a> NewAction<'a> {
             before,
             after: Some(after),
             at: after.updated_at,
+            details: None,
         }
+    }
+
+    /// The same action with its `details`.
+    pub fn with_details(mut self, details: ActionDetails) -> NewAction<'a> {
+        self.details = Some(details);
+        self
     }
 
     /// Writes the row in the caller's transaction: the action's own.
     pub async fn record(&self, ex: &mut dyn Executor) -> StoreResult<()> {
         let scopes = |r: Option<&InstallationRecord>| r.map(|r| r.granted.to_stored());
         let (before, after) = (scopes(self.before), scopes(self.after));
+        // An action that changed nothing beyond the row records none.
+        let details = self
+            .details
+            .as_ref()
+            .filter(|d| **d != ActionDetails::default())
+            .map(super::sql::to_json)
+            .transpose()?;
         ex.execute(
-            &format!("INSERT INTO audit_actions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"),
+            &format!("INSERT INTO audit_actions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"),
             &[
                 Arg::Id(Uuid::now_v7()),
                 Arg::Text(self.actor.kind_str()),
@@ -85,6 +115,7 @@ impl<'a> NewAction<'a> {
                 Arg::OptText(self.before.map(|r| r.state.as_str())),
                 Arg::OptText(self.after.map(|r| r.state.as_str())),
                 Arg::Int(self.at),
+                Arg::OptText(details.as_deref()),
             ],
         )
         .await?;
@@ -118,6 +149,10 @@ fn action_row(r: &Row) -> StoreResult<ActionRecord> {
         state_before: opt_state(r, "state_before")?,
         state_after: opt_state(r, "state_after")?,
         at: r.int("at")?,
+        details: r
+            .opt_text("details")?
+            .map(|d| serde_json::from_str(&d).map_err(super::sql::json_err))
+            .transpose()?,
     })
 }
 

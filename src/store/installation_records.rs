@@ -89,6 +89,9 @@ pub struct Upgraded {
     /// The live installation before and after; `None` for an app without
     /// one (pending or uninstalled: only the manifest changed).
     pub installation: Option<Changed>,
+    /// What it did to the app's manifest commands (nothing without a live
+    /// installation: the install creates them from the manifest it meets).
+    pub commands: super::commands::CommandChanges,
     pub events: Vec<StoredEvent>,
 }
 
@@ -117,6 +120,8 @@ pub struct Uninstalled {
     pub failed_tasks: Vec<FailedTask>,
     /// The leases it ended.
     pub ended_leases: Vec<Uuid>,
+    /// The names of the commands it removed.
+    pub removed_commands: Vec<String>,
     /// Their events, stored: publish them after the commit.
     pub events: Vec<StoredEvent>,
 }

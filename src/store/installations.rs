@@ -372,7 +372,11 @@ where
             updated_at: new.now,
         };
         insert_installation(&mut *tx, &record).await?;
+        let commands =
+            super::commands::install_manifest(&mut *tx, new.app_id, &manifest.commands, new.now)
+                .await?;
         NewAction::of(new.actor, LifecycleAction::Install, None, &record)
+            .with_details(commands.details())
             .record(&mut *tx)
             .await?;
         let events = tx.append_events(&events(&record), new.now).await?;
@@ -449,6 +453,19 @@ where
             }
             None => None,
         };
+        let commands = match installation {
+            Some(_) => {
+                super::commands::apply_upgrade(
+                    &mut *tx,
+                    app_id,
+                    &previous.commands,
+                    &manifest.commands,
+                    now,
+                )
+                .await?
+            }
+            None => super::commands::CommandChanges::default(),
+        };
         NewAction {
             actor,
             action: LifecycleAction::Upgrade,
@@ -456,6 +473,7 @@ where
             before: installation.as_ref().map(|c| &c.before),
             after: installation.as_ref().map(|c| &c.after),
             at: now,
+            details: Some(commands.details()),
         }
         .record(&mut *tx)
         .await?;
@@ -468,6 +486,7 @@ where
         Ok(Upgraded {
             previous,
             installation,
+            commands,
             events,
         })
     }

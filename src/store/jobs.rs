@@ -21,6 +21,8 @@ pub enum JobKind {
     LeaseExpire,
     /// Deny a held lease at `leases.max_hold_ms`.
     HoldExpire,
+    /// Hand a command invocation to its app's way in (ADR 0027 §4).
+    AppCommandDispatch,
 }
 
 impl JobKind {
@@ -31,6 +33,7 @@ impl JobKind {
             JobKind::DispatchAuthorize => "dispatch_authorize",
             JobKind::LeaseExpire => "lease_expire",
             JobKind::HoldExpire => "hold_expire",
+            JobKind::AppCommandDispatch => "app_command_dispatch",
         }
     }
 
@@ -41,6 +44,7 @@ impl JobKind {
             JobKind::DispatchAuthorize,
             JobKind::LeaseExpire,
             JobKind::HoldExpire,
+            JobKind::AppCommandDispatch,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)

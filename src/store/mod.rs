@@ -17,6 +17,7 @@ mod apps;
 mod audit;
 mod audit_actions;
 mod cards;
+mod commands;
 mod commit_feed;
 mod conversations;
 mod effects;
@@ -51,6 +52,10 @@ use crate::config::Config;
 pub use apps::{AppRecord, RegistrationInstall};
 pub use audit::{AuditFilter, AuditRecord, AuditStore, DenialRecord};
 pub use cards::{CardRecord, CardStore};
+pub use commands::{
+    CommandChanges, CommandRecord, CommandSource, CommandStore, InvocationRecord, Invoked,
+    NewCommand, NewInvocation, COMMAND_LIMIT,
+};
 pub use commit_feed::{CommitFeed, CommitListener};
 pub use conversations::{ConversationStore, CreatedConversation, NewConversation};
 pub use effects::Effects;
@@ -137,6 +142,7 @@ pub trait Store:
     + PlaceStore
     + AuditStore
     + InstallationStore
+    + CommandStore
 {
 }
 
@@ -152,6 +158,7 @@ impl<T> Store for T where
         + PlaceStore
         + AuditStore
         + InstallationStore
+        + CommandStore
 {
 }
 

@@ -48,7 +48,9 @@ where
     delete_grants(&mut *tx, app_id).await?;
     let failed_tasks = fail_tasks(&mut *tx, app_id, now).await?;
     let ended_leases = end_leases(&mut *tx, app_id, now).await?;
+    let commands = super::commands::remove_all(&mut *tx, app_id, now).await?;
     NewAction::of(actor, Transition::Uninstall.action(), Some(&before), &after)
+        .with_details(commands.details())
         .record(&mut *tx)
         .await?;
     let new_events: Vec<NewEvent> = failed_tasks.iter().flat_map(events).collect();
@@ -59,6 +61,7 @@ where
         revoked_keys,
         failed_tasks,
         ended_leases,
+        removed_commands: commands.removed,
         events,
     })
 }

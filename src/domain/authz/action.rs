@@ -45,6 +45,15 @@ pub enum Action {
     /// An app rotating or revoking its own keys (`POST
     /// /api/v1/keys/rotate|revoke`; agents and people need no decision).
     AppKeysManage,
+    // Issue 16, commands (ADR 0027 §1, §3).
+    /// A command in a place's list (Filter mode).
+    CommandRead,
+    CommandInvoke,
+    CommandAutocomplete,
+    /// An app registers or removes one of its commands.
+    CommandRegister,
+    /// An app answers an autocomplete request later.
+    CommandAutocompleteRespond,
 }
 
 /// The kinds of subject an action admits. The operator is the admin token,
@@ -144,7 +153,7 @@ impl Requirement {
 }
 
 impl Action {
-    pub const ALL: [Action; 29] = [
+    pub const ALL: [Action; 34] = [
         Action::ConversationCreate,
         Action::ConversationRead,
         Action::MessageRead,
@@ -174,6 +183,11 @@ impl Action {
         Action::InstallationRead,
         Action::AppUpgrade,
         Action::AppKeysManage,
+        Action::CommandRead,
+        Action::CommandInvoke,
+        Action::CommandAutocomplete,
+        Action::CommandRegister,
+        Action::CommandAutocompleteRespond,
     ];
 
     /// The catalogue's name: the protocol's `data.action` and the audit's.
@@ -208,6 +222,11 @@ impl Action {
             Action::InstallationRead => "installation.read",
             Action::AppUpgrade => "app.upgrade",
             Action::AppKeysManage => "app.keys.manage",
+            Action::CommandRead => "command.read",
+            Action::CommandInvoke => "command.invoke",
+            Action::CommandAutocomplete => "command.autocomplete",
+            Action::CommandRegister => "command.register",
+            Action::CommandAutocompleteRespond => "command.autocomplete.respond",
         }
     }
 
@@ -269,6 +288,18 @@ impl Action {
             // the installation, which is the point of asking.
             Action::InstallationRead | Action::AppUpgrade | Action::AppKeysManage => {
                 req(S::APP, K::App, None, false, Rule::None)
+            }
+            // The level is the command's own (`requiredLevel`, step 4 of
+            // ADR 0027 §3), not the action's; invoking writes into the
+            // place as far as its channel state goes.
+            Action::CommandRead => req(S::MEMBERS, K::Command, None, false, Rule::None),
+            Action::CommandInvoke | Action::CommandAutocomplete => {
+                req(S::MEMBERS, K::Command, None, true, Rule::None)
+            }
+            // Hub-wide by default; a place the app names (a scoped
+            // register) needs its write there too (`mod.rs`).
+            Action::CommandRegister | Action::CommandAutocompleteRespond => {
+                req(S::APP, K::Hub, None, false, Rule::None).with_scope(Scope::CommandsWrite)
             }
         }
     }

@@ -89,6 +89,29 @@ pub struct Facts {
     /// An app subject's live installation (`None`: it has none). Filled
     /// for app subjects only; never read for any other kind.
     pub installation: Option<InstallationFacts>,
+    /// The owning app of a command (ADR 0027 §3): filled for command
+    /// resources only.
+    pub owner: Option<OwnerFacts>,
+}
+
+/// What the owning app of a command holds, not the subject: its live
+/// installation and its own level on the place (capped at write, as for
+/// the app itself).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OwnerFacts {
+    pub installation: Option<InstallationFacts>,
+    pub level: Option<Level>,
+}
+
+impl OwnerFacts {
+    /// The owner's guard: its installation is active, holds `scope`, and
+    /// it has write on the place. What it offers is reachable only then.
+    pub fn reachable(&self, scope: Scope) -> bool {
+        let installed = self
+            .installation
+            .is_some_and(|i| i.state == InstallationState::Active && i.scopes.contains(scope));
+        installed && self.level.is_some_and(|l| l >= Level::Write)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -211,8 +234,9 @@ fn decide(
         Subject::Principal { kind, .. } => level::cap(*kind, level),
         Subject::Operator => level,
     };
-    check_level(level, need.level)?;
-    check_scope(subject, need.scope, resource, facts)?;
+    check_owner(resource, facts.owner.as_ref())?;
+    check_level(level, needed_level(action, need.level, resource))?;
+    check_scope(subject, need, resource, facts)?;
     if need.writes {
         check_channel_state(resource, level)?;
     }
@@ -280,10 +304,11 @@ fn check_installation(
 /// need none (ADR 0023 §1).
 fn check_scope(
     subject: &Subject,
-    scope: Option<Scope>,
+    need: Requirement,
     resource: &Resource,
     facts: &Facts,
 ) -> Result<(), Denial> {
+    let scope = need.scope;
     let (
         Subject::Principal {
             kind: PrincipalKind::App,
@@ -294,7 +319,7 @@ fn check_scope(
     else {
         return Ok(());
     };
-    if resource.place().is_some_and(|p| !p.is_channel()) {
+    if need.writes && resource.place().is_some_and(|p| !p.is_channel()) {
         return Ok(());
     }
     let held = facts.installation.is_some_and(|i| i.scopes.contains(scope));
@@ -312,7 +337,8 @@ fn readable(
     facts: &Facts,
 ) -> Result<Level, Denial> {
     let kind = resource.kind();
-    let level = if kind == on {
+    let scoped_register = action == Action::CommandRegister && kind == ResourceKind::Conversation;
+    let level = if kind == on || scoped_register {
         reach(subject, action, resource, facts)
     } else {
         None
@@ -370,6 +396,34 @@ fn reach(subject: &Subject, action: Action, resource: &Resource, facts: &Facts) 
             task_app,
         } => lease_reach(action, id, *recipient, *task_app),
         Resource::Agent { owner } => (*owner == Some(id)).then_some(Level::Admin),
+        Resource::Command { place, .. } => level::on_place(place, id, kind, grants),
+    }
+}
+
+/// Step 3b for a command (ADR 0027 §3): its owner is reachable with
+/// `commands:write` and, for a scoped command, the place asked is its
+/// place. Otherwise it is hidden, answered as an unknown command.
+fn check_owner(resource: &Resource, owner: Option<&OwnerFacts>) -> Result<(), Denial> {
+    let Resource::Command {
+        place, scoped_to, ..
+    } = resource
+    else {
+        return Ok(());
+    };
+    let here = scoped_to.is_none_or(|s| s == place.id);
+    let reachable = owner.is_some_and(|o| o.reachable(Scope::CommandsWrite));
+    (here && reachable)
+        .then_some(())
+        .ok_or(Denial::of(Reason::NoGrant, Answer::NotFound))
+}
+
+/// The level step 4 asks for: a command's own `requiredLevel`; write on
+/// the place an app scopes a command to; otherwise the action's.
+fn needed_level(action: Action, level: Option<Level>, resource: &Resource) -> Option<Level> {
+    match resource {
+        Resource::Command { required_level, .. } => Some(*required_level),
+        Resource::Conversation(_) if action == Action::CommandRegister => Some(Level::Write),
+        _ => level,
     }
 }
 

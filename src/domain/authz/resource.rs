@@ -95,10 +95,11 @@ pub enum ResourceKind {
     Agent,
     App,
     Grant,
+    Command,
 }
 
 impl ResourceKind {
-    pub const ALL: [ResourceKind; 10] = [
+    pub const ALL: [ResourceKind; 11] = [
         ResourceKind::Hub,
         ResourceKind::Stream,
         ResourceKind::Space,
@@ -109,6 +110,7 @@ impl ResourceKind {
         ResourceKind::Agent,
         ResourceKind::App,
         ResourceKind::Grant,
+        ResourceKind::Command,
     ];
 
     /// The inverse of [`ResourceKind::as_str`] (the audit's stored column).
@@ -128,6 +130,7 @@ impl ResourceKind {
             ResourceKind::Agent => "agent",
             ResourceKind::App => "app",
             ResourceKind::Grant => "grant",
+            ResourceKind::Command => "command",
         }
     }
 }
@@ -169,6 +172,15 @@ pub enum Resource {
     Grant {
         on: PlaceRef,
     },
+    /// A command offered in `place` (ADR 0027 §3): whose it is, the level
+    /// it needs, and the one place it is scoped to, if any. The owner's
+    /// own facts are `Facts.owner`.
+    Command {
+        place: Place,
+        owner: Uuid,
+        required_level: super::Level,
+        scoped_to: Option<Uuid>,
+    },
 }
 
 impl Resource {
@@ -185,13 +197,16 @@ impl Resource {
             Resource::Agent { .. } => ResourceKind::Agent,
             Resource::App => ResourceKind::App,
             Resource::Grant { .. } => ResourceKind::Grant,
+            Resource::Command { .. } => ResourceKind::Command,
         }
     }
 
     /// The conversation whose channel state a write must respect.
     pub fn place(&self) -> Option<&Place> {
         match self {
-            Resource::Conversation(place) | Resource::Message { place, .. } => Some(place),
+            Resource::Conversation(place)
+            | Resource::Message { place, .. }
+            | Resource::Command { place, .. } => Some(place),
             Resource::Grant {
                 on: PlaceRef::Channel(place),
             } => Some(place),

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::{enum_member, ManifestBounds};
 use crate::domain::authz::Level;
-use crate::domain::validate::{Problems, NO_CONTROL};
+use crate::domain::validate::{FieldProblem, Problems, NO_CONTROL};
 
 /// One declared command.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -182,7 +182,9 @@ pub(super) fn commands(p: &mut Problems, value: Option<&Value>, bounds: &Manifes
             continue;
         };
         if let Some(name) = name(p, &format!("{at}/name"), c.get("name")) {
-            if !seen.insert(name.to_ascii_lowercase()) {
+            if crate::domain::command::is_reserved(name) {
+                p.push(format!("{at}/name"), "is reserved");
+            } else if !seen.insert(name.to_ascii_lowercase()) {
                 p.push(format!("{at}/name"), format!("duplicate command {name:?}"));
             }
         }
@@ -198,6 +200,24 @@ pub(super) fn commands(p: &mut Problems, value: Option<&Value>, bounds: &Manifes
         }
         options(p, &at, c, bounds);
     }
+}
+
+/// One command an app registers through the API (ADR 0027 §2): the
+/// manifest's rules for one entry, with pointers under `/command`.
+pub fn validate_command(value: &Value, bounds: &ManifestBounds) -> Result<(), Vec<FieldProblem>> {
+    let mut p = Problems::default();
+    commands(&mut p, Some(&Value::Array(vec![value.clone()])), bounds);
+    let problems = p.into_vec();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(problems
+        .into_iter()
+        .map(|f| FieldProblem {
+            pointer: f.pointer.replacen("/commands/0", "/command", 1),
+            message: f.message,
+        })
+        .collect())
 }
 
 /// A command's or option's name: 1 to 32 of `a-z`, `0-9`, `-`, `_`.

@@ -18,8 +18,8 @@ use super::installation::{Scope, ScopeSet};
 use super::validate::{pointer_escape, FieldProblem, Problems, NO_CONTROL};
 
 pub use commands::{
-    ChoiceValue, CommandDecl, OptionChoice, OptionDecl, OptionType, DEFAULT_DESCRIPTION_MAX_CHARS,
-    DEFAULT_MAX_COMMANDS,
+    validate_command, ChoiceValue, CommandDecl, OptionChoice, OptionDecl, OptionType,
+    DEFAULT_DESCRIPTION_MAX_CHARS, DEFAULT_MAX_COMMANDS,
 };
 pub use members::{AppDelivery, CallbackNames, ComponentKind, DeliveryMode};
 

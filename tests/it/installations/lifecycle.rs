@@ -247,7 +247,8 @@ async fn withholding_events_subscribe_closes_4018_and_an_upgrade_awaits_consent(
     let scopes = |granted: Value, awaiting: Value| json!({"requested": ["events:subscribe"], "granted": granted, "awaitingConsent": awaiting});
     assert_eq!(
         body,
-        json!({"appId": app, "changed": ["/description"], "scopes": scopes(json!([]), json!(["events:subscribe"]))})
+        json!({"appId": app, "changed": ["/description"], "scopes": scopes(json!([]), json!(["events:subscribe"])),
+               "commands": {"added": [], "changed": [], "removed": []}})
     );
     let consent = json!({"scopes": ["events:subscribe"]});
     let (status, body) = operator(

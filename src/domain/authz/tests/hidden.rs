@@ -35,6 +35,21 @@ fn hidden_cases(me: Uuid) -> Vec<(Action, ResourceKind, Resource)> {
         };
         cases.push((Action::MessageRead, ResourceKind::Message, message.clone()));
         cases.push((Action::DispatchRequest, ResourceKind::Message, message));
+        // A command in a place the subject cannot read (its owner being
+        // reachable there changes nothing).
+        let command = Resource::Command {
+            place: place.clone(),
+            owner: new_id(),
+            required_level: Level::Read,
+            scoped_to: None,
+        };
+        for action in [
+            Action::CommandRead,
+            Action::CommandInvoke,
+            Action::CommandAutocomplete,
+        ] {
+            cases.push((action, ResourceKind::Command, command.clone()));
+        }
     }
     // A member who neither sent nor received a message does not see it...
     let mine = direct(&[me, other]);
@@ -160,6 +175,10 @@ fn a_missing_resource_ignores_every_fact_and_every_kind_is_not_found() {
             channel_grants: vec![Level::Admin],
             named: vec![named(Some(PrincipalKind::Agent), true, true)],
             installation: Some(installed()),
+            owner: Some(OwnerFacts {
+                installation: Some(installed()),
+                level: Some(Level::Write),
+            }),
         },
     };
     for action in Action::ALL {
@@ -244,6 +263,12 @@ fn readable_of_each_kind(me: Uuid) -> Vec<Resource> {
         Resource::Grant {
             on: PlaceRef::Space(new_id()),
         },
+        Resource::Command {
+            place: direct(&[me, new_id()]),
+            owner: new_id(),
+            required_level: Level::Read,
+            scoped_to: None,
+        },
     ]
 }
 
@@ -273,7 +298,14 @@ fn a_resource_of_another_kind_than_the_actions_is_hidden() {
             if !admits {
                 continue;
             }
-            for resource in all.iter().filter(|r| r.kind() != need.on) {
+            // A scoped register names a conversation besides the hub.
+            let scoped_register = |r: &Resource| {
+                action == Action::CommandRegister && r.kind() == ResourceKind::Conversation
+            };
+            for resource in all
+                .iter()
+                .filter(|r| r.kind() != need.on && !scoped_register(r))
+            {
                 let decision = authorize(&subject, action, resource, &request(&[Level::Admin]));
                 let missing = authorize(
                     &subject,

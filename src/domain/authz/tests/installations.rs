@@ -191,6 +191,9 @@ fn only_the_catalogue_s_scoped_actions_carry_a_scope() {
         let expected = match action {
             Action::MessageCreate => Some(Scope::MessagesWrite),
             Action::EventRead | Action::EventAck => Some(Scope::EventsSubscribe),
+            Action::CommandRegister | Action::CommandAutocompleteRespond => {
+                Some(Scope::CommandsWrite)
+            }
             _ => None,
         };
         assert_eq!(action.requirement().scope, expected, "{action}");

@@ -5,6 +5,7 @@
 mod actions;
 mod actions_manage;
 mod catalogue;
+mod commands;
 mod hidden;
 mod installations;
 mod levels;

@@ -21,13 +21,16 @@ fn decide(kind: PrincipalKind, action: Action, state: ChannelState, level: Level
     authorize(&active(kind), action, &resource, &request(&[level]))
 }
 
+/// The two content actions on conversations, and the command triggers
+/// (ADR 0027 §3, step 5; decided on commands in `tests/commands.rs`).
 #[test]
-fn only_the_two_content_actions_write() {
+fn only_the_two_content_actions_and_the_triggers_write() {
     let writing: Vec<Action> = Action::ALL
         .into_iter()
         .filter(|a| a.requirement().writes)
         .collect();
-    assert_eq!(writing, WRITES);
+    let triggers = [Action::CommandInvoke, Action::CommandAutocomplete];
+    assert_eq!(writing, [WRITES.as_slice(), triggers.as_slice()].concat());
 }
 
 #[test]

@@ -1,0 +1,115 @@
+//! Autocomplete (ADR 0027 §8): the invoke's checks, then, holding no
+//! transaction, the hub asks the owning app and answers the asker by the
+//! deadline (`command.autocomplete_timeout_ms`) at the latest. The app
+//! answers at once or defers and answers with `app/autocomplete/answer`.
+//! Nothing is stored; the value reaches the app only.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::commands::checked;
+use super::invalid;
+use crate::access::{self, Target};
+use crate::domain::authz::Action;
+use crate::domain::command::{checked_choices, Choice};
+use crate::hooks::{self, HookOutcome};
+use crate::hub::autocomplete::Answered;
+use crate::hub::RequestContext;
+use crate::protocol::commands::{
+    AppCommandAutocomplete, AutocompleteAnswerParams, AutocompleteAnswerResult,
+    AutocompleteCallback, CommandAutocompleteParams, CommandAutocompleteResult, InvokedBy,
+    AUTOCOMPLETE_VALUE_MAX,
+};
+use crate::rpc::RpcError;
+use crate::telemetry::names;
+
+/// `*/command/autocomplete`.
+pub async fn ask(
+    ctx: RequestContext,
+    p: CommandAutocompleteParams,
+) -> Result<CommandAutocompleteResult, RpcError> {
+    let cfg = &ctx.hub.config.command;
+    let deadline = Instant::now() + Duration::from_millis(cfg.autocomplete_timeout_ms);
+    if p.value.chars().count() > AUTOCOMPLETE_VALUE_MAX {
+        return Err(invalid(
+            "value",
+            format!("must be at most {AUTOCOMPLETE_VALUE_MAX} characters"),
+        ));
+    }
+    let action = Action::CommandAutocomplete;
+    let (command, _, thread) =
+        checked(&ctx, action, p.command_id, p.conversation_id, p.thread_id).await?;
+    let Some(option) = command
+        .options
+        .iter()
+        .find(|o| o.name == p.option && o.autocomplete)
+    else {
+        return Err(invalid(
+            "option",
+            "is not an autocomplete option of this command",
+        ));
+    };
+    let me = ctx.principal();
+    let request_id = Uuid::now_v7();
+    let max = cfg.autocomplete_max_choices;
+    let late = ctx
+        .hub
+        .autocomplete
+        .open(request_id, command.owner_id, option.kind, max);
+    let call = AutocompleteCallback {
+        request_id,
+        command_id: command.id,
+        command_name: command.name.clone(),
+        option: option.name.clone(),
+        value: p.value,
+        options: p.options.unwrap_or_default(),
+        conversation_id: p.conversation_id,
+        thread_id: thread,
+        invoked_by: InvokedBy {
+            principal_id: me.id,
+            kind: me.kind,
+        },
+        deadline_ms: cfg.autocomplete_timeout_ms,
+    };
+    let left = deadline.saturating_duration_since(Instant::now());
+    let outcome =
+        hooks::call_app::<AppCommandAutocomplete>(&ctx.hub, command.owner_id, &call, left).await;
+    let (choices, label) = match outcome {
+        HookOutcome::Ok(answer) => match (answer.choices, answer.deferred) {
+            (Some(choices), false) => match checked_choices(option.kind, &choices, max) {
+                Some(c) => (c, "answered"),
+                None => (Vec::new(), "invalid"),
+            },
+            (None, true) => match tokio::time::timeout_at(deadline, late).await {
+                Ok(Ok(choices)) => (choices, "deferred_answered"),
+                _ => (Vec::new(), "timeout"),
+            },
+            _ => (Vec::new(), "invalid"),
+        },
+        HookOutcome::Timeout => (Vec::new(), "timeout"),
+        HookOutcome::Unavailable | HookOutcome::Disconnected => (Vec::new(), "unavailable"),
+        HookOutcome::BadResult(_) => (Vec::new(), "invalid"),
+        HookOutcome::RemoteError(_) => (Vec::new(), "error"),
+    };
+    ctx.hub.autocomplete.close(request_id);
+    metrics::counter!(names::AUTOCOMPLETES, "outcome" => label).increment(1);
+    Ok(CommandAutocompleteResult { choices })
+}
+
+/// `app/autocomplete/answer`: the late answer of a deferred request, the
+/// app's own and still open; any other is unknown.
+pub async fn answer(
+    ctx: RequestContext,
+    p: AutocompleteAnswerParams,
+) -> Result<AutocompleteAnswerResult, RpcError> {
+    access::check(&ctx, Action::CommandAutocompleteRespond, Target::hub()).await?;
+    let me = ctx.principal().id;
+    let choices: &[Choice] = &p.choices;
+    match ctx.hub.autocomplete.answer(p.request_id, me, choices) {
+        Answered::Accepted => Ok(AutocompleteAnswerResult { accepted: true }),
+        Answered::Invalid => Ok(AutocompleteAnswerResult { accepted: false }),
+        Answered::Unknown => Err(access::unknown_autocomplete_request(p.request_id)),
+    }
+}

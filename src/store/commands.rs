@@ -1,0 +1,554 @@
+//! Commands and their invocations (ADR 0027 §2, §4): one area, one trait,
+//! the same SQL on both backends. The install, upgrade and uninstall steps
+//! run inside `InstallationStore`'s own transactions (`installations`,
+//! `apps`, `uninstall`), so commands come and go with the installation.
+//! An invoke writes its row, the app's event and the job in one
+//! transaction that holds the owner's installation (shared), so a suspend
+//! either waits for it or is seen by it.
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::installations::{shared, InstallationDialect};
+use super::jobs::{insert_job, JobKind, NewJob};
+use super::sql::{is_unique_violation, parsed, to_json, Arg, Database, Executor, Row};
+use super::{StoreError, StoreResult};
+use crate::domain::authz::Level;
+use crate::domain::command::{diff, name_key};
+use crate::domain::event::{NewEvent, StoredEvent};
+use crate::domain::installation::Scope;
+use crate::domain::manifest::{CommandDecl, OptionDecl};
+use crate::domain::Millis;
+
+/// How a command came to be: a manifest's (diffed on upgrade) or the
+/// app's own through the API (kept by upgrades).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommandSource {
+    Manifest,
+    Api,
+}
+
+impl CommandSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandSource::Manifest => "manifest",
+            CommandSource::Api => "api",
+        }
+    }
+
+    fn parse(s: &str) -> Option<CommandSource> {
+        match s {
+            "manifest" => Some(CommandSource::Manifest),
+            "api" => Some(CommandSource::Api),
+            _ => None,
+        }
+    }
+}
+
+/// A live command.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommandRecord {
+    pub id: Uuid,
+    pub owner_id: Uuid,
+    pub name: String,
+    pub description: String,
+    pub required_level: Level,
+    pub options: Vec<OptionDecl>,
+    pub source: CommandSource,
+    /// `None`: hub-wide, offered wherever the owner holds write.
+    pub conversation_id: Option<Uuid>,
+    pub version: i64,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+/// What an app registers through the API.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewCommand {
+    pub owner_id: Uuid,
+    pub decl: CommandDecl,
+    pub conversation_id: Option<Uuid>,
+    /// `command.max_per_principal`: live commands of the owner at most.
+    pub max: usize,
+    pub now: Millis,
+}
+
+/// One invocation's row: ids only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvocationRecord {
+    pub id: Uuid,
+    pub command_id: Uuid,
+    pub app_id: Uuid,
+    pub actor_id: Uuid,
+    pub conversation_id: Uuid,
+    pub thread_id: Option<Uuid>,
+    pub client_invocation_id: Option<String>,
+    pub created_at: Millis,
+}
+
+/// An invoke to write: its row and the app's event (written only while
+/// the installation sends events to the app's stream).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewInvocation {
+    pub invocation: InvocationRecord,
+    pub event: NewEvent,
+    /// A REST `Idempotency-Key`'s record, written in the same transaction
+    /// (`IdempotencyTaken` when it exists: a concurrent replay).
+    pub idem: Option<super::IdempotencyRecord>,
+}
+
+/// How an invoke ended in its transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Invoked {
+    Written {
+        invocation: InvocationRecord,
+        events: Vec<StoredEvent>,
+    },
+    /// The actor's `clientInvocationId` names an earlier invocation.
+    Duplicate(InvocationRecord),
+    /// The command was removed, or its owner is no longer active with
+    /// `commands:write`, by the time the transaction held its
+    /// installation: answered as an unknown command.
+    Unreachable,
+}
+
+/// What one install, upgrade or uninstall did to the app's commands, by
+/// name (the audit's details and the upgrade's answer).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommandChanges {
+    pub added: Vec<String>,
+    pub changed: Vec<String>,
+    pub removed: Vec<String>,
+}
+
+impl CommandChanges {
+    /// The audit row's details.
+    pub fn details(&self) -> super::audit_actions::ActionDetails {
+        super::audit_actions::ActionDetails {
+            commands_added: self.added.clone(),
+            commands_changed: self.changed.clone(),
+            commands_removed: self.removed.clone(),
+        }
+    }
+}
+
+#[async_trait]
+pub trait CommandStore: Send + Sync + 'static {
+    /// A live command by id.
+    async fn command(&self, id: Uuid) -> StoreResult<Option<CommandRecord>>;
+
+    /// The live commands an app owns, by name.
+    async fn commands_of(&self, owner: Uuid) -> StoreResult<Vec<CommandRecord>>;
+
+    /// The live commands that may be offered in `conversation`: hub-wide
+    /// ones and those scoped to it, by owner and name. Who may see each is
+    /// the guard's (ADR 0027 §3).
+    async fn commands_offered(&self, conversation: Uuid) -> StoreResult<Vec<CommandRecord>>;
+
+    /// Registers an API command. `Conflict("command_limit")` past
+    /// `new.max`, `Conflict` for a live name of the owner in that place.
+    async fn register_command(&self, new: &NewCommand) -> StoreResult<CommandRecord>;
+
+    /// Removes a live command of `owner`; `NotFound` for another's, a
+    /// removed or an unknown one.
+    async fn remove_command(&self, owner: Uuid, id: Uuid, now: Millis) -> StoreResult<()>;
+
+    /// Writes an invocation, the app's event and the dispatch job in one
+    /// transaction (see [`Invoked`]).
+    async fn invoke(&self, new: &NewInvocation) -> StoreResult<Invoked>;
+
+    async fn invocation(&self, id: Uuid) -> StoreResult<Option<InvocationRecord>>;
+}
+
+/// The live-name conflict of a register or an upgrade.
+pub const COMMAND_LIMIT: &str = "command_limit";
+
+const COLUMNS: &str = "id, owner_id, name, description, required_level, options, source, \
+     conversation_id, version, created_at, updated_at";
+
+const INVOCATION_COLUMNS: &str = "id, command_id, app_id, actor_id, conversation_id, thread_id, \
+     client_invocation_id, created_at";
+
+fn command_row(r: &Row) -> StoreResult<CommandRecord> {
+    Ok(CommandRecord {
+        id: r.id("id")?,
+        owner_id: r.id("owner_id")?,
+        name: r.text("name")?,
+        description: r.text("description")?,
+        required_level: parsed(r.text("required_level")?, "level", Level::parse)?,
+        options: r.decoded("options")?,
+        source: parsed(r.text("source")?, "command source", CommandSource::parse)?,
+        conversation_id: r.opt_id("conversation_id")?,
+        version: r.int("version")?,
+        created_at: r.int("created_at")?,
+        updated_at: r.int("updated_at")?,
+    })
+}
+
+fn invocation_row(r: &Row) -> StoreResult<InvocationRecord> {
+    Ok(InvocationRecord {
+        id: r.id("id")?,
+        command_id: r.id("command_id")?,
+        app_id: r.id("app_id")?,
+        actor_id: r.id("actor_id")?,
+        conversation_id: r.id("conversation_id")?,
+        thread_id: r.opt_id("thread_id")?,
+        client_invocation_id: r.opt_text("client_invocation_id")?,
+        created_at: r.int("created_at")?,
+    })
+}
+
+/// Inserts one live command; a live one of the same name in the same
+/// place is a `Conflict` naming it.
+async fn insert(
+    ex: &mut dyn Executor,
+    c: &CommandDecl,
+    owner: Uuid,
+    source: CommandSource,
+    conversation: Option<Uuid>,
+    now: Millis,
+) -> StoreResult<CommandRecord> {
+    let options = to_json(&c.options)?;
+    let record = CommandRecord {
+        id: Uuid::now_v7(),
+        owner_id: owner,
+        name: c.name.clone(),
+        description: c.description.clone(),
+        required_level: c.required_level,
+        options: c.options.clone(),
+        source,
+        conversation_id: conversation,
+        version: 1,
+        created_at: now,
+        updated_at: now,
+    };
+    ex.execute(
+        &format!(
+            "INSERT INTO commands ({COLUMNS}, name_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+        ),
+        &[
+            Arg::Id(record.id),
+            Arg::Id(owner),
+            Arg::Text(&record.name),
+            Arg::Text(&record.description),
+            Arg::Text(record.required_level.as_str()),
+            Arg::Json(&options),
+            Arg::Text(source.as_str()),
+            Arg::OptId(conversation),
+            Arg::Int(1),
+            Arg::Int(now),
+            Arg::Int(now),
+            Arg::Text(&name_key(&c.name)),
+        ],
+    )
+    .await
+    .map_err(|e| {
+        if is_unique_violation(&e) {
+            StoreError::Conflict(format!("the app has a command named {:?} already", c.name))
+        } else {
+            e
+        }
+    })?;
+    Ok(record)
+}
+
+async fn live_count(ex: &mut dyn Executor, owner: Uuid) -> StoreResult<usize> {
+    let row = ex
+        .fetch_optional(
+            "SELECT count(*) AS n FROM commands WHERE owner_id = $1 AND removed_at IS NULL",
+            &[Arg::Id(owner)],
+        )
+        .await?;
+    Ok(row.map(|r| r.int("n")).transpose()?.unwrap_or(0) as usize)
+}
+
+fn over_limit() -> StoreError {
+    StoreError::Conflict(COMMAND_LIMIT.into())
+}
+
+/// Install: one hub-wide row per manifest command, in the install's
+/// transaction, after the installation row.
+pub(super) async fn install_manifest(
+    ex: &mut dyn Executor,
+    owner: Uuid,
+    commands: &[CommandDecl],
+    now: Millis,
+) -> StoreResult<CommandChanges> {
+    let mut added = Vec::new();
+    for c in commands {
+        insert(ex, c, owner, CommandSource::Manifest, None, now).await?;
+        added.push(c.name.clone());
+    }
+    Ok(CommandChanges {
+        added,
+        ..CommandChanges::default()
+    })
+}
+
+/// Upgrade: the diff of the manifest's commands applied to the app's
+/// `manifest` rows (API rows stay), in the upgrade's transaction. The
+/// manifest's own count is bounded by its validation; a name the app
+/// registered through the API is a `Conflict` naming it.
+pub(super) async fn apply_upgrade(
+    ex: &mut dyn Executor,
+    owner: Uuid,
+    old: &[CommandDecl],
+    new: &[CommandDecl],
+    now: Millis,
+) -> StoreResult<CommandChanges> {
+    let d = diff(old, new);
+    let mut out = CommandChanges::default();
+    for c in &d.removed {
+        ex.execute(
+            "UPDATE commands SET removed_at = $1, updated_at = $1 WHERE owner_id = $2 AND name_key = $3 \
+             AND source = 'manifest' AND conversation_id IS NULL AND removed_at IS NULL",
+            &[Arg::Int(now), Arg::Id(owner), Arg::Text(&name_key(&c.name))],
+        )
+        .await?;
+        out.removed.push(c.name.clone());
+    }
+    for c in &d.changed {
+        let options = to_json(&c.options)?;
+        ex.execute(
+            "UPDATE commands SET name = $1, description = $2, required_level = $3, options = $4, \
+             version = version + 1, updated_at = $5 WHERE owner_id = $6 AND name_key = $7 \
+             AND source = 'manifest' AND conversation_id IS NULL AND removed_at IS NULL",
+            &[
+                Arg::Text(&c.name),
+                Arg::Text(&c.description),
+                Arg::Text(c.required_level.as_str()),
+                Arg::Json(&options),
+                Arg::Int(now),
+                Arg::Id(owner),
+                Arg::Text(&name_key(&c.name)),
+            ],
+        )
+        .await?;
+        out.changed.push(c.name.clone());
+    }
+    for c in &d.added {
+        insert(ex, c, owner, CommandSource::Manifest, None, now).await?;
+        out.added.push(c.name.clone());
+    }
+    Ok(out)
+}
+
+/// Uninstall: every live command of the app removed, in the uninstall's
+/// transaction; their names, sorted.
+pub(super) async fn remove_all(
+    ex: &mut dyn Executor,
+    owner: Uuid,
+    now: Millis,
+) -> StoreResult<CommandChanges> {
+    let rows = ex
+        .fetch_all(
+            "UPDATE commands SET removed_at = $1, updated_at = $1 WHERE owner_id = $2 AND removed_at IS NULL \
+             RETURNING name",
+            &[Arg::Int(now), Arg::Id(owner)],
+        )
+        .await?;
+    let mut removed = rows
+        .iter()
+        .map(|r| r.text("name"))
+        .collect::<StoreResult<Vec<_>>>()?;
+    removed.sort();
+    Ok(CommandChanges {
+        removed,
+        ..CommandChanges::default()
+    })
+}
+
+/// The invocation an actor's `clientInvocationId` names, if any.
+async fn by_client_id(
+    ex: &mut dyn Executor,
+    actor: Uuid,
+    client_id: Option<&str>,
+) -> StoreResult<Option<InvocationRecord>> {
+    let Some(client_id) = client_id else {
+        return Ok(None);
+    };
+    ex.fetch_optional(
+        &format!(
+            "SELECT {INVOCATION_COLUMNS} FROM command_invocations WHERE actor_id = $1 AND client_invocation_id = $2"
+        ),
+        &[Arg::Id(actor), Arg::Text(client_id)],
+    )
+    .await?
+    .map(|r| invocation_row(&r))
+    .transpose()
+}
+
+async fn insert_invocation(
+    ex: &mut dyn Executor,
+    i: &InvocationRecord,
+    event: Option<Uuid>,
+) -> StoreResult<()> {
+    ex.execute(
+        &format!(
+            "INSERT INTO command_invocations ({INVOCATION_COLUMNS}, event_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        ),
+        &[
+            Arg::Id(i.id),
+            Arg::Id(i.command_id),
+            Arg::Id(i.app_id),
+            Arg::Id(i.actor_id),
+            Arg::Id(i.conversation_id),
+            Arg::OptId(i.thread_id),
+            Arg::OptText(i.client_invocation_id.as_deref()),
+            Arg::Int(i.created_at),
+            Arg::OptId(event),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl<D> CommandStore for D
+where
+    D: Database + InstallationDialect,
+{
+    async fn command(&self, id: Uuid) -> StoreResult<Option<CommandRecord>> {
+        self.read()
+            .await?
+            .fetch_optional(
+                &format!("SELECT {COLUMNS} FROM commands WHERE id = $1 AND removed_at IS NULL"),
+                &[Arg::Id(id)],
+            )
+            .await?
+            .map(|r| command_row(&r))
+            .transpose()
+    }
+
+    async fn commands_of(&self, owner: Uuid) -> StoreResult<Vec<CommandRecord>> {
+        let rows = self
+            .read()
+            .await?
+            .fetch_all(
+                &format!(
+                    "SELECT {COLUMNS} FROM commands WHERE owner_id = $1 AND removed_at IS NULL \
+                     ORDER BY name_key, id"
+                ),
+                &[Arg::Id(owner)],
+            )
+            .await?;
+        rows.iter().map(command_row).collect()
+    }
+
+    async fn commands_offered(&self, conversation: Uuid) -> StoreResult<Vec<CommandRecord>> {
+        let rows = self
+            .read()
+            .await?
+            .fetch_all(
+                &format!(
+                    "SELECT {COLUMNS} FROM commands WHERE removed_at IS NULL \
+                     AND (conversation_id IS NULL OR conversation_id = $1) ORDER BY name_key, owner_id, id"
+                ),
+                &[Arg::Id(conversation)],
+            )
+            .await?;
+        rows.iter().map(command_row).collect()
+    }
+
+    async fn register_command(&self, new: &NewCommand) -> StoreResult<CommandRecord> {
+        let mut tx = self.begin().await?;
+        // The installation first, as every writer of the app's rows holds
+        // it: an uninstall cannot miss the command written here.
+        let live = shared::<D>(
+            &mut *tx,
+            "app_id = $1 AND state <> 'uninstalled'",
+            Arg::Id(new.owner_id),
+        )
+        .await?;
+        if !live.is_some_and(|i| i.facts().scopes.contains(Scope::CommandsWrite)) {
+            return Err(StoreError::NotFound);
+        }
+        if live_count(&mut *tx, new.owner_id).await? >= new.max {
+            return Err(over_limit());
+        }
+        let record = insert(
+            &mut *tx,
+            &new.decl,
+            new.owner_id,
+            CommandSource::Api,
+            new.conversation_id,
+            new.now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    async fn remove_command(&self, owner: Uuid, id: Uuid, now: Millis) -> StoreResult<()> {
+        let removed = self
+            .write()
+            .await?
+            .execute(
+                "UPDATE commands SET removed_at = $1, updated_at = $1 \
+                 WHERE id = $2 AND owner_id = $3 AND removed_at IS NULL",
+                &[Arg::Int(now), Arg::Id(id), Arg::Id(owner)],
+            )
+            .await?;
+        if removed == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    async fn invoke(&self, new: &NewInvocation) -> StoreResult<Invoked> {
+        let i = &new.invocation;
+        let mut tx = self.begin().await?;
+        let live = shared::<D>(
+            &mut *tx,
+            "app_id = $1 AND state <> 'uninstalled'",
+            Arg::Id(i.app_id),
+        )
+        .await?;
+        let Some(live) = live.filter(|l| {
+            l.state == crate::domain::installation::InstallationState::Active
+                && l.effective().contains(Scope::CommandsWrite)
+        }) else {
+            return Ok(Invoked::Unreachable);
+        };
+        let command = tx
+            .fetch_optional(
+                "SELECT id FROM commands WHERE id = $1 AND removed_at IS NULL",
+                &[Arg::Id(i.command_id)],
+            )
+            .await?;
+        if command.is_none() {
+            return Ok(Invoked::Unreachable);
+        }
+        let client_id = i.client_invocation_id.as_deref();
+        if let Some(first) = by_client_id(&mut *tx, i.actor_id, client_id).await? {
+            return Ok(Invoked::Duplicate(first));
+        }
+        let written: Vec<NewEvent> = if live.receives_events() {
+            vec![new.event.clone()]
+        } else {
+            Vec::new()
+        };
+        super::identity::insert_idempotency(&mut *tx, new.idem.as_ref(), i.created_at).await?;
+        insert_invocation(&mut *tx, i, written.first().map(|e| e.id)).await?;
+        let events = tx.append_events(&written, i.created_at).await?;
+        let job = NewJob::new(JobKind::AppCommandDispatch, i.id, i.created_at);
+        insert_job(&mut *tx, &job, i.created_at).await?;
+        tx.commit().await?;
+        Ok(Invoked::Written {
+            invocation: i.clone(),
+            events,
+        })
+    }
+
+    async fn invocation(&self, id: Uuid) -> StoreResult<Option<InvocationRecord>> {
+        self.read()
+            .await?
+            .fetch_optional(
+                &format!("SELECT {INVOCATION_COLUMNS} FROM command_invocations WHERE id = $1"),
+                &[Arg::Id(id)],
+            )
+            .await?
+            .map(|r| invocation_row(&r))
+            .transpose()
+    }
+}

@@ -1,0 +1,193 @@
+//! TestAppAutocomplete over the gateway (ADR 0027 §8): the app answers
+//! directly, or defers and answers with `app/autocomplete/answer`; at the
+//! deadline the asker gets `[]` and never waits past it; an invalid answer
+//! gives `[]`. Nothing is stored.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::{both, setup, Setup};
+use crate::support::hub::Options;
+use crate::support::RawSocket;
+
+const TIMEOUT_MS: u64 = 800;
+
+fn fast(options: Options) -> Options {
+    options.env("SWITCHBOARD_COMMAND__AUTOCOMPLETE_TIMEOUT_MS", TIMEOUT_MS)
+}
+
+fn ask(find: Uuid, conversation: Uuid, value: &str) -> Value {
+    json!({"commandId": find, "conversationId": conversation, "option": "who", "value": value,
+           "options": {"n": 3}})
+}
+
+/// Sends the ask on `asker` and returns its request id in flight.
+async fn send_ask(asker: &mut RawSocket, id: &str, params: Value) {
+    asker
+        .send_json(&json!({"jsonrpc": "2.0", "id": id, "method": "person/command/autocomplete", "params": params}))
+        .await;
+}
+
+async fn answer_of(asker: &mut RawSocket, id: &str) -> Value {
+    loop {
+        let f = asker.recv().await;
+        if f["id"] == json!(id) {
+            return f;
+        }
+    }
+}
+
+/// The hub's `app/command/autocomplete` call on the app's socket.
+async fn hub_call(app: &mut RawSocket) -> Value {
+    let call = app.recv_request().await;
+    assert_eq!(call["method"], json!("app/command/autocomplete"), "{call}");
+    call
+}
+
+async fn reply(app: &mut RawSocket, call: &Value, result: Value) {
+    app.send_json(&json!({"jsonrpc": "2.0", "id": call["id"], "result": result}))
+        .await;
+}
+
+async fn app_autocomplete(options: Options) {
+    let s: Setup = setup(fast(options)).await;
+    let find = s.command_id("find").await;
+    let mut app = RawSocket::connect_app(&s.w.hub.ws_url(), &s.poll.key).await;
+    let mut alex = s.w.connect(&s.w.alex).await;
+
+    // Directly: more than the maximum is cut to it... here three of three.
+    send_ask(&mut alex, "a1", ask(find, s.w.general, "ro")).await;
+    let call = hub_call(&mut app).await;
+    let p = &call["params"];
+    assert_eq!(p["commandId"], json!(find));
+    assert_eq!(p["commandName"], json!("find"));
+    assert_eq!(
+        (p["option"].clone(), p["value"].clone()),
+        (json!("who"), json!("ro"))
+    );
+    assert_eq!(p["options"], json!({"n": 3}));
+    assert_eq!(
+        p["invokedBy"],
+        json!({"principalId": s.w.alex.id, "kind": "person"})
+    );
+    assert_eq!(p["deadlineMs"], json!(TIMEOUT_MS));
+    let choices = json!([{"name": "Robin", "value": "robin"}, {"name": "Rowan", "value": "rowan"}]);
+    reply(&mut app, &call, json!({"choices": choices})).await;
+    let r = answer_of(&mut alex, "a1").await;
+    assert_eq!(r["result"]["choices"], choices, "{r}");
+
+    // Deferred, then answered before the deadline.
+    send_ask(&mut alex, "a2", ask(find, s.w.general, "sa")).await;
+    let call = hub_call(&mut app).await;
+    reply(&mut app, &call, json!({"deferred": true})).await;
+    let request = call["params"]["requestId"].clone();
+    let late = json!([{"name": "Sam", "value": "sam"}]);
+    let a = app
+        .call(
+            json!("ans"),
+            "app/autocomplete/answer",
+            json!({"requestId": request, "choices": late}),
+        )
+        .await;
+    assert_eq!(a["result"]["accepted"], json!(true), "{a}");
+    let r = answer_of(&mut alex, "a2").await;
+    assert_eq!(r["result"]["choices"], late, "{r}");
+    // A second answer to it finds nothing open.
+    let a = app
+        .call(
+            json!("ans2"),
+            "app/autocomplete/answer",
+            json!({"requestId": request, "choices": late}),
+        )
+        .await;
+    assert_eq!(a["error"]["_tag"], json!("NotFoundError"), "{a}");
+    assert_eq!(a["error"]["data"], json!({"requestId": request}));
+
+    // No answer at all: [] at the deadline, never later.
+    let started = Instant::now();
+    send_ask(&mut alex, "a3", ask(find, s.w.general, "x")).await;
+    let _ignored = hub_call(&mut app).await;
+    let r = answer_of(&mut alex, "a3").await;
+    let waited = started.elapsed();
+    assert_eq!(r["result"]["choices"], json!([]), "{r}");
+    assert!(
+        waited >= Duration::from_millis(TIMEOUT_MS - 50),
+        "{waited:?}"
+    );
+    assert!(
+        waited < Duration::from_millis(TIMEOUT_MS + 1_500),
+        "{waited:?}"
+    );
+
+    // Deferred and never answered: [] at the deadline; a late answer then
+    // finds the request closed.
+    let started = Instant::now();
+    send_ask(&mut alex, "a4", ask(find, s.w.general, "y")).await;
+    let call = hub_call(&mut app).await;
+    reply(&mut app, &call, json!({"deferred": true})).await;
+    let r = answer_of(&mut alex, "a4").await;
+    assert_eq!(r["result"]["choices"], json!([]), "{r}");
+    assert!(started.elapsed() < Duration::from_millis(TIMEOUT_MS + 1_500));
+    let a = app
+        .call(
+            json!("ans3"),
+            "app/autocomplete/answer",
+            json!({"requestId": call["params"]["requestId"], "choices": []}),
+        )
+        .await;
+    assert_eq!(a["error"]["_tag"], json!("NotFoundError"), "{a}");
+
+    // Invalid answers: a bidi override in a name, a value of another type.
+    for bad in [
+        json!({"choices": [{"name": "ok", "value": "ok"}, {"name": "evil\u{202e}", "value": "e"}]}),
+        json!({"choices": [{"name": "Five", "value": 5}]}),
+        json!({"nothing": true}),
+    ] {
+        send_ask(&mut alex, "a5", ask(find, s.w.general, "z")).await;
+        let call = hub_call(&mut app).await;
+        reply(&mut app, &call, bad).await;
+        let r = answer_of(&mut alex, "a5").await;
+        assert_eq!(r["result"]["choices"], json!([]), "{r}");
+    }
+
+    // Only options declared with autocomplete are asked about.
+    let mut params = ask(find, s.w.general, "z");
+    params["option"] = json!("n");
+    let r = alex
+        .call(json!("a6"), "person/command/autocomplete", params)
+        .await;
+    assert_eq!(r["error"]["data"]["field"], json!("option"), "{r}");
+}
+
+/// Another app cannot answer a request that is not its own.
+async fn an_answer_for_another_app_is_unknown(options: Options) {
+    let s = setup(fast(options)).await;
+    let find = s.command_id("find").await;
+    let mut app = RawSocket::connect_app(&s.w.hub.ws_url(), &s.poll.key).await;
+    let mut manifest = super::poll_manifest();
+    manifest["name"] = json!("Other");
+    let (_, other_key) = s.w.hub.register_app(&manifest).await;
+    let mut other = RawSocket::connect_app(&s.w.hub.ws_url(), &other_key).await;
+    let mut alex = s.w.connect(&s.w.alex).await;
+    send_ask(&mut alex, "a1", ask(find, s.w.general, "q")).await;
+    let call = hub_call(&mut app).await;
+    reply(&mut app, &call, json!({"deferred": true})).await;
+    let params = json!({"requestId": call["params"]["requestId"], "choices": []});
+    let a = other
+        .call(json!("x"), "app/autocomplete/answer", params)
+        .await;
+    assert_eq!(a["error"]["_tag"], json!("NotFoundError"), "{a}");
+    // The owner's own answer still counts.
+    let params =
+        json!({"requestId": call["params"]["requestId"], "choices": [{"name": "Q", "value": "q"}]});
+    let a = app
+        .call(json!("y"), "app/autocomplete/answer", params)
+        .await;
+    assert_eq!(a["result"]["accepted"], json!(true), "{a}");
+    let r = answer_of(&mut alex, "a1").await;
+    assert_eq!(r["result"]["choices"], json!([{"name": "Q", "value": "q"}]));
+}
+
+both!(app_autocomplete, an_answer_for_another_app_is_unknown);

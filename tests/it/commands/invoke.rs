@@ -1,0 +1,351 @@
+//! The invoke (ADR 0027 §4, §9): one durable event to the owning app, over
+//! the gateway and catch-up, and nothing else: no agent event, no message,
+//! no lease. Options are checked naming the option; REST replays write no
+//! second event; a suspend racing invokes never lets one reach the app.
+
+use std::collections::HashSet;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::{both, setup, Setup};
+use crate::support::event_reader::rest_events;
+use crate::support::hub::Options;
+use crate::support::world::{call, method_for, text};
+use crate::support::RawSocket;
+
+/// The app's stored `app/command/invoked` events, read by catch-up.
+async fn invoked_events(s: &Setup) -> Vec<Value> {
+    let (status, body) = rest_events(&s.w.hub, &s.poll.key, "after=0&limit=1000").await;
+    assert_eq!(status, 200, "{body}");
+    body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == json!("app/command/invoked"))
+        .cloned()
+        .collect()
+}
+
+/// The next notification of `method` on `s`.
+async fn next_event(s: &mut RawSocket, method: &str) -> Value {
+    loop {
+        let f = s.recv().await;
+        if f["method"] == json!(method) {
+            return f["params"].clone();
+        }
+    }
+}
+
+async fn app_personal_events_reach_app(options: Options) {
+    let s = setup(options).await;
+    let vote = s.command_id("vote").await;
+    let mut app = RawSocket::connect_app(&s.w.hub.ws_url(), &s.poll.key).await;
+    let mut alex = s.w.connect(&s.w.alex).await;
+    let r = s
+        .invoke(
+            &mut alex,
+            &s.w.alex,
+            vote,
+            s.w.general,
+            json!({"choice": "yes"}),
+        )
+        .await;
+    let answer = &r["result"];
+    assert_eq!(answer["accepted"], json!(true), "{r}");
+    assert_eq!(answer["commandId"], json!(vote));
+    assert_eq!(answer["conversationId"], json!(s.w.general));
+    assert!(answer.get("threadId").is_none(), "the main thread: {r}");
+    let event = next_event(&mut app, "app/command/invoked").await;
+    assert_eq!(event["audience"], json!(s.poll.id));
+    let invocation = &event["payload"]["invocation"];
+    assert_eq!(
+        *invocation,
+        json!({
+            "invocationId": answer["invocationId"],
+            "commandId": vote,
+            "commandName": "vote",
+            "conversationId": s.w.general,
+            "invokedBy": {"principalId": s.w.alex.id, "kind": "person"},
+            "options": {"choice": "yes"},
+        })
+    );
+    // An agent over REST, in a thread: 202, the same event.
+    let root = alex
+        .call(
+            json!("m"),
+            "person/message/send",
+            json!({"conversationId": s.w.general, "parts": text("root")}),
+        )
+        .await;
+    let root = root["result"]["message"]["id"].clone();
+    let body =
+        json!({"conversationId": s.w.general, "threadId": root, "options": {"choice": "no"}});
+    let path = format!("/api/v1/commands/{vote}/invocations");
+    let a = call(&s.w.hub, Method::POST, &path, &s.w.helper.key, Some(body)).await;
+    assert_eq!(a.status, 202, "{}", a.body);
+    assert_eq!(a.json()["threadId"], root);
+    let event = next_event(&mut app, "app/command/invoked").await;
+    assert_eq!(
+        event["payload"]["invocation"]["invokedBy"]["kind"],
+        json!("agent")
+    );
+    assert_eq!(event["payload"]["invocation"]["threadId"], root);
+    // Catch-up holds both, in order.
+    let stored = invoked_events(&s).await;
+    assert_eq!(stored.len(), 2);
+    assert_eq!(
+        stored[0]["payload"]["invocation"]["invocationId"],
+        answer["invocationId"]
+    );
+    assert_eq!(
+        stored[1]["payload"]["invocation"]["options"],
+        json!({"choice": "no"})
+    );
+}
+
+async fn app_never_triggers_agent(options: Options) {
+    let s = setup(options).await;
+    let vote = s.command_id("vote").await;
+    let mut helper = RawSocket::connect_agent(&s.w.hub.ws_url(), &s.w.helper.key).await;
+    let mut alex = s.w.connect(&s.w.alex).await;
+    let r = s
+        .invoke(
+            &mut alex,
+            &s.w.alex,
+            vote,
+            s.w.general,
+            json!({"choice": "yes"}),
+        )
+        .await;
+    let invocation = r["result"]["invocationId"].clone();
+    assert!(invocation.is_string(), "{r}");
+    // A marker after it: the first thing the agent hears is the marker.
+    let marker = alex
+        .call(
+            json!("m"),
+            "person/message/send",
+            json!({"conversationId": s.w.general, "parts": text("marker")}),
+        )
+        .await;
+    let marker_id = marker["result"]["message"]["id"].clone();
+    let first = loop {
+        let f = helper.recv().await;
+        if f.get("method").is_some() && f.get("id").is_none() {
+            break f;
+        }
+    };
+    assert_eq!(first["method"], json!("agent/message/received"), "{first}");
+    assert_eq!(first["params"]["payload"]["message"]["id"], marker_id);
+    // No message was written by the invoke: the channel holds the marker.
+    let history = helper
+        .call(
+            json!("h"),
+            "agent/message/list",
+            json!({"conversationId": s.w.general}),
+        )
+        .await;
+    let messages = history["result"]["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 1, "{history}");
+    // And no lease can be taken on the invocation: it is no message.
+    let lease = helper
+        .call(
+            json!("d"),
+            "agent/dispatch/request",
+            json!({"messageId": invocation, "conversationId": s.w.general}),
+        )
+        .await;
+    assert_eq!(lease["error"]["_tag"], json!("NotFoundError"), "{lease}");
+}
+
+async fn options_are_checked_naming_the_option(options: Options) {
+    let s = setup(options).await;
+    let vote = s.command_id("vote").await;
+    let find = s.command_id("find").await;
+    let purge = s.command_id("purge").await;
+    let mut alex = s.w.connect(&s.w.alex).await;
+    let canary = "canary-option-7d1e";
+    for (command, options, field) in [
+        (vote, json!({}), "options.choice"),
+        (vote, json!({"choice": canary}), "options.choice"),
+        (
+            vote,
+            json!({"choice": "yes", "extra": canary}),
+            "options.extra",
+        ),
+        (find, json!({"n": canary}), "options.n"),
+        (find, json!({"who": 5}), "options.who"),
+    ] {
+        let r = s
+            .invoke(&mut alex, &s.w.alex, command, s.w.general, options)
+            .await;
+        assert_eq!(r["error"]["_tag"], json!("InvalidParamsError"), "{r}");
+        assert_eq!(r["error"]["data"]["field"], json!(field), "{r}");
+        assert!(!r.to_string().contains(canary), "{r}");
+    }
+    let body = json!({"conversationId": s.w.general, "options": {"choice": canary}});
+    let a = call(
+        &s.w.hub,
+        Method::POST,
+        &format!("/api/v1/commands/{vote}/invocations"),
+        &s.w.alex.key,
+        Some(body),
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(
+        a.body.contains("/options/choice") && !a.body.contains(canary),
+        "{}",
+        a.body
+    );
+    // A thread must be a root of the channel.
+    let method = method_for(&s.w.alex, "command/invoke");
+    let params = json!({"commandId": vote, "conversationId": s.w.general, "threadId": Uuid::new_v4(), "options": {"choice": "yes"}});
+    let r = alex.call(json!("t"), &method, params).await;
+    assert_eq!(r["error"]["data"]["field"], json!("threadId"), "{r}");
+    // Levels: Sam reads general, so finds; votes and purges are refused.
+    let mut sam = s.w.connect(&s.w.sam).await;
+    let r = s
+        .invoke(&mut sam, &s.w.sam, find, s.w.general, json!({"n": 2}))
+        .await;
+    assert_eq!(r["result"]["accepted"], json!(true), "{r}");
+    for command in [vote, purge] {
+        let r = s
+            .invoke(
+                &mut sam,
+                &s.w.sam,
+                command,
+                s.w.general,
+                json!({"choice": "yes"}),
+            )
+            .await;
+        assert_eq!(
+            r["error"]["data"]["reason"],
+            json!("level_insufficient"),
+            "{r}"
+        );
+    }
+    assert_eq!(
+        invoked_events(&s).await.len(),
+        1,
+        "only the valid invoke wrote"
+    );
+}
+
+async fn replays_write_no_second_event(options: Options) {
+    let s = setup(options).await;
+    let vote = s.command_id("vote").await;
+    let path = format!("/api/v1/commands/{vote}/invocations");
+    let body = json!({"conversationId": s.w.general, "options": {"choice": "yes"}});
+    let post = |key: &'static str| {
+        let request =
+            s.w.hub
+                .http
+                .post(format!("{}{path}", s.w.hub.base))
+                .bearer_auth(&s.w.alex.key)
+                .header("Idempotency-Key", key)
+                .json(&body);
+        async move { request.send().await.unwrap() }
+    };
+    let first = post("invoke-1").await;
+    assert_eq!(first.status().as_u16(), 202);
+    let first: Value = first.json().await.unwrap();
+    let again = post("invoke-1").await;
+    assert_eq!(again.status().as_u16(), 202);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.json::<Value>().await.unwrap(), first);
+    assert_eq!(invoked_events(&s).await.len(), 1);
+    // The same key with another body is refused, writing nothing.
+    let other =
+        s.w.hub
+            .http
+            .post(format!("{}{path}", s.w.hub.base))
+            .bearer_auth(&s.w.alex.key)
+            .header("Idempotency-Key", "invoke-1")
+            .json(&json!({"conversationId": s.w.general, "options": {"choice": "no"}}))
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(other.status().as_u16(), 409);
+    // The gateway's clientInvocationId: a repeat is the first, duplicate.
+    let mut alex = s.w.connect(&s.w.alex).await;
+    let params = json!({"commandId": vote, "conversationId": s.w.general,
+        "options": {"choice": "yes"}, "clientInvocationId": "c-1"});
+    let one = alex
+        .call(json!(1), "person/command/invoke", params.clone())
+        .await;
+    let two = alex.call(json!(2), "person/command/invoke", params).await;
+    assert_eq!(two["result"]["duplicate"], json!(true), "{two}");
+    assert_eq!(two["result"]["invocationId"], one["result"]["invocationId"]);
+    assert!(one["result"].get("duplicate").is_none());
+    assert_eq!(invoked_events(&s).await.len(), 2);
+}
+
+/// TestLifecycleRacesInvoke: invokes racing a suspend are each either 202
+/// with their one event written while the app was active, or the unknown
+/// command's 404; after the suspend every invoke is 404, and the app's
+/// stream holds exactly the 202s.
+async fn lifecycle_races_invoke(options: Options) {
+    let s = setup(options).await;
+    let vote = s.command_id("vote").await;
+    let hub = &s.w.hub;
+    let key = s.w.alex.key.clone();
+    let general = s.w.general;
+    let invokes = (0..24).map(|_| {
+        let request = hub
+            .http
+            .post(format!("{}/api/v1/commands/{vote}/invocations", hub.base))
+            .bearer_auth(&key)
+            .json(&json!({"conversationId": general, "options": {"choice": "yes"}}));
+        async move {
+            let r = request.send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    });
+    let (answers, ()) = tokio::join!(
+        futures_util::future::join_all(invokes),
+        s.lifecycle("suspend")
+    );
+    let mut accepted = HashSet::new();
+    for (status, body) in &answers {
+        match status {
+            202 => {
+                accepted.insert(body["invocationId"].as_str().unwrap().to_string());
+            }
+            404 => assert_eq!(body["error"]["code"], json!("not_found"), "{body}"),
+            other => panic!("{other}: {body}"),
+        }
+    }
+    let mut alex = s.w.connect(&s.w.alex).await;
+    let r = s
+        .invoke(
+            &mut alex,
+            &s.w.alex,
+            vote,
+            general,
+            json!({"choice": "yes"}),
+        )
+        .await;
+    assert_eq!(r["error"]["_tag"], json!("NotFoundError"), "{r}");
+    s.lifecycle("resume").await;
+    let stored: HashSet<String> = invoked_events(&s)
+        .await
+        .iter()
+        .map(|e| {
+            e["payload"]["invocation"]["invocationId"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(stored, accepted);
+}
+
+both!(
+    app_personal_events_reach_app,
+    app_never_triggers_agent,
+    options_are_checked_naming_the_option,
+    replays_write_no_second_event,
+    lifecycle_races_invoke,
+);
