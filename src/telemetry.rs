@@ -32,7 +32,7 @@ pub mod names {
     pub const EVENTS_WRITTEN: &str = "switchboard_events_written_total";
     pub const JOBS: &str = "switchboard_jobs_total";
     /// Command invocations handed on by `app_command_dispatch`, by
-    /// `outcome` (`gateway`, `inactive`, `missing`).
+    /// `outcome` (`gateway`, `url_unverified`, `inactive`, `missing`).
     pub const COMMAND_DISPATCHES: &str = "switchboard_command_dispatches_total";
     /// Autocomplete requests by `outcome` (`answered`, `deferred_answered`,
     /// `invalid`, `timeout`, `unavailable`, `error`).

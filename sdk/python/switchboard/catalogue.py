@@ -12,6 +12,12 @@ from ._method import Method
 from .types import (
     agent_channel_list_params_schema,
     agent_channel_list_result_schema,
+    agent_command_autocomplete_params_schema,
+    agent_command_autocomplete_result_schema,
+    agent_command_invoke_params_schema,
+    agent_command_invoke_result_schema,
+    agent_command_list_params_schema,
+    agent_command_list_result_schema,
     agent_conversation_create_params_schema,
     agent_conversation_create_result_schema,
     agent_conversation_created_params_schema,
@@ -52,8 +58,19 @@ from .types import (
     agent_typing_received_params_schema,
     agent_typing_send_params_schema,
     agent_typing_send_result_schema,
+    app_autocomplete_answer_params_schema,
+    app_autocomplete_answer_result_schema,
     app_channel_list_params_schema,
     app_channel_list_result_schema,
+    app_command_autocomplete_params_schema,
+    app_command_autocomplete_result_schema,
+    app_command_invoked_params_schema,
+    app_command_list_params_schema,
+    app_command_list_result_schema,
+    app_command_register_params_schema,
+    app_command_register_result_schema,
+    app_command_remove_params_schema,
+    app_command_remove_result_schema,
     app_conversation_add_params_schema,
     app_conversation_add_result_schema,
     app_conversation_create_params_schema,
@@ -84,6 +101,12 @@ from .types import (
     app_task_get_result_schema,
     person_channel_list_params_schema,
     person_channel_list_result_schema,
+    person_command_autocomplete_params_schema,
+    person_command_autocomplete_result_schema,
+    person_command_invoke_params_schema,
+    person_command_invoke_result_schema,
+    person_command_list_params_schema,
+    person_command_list_result_schema,
     person_conversation_create_params_schema,
     person_conversation_create_result_schema,
     person_conversation_created_params_schema,
@@ -146,6 +169,17 @@ APP_DISPATCH_RESOLVE = Method('app/dispatch/resolve', 'method', 'app', app_dispa
 APP_TASK_CREATE = Method('app/task/create', 'callback', None, app_task_create_params_schema.AppTaskCreate, app_task_create_result_schema.AppTaskCreate)
 APP_MESSAGE_AUTHORIZE = Method('app/message/authorize', 'callback', None, app_message_authorize_params_schema.AppMessageAuthorize, app_message_authorize_result_schema.AppMessageAuthorize)
 APP_DISPATCH_AUTHORIZE = Method('app/dispatch/authorize', 'callback', None, app_dispatch_authorize_params_schema.AppDispatchAuthorize, app_dispatch_authorize_result_schema.AppDispatchAuthorize)
+AGENT_COMMAND_LIST = Method('agent/command/list', 'method', 'agent', agent_command_list_params_schema.AgentCommandList, agent_command_list_result_schema.AgentCommandList)
+AGENT_COMMAND_INVOKE = Method('agent/command/invoke', 'method', 'agent', agent_command_invoke_params_schema.AgentCommandInvoke, agent_command_invoke_result_schema.AgentCommandInvoke)
+AGENT_COMMAND_AUTOCOMPLETE = Method('agent/command/autocomplete', 'method', 'agent', agent_command_autocomplete_params_schema.AgentCommandAutocomplete, agent_command_autocomplete_result_schema.AgentCommandAutocomplete)
+PERSON_COMMAND_LIST = Method('person/command/list', 'method', 'person', person_command_list_params_schema.PersonCommandList, person_command_list_result_schema.PersonCommandList)
+PERSON_COMMAND_INVOKE = Method('person/command/invoke', 'method', 'person', person_command_invoke_params_schema.PersonCommandInvoke, person_command_invoke_result_schema.PersonCommandInvoke)
+PERSON_COMMAND_AUTOCOMPLETE = Method('person/command/autocomplete', 'method', 'person', person_command_autocomplete_params_schema.PersonCommandAutocomplete, person_command_autocomplete_result_schema.PersonCommandAutocomplete)
+APP_COMMAND_REGISTER = Method('app/command/register', 'method', 'app', app_command_register_params_schema.AppCommandRegister, app_command_register_result_schema.AppCommandRegister)
+APP_COMMAND_REMOVE = Method('app/command/remove', 'method', 'app', app_command_remove_params_schema.AppCommandRemove, app_command_remove_result_schema.AppCommandRemove)
+APP_COMMAND_LIST = Method('app/command/list', 'method', 'app', app_command_list_params_schema.AppCommandList, app_command_list_result_schema.AppCommandList)
+APP_AUTOCOMPLETE_ANSWER = Method('app/autocomplete/answer', 'method', 'app', app_autocomplete_answer_params_schema.AppAutocompleteAnswer, app_autocomplete_answer_result_schema.AppAutocompleteAnswer)
+APP_COMMAND_AUTOCOMPLETE = Method('app/command/autocomplete', 'callback', None, app_command_autocomplete_params_schema.AppCommandAutocomplete, app_command_autocomplete_result_schema.AppCommandAutocomplete)
 AGENT_MESSAGE_RECEIVED: Method[agent_message_received_params_schema.AgentMessageReceived, BaseModel] = Method('agent/message/received', 'event', None, agent_message_received_params_schema.AgentMessageReceived, None)
 AGENT_CONVERSATION_CREATED: Method[agent_conversation_created_params_schema.AgentConversationCreated, BaseModel] = Method('agent/conversation/created', 'event', None, agent_conversation_created_params_schema.AgentConversationCreated, None)
 AGENT_TYPING_RECEIVED: Method[agent_typing_received_params_schema.AgentTypingReceived, BaseModel] = Method('agent/typing/received', 'event', None, agent_typing_received_params_schema.AgentTypingReceived, None)
@@ -163,6 +197,7 @@ AGENT_DISPATCH_RELEASED: Method[agent_dispatch_released_params_schema.AgentDispa
 AGENT_DISPATCH_HELD: Method[agent_dispatch_held_params_schema.AgentDispatchHeld, BaseModel] = Method('agent/dispatch/held', 'event', None, agent_dispatch_held_params_schema.AgentDispatchHeld, None)
 AGENT_DISPATCH_EXPIRED: Method[agent_dispatch_expired_params_schema.AgentDispatchExpired, BaseModel] = Method('agent/dispatch/expired', 'event', None, agent_dispatch_expired_params_schema.AgentDispatchExpired, None)
 APP_INSTALLATION_CHANGED: Method[app_installation_changed_params_schema.AppInstallationChanged, BaseModel] = Method('app/installation/changed', 'event', None, app_installation_changed_params_schema.AppInstallationChanged, None)
+APP_COMMAND_INVOKED: Method[app_command_invoked_params_schema.AppCommandInvoked, BaseModel] = Method('app/command/invoked', 'event', None, app_command_invoked_params_schema.AppCommandInvoked, None)
 
 ALL: dict[str, Method] = {
     AGENT_NETWORK_CONNECT.name: AGENT_NETWORK_CONNECT,
@@ -204,6 +239,17 @@ ALL: dict[str, Method] = {
     APP_TASK_CREATE.name: APP_TASK_CREATE,
     APP_MESSAGE_AUTHORIZE.name: APP_MESSAGE_AUTHORIZE,
     APP_DISPATCH_AUTHORIZE.name: APP_DISPATCH_AUTHORIZE,
+    AGENT_COMMAND_LIST.name: AGENT_COMMAND_LIST,
+    AGENT_COMMAND_INVOKE.name: AGENT_COMMAND_INVOKE,
+    AGENT_COMMAND_AUTOCOMPLETE.name: AGENT_COMMAND_AUTOCOMPLETE,
+    PERSON_COMMAND_LIST.name: PERSON_COMMAND_LIST,
+    PERSON_COMMAND_INVOKE.name: PERSON_COMMAND_INVOKE,
+    PERSON_COMMAND_AUTOCOMPLETE.name: PERSON_COMMAND_AUTOCOMPLETE,
+    APP_COMMAND_REGISTER.name: APP_COMMAND_REGISTER,
+    APP_COMMAND_REMOVE.name: APP_COMMAND_REMOVE,
+    APP_COMMAND_LIST.name: APP_COMMAND_LIST,
+    APP_AUTOCOMPLETE_ANSWER.name: APP_AUTOCOMPLETE_ANSWER,
+    APP_COMMAND_AUTOCOMPLETE.name: APP_COMMAND_AUTOCOMPLETE,
     AGENT_MESSAGE_RECEIVED.name: AGENT_MESSAGE_RECEIVED,
     AGENT_CONVERSATION_CREATED.name: AGENT_CONVERSATION_CREATED,
     AGENT_TYPING_RECEIVED.name: AGENT_TYPING_RECEIVED,
@@ -221,4 +267,5 @@ ALL: dict[str, Method] = {
     AGENT_DISPATCH_HELD.name: AGENT_DISPATCH_HELD,
     AGENT_DISPATCH_EXPIRED.name: AGENT_DISPATCH_EXPIRED,
     APP_INSTALLATION_CHANGED.name: APP_INSTALLATION_CHANGED,
+    APP_COMMAND_INVOKED.name: APP_COMMAND_INVOKED,
 }

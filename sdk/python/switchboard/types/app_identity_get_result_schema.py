@@ -180,18 +180,18 @@ class Level(Enum):
     admin = 'admin'
 
 
-class OptionType1(Enum):
+class OptionType5(Enum):
     string = 'string'
     integer = 'integer'
     number = 'number'
     boolean = 'boolean'
 
 
-class OptionType(RootModel[OptionType1 | Literal['principal'] | Literal['channel']]):
-    root: OptionType1 | Literal['principal'] | Literal['channel']
+class OptionType(RootModel[OptionType5 | Literal['principal'] | Literal['channel']]):
+    root: OptionType5 | Literal['principal'] | Literal['channel']
 
 
-class ChoiceValue1(RootModel[str]):
+class ChoiceValue5(RootModel[str]):
     root: Annotated[
         str,
         Field(
@@ -200,8 +200,8 @@ class ChoiceValue1(RootModel[str]):
     ]
 
 
-class ChoiceValue(RootModel[int | float | ChoiceValue1]):
-    root: int | float | ChoiceValue1
+class ChoiceValue(RootModel[int | float | ChoiceValue5]):
+    root: int | float | ChoiceValue5
 
 
 class ComponentKind(Enum):

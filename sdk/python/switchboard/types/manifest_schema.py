@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 class EventSubscription(Enum):
     app_task_activated = 'app/task/activated'
     app_installation_changed = 'app/installation/changed'
+    app_command_invoked = 'app/command/invoked'
 
 
 class ManifestLimits(BaseModel):
@@ -184,18 +185,18 @@ class Level(Enum):
     admin = 'admin'
 
 
-class OptionType2(Enum):
+class OptionType6(Enum):
     string = 'string'
     integer = 'integer'
     number = 'number'
     boolean = 'boolean'
 
 
-class OptionType(RootModel[OptionType2 | Literal['principal'] | Literal['channel']]):
-    root: OptionType2 | Literal['principal'] | Literal['channel']
+class OptionType(RootModel[OptionType6 | Literal['principal'] | Literal['channel']]):
+    root: OptionType6 | Literal['principal'] | Literal['channel']
 
 
-class ChoiceValue2(RootModel[str]):
+class ChoiceValue6(RootModel[str]):
     root: Annotated[
         str,
         Field(
@@ -204,8 +205,8 @@ class ChoiceValue2(RootModel[str]):
     ]
 
 
-class ChoiceValue(RootModel[int | float | ChoiceValue2]):
-    root: int | float | ChoiceValue2
+class ChoiceValue(RootModel[int | float | ChoiceValue6]):
+    root: int | float | ChoiceValue6
 
 
 class ComponentKind(Enum):

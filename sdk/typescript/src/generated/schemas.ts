@@ -96,6 +96,66 @@ export type TaskRole = "initiator" | "invited";
  */
 export type Category = "game" | "social" | "productivity" | "commerce" | "creative" | "utility";
 /**
+ * Who acts. One id space for every kind: an id names one principal.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "PrincipalKind".
+ */
+export type PrincipalKind = ("agent" | "app") | "person";
+/**
+ * Ordered so that "at least" is `>=`: `read < write < trigger < admin`.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "Level".
+ */
+export type Level = "read" | "write" | "trigger" | "admin";
+/**
+ * One option of a command. The schema's `allOf` says what the checks
+ * below say across members: choice values of the option's type, choices
+ * and autocomplete only for `string`, `integer` and `number`, never both.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "OptionDecl".
+ */
+export type OptionDecl = {
+  [k: string]: unknown;
+} & {
+  /**
+   * Same rules as a command name; unique within its command.
+   */
+  name: string;
+  type: OptionType;
+  /**
+   * 1 to `command.description_max_chars` characters (the schema carries
+   * its default, 100), no control characters.
+   */
+  description: string;
+  required?: boolean;
+  /**
+   * The only values allowed, for `string`, `integer` and `number`
+   * options; 1 to 25 of them.
+   *
+   * @minItems 1
+   * @maxItems 25
+   */
+  choices?: OptionChoice[];
+  /**
+   * Values are suggested by the app as the caller types (`string`,
+   * `integer` and `number` options, never with `choices`).
+   */
+  autocomplete?: boolean;
+};
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "OptionType".
+ */
+export type OptionType = ("string" | "integer" | "number" | "boolean") | "principal" | "channel";
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "ChoiceValue".
+ */
+export type ChoiceValue = number | string;
+/**
  * How the app resolves a held lease.
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -306,59 +366,6 @@ export type TaskCreatePolicy =
       timeoutMs: number;
     };
 /**
- * Ordered so that "at least" is `>=`: `read < write < trigger < admin`.
- *
- * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
- * via the `definition` "Level".
- */
-export type Level = "read" | "write" | "trigger" | "admin";
-/**
- * One option of a command. The schema's `allOf` says what the checks
- * below say across members: choice values of the option's type, choices
- * and autocomplete only for `string`, `integer` and `number`, never both.
- *
- * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
- * via the `definition` "OptionDecl".
- */
-export type OptionDecl = {
-  [k: string]: unknown;
-} & {
-  /**
-   * Same rules as a command name; unique within its command.
-   */
-  name: string;
-  type: OptionType;
-  /**
-   * 1 to `command.description_max_chars` characters (the schema carries
-   * its default, 100), no control characters.
-   */
-  description: string;
-  required?: boolean;
-  /**
-   * The only values allowed, for `string`, `integer` and `number`
-   * options; 1 to 25 of them.
-   *
-   * @minItems 1
-   * @maxItems 25
-   */
-  choices?: OptionChoice[];
-  /**
-   * Values are suggested by the app as the caller types (`string`,
-   * `integer` and `number` options, never with `choices`).
-   */
-  autocomplete?: boolean;
-};
-/**
- * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
- * via the `definition` "OptionType".
- */
-export type OptionType = ("string" | "integer" | "number" | "boolean") | "principal" | "channel";
-/**
- * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
- * via the `definition` "ChoiceValue".
- */
-export type ChoiceValue = number | string;
-/**
  * A component kind the app will post on its cards: asked for consent,
  * never enforced (seed 11 3.1).
  *
@@ -429,6 +436,9 @@ export type TaskVerdict =
  */
 export interface SwitchboardSchemas {
   AgentChannelListParams?: AgentChannelListParams;
+  AgentCommandAutocompleteParams?: AgentCommandAutocompleteParams;
+  AgentCommandInvokeParams?: AgentCommandInvokeParams;
+  AgentCommandListParams?: AgentCommandListParams;
   AgentConversationCreateParams?: AgentConversationCreateParams;
   AgentConversationCreatedParams?: AgentConversationCreatedParams;
   AgentConversationGetParams?: AgentConversationGetParams;
@@ -456,7 +466,13 @@ export interface SwitchboardSchemas {
   AgentTypingReceivedParams?: AgentTypingReceivedParams;
   AgentTypingSendParams?: AgentTypingSendParams;
   AppCard?: AppCard;
+  AppAutocompleteAnswerParams?: AppAutocompleteAnswerParams;
   AppChannelListParams?: AppChannelListParams;
+  AppCommandAutocompleteParams?: AppCommandAutocompleteParams;
+  AppCommandInvokedParams?: AppCommandInvokedParams;
+  AppCommandListParams?: AppCommandListParams;
+  AppCommandRegisterParams?: AppCommandRegisterParams;
+  AppCommandRemoveParams?: AppCommandRemoveParams;
   AppConversationAddParams?: AppConversationAddParams;
   AppConversationCreateParams?: AppConversationCreateParams;
   AppDispatchAuthorizeParams?: AppDispatchAuthorizeParams;
@@ -475,6 +491,9 @@ export interface SwitchboardSchemas {
   ErrorObject?: ErrorObject;
   ManifestDocument?: ManifestDocument;
   PersonChannelListParams?: PersonChannelListParams;
+  PersonCommandAutocompleteParams?: PersonCommandAutocompleteParams;
+  PersonCommandInvokeParams?: PersonCommandInvokeParams;
+  PersonCommandListParams?: PersonCommandListParams;
   PersonConversationCreateParams?: PersonConversationCreateParams;
   PersonConversationCreatedParams?: PersonConversationCreatedParams;
   PersonConversationGetParams?: PersonConversationGetParams;
@@ -507,6 +526,68 @@ export interface AgentChannelListParams {
    * 1 to `messages.page_max` (the schema carries its default, 200).
    */
   limit?: number | null;
+}
+/**
+ * `agent/command/autocomplete` (schemas/agent.command.autocomplete.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AgentCommandAutocompleteParams".
+ */
+export interface AgentCommandAutocompleteParams {
+  commandId: string;
+  conversationId: string;
+  threadId?: string | null;
+  /**
+   * The option being typed: declared with `autocomplete: true`.
+   */
+  option: string;
+  /**
+   * What the caller typed so far (at most 100 characters).
+   */
+  value: string;
+  /**
+   * The other options typed so far, passed to the app as they are.
+   */
+  options?: {
+    [k: string]: unknown;
+  } | null;
+}
+/**
+ * `agent/command/invoke` (schemas/agent.command.invoke.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AgentCommandInvokeParams".
+ */
+export interface AgentCommandInvokeParams {
+  commandId: string;
+  conversationId: string;
+  /**
+   * A root message of the channel; the channel's main thread when absent.
+   */
+  threadId?: string | null;
+  /**
+   * By option name, each of its declared type.
+   */
+  options?: {
+    [k: string]: unknown;
+  } | null;
+  /**
+   * 1 to 64 characters, unique per caller: a repeat answers the first
+   * invocation with `duplicate: true` and writes nothing.
+   */
+  clientInvocationId?: string | null;
+}
+/**
+ * `agent/command/list` (schemas/agent.command.list.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AgentCommandListParams".
+ */
+export interface AgentCommandListParams {
+  /**
+   * The channel or conversation to list the commands of.
+   */
+  conversationId: string;
 }
 /**
  * The envelope of every event notification (`params`), documented once per
@@ -1379,6 +1460,34 @@ export interface Entry {
   };
 }
 /**
+ * `app/autocomplete/answer` (schemas/app.autocomplete.answer.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AppAutocompleteAnswerParams".
+ */
+export interface AppAutocompleteAnswerParams {
+  requestId: string;
+  choices: Choice[];
+}
+/**
+ * One suggestion an asker is shown.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "Choice".
+ */
+export interface Choice {
+  /**
+   * 1 to 100 code points, no control or bidi-override characters.
+   */
+  name: string;
+  /**
+   * A string for string options, a number for integer and number ones.
+   */
+  value: {
+    [k: string]: unknown;
+  };
+}
+/**
  * `app/channel/list` (schemas/app.channel.list.params.schema.json).
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -1397,6 +1506,165 @@ export interface AppChannelListParams {
    * 1 to `messages.page_max` (the schema carries its default, 200).
    */
   limit?: number | null;
+}
+/**
+ * The hub asks the owning app for choices (never stored).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AppCommandAutocompleteParams".
+ */
+export interface AppCommandAutocompleteParams {
+  /**
+   * Answer later with `app/autocomplete/answer` under this id.
+   */
+  requestId: string;
+  commandId: string;
+  commandName: string;
+  option: string;
+  value: string;
+  options: {
+    [k: string]: unknown;
+  };
+  conversationId: string;
+  threadId?: string | null;
+  invokedBy: InvokedBy;
+  /**
+   * Milliseconds left to answer, here or later.
+   */
+  deadlineMs: number;
+}
+/**
+ * Who invoked or asks.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "InvokedBy".
+ */
+export interface InvokedBy {
+  principalId: string;
+  kind: PrincipalKind;
+}
+/**
+ * The envelope of every event notification (`params`), documented once per
+ * payload type.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AppCommandInvokedParams".
+ */
+export interface AppCommandInvokedParams {
+  /**
+   * Stable id (UUIDv7): deduplicate on it.
+   */
+  id: string;
+  /**
+   * Position in the audience's log; absent on ephemeral events.
+   */
+  seq?: number | null;
+  type: string;
+  /**
+   * RFC 3339, UTC, milliseconds.
+   */
+  occurredAt: string;
+  audience: string;
+  /**
+   * Present (true) only on ephemeral events.
+   */
+  ephemeral?: boolean;
+  payload: CommandInvokedPayload;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "CommandInvokedPayload".
+ */
+export interface CommandInvokedPayload {
+  invocation: Invocation;
+}
+/**
+ * One invocation, as the owning app receives it.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "Invocation".
+ */
+export interface Invocation {
+  invocationId: string;
+  commandId: string;
+  commandName: string;
+  conversationId: string;
+  threadId?: string | null;
+  invokedBy: InvokedBy;
+  /**
+   * The options as given, checked against the declaration.
+   */
+  options: {
+    [k: string]: unknown;
+  };
+}
+/**
+ * `app/command/list` (schemas/app.command.list.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AppCommandListParams".
+ */
+export interface AppCommandListParams {}
+/**
+ * `app/command/register` (schemas/app.command.register.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AppCommandRegisterParams".
+ */
+export interface AppCommandRegisterParams {
+  command: CommandDecl;
+  /**
+   * Offer it only here: a channel or a conversation of the app's own
+   * task where it holds write. Hub-wide when absent.
+   */
+  conversationId?: string | null;
+}
+/**
+ * One declared command.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "CommandDecl".
+ */
+export interface CommandDecl {
+  /**
+   * 1 to 32 of `a-z`, `0-9`, `-`, `_`; unique in the manifest,
+   * case-insensitively.
+   */
+  name: string;
+  /**
+   * 1 to `command.description_max_chars` characters (the schema carries
+   * its default, 100), no control characters.
+   */
+  description: string;
+  requiredLevel?: Level;
+  /**
+   * At most 25, names unique within the command.
+   *
+   * @maxItems 25
+   */
+  options?: OptionDecl[];
+}
+/**
+ * One allowed value of an option, with the name shown for it.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "OptionChoice".
+ */
+export interface OptionChoice {
+  /**
+   * 1 to 100 characters, no control characters.
+   */
+  name: string;
+  value: ChoiceValue;
+}
+/**
+ * `app/command/remove` (schemas/app.command.remove.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AppCommandRemoveParams".
+ */
+export interface AppCommandRemoveParams {
+  commandId: string;
 }
 /**
  * `app/conversation/add` (schemas/app.conversation.add.params.schema.json).
@@ -1683,6 +1951,68 @@ export interface PersonChannelListParams {
   limit?: number | null;
 }
 /**
+ * `person/command/autocomplete` (schemas/person.command.autocomplete.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "PersonCommandAutocompleteParams".
+ */
+export interface PersonCommandAutocompleteParams {
+  commandId: string;
+  conversationId: string;
+  threadId?: string | null;
+  /**
+   * The option being typed: declared with `autocomplete: true`.
+   */
+  option: string;
+  /**
+   * What the caller typed so far (at most 100 characters).
+   */
+  value: string;
+  /**
+   * The other options typed so far, passed to the app as they are.
+   */
+  options?: {
+    [k: string]: unknown;
+  } | null;
+}
+/**
+ * `person/command/invoke` (schemas/person.command.invoke.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "PersonCommandInvokeParams".
+ */
+export interface PersonCommandInvokeParams {
+  commandId: string;
+  conversationId: string;
+  /**
+   * A root message of the channel; the channel's main thread when absent.
+   */
+  threadId?: string | null;
+  /**
+   * By option name, each of its declared type.
+   */
+  options?: {
+    [k: string]: unknown;
+  } | null;
+  /**
+   * 1 to 64 characters, unique per caller: a repeat answers the first
+   * invocation with `duplicate: true` and writes nothing.
+   */
+  clientInvocationId?: string | null;
+}
+/**
+ * `person/command/list` (schemas/person.command.list.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "PersonCommandListParams".
+ */
+export interface PersonCommandListParams {
+  /**
+   * The channel or conversation to list the commands of.
+   */
+  conversationId: string;
+}
+/**
  * The envelope of every event notification (`params`), documented once per
  * payload type.
  *
@@ -1906,6 +2236,73 @@ export interface ChannelListResult {
 }
 /**
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "CommandAutocompleteResult".
+ */
+export interface CommandAutocompleteResult {
+  /**
+   * At most `command.autocomplete_max_choices`; empty when the app did
+   * not answer validly by the deadline.
+   */
+  choices: Choice[];
+}
+/**
+ * The 202 of an invoke: accepted, handed to the app. Nothing else
+ * follows from it (no message, no agent event).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "CommandInvokeResult".
+ */
+export interface CommandInvokeResult {
+  invocationId: string;
+  commandId: string;
+  conversationId: string;
+  threadId?: string | null;
+  /**
+   * Always true.
+   */
+  accepted: boolean;
+  /**
+   * Present (true) when `clientInvocationId` named an earlier one.
+   */
+  duplicate?: boolean;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "CommandListResult".
+ */
+export interface CommandListResult {
+  /**
+   * By name, then app.
+   */
+  commands: CommandView[];
+}
+/**
+ * A command as its callers see it.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "CommandView".
+ */
+export interface CommandView {
+  commandId: string;
+  /**
+   * The owning app.
+   */
+  appId: string;
+  name: string;
+  description: string;
+  requiredLevel: Level;
+  options?: OptionDecl[];
+  /**
+   * The one place it is offered in; absent for a hub-wide command.
+   */
+  conversationId?: string | null;
+  /**
+   * 1, then one more per change an upgrade made.
+   */
+  version: number;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
  * via the `definition` "ConversationCreateResult".
  */
 export interface ConversationCreateResult {
@@ -2088,6 +2485,41 @@ export interface TaskListResult {
 export interface Empty {}
 /**
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AutocompleteAnswerResult".
+ */
+export interface AutocompleteAnswerResult {
+  /**
+   * True: the asker is answered with these choices (as checked).
+   */
+  accepted: boolean;
+}
+/**
+ * `{choices}` now, or `{deferred: true}` and `app/autocomplete/answer`
+ * before the deadline.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AutocompleteCallbackAnswer".
+ */
+export interface AutocompleteCallbackAnswer {
+  choices?: Choice[] | null;
+  deferred?: boolean;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "CommandRegisterResult".
+ */
+export interface CommandRegisterResult {
+  command: CommandView;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "CommandRemoveResult".
+ */
+export interface CommandRemoveResult {
+  commandId: string;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
  * via the `definition` "ConversationResult".
  */
 export interface ConversationResult {
@@ -2157,44 +2589,6 @@ export interface GatePolicies {
   task_create: TaskCreatePolicy;
 }
 /**
- * One declared command.
- *
- * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
- * via the `definition` "CommandDecl".
- */
-export interface CommandDecl {
-  /**
-   * 1 to 32 of `a-z`, `0-9`, `-`, `_`; unique in the manifest,
-   * case-insensitively.
-   */
-  name: string;
-  /**
-   * 1 to `command.description_max_chars` characters (the schema carries
-   * its default, 100), no control characters.
-   */
-  description: string;
-  requiredLevel?: Level;
-  /**
-   * At most 25, names unique within the command.
-   *
-   * @maxItems 25
-   */
-  options?: OptionDecl[];
-}
-/**
- * One allowed value of an option, with the name shown for it.
- *
- * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
- * via the `definition` "OptionChoice".
- */
-export interface OptionChoice {
-  /**
-   * 1 to 100 characters, no control characters.
-   */
-  name: string;
-  value: ChoiceValue;
-}
-/**
  * `app/message/authorize` answers `{verdict: {decision: "Forward",
  * recipients}}` or `{verdict: {decision: "Block", reason}}`.
  *
@@ -2245,6 +2639,9 @@ export interface PersonConnectResult {
 }
 
 export type AgentChannelListResult = ChannelListResult;
+export type AgentCommandAutocompleteResult = CommandAutocompleteResult;
+export type AgentCommandInvokeResult = CommandInvokeResult;
+export type AgentCommandListResult = CommandListResult;
 export type AgentConversationCreateResult = ConversationCreateResult;
 export type AgentConversationGetResult = ConversationGetResult;
 export type AgentConversationListResult = ConversationListResult;
@@ -2259,7 +2656,12 @@ export type AgentTaskGetResult = TaskResult;
 export type AgentTaskListResult = TaskListResult;
 export type AgentTaskRequestResult = AcceptedTask;
 export type AgentTypingSendResult = Empty;
+export type AppAutocompleteAnswerResult = AutocompleteAnswerResult;
 export type AppChannelListResult = ChannelListResult;
+export type AppCommandAutocompleteResult = AutocompleteCallbackAnswer;
+export type AppCommandListResult = CommandListResult;
+export type AppCommandRegisterResult = CommandRegisterResult;
+export type AppCommandRemoveResult = CommandRemoveResult;
 export type AppConversationAddResult = ConversationResult;
 export type AppConversationCreateResult = ConversationResult;
 export type AppDispatchAuthorizeResult = DispatchAuthorizeAnswer;
@@ -2274,6 +2676,9 @@ export type AppTaskCloseResult = TaskResult;
 export type AppTaskCreateResult = TaskCreateAnswer;
 export type AppTaskGetResult = AcceptedTask;
 export type PersonChannelListResult = ChannelListResult;
+export type PersonCommandAutocompleteResult = CommandAutocompleteResult;
+export type PersonCommandInvokeResult = CommandInvokeResult;
+export type PersonCommandListResult = CommandListResult;
 export type PersonConversationCreateResult = ConversationCreateResult;
 export type PersonConversationGetResult = ConversationGetResult;
 export type PersonConversationListResult = ConversationListResult;
@@ -2307,6 +2712,9 @@ export interface AgentMethods {
   "agent/task/list": { params: AgentTaskListParams; result: AgentTaskListResult };
   "agent/dispatch/request": { params: AgentDispatchRequestParams; result: AgentDispatchRequestResult };
   "agent/dispatch/complete": { params: AgentDispatchCompleteParams; result: AgentDispatchCompleteResult };
+  "agent/command/list": { params: AgentCommandListParams; result: AgentCommandListResult };
+  "agent/command/invoke": { params: AgentCommandInvokeParams; result: AgentCommandInvokeResult };
+  "agent/command/autocomplete": { params: AgentCommandAutocompleteParams; result: AgentCommandAutocompleteResult };
 }
 
 /** What an app may call: method name to params and result. */
@@ -2320,6 +2728,10 @@ export interface AppMethods {
   "app/message/send": { params: AppMessageSendParams; result: AppMessageSendResult };
   "app/channel/list": { params: AppChannelListParams; result: AppChannelListResult };
   "app/dispatch/resolve": { params: AppDispatchResolveParams; result: AppDispatchResolveResult };
+  "app/command/register": { params: AppCommandRegisterParams; result: AppCommandRegisterResult };
+  "app/command/remove": { params: AppCommandRemoveParams; result: AppCommandRemoveResult };
+  "app/command/list": { params: AppCommandListParams; result: AppCommandListResult };
+  "app/autocomplete/answer": { params: AppAutocompleteAnswerParams; result: AppAutocompleteAnswerResult };
 }
 
 /** What a person may call: method name to params and result. */
@@ -2333,6 +2745,9 @@ export interface PersonMethods {
   "person/message/list": { params: PersonMessageListParams; result: PersonMessageListResult };
   "person/typing/send": { params: PersonTypingSendParams; result: PersonTypingSendResult };
   "person/channel/list": { params: PersonChannelListParams; result: PersonChannelListResult };
+  "person/command/list": { params: PersonCommandListParams; result: PersonCommandListResult };
+  "person/command/invoke": { params: PersonCommandInvokeParams; result: PersonCommandInvokeResult };
+  "person/command/autocomplete": { params: PersonCommandAutocompleteParams; result: PersonCommandAutocompleteResult };
 }
 
 /** What the hub calls on an app (the three gates and ping). */
@@ -2341,6 +2756,7 @@ export interface AppCallbacks {
   "app/task/create": { params: AppTaskCreateParams; result: AppTaskCreateResult };
   "app/message/authorize": { params: AppMessageAuthorizeParams; result: AppMessageAuthorizeResult };
   "app/dispatch/authorize": { params: AppDispatchAuthorizeParams; result: AppDispatchAuthorizeResult };
+  "app/command/autocomplete": { params: AppCommandAutocompleteParams; result: AppCommandAutocompleteResult };
 }
 
 /** Events an agent receives: type to envelope. */
@@ -2363,6 +2779,7 @@ export interface AgentEvents {
 export interface AppEvents {
   "app/task/activated": AppTaskActivatedParams;
   "app/installation/changed": AppInstallationChangedParams;
+  "app/command/invoked": AppCommandInvokedParams;
 }
 
 /** Events a person receives: type to envelope. */
