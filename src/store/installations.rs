@@ -22,7 +22,7 @@ use crate::domain::manifest::Manifest;
 use crate::domain::Millis;
 
 pub(super) use super::audit_actions::NewAction;
-pub use super::audit_actions::{ActionFilter, ActionRecord};
+pub use super::audit_actions::{ActionDetails, ActionFilter, ActionRecord};
 
 pub use super::installation_records::{
     ChangeEvents, Changed, Committed, FailedTask, FailureEvents, InstallationRecord, Installed,

@@ -65,9 +65,9 @@ pub use identity::{
     OwnedAgent, OwnedKey, PrincipalRecord,
 };
 pub use installations::{
-    ActionFilter, ActionRecord, ChangeEvents, Changed, Committed, FailedTask, FailureEvents,
-    InstallationRecord, InstallationStore, Installed, NewInstallation, Transitioned, Uninstalled,
-    Upgraded,
+    ActionDetails, ActionFilter, ActionRecord, ChangeEvents, Changed, Committed, FailedTask,
+    FailureEvents, InstallationRecord, InstallationStore, Installed, NewInstallation, Transitioned,
+    Uninstalled, Upgraded,
 };
 pub use jobs::{Job, JobKind, JobStore, NewJob};
 pub use leases::{CreatedLease, LeaseAccess, LeaseChange, NewLease};
