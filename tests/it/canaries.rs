@@ -20,6 +20,9 @@ use serde_json::{json, Value};
 use switchboard::webhooks::signature::secret_key_string;
 
 use crate::support::hub::Options;
+
+#[path = "canaries_commands.rs"]
+mod commands;
 use crate::support::{RawSocket, TestHub};
 
 const TOKEN: &str = "canary-operator-token-9f8e7d6c5b4a";
@@ -47,6 +50,8 @@ impl Canaries {
                 ("refused message text", tag("refused-text")),
                 ("refused agent name", tag("refused-name")),
                 ("a space's name, created twice", tag("space")),
+                (commands::OPTION, tag("option")),
+                ("refused command option value", tag("refused-option")),
             ],
             secrets: vec![
                 ("operator token", TOKEN.to_string()),
@@ -89,12 +94,14 @@ impl Findings {
         self.scan_secrets(c, output, text);
     }
 
-    /// `output` is the app's own: its manifest is its to read, nothing else.
+    /// `output` is the app's own: its manifest is its to read, and the
+    /// option value of its command's invocation (ADR 0027 §10), nothing
+    /// else.
     fn scan_but_manifest(&mut self, c: &Canaries, output: &str, text: &str) {
         let others: Vec<(&'static str, String)> = c
             .content
             .iter()
-            .filter(|(what, _)| !what.starts_with("manifest"))
+            .filter(|(what, _)| !what.starts_with("manifest") && *what != commands::OPTION)
             .cloned()
             .collect();
         self.scan(&others, output, text);
@@ -121,6 +128,7 @@ fn manifest(c: &Canaries) -> Value {
     m["name"] = json!(c.get("manifest name"));
     m["description"] = json!(c.get("manifest description"));
     m["conversations"][0]["name"] = json!(c.get("manifest conversation name"));
+    commands::declare(&mut m);
     m
 }
 
@@ -227,6 +235,7 @@ struct Cast {
     bob_id: String,
     mallory: RawSocket,
     app: RawSocket,
+    app_id: String,
     pat: RawSocket,
     keys: Keys,
 }
@@ -253,6 +262,7 @@ async fn cast(hub: &TestHub, c: &mut Canaries) -> Cast {
     let (status, text) = register(hub, "/api/v1/apps/register", REGISTRATION_SECRET, body).await;
     assert_eq!(status, 201, "{text}");
     let app = field(&text, "/appKey");
+    let app_id = field(&text, "/appId");
     let body = Some(json!({ "name": "pat" }));
     let (status, text) = rest(hub, Method::POST, "/api/v1/people", TOKEN, body).await;
     assert_eq!(status, 201, "{text}");
@@ -282,6 +292,7 @@ async fn cast(hub: &TestHub, c: &mut Canaries) -> Cast {
         bob_id,
         mallory: RawSocket::connect_agent(&url, &mallory).await,
         app: RawSocket::connect_app(&url, &app).await,
+        app_id,
         pat: pat_socket,
         keys: Keys {
             bob,
@@ -409,14 +420,16 @@ async fn refused_inputs(
 /// ones hold nothing; the receiver's catch-up holds no secret.
 async fn scan_rest(hub: &TestHub, cast: &Cast, c: &Canaries, findings: &mut Findings) {
     let k = &cast.keys;
-    for (who, key) in [
-        ("mallory", &k.mallory),
-        ("the app", &k.app),
-        ("pat", &k.pat),
-    ] {
+    for (who, key) in [("mallory", &k.mallory), ("pat", &k.pat)] {
         let (_, text) = rest(hub, Method::GET, "/api/v1/events", key, None).await;
         findings.scan_all(c, &format!("{who}'s GET /api/v1/events"), &text);
     }
+    let (_, text) = rest(hub, Method::GET, "/api/v1/events", &k.app, None).await;
+    assert!(
+        text.contains(c.get(commands::OPTION)),
+        "the app got the invocation: {text}"
+    );
+    findings.scan_but_manifest(c, "the app's GET /api/v1/events", &text);
     for path in [
         "/api/v1/webhooks/keys",
         "/api/v1/cards",
@@ -492,7 +505,8 @@ async fn scenario(database_url: Option<String>) {
     let (hub, _data) = canary_hub(&mut c, database_url).await;
     let mut cast = cast(&hub, &mut c).await;
     let conversation = alice_writes_to_bob(&mut cast, &c).await;
-    let errors = refused_inputs(&hub, &mut cast, &c, &conversation).await;
+    let mut errors = refused_inputs(&hub, &mut cast, &c, &conversation).await;
+    errors.push_str(&commands::invoke(&hub, &mut cast, &c).await);
 
     let mut findings = Findings::default();
     findings.scan_all(&c, "error bodies", &errors);

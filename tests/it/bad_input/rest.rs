@@ -154,6 +154,10 @@ fn body_rows() -> Vec<Row> {
         row("POST", "/api/v1/webhooks/test", Operator, Some("{}"), 400, fields("invalid_body", "the body is invalid: url is required", "/url", "is required")),
         row("POST", "/api/v1/webhooks/test", Operator, Some(r#"{"url":5}"#), 400, fields("invalid_body", "the body is invalid: url: invalid type: integer `5`, expected a string", "/url", "invalid type: integer `5`, expected a string")),
         row("POST", "/api/v1/webhooks/test", Operator, Some("[]"), 400, fields("invalid_body", "the body is invalid: the body must be a JSON object", "", "must be an object")),
+        row("POST", "/api/v1/commands/{Z}/invocations", Agent, Some("{}"), 400, fields("invalid_request", "Invalid params: conversationId is required", "/conversationId", "Invalid params: conversationId is required")),
+        row("POST", "/api/v1/commands/{Z}/invocations", Agent, Some(r#"{"commandId":"00000000-0000-0000-0000-000000000000"}"#), 400, invalid_field("/commandId", "is the path's: leave it out")),
+        row("POST", "/api/v1/commands/{Z}/invocations", Agent, Some(r#"{"conversationId":"00000000-0000-0000-0000-000000000000","clientInvocationId":""}"#), 400, fields("invalid_request", "Invalid params: clientInvocationId: must be 1 to 64 characters", "/clientInvocationId", "Invalid params: clientInvocationId: must be 1 to 64 characters")),
+        row("POST", "/api/v1/commands/{Z}/autocomplete", Agent, Some(r#"{"conversationId":"00000000-0000-0000-0000-000000000000","option":"o"}"#), 400, fields("invalid_request", "Invalid params: value is required", "/value", "Invalid params: value is required")),
         row("POST", "/api/v1/webhooks/test", Operator, Some(r#"{"url":"http://127.0.0.1:1/x"}"#), 400, json!({"error": {"code": "invalid_url", "message": "url cannot be sent to: not_https", "details": [{"pointer": "/url", "message": "is refused (not_https)"}], "reason": "not_https"}})),
     ]
 }
@@ -178,6 +182,12 @@ fn store_rows() -> Vec<Row> {
         row("DELETE", "/api/v1/grants/{Z}", Operator, Option::None, 404, not_found("grant not found")),
         row("PUT", "/api/v1/groups/{Z}/members/{Z}", Operator, Option::None, 404, not_found("group or principal not found")),
         row("DELETE", "/api/v1/groups/{Z}/members/{Z}", Operator, Option::None, 404, not_found("group or principal not found")),
+        row("GET", "/api/v1/conversations/{Z}/commands", Agent, Option::None, 404, not_found("conversation not found")),
+        row("POST", "/api/v1/commands/{Z}/invocations", Agent, Some(r#"{"conversationId":"00000000-0000-0000-0000-000000000000"}"#), 404, not_found("command not found")),
+        row("POST", "/api/v1/commands/not-a-uuid/invocations", Agent, Some(r#"{"conversationId":"00000000-0000-0000-0000-000000000000"}"#), 404, not_found("command not found")),
+        row("POST", "/api/v1/commands/{Z}/autocomplete", Agent, Some(r#"{"conversationId":"00000000-0000-0000-0000-000000000000","option":"o","value":"v"}"#), 404, not_found("command not found")),
+        row("GET", "/api/v1/apps/{Z}/commands", Agent, Option::None, 404, not_found("app not found")),
+        row("DELETE", "/api/v1/apps/{Z}/commands/{Z}", Agent, Option::None, 404, not_found("app not found")),
     ]
 }
 
@@ -225,6 +235,7 @@ fn header_rows() -> Vec<Row> {
         row("POST", register, None, Some(r#"{"name":"x"}"#), 400, idempotency.clone()).with("idempotency-key", "k".repeat(256)),
         row("POST", register, None, Some(r#"{"name":"x"}"#), 400, idempotency).with("idempotency-key", "a b"),
         row("POST", "/api/v1/conversations/{Z}/messages", Agent, Some(r#"{"parts":[]}"#), 400, err("idempotency_key_not_taken", "Idempotency-Key is not taken by a send: give clientMsgId (a retry with the same one returns the original message)")).with("idempotency-key", "abc"),
+        row("POST", "/api/v1/commands/{Z}/invocations", Agent, Some("{}"), 400, err("invalid_idempotency_key", "Idempotency-Key must be 1 to 255 printable ASCII characters")).with("idempotency-key", "a b"),
         row("POST", register, Agent, Some(r#"{"name":"x"}"#), 403, err("forbidden", "only a person's key registers agents it owns; register without Authorization")),
         row("GET", "/ws", None, Option::None, 400, err("invalid_request", "Connection header did not include 'upgrade'")),
         row("GET", "/ws", None, Option::None, 400, err("invalid_request", "`Sec-WebSocket-Key` header missing")).with("upgrade", "websocket").with("connection", "upgrade"),
