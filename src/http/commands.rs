@@ -25,6 +25,8 @@ use super::error::ApiError;
 use super::identity::{json_value, Client, Idempotency};
 use super::manage::{bad_field, path_id};
 use super::messages::{api_error, context, typed};
+use crate::access;
+use crate::domain::authz::{Action, Reason, ResourceKind};
 use crate::domain::PrincipalKind;
 use crate::handlers::{autocomplete, commands};
 use crate::hub::{Hub, RequestContext};
@@ -63,9 +65,10 @@ pub async fn list(
     Path(conversation): Path<String>,
 ) -> Result<Response, ApiError> {
     let ctx = context(&hub, &headers, remote, RateClass::Default).await?;
-    members_only(&ctx)?;
+    let id = path_id(&conversation);
+    members_only(&ctx, id)?;
     let params = CommandListParams {
-        conversation_id: path_id(&conversation),
+        conversation_id: id,
     };
     let listed = commands::list(ctx, params).await.map_err(api_error)?;
     Ok(Json(listed).into_response())
@@ -81,7 +84,6 @@ pub async fn invoke(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let ctx = context(&hub, &headers, remote, RateClass::Trigger).await?;
-    members_only(&ctx)?;
     let client = Client::principal(ctx.principal().id);
     let idem = Idempotency::from_request("command.invoke", &client, &headers, &body)?;
     if let Some(idem) = &idem {
@@ -123,7 +125,6 @@ pub async fn autocomplete(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let ctx = context(&hub, &headers, remote, RateClass::Trigger).await?;
-    members_only(&ctx)?;
     let id = path_id(&command).to_string();
     let params = typed(with_path(&body, &headers, &[("commandId", id)])?)?;
     let answered = autocomplete::ask(ctx, params).await.map_err(api_error)?;
@@ -173,17 +174,27 @@ pub async fn remove(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// People and agents list, invoke and ask; an app is refused as on the
-/// gateway, where those methods are not its own.
-fn members_only(ctx: &RequestContext) -> Result<(), ApiError> {
-    match ctx.principal().kind {
-        PrincipalKind::Agent | PrincipalKind::Person => Ok(()),
-        PrincipalKind::App => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "apps do not invoke commands: subject_kind_not_allowed",
-        )),
+/// People and agents list a place's commands; an app is refused as on
+/// the gateway, where the method is not its own, counted and audited as
+/// `access` does every denial. (Invoke and autocomplete are refused by
+/// their decision, `command.invoke` and `command.autocomplete` admitting
+/// no app.)
+fn members_only(ctx: &RequestContext, conversation: uuid::Uuid) -> Result<(), ApiError> {
+    let me = ctx.principal();
+    if me.kind != PrincipalKind::App {
+        return Ok(());
     }
+    let (action, reason) = (Action::CommandRead, Reason::SubjectKindNotAllowed);
+    let subject = access::subject_of(me);
+    let kind = ResourceKind::Conversation;
+    access::record_denial(&ctx.hub, &subject, action, kind, conversation, reason);
+    let mut e = ApiError::new(
+        StatusCode::FORBIDDEN,
+        "forbidden",
+        format!("{action} refused: {}", reason.as_str()),
+    );
+    e.extra = Some(Box::new(json!({ "reason": reason.as_str() })));
+    Err(e)
 }
 
 /// The app's own routes: its key, and its own id in the path (any other

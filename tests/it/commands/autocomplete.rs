@@ -190,4 +190,45 @@ async fn an_answer_for_another_app_is_unknown(options: Options) {
     assert_eq!(r["result"]["choices"], json!([{"name": "Q", "value": "q"}]));
 }
 
-both!(app_autocomplete, an_answer_for_another_app_is_unknown);
+/// The Rust SDK's `AppClient` answers the hub's call with a handler, as
+/// it answers the gates.
+async fn the_sdk_answers_with_a_handler(options: Options) {
+    use switchboard::client::AppClient;
+    use switchboard::domain::command::Choice;
+    use switchboard::protocol::commands::{AppCommandAutocomplete, AutocompleteCallbackAnswer};
+    let s = setup(fast(options)).await;
+    let find = s.command_id("find").await;
+    let _app = AppClient::builder(&s.w.hub.base, &s.poll.key)
+        .handle::<AppCommandAutocomplete, _, _>(|call| async move {
+            let name = format!("{}!", call.value);
+            Ok(AutocompleteCallbackAnswer {
+                choices: Some(vec![Choice {
+                    name,
+                    value: json!(call.value),
+                }]),
+                deferred: false,
+            })
+        })
+        .connect()
+        .await
+        .unwrap();
+    let mut alex = s.w.connect(&s.w.alex).await;
+    let r = alex
+        .call(
+            json!("a"),
+            "person/command/autocomplete",
+            ask(find, s.w.general, "rob"),
+        )
+        .await;
+    assert_eq!(
+        r["result"]["choices"],
+        json!([{"name": "rob!", "value": "rob"}]),
+        "{r}"
+    );
+}
+
+both!(
+    app_autocomplete,
+    an_answer_for_another_app_is_unknown,
+    the_sdk_answers_with_a_handler,
+);

@@ -348,4 +348,42 @@ both!(
     options_are_checked_naming_the_option,
     replays_write_no_second_event,
     lifecycle_races_invoke,
+    apps_are_refused_as_callers,
 );
+
+/// Apps list, invoke and ask nothing, over REST as on the gateway (where
+/// the methods are not theirs): 403 `subject_kind_not_allowed`.
+async fn apps_are_refused_as_callers(options: Options) {
+    let s = setup(options).await;
+    let vote = s.command_id("vote").await;
+    let general = s.w.general;
+    let body = json!({"conversationId": general, "options": {"choice": "yes"}});
+    let ask = json!({"conversationId": general, "option": "who", "value": "a"});
+    for (method, path, body) in [
+        (
+            Method::GET,
+            format!("/api/v1/conversations/{general}/commands"),
+            None,
+        ),
+        (
+            Method::POST,
+            format!("/api/v1/commands/{vote}/invocations"),
+            Some(body),
+        ),
+        (
+            Method::POST,
+            format!("/api/v1/commands/{vote}/autocomplete"),
+            Some(ask),
+        ),
+    ] {
+        let a = call(&s.w.hub, method, &path, &s.poll.key, body).await;
+        assert_eq!(a.status, 403, "{path}: {}", a.body);
+        assert_eq!(
+            a.json()["error"]["reason"],
+            json!("subject_kind_not_allowed"),
+            "{}",
+            a.body
+        );
+    }
+    assert!(invoked_events(&s).await.is_empty());
+}
