@@ -1,6 +1,6 @@
 //! Commands as targets (ADR 0027 §3): the command row, the place it is
-//! asked in, and the facts of its owning app there (its cached
-//! installation and its own level on the place). The same three reads in
+//! asked in, and the facts of its owning app there (its installation, read
+//! from the store, and its own level on the place). The same three reads in
 //! the same order whether the command exists or not (a missing one reads
 //! the nil app's installation), so a hidden command costs what an unknown
 //! one costs and answers as it does.
@@ -28,8 +28,11 @@ pub(super) async fn load(
     let command = reads.command(id).await?;
     let fetched = reads.membership(conversation, source).await?;
     let owner = command.as_ref().map_or(Uuid::nil(), |c| c.owner_id);
-    let (installation, installation_from_store) = reads.installation(owner, source).await?;
-    let from_store = fetched.from_store && installation_from_store;
+    // From the store on both passes: the cache holds no negative entry,
+    // so a hidden command's cached owner would cost less than the nil
+    // owner of an unknown one.
+    let (installation, _) = reads.installation(owner, Source::Store).await?;
+    let from_store = fetched.from_store;
     let found = match (command, fetched.membership) {
         (Some(c), Some(m)) => place_of(&m).map(|place| (c, m, place)),
         _ => None,

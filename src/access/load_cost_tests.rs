@@ -168,3 +168,43 @@ async fn an_app_s_installation_read_costs_hidden_and_missing_alike() {
         }
     }
 }
+
+/// A command in a place the caller cannot read, owned by an installed app
+/// (its installation cached or not), costs what an unknown command costs:
+/// the owner's installation is read from the store either way.
+#[tokio::test]
+async fn a_hidden_command_costs_the_statements_of_an_unknown_one() {
+    use crate::domain::installation::{InstallationFacts, InstallationState, Scope, ScopeSet};
+    let mut w = world();
+    let app = w.fake.tasks[&w.task].app_id;
+    let command = Uuid::new_v4();
+    w.fake.commands.insert(
+        command,
+        crate::store::CommandRecord {
+            id: command,
+            owner_id: app,
+            name: "vote".into(),
+            description: "Vote".into(),
+            required_level: crate::domain::authz::Level::Read,
+            options: Vec::new(),
+            source: crate::store::CommandSource::Manifest,
+            conversation_id: None,
+            version: 1,
+            created_at: 0,
+            updated_at: 0,
+        },
+    );
+    w.fake.installations.insert(
+        app,
+        InstallationFacts {
+            state: InstallationState::Active,
+            scopes: ScopeSet::of([Scope::CommandsWrite]),
+        },
+    );
+    w.fake.cached_installations.lock().unwrap().insert(app);
+    for action in [Action::CommandInvoke, Action::CommandAutocomplete] {
+        let hidden = Target::command(command, w.conversation);
+        let missing = Target::command(Uuid::new_v4(), w.conversation);
+        same_cost(&w, action, w.conversation, hidden, missing).await;
+    }
+}
