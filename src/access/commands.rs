@@ -6,6 +6,7 @@
 //! one costs and answers as it does.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -15,7 +16,29 @@ use crate::domain::authz::{level, Facts, OwnerFacts, Place, Resource};
 use crate::domain::installation::InstallationFacts;
 use crate::domain::{Principal, PrincipalKind};
 use crate::hub::{Hub, Membership};
+use crate::rpc::RpcError;
 use crate::store::{CommandRecord, StoreResult};
+
+impl Target {
+    /// A command invoked or completed in `conversation`: hidden, as an
+    /// unknown command, unless its owner is reachable there.
+    pub fn command(id: Uuid, conversation: Uuid) -> Target {
+        Target::of(super::What::Command { id, conversation })
+    }
+}
+
+impl super::Granted {
+    /// The command of a [`Target::command`], with its place's membership.
+    pub fn command(self) -> Result<(CommandRecord, Arc<Membership>), RpcError> {
+        match self.loaded {
+            Loaded::Command {
+                command,
+                membership,
+            } => Ok((*command, membership)),
+            _ => Err(super::mismatch()),
+        }
+    }
+}
 
 pub(super) async fn load(
     reads: &impl Reads,

@@ -165,12 +165,6 @@ impl Target {
         Target::of(What::Place(PlaceAt::Grant(id)))
     }
 
-    /// A command invoked or completed in `conversation`: hidden, as an
-    /// unknown command, unless its owner is reachable there.
-    pub fn command(id: Uuid, conversation: Uuid) -> Target {
-        Target::of(What::Command { id, conversation })
-    }
-
     /// The principals the request names (participants, invitees, agents
     /// to add), judged by the action's rule.
     pub fn naming(mut self, ids: &[Uuid]) -> Target {
@@ -318,17 +312,6 @@ impl Granted {
     pub fn app(self) -> Result<AppRecord, RpcError> {
         match self.loaded {
             Loaded::App(app) => Ok(*app),
-            _ => Err(mismatch()),
-        }
-    }
-
-    /// The command of a [`Target::command`], with its place's membership.
-    pub fn command(self) -> Result<(crate::store::CommandRecord, Arc<Membership>), RpcError> {
-        match self.loaded {
-            Loaded::Command {
-                command,
-                membership,
-            } => Ok((*command, membership)),
             _ => Err(mismatch()),
         }
     }
