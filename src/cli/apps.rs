@@ -126,6 +126,9 @@ fn lifecycle_error(id: Uuid, e: LifecycleError) -> anyhow::Error {
             None => anyhow::anyhow!("conflict: {message}"),
         },
         LifecycleError::Invalid(problems) => describe(identity::IdentityError::Invalid(problems)),
+        LifecycleError::CommandConflict(p) => {
+            anyhow::anyhow!("conflict: {}: {}", p.pointer, p.message)
+        }
         other => anyhow::anyhow!("{other}"),
     }
 }

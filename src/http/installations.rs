@@ -75,6 +75,12 @@ impl From<LifecycleError> for ApiError {
             LifecycleError::Invalid(details) => {
                 ApiError::invalid("invalid_request", "the request has invalid fields", details)
             }
+            LifecycleError::CommandConflict(problem) => {
+                let mut e =
+                    ApiError::new(StatusCode::CONFLICT, "conflict", problem.message.clone());
+                e.details = vec![problem];
+                e
+            }
             LifecycleError::IdempotencyTaken => ApiError::new(
                 StatusCode::CONFLICT,
                 "idempotency_conflict",

@@ -49,6 +49,10 @@ pub enum LifecycleError {
     },
     #[error("invalid request")]
     Invalid(Vec<FieldProblem>),
+    /// An upgrade's manifest names a command the app registered itself
+    /// (ADR 0027 §2: one live name per owner and place).
+    #[error("conflict: {}", .0.message)]
+    CommandConflict(FieldProblem),
     #[error("the idempotency key was used already")]
     IdempotencyTaken,
     #[error(transparent)]
@@ -397,6 +401,7 @@ impl<'a> Lifecycle<'a> {
     pub async fn upgrade(&self, app_id: Uuid, doc: &Value, actor: Actor) -> Result<UpgradeOutcome> {
         let manifest = manifest::validate(doc, &self.config.manifest_bounds())
             .map_err(LifecycleError::Invalid)?;
+        self.refuse_api_names(app_id, &manifest).await?;
         let upgraded = self
             .store
             .upgrade(app_id, &manifest, actor, now_millis(), &changed_event)
@@ -419,6 +424,30 @@ impl<'a> Lifecycle<'a> {
             granted,
             commands: upgraded.commands,
         })
+    }
+}
+
+impl Lifecycle<'_> {
+    /// A manifest command named as a hub-wide command the app registered
+    /// through the API is refused, naming it (the store's unique index is
+    /// the backstop for a register racing the upgrade).
+    async fn refuse_api_names(&self, app_id: Uuid, manifest: &Manifest) -> Result<()> {
+        use crate::domain::command::name_key;
+        let own = self.store.commands_of(app_id).await?;
+        let taken = |name: &str| {
+            own.iter().any(|c| {
+                c.source == crate::store::CommandSource::Api
+                    && c.conversation_id.is_none()
+                    && name_key(&c.name) == name_key(name)
+            })
+        };
+        match manifest.commands.iter().position(|c| taken(&c.name)) {
+            Some(i) => Err(LifecycleError::CommandConflict(FieldProblem {
+                pointer: format!("/commands/{i}/name"),
+                message: "names a command the app registered itself".into(),
+            })),
+            None => Ok(()),
+        }
     }
 }
 

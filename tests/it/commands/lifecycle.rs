@@ -130,6 +130,10 @@ async fn upgrade_applies_command_diff(options: Options) {
     )
     .await;
     assert_eq!(a.status, 409, "{}", a.body);
+    assert_eq!(
+        a.json()["error"]["details"],
+        json!([{"pointer": "/commands/2/name", "message": "names a command the app registered itself"}])
+    );
     let own = expect(&s.w.hub, Method::GET, &path, &s.poll.key, None, 200).await;
     assert_eq!(
         names(own["commands"].as_array().unwrap()),
