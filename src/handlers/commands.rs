@@ -107,7 +107,14 @@ pub async fn invoke_with(
     )
     .await?;
     let options = p.options.unwrap_or_default();
-    validate_options(&command.options, &options).map_err(|e| invalid(&e.field, e.message))?;
+    let referenced =
+        validate_options(&command.options, &options).map_err(|e| invalid(&e.field, e.message))?;
+    // A channel the caller cannot read is hidden as everywhere: the app
+    // is never handed a place the caller could not name.
+    for channel in referenced.channels {
+        let target = Target::conversation(channel).called("channel");
+        access::check(&ctx, Action::ConversationRead, target).await?;
+    }
     let me = ctx.principal();
     let invocation = InvocationRecord {
         id: Uuid::now_v7(),

@@ -226,10 +226,31 @@ async fn options_are_checked_naming_the_option(options: Options) {
             "{r}"
         );
     }
+    // A channel option names a channel the caller reads; another is
+    // hidden exactly as an unknown one.
+    let r = s
+        .invoke(
+            &mut alex,
+            &s.w.alex,
+            find,
+            s.w.general,
+            json!({"room": s.w.notes}),
+        )
+        .await;
+    assert_eq!(r["result"]["accepted"], json!(true), "{r}");
+    let params = |room: Uuid| json!({"commandId": find, "conversationId": s.w.general, "options": {"room": room}});
+    crate::support::raw::same_answer(
+        &mut sam,
+        "person/command/invoke",
+        "NotFoundError",
+        s.w.notes,
+        params,
+    )
+    .await;
     assert_eq!(
         invoked_events(&s).await.len(),
-        1,
-        "only the valid invoke wrote"
+        2,
+        "only the valid invokes wrote"
     );
 }
 

@@ -43,7 +43,8 @@ pub fn poll_manifest() -> Value {
                       "choices": [{"name": "Yes", "value": "yes"}, {"name": "No", "value": "no"}]}]},
         {"name": "find", "description": "Find someone", "requiredLevel": "read",
          "options": [{"name": "who", "type": "string", "description": "A name", "autocomplete": true},
-                     {"name": "n", "type": "integer", "description": "How many"}]},
+                     {"name": "n", "type": "integer", "description": "How many"},
+                     {"name": "room", "type": "channel", "description": "Where"}]},
         {"name": "purge", "description": "Clear the board", "requiredLevel": "admin"}
     ]);
     m
