@@ -259,7 +259,11 @@ pub async fn register(
             return Err(RpcError::new(
                 crate::rpc::ErrorKind::Forbidden,
                 "command.register refused: app_not_installed",
-            ))
+            )
+            .with_data(serde_json::json!({
+                "reason": "app_not_installed",
+                "action": Action::CommandRegister.as_str(),
+            })))
         }
         Err(e) => return Err(store_failure(e)),
     };
