@@ -26,6 +26,7 @@ mod live_order;
 mod manifest_scopes;
 mod membership;
 mod migration;
+mod openapi;
 mod operations;
 mod people;
 mod places;
