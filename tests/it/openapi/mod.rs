@@ -10,6 +10,8 @@ use serde_json::{json, Value};
 
 use crate::support::hub::{TestHub, ADMIN_TOKEN};
 
+mod fixes;
+
 const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
 
 /// `/api/v1/apps/{app_id}/ping` and `/api/v1/apps/{appId}/ping` are one
@@ -142,7 +144,7 @@ fn the_document_is_openapi_3_1_with_the_auth_schemes() {
 }
 
 /// A validator of one component of the document.
-fn component(doc: &Value, name: &str) -> jsonschema::Validator {
+pub fn component(doc: &Value, name: &str) -> jsonschema::Validator {
     let schema = json!({
         "$ref": format!("#/components/schemas/{name}"),
         "components": doc["components"],
