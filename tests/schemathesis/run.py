@@ -45,7 +45,7 @@ CHECKS = ",".join(
 )
 # The bounds: examples per operation (deterministic generation, so no seed
 # is needed), and the most the run may take before it counts as failed.
-MAX_EXAMPLES = "100"
+MAX_EXAMPLES = "50"
 MAX_SECONDS = 600
 
 
