@@ -34,7 +34,7 @@ ADMIN_TOKEN = "schemathesis-operator-token-0123456789"
 LISTENING = "switchboard listening on "
 ANONYMOUS = ""  # no Authorization header: the open registration
 RATE_CLASSES = ("default", "agent_runtime", "message", "trigger", "interaction", "write")
-CHECKS = ",".join(
+CHECKS = os.environ.get("SCHEMATHESIS_CHECKS") or ",".join(
     [
         "not_a_server_error",
         "status_code_conformance",
@@ -126,7 +126,8 @@ def seed_world(base: str, repo: Path) -> tuple[dict[str, str], dict[str, str]]:
     person = rest(base, "POST", "/api/v1/people", admin, {"name": "fuzz-person"})
     other = rest(base, "POST", "/api/v1/people", admin, {"name": "fuzz-disabled"})
     agent = rest(base, "POST", "/api/v1/agents/register", person["personKey"], {"name": "fuzz-agent"})
-    spent = rest(base, "POST", "/api/v1/agents/register", ANONYMOUS, {"name": "fuzz-rotated"})
+    rotated = rest(base, "POST", "/api/v1/agents/register", ANONYMOUS, {"name": "fuzz-rotated"})
+    revoked = rest(base, "POST", "/api/v1/agents/register", ANONYMOUS, {"name": "fuzz-revoked"})
     register = json.loads((repo / "examples" / "werewolf-register.json").read_text())
     app = rest(base, "POST", "/api/v1/apps/register", ANONYMOUS, register)
     space = rest(base, "POST", "/api/v1/spaces", admin, {"name": "fuzz space"})["space"]
@@ -150,21 +151,34 @@ def seed_world(base: str, repo: Path) -> tuple[dict[str, str], dict[str, str]]:
         "path.groupId": group["groupId"],
         "path.principalId": agent["agentId"],
     }
-    keys = {"person": person["personKey"], "spent": spent["agentKey"]}
+    keys = {
+        "person": person["personKey"],
+        "rotated": rotated["agentKey"],
+        "revoked": revoked["agentKey"],
+    }
     return parameters, keys
 
 
 def write_config(workdir: Path, parameters: dict[str, str], keys: dict[str, str]) -> Path:
     """schemathesis.toml: the operator token on every operation but those
-    only a principal calls, which carry the person's key (the key routes
-    that rotate or revoke carry a key of their own, spent by them)."""
+    only a principal calls, which carry the person's key (the owned agent's
+    registration included); rotate and revoke each carry an agent's key of
+    their own, which their first success spends."""
     def toml(value: str) -> str:
         return json.dumps(value)
 
-    person_ops = "^(myAgents|getSpace|listChannels|getConversation|listMessages|sendMessage|catchUpEvents)$"
+    person_ops = (
+        "^(registerAgent|myAgents|getSpace|listChannels|getConversation|listMessages"
+        "|sendMessage|catchUpEvents)$"
+    )
     lines = [f"headers = {{ Authorization = {toml('Bearer ' + ADMIN_TOKEN)} }}", "", "[parameters]"]
     lines += [f"{toml(k)} = {toml(v)}" for k, v in parameters.items()]
-    for regex, key in ((person_ops, keys["person"]), ("^(rotateKey|revokeKeys)$", keys["spent"])):
+    per_operation = (
+        (person_ops, keys["person"]),
+        ("^rotateKey$", keys["rotated"]),
+        ("^revokeKeys$", keys["revoked"]),
+    )
+    for regex, key in per_operation:
         lines += [
             "",
             "[[operations]]",

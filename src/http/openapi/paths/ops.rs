@@ -157,7 +157,7 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             .answer(200, "the keys", webhook_keys()),
         Op::post("/api/v1/webhooks/test", "testWebhook", "Send a signed webhook.test event to a URL")
             .admin()
-            .json_body(object(&[("url", string())], &[]), true)
+            .json_body(object(&[("url", json!({"type": "string", "format": "uri", "description": "An https URL without user info, naming a host (not an IP literal); egress.allowlist and the addresses it resolves to decide the outcome (blocked)."}))], &[]), true)
             .answer(200, "what became of the send", webhook_test_outcome())
             .refusal(400, "invalid_url (pointer /url, with reason) or invalid_body naming the member")
             .refusal(409, "no_signing_key: before the first switchboard keys rotate"),

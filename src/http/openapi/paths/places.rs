@@ -23,6 +23,12 @@ fn display_name() -> Value {
     name
 }
 
+/// A body whose members are all optional but one must be given.
+fn at_least_one(mut schema: Value) -> Value {
+    schema["minProperties"] = json!(1);
+    schema
+}
+
 fn channel_name() -> Value {
     json!({"type": "string", "pattern": "^[a-z0-9-]{1,80}$"})
 }
@@ -145,7 +151,7 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             .admin()
             .key()
             .path_id("channelId", "channel")
-            .json_body(object(&[], &[("name", channel_name()), ("state", states)]), true)
+            .json_body(at_least_one(object(&[], &[("name", channel_name()), ("state", states)])), true)
             .answer(200, "the channel", channel)
             .refusal(403, FORBIDDEN)
             .refusal(404, HIDDEN)
