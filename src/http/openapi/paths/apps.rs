@@ -37,25 +37,24 @@ fn ping_outcome(c: &mut Components) -> Value {
     )
 }
 
-pub fn ops(c: &mut Components) -> Vec<Op> {
-    let hooks = crate::config::HooksConfig::default();
-    let ping = ping_outcome(c);
-    let installation = c.installation();
-    let wrapped = c.named(
-        "InstallationAnswer",
-        object(&[("installation", installation.clone())], &[]),
-    );
-    let installed = c.named(
+/// An install's answer: the installation, with the app's new key (shown
+/// once) or, on a replay, `keyWithheld`.
+fn installed(c: &mut Components, installation: Value) -> Value {
+    c.named(
         "Installed",
-        json!({
-            "allOf": [object(&[("installation", installation)], &[
+        object(
+            &[("installation", installation)],
+            &[
                 ("appKey", json!({"type": "string", "pattern": "^sbk_app_"})),
                 ("keyWithheld", json!({"const": true})),
-            ])],
-        }),
-    );
-    let manifest = c.of::<crate::domain::manifest::Manifest>();
-    let upgraded = c.named(
+            ],
+        ),
+    )
+}
+
+/// A manifest upgrade's answer.
+fn manifest_upgraded(c: &mut Components) -> Value {
+    c.named(
         "ManifestUpgraded",
         object(
             &[
@@ -78,7 +77,20 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             ],
             &[],
         ),
+    )
+}
+
+pub fn ops(c: &mut Components) -> Vec<Op> {
+    let hooks = crate::config::HooksConfig::default();
+    let ping = ping_outcome(c);
+    let installation = c.installation();
+    let wrapped = c.named(
+        "InstallationAnswer",
+        object(&[("installation", installation.clone())], &[]),
     );
+    let installed = installed(c, installation);
+    let manifest = c.of::<crate::domain::manifest::Manifest>();
+    let upgraded = manifest_upgraded(c);
     let not_found = "not_found: app not found, or installation not found (no live installation)";
     let conflict = "conflict (with state): the installation's state forbids it, or a lost race";
     vec![

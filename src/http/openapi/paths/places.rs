@@ -65,8 +65,21 @@ fn history(op: Op, c: &mut Components) -> Op {
                 .and_then(|s| s.remove("description"))
                 .and_then(|d| d.as_str().map(str::to_string))
                 .unwrap_or_default();
-            op.query(&name, schema, &description)
+            op.query(&name, not_null(schema), &description)
         })
+}
+
+/// An optional member's `["integer", "null"]` as a query parameter's type:
+/// a query string has no null, only an absent parameter.
+fn not_null(mut schema: Value) -> Value {
+    if let Some(types) = schema["type"].as_array() {
+        let kept: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+        schema["type"] = match &kept[..] {
+            [one] => one.clone(),
+            _ => Value::Array(kept),
+        };
+    }
+    schema
 }
 
 fn page_limit(key: &str, max: u32) -> Value {
@@ -74,6 +87,13 @@ fn page_limit(key: &str, max: u32) -> Value {
 }
 
 pub fn ops(c: &mut Components) -> Vec<Op> {
+    let mut ops = spaces(c);
+    ops.extend(conversations(c));
+    ops.extend(grants(c));
+    ops
+}
+
+fn spaces(c: &mut Components) -> Vec<Op> {
     let page_max = crate::config::MessagesConfig::default().page_max;
     let space = c.named(
         "Space",
@@ -95,21 +115,87 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
         &[("channels", json!({"type": "array", "items": conversation}))],
         &[("nextAfter", uuid())],
     );
+    let states = one_of_names(ChannelState::ALL.map(ChannelState::as_str));
+    vec![
+        Op::post("/api/v1/spaces", "createSpace", "Create a space")
+            .admin()
+            .json_body(object(&[("name", display_name())], &[]), true)
+            .answer(201, "the space", object(&[("space", space.clone())], &[]))
+            .refusal(409, "conflict: the name is in use (pointer /name)"),
+        Op::get(
+            "/api/v1/spaces/{spaceId}",
+            "getSpace",
+            "Read a space (space.read)",
+        )
+        .key()
+        .path_id("spaceId", "space")
+        .answer(200, "the space", object(&[("space", space)], &[]))
+        .refusal(403, FORBIDDEN)
+        .refusal(404, HIDDEN),
+        Op::get(
+            "/api/v1/spaces/{spaceId}/channels",
+            "listChannels",
+            "The channels of a space the caller reads",
+        )
+        .key()
+        .path_id("spaceId", "space")
+        .query("after", uuid(), "The last channel id of the previous page.")
+        .query(
+            "limit",
+            page_limit("messages.page_max", page_max),
+            "Channels per page.",
+        )
+        .answer(
+            200,
+            "a page of channels; nextAfter when more follow",
+            channels,
+        )
+        .refusal(400, "invalid_request: /limit out of bounds")
+        .refusal(403, FORBIDDEN)
+        .refusal(404, HIDDEN),
+        Op::post(
+            "/api/v1/spaces/{spaceId}/channels",
+            "createChannel",
+            "Create a channel (channel.create)",
+        )
+        .admin()
+        .key()
+        .path_id("spaceId", "space")
+        .json_body(object(&[("name", channel_name())], &[]), true)
+        .answer(201, "the channel, open", channel.clone())
+        .refusal(403, FORBIDDEN)
+        .refusal(404, HIDDEN)
+        .refusal(
+            409,
+            "conflict: the name is in use in the space (pointer /name)",
+        ),
+        Op::patch(
+            "/api/v1/channels/{channelId}",
+            "changeChannel",
+            "Rename a channel or set its state (channel.manage)",
+        )
+        .admin()
+        .key()
+        .path_id("channelId", "channel")
+        .json_body(
+            at_least_one(object(&[], &[("name", channel_name()), ("state", states)])),
+            true,
+        )
+        .answer(200, "the channel", channel)
+        .refusal(403, FORBIDDEN)
+        .refusal(404, HIDDEN)
+        .refusal(
+            409,
+            "conflict: the name is in use in the space (pointer /name)",
+        ),
+    ]
+}
+
+fn conversations(c: &mut Components) -> Vec<Op> {
     let read = c.of::<ConversationGetResult>();
     let listed = c.of::<MessageListResult>();
     let sent = c.of::<MessageSendResult>();
     let send = send_body(c);
-    let grant = c.grant();
-    let grant_body = c.grant_body();
-    let group = object(
-        &[
-            ("groupId", uuid()),
-            ("name", json!({"type": "string"})),
-            ("createdAt", time()),
-        ],
-        &[],
-    );
-    let states = one_of_names(ChannelState::ALL.map(ChannelState::as_str));
     let history_op = Op::get(
         "/api/v1/conversations/{conversationId}/messages",
         "listMessages",
@@ -118,44 +204,6 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
     .key()
     .path_id("conversationId", "conversation");
     vec![
-        Op::post("/api/v1/spaces", "createSpace", "Create a space")
-            .admin()
-            .json_body(object(&[("name", display_name())], &[]), true)
-            .answer(201, "the space", object(&[("space", space.clone())], &[]))
-            .refusal(409, "conflict: the name is in use (pointer /name)"),
-        Op::get("/api/v1/spaces/{spaceId}", "getSpace", "Read a space (space.read)")
-            .key()
-            .path_id("spaceId", "space")
-            .answer(200, "the space", object(&[("space", space)], &[]))
-            .refusal(403, FORBIDDEN)
-            .refusal(404, HIDDEN),
-        Op::get("/api/v1/spaces/{spaceId}/channels", "listChannels", "The channels of a space the caller reads")
-            .key()
-            .path_id("spaceId", "space")
-            .query("after", uuid(), "The last channel id of the previous page.")
-            .query("limit", page_limit("messages.page_max", page_max), "Channels per page.")
-            .answer(200, "a page of channels; nextAfter when more follow", channels)
-            .refusal(400, "invalid_request: /limit out of bounds")
-            .refusal(403, FORBIDDEN)
-            .refusal(404, HIDDEN),
-        Op::post("/api/v1/spaces/{spaceId}/channels", "createChannel", "Create a channel (channel.create)")
-            .admin()
-            .key()
-            .path_id("spaceId", "space")
-            .json_body(object(&[("name", channel_name())], &[]), true)
-            .answer(201, "the channel, open", channel.clone())
-            .refusal(403, FORBIDDEN)
-            .refusal(404, HIDDEN)
-            .refusal(409, "conflict: the name is in use in the space (pointer /name)"),
-        Op::patch("/api/v1/channels/{channelId}", "changeChannel", "Rename a channel or set its state (channel.manage)")
-            .admin()
-            .key()
-            .path_id("channelId", "channel")
-            .json_body(at_least_one(object(&[], &[("name", channel_name()), ("state", states)])), true)
-            .answer(200, "the channel", channel)
-            .refusal(403, FORBIDDEN)
-            .refusal(404, HIDDEN)
-            .refusal(409, "conflict: the name is in use in the space (pointer /name)"),
         Op::get("/api/v1/conversations/{conversationId}", "getConversation", "Read a conversation (as */conversation/get)")
             .key()
             .path_id("conversationId", "conversation")
@@ -177,6 +225,21 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             .refusal(403, FORBIDDEN)
             .refusal(404, HIDDEN)
             .refusal(409, "conflict: the clientMsgId was used for another message, or the conversation's state forbids it"),
+    ]
+}
+
+fn grants(c: &mut Components) -> Vec<Op> {
+    let grant = c.grant();
+    let grant_body = c.grant_body();
+    let group = object(
+        &[
+            ("groupId", uuid()),
+            ("name", json!({"type": "string"})),
+            ("createdAt", time()),
+        ],
+        &[],
+    );
+    vec![
         Op::post("/api/v1/grants", "putGrant", "Grant a level on a place (grant.manage)")
             .describe("Granting again replaces the level (same grantId).")
             .admin()
