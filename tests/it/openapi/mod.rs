@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::support::hub::{TestHub, ADMIN_TOKEN};
 
+mod answers;
 mod fixes;
 
 const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
@@ -164,14 +165,18 @@ fn the_document_is_openapi_3_1_with_the_auth_schemes() {
 
 /// A validator of one component of the document.
 pub fn component(doc: &Value, name: &str) -> jsonschema::Validator {
-    let schema = json!({
-        "$ref": format!("#/components/schemas/{name}"),
-        "components": doc["components"],
-    });
+    let reference = json!({"$ref": format!("#/components/schemas/{name}")});
+    component_schema(doc, &reference)
+}
+
+/// A validator of `schema`, a schema of the document whose references
+/// point into its components.
+pub fn component_schema(doc: &Value, schema: &Value) -> jsonschema::Validator {
+    let root = json!({"allOf": [schema], "components": doc["components"]});
     jsonschema::options()
         .should_validate_formats(true)
-        .build(&schema)
-        .unwrap_or_else(|e| panic!("{name} is not a valid schema: {e}"))
+        .build(&root)
+        .unwrap_or_else(|e| panic!("{schema} is not a valid schema: {e}"))
 }
 
 async fn call(hub: &TestHub, method: Method, path: &str, bearer: Option<&str>) -> (u16, Value) {
