@@ -220,6 +220,8 @@ def main() -> int:
     parser.add_argument("--hub", required=True, help="the switchboard binary")
     parser.add_argument("--st", required=True, help="schemathesis's st command")
     args = parser.parse_args()
+    # Both run from a scratch directory: resolve them from here first.
+    args.hub, args.st = (str(Path(p).resolve()) for p in (args.hub, args.st))
     workdir = Path(tempfile.mkdtemp(prefix="sb-schemathesis-"))
     log_path = workdir / "hub.log"
     try:
