@@ -80,6 +80,10 @@ pub struct Figures {
     pub acked_blocked: usize,
     /// Answered pending: the verdict came later, as an event.
     pub acked_pending: usize,
+    /// Gated messages whose answer was lost (a kill or a drop mid-send)
+    /// and whose verdict the sender learned from its log alone: the gate
+    /// jobs the runner finished after a restart, among others.
+    pub unanswered_verdicts: usize,
     /// (receiver, message) pairs that acknowledged sends promised.
     pub expected_deliveries: usize,
     pub events_received: usize,
@@ -162,6 +166,11 @@ pub fn check(evidence: &Evidence) -> Figures {
         }
         blocked_delivered.extend(got.intersection(&blocked).copied());
     }
+    let answered: HashSet<Uuid> = evidence.acks.iter().map(|a| a.message_id).collect();
+    figures.unanswered_verdicts = verdicts_per_message(evidence.recounted)
+        .keys()
+        .filter(|m| !answered.contains(m))
+        .count();
     figures.double_verdicts = double.len();
     figures.blocked_but_delivered = blocked_delivered.len();
     figures
@@ -341,7 +350,7 @@ mod tests {
     #[test]
     fn a_pending_answer_counts_by_the_verdict_event_that_followed() {
         let w = world();
-        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let (a, b, unanswered) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
         let verdicts = [
             Verdict {
                 message_id: a,
@@ -351,11 +360,17 @@ mod tests {
                 message_id: b,
                 outcome: Outcome::Blocked,
             },
+            Verdict {
+                message_id: unanswered,
+                outcome: Outcome::Forwarded,
+            },
         ];
         let acks = [ack(&w, a, Outcome::Pending), ack(&w, b, Outcome::Pending)];
         let f = figures(&w, vec![session(0, vec![])], &acks, &verdicts);
         assert_eq!(f.failures(), vec![("events_lost", 1)]);
+        // Only what an answer promised is owed; the unanswered one is counted.
         assert_eq!(f.expected_deliveries, 1);
+        assert_eq!((f.acked_pending, f.unanswered_verdicts), (2, 1));
     }
 
     #[test]

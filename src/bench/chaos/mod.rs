@@ -304,6 +304,7 @@ fn record(entry: &mut Entry, f: &Figures) {
     entry.result("acked_sends", f.acked_sends);
     entry.result("acked_blocked", f.acked_blocked);
     entry.result("acked_pending", f.acked_pending);
+    entry.result("unanswered_verdicts", f.unanswered_verdicts);
     entry.result("expected_deliveries", f.expected_deliveries);
     entry.result("events_received", f.events_received);
     entry.result("events_lost", f.events_lost);
