@@ -317,3 +317,38 @@ fn record(entry: &mut Entry, f: &Figures) {
     entry.result("double_verdicts", f.double_verdicts);
     entry.result("blocked_but_delivered", f.blocked_but_delivered);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(lost: usize, close: Option<u16>) -> Entry {
+        let mut e = Entry::new("chaos");
+        record(
+            &mut e,
+            &Figures {
+                events_lost: lost,
+                ..Figures::default()
+            },
+        );
+        e.result(
+            "slow_consumer_close_code",
+            close.map_or(serde_json::Value::Null, Into::into),
+        );
+        e
+    }
+
+    #[test]
+    fn a_kept_promise_fails_nothing() {
+        assert_eq!(failures(&entry(0, Some(4008))), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_loss_or_a_slow_consumer_not_closed_4008_fails_the_bench() {
+        assert_eq!(failures(&entry(2, Some(4008))), vec!["events_lost = 2"]);
+        assert_eq!(
+            failures(&entry(0, None)),
+            vec!["the slow consumer was not closed with 4008"]
+        );
+    }
+}
