@@ -107,7 +107,7 @@ struct Actors {
 async fn chaos(plan: &ChaosPlan, hub: Arc<HubProcess>) -> anyhow::Result<Entry> {
     let mut rng = StdRng::seed_from_u64(plan.seed);
     let world = setup::world(&hub).await?;
-    let (actors, targets) = start_actors(&world, &hub, &mut rng);
+    let (mut actors, targets) = start_actors(&world, &hub, &mut rng);
     let started = Instant::now();
     let (kills_tx, mut kills_rx) = watch::channel(0usize);
     let calm = Arc::new(tokio::sync::Mutex::new(()));
@@ -140,7 +140,11 @@ async fn chaos(plan: &ChaosPlan, hub: Arc<HubProcess>) -> anyhow::Result<Entry> 
         &actors.acks,
         &calm,
     )
-    .await?;
+    .await;
+    let slowed = match slowed {
+        Ok(s) => s,
+        Err(e) => return Err(receiver_failure(&mut actors).await.unwrap_or(e)),
+    };
     killer.await??;
     dropper.await?;
     let chaos_seconds = started.elapsed().as_secs_f64();
@@ -231,6 +235,21 @@ fn start_actors(world: &World, hub: &HubProcess, rng: &mut StdRng) -> (Actors, V
     (actors, targets)
 }
 
+/// The error of a receiver that stopped early, if one did: the cause of
+/// whatever failed for want of it (its command channel closed).
+async fn receiver_failure(actors: &mut Actors) -> Option<anyhow::Error> {
+    for (_, handle) in actors.receivers.iter_mut() {
+        if handle.is_finished() {
+            match handle.await {
+                Ok(Err(e)) => return Some(e),
+                Err(e) => return Some(e.into()),
+                Ok(Ok(_)) => {}
+            }
+        }
+    }
+    None
+}
+
 /// The longest times from a kill to the first receiver's connect and to
 /// every receiver's.
 struct Recovery {
@@ -254,7 +273,8 @@ async fn settle(
     let verdicts = setup::verdicts(hub, world).await?;
     let mut logs = Vec::new();
     for (tx, _) in &actors.receivers {
-        tx.send(Command::Finish).await?;
+        // A receiver that stopped early has its own error, below.
+        let _ = tx.send(Command::Finish).await;
     }
     for (_, handle) in actors.receivers {
         logs.push(handle.await??);
