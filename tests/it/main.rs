@@ -9,6 +9,7 @@ mod bad_input;
 mod bench_smoke;
 mod canaries;
 mod cards;
+mod chaos;
 mod conversations;
 mod egress;
 mod event_index;
