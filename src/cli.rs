@@ -204,7 +204,7 @@ pub enum KeysCommand {
 
 #[derive(Subcommand)]
 pub enum SchemaCommand {
-    /// Write rpc/openrpc.json and schemas/*.schema.json.
+    /// Write rpc/openrpc.json, rpc/openapi.json and schemas/*.schema.json.
     Export {
         /// Repository root to write into.
         #[arg(long, default_value = ".")]
@@ -270,7 +270,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Schema {
             command: SchemaCommand::Export { out, docs },
         } => {
-            for path in crate::protocol::export::write(&out)? {
+            let mut files = crate::protocol::export::render();
+            files.extend(crate::http::openapi::render());
+            for path in crate::protocol::export::write(&out, &files)? {
                 println!("wrote {path}");
             }
             if docs {

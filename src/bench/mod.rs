@@ -4,6 +4,7 @@
 //! here is a pass/fail threshold. See docs/benchmarks.md.
 
 mod ceiling;
+pub mod chaos;
 mod connections;
 mod layout;
 mod report;
@@ -20,11 +21,12 @@ pub use report::Report;
 
 #[derive(Args, Clone, Debug)]
 pub struct BenchArgs {
-    /// Scenarios to run: fanout, hook, connections, catchup, layout, or all.
+    /// Scenarios to run: fanout, hook, connections, catchup, layout, chaos,
+    /// or all (every one but chaos, which is a test more than a measure).
     /// (fanout always runs the bare-socket ceiling beside it.)
     #[arg(long, default_value = "all")]
     pub scenario: String,
-    /// Backends for fanout: sqlite, postgres or both. PostgreSQL runs on a
+    /// Backends for fanout and chaos: sqlite, postgres or both. PostgreSQL runs on a
     /// throwaway server started from initdb/pg_ctl, or on --postgres-url.
     #[arg(long, default_value = "sqlite")]
     pub backend: String,
@@ -59,6 +61,21 @@ pub struct BenchArgs {
     /// Events stored for one agent before catching up.
     #[arg(long, default_value_t = 100_000)]
     pub catchup_events: usize,
+    /// The chaos run's seed (printed; a random one when absent).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Sockets the chaos run drops, at random points.
+    #[arg(long, default_value_t = 1_000)]
+    pub chaos_drops: usize,
+    /// Times the chaos run SIGKILLs the hub and starts it again.
+    #[arg(long, default_value_t = 20)]
+    pub chaos_kills: usize,
+    /// Acknowledged sends between two of the chaos run's kills.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
+    pub chaos_acks_between_kills: u64,
+    /// The chaos run fails if it takes longer than this, per backend.
+    #[arg(long, default_value_t = 1_800)]
+    pub chaos_deadline_seconds: u64,
     /// Tiny sizes for a quick check that every scenario works (used by CI).
     #[arg(long)]
     pub smoke: bool,
@@ -77,11 +94,35 @@ impl BenchArgs {
             self.hook_seconds = 1;
             self.connections = 20;
             self.catchup_events = 200;
+            self.chaos_drops = 20;
+            self.chaos_kills = 2;
+            self.chaos_acks_between_kills = 20;
         }
     }
 
     fn wants(&self, scenario: &str) -> bool {
-        self.scenario == "all" || self.scenario.split(',').any(|s| s == scenario)
+        (self.scenario == "all" && scenario != "chaos")
+            || self.scenario.split(',').any(|s| s == scenario)
+    }
+
+    fn backends(&self) -> Vec<&str> {
+        match self.backend.as_str() {
+            "both" => vec!["sqlite", "postgres"],
+            b => vec![b],
+        }
+    }
+
+    /// The database of a run on `backend`: none for SQLite (the hub's data
+    /// directory), `--postgres-url` or a fresh one on the throwaway server.
+    async fn database_url(&self, backend: &str) -> anyhow::Result<Option<String>> {
+        Ok(match backend {
+            "postgres" => Some(match &self.postgres_url {
+                Some(u) => u.clone(),
+                None => throwaway_pg::database().await?,
+            }),
+            "sqlite" => None,
+            other => anyhow::bail!("unknown backend {other}"),
+        })
     }
 }
 
@@ -99,6 +140,17 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Report> {
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report.to_json())?)?;
     }
+    let failures: Vec<String> = report
+        .entries
+        .iter()
+        .filter(|e| e.scenario == "chaos")
+        .flat_map(chaos::failures)
+        .collect();
+    anyhow::ensure!(
+        failures.is_empty(),
+        "the chaos run broke a promise: {}",
+        failures.join(", ")
+    );
     Ok(report)
 }
 
@@ -118,22 +170,11 @@ async fn interrupted() -> &'static str {
 async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     let mut report = Report::new(args);
     if args.wants("fanout") {
-        let backends: Vec<&str> = match args.backend.as_str() {
-            "both" => vec!["sqlite", "postgres"],
-            b => vec![b],
-        };
         for &n in &args.fanout_sizes {
             let ceiling = ceiling::fanout(n, args.fanout_deliveries).await?;
             report.push(ceiling.clone());
-            for backend in &backends {
-                let url = match *backend {
-                    "postgres" => Some(match &args.postgres_url {
-                        Some(u) => u.clone(),
-                        None => throwaway_pg::database().await?,
-                    }),
-                    "sqlite" => None,
-                    other => anyhow::bail!("unknown backend {other}"),
-                };
+            for backend in args.backends() {
+                let url = args.database_url(backend).await?;
                 let sync = match args.sqlite_synchronous.as_str() {
                     "normal" => crate::config::SqliteSynchronous::Normal,
                     "full" => crate::config::SqliteSynchronous::Full,
@@ -168,6 +209,23 @@ async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     }
     if args.wants("layout") {
         layout::run(&layout::LayoutArgs::from(args)?, &mut report).await?;
+    }
+    if args.wants("chaos") {
+        let seed = args.seed.unwrap_or_else(rand::random);
+        for backend in args.backends() {
+            report.push(
+                chaos::run(chaos::ChaosPlan {
+                    backend: backend.to_string(),
+                    database_url: args.database_url(backend).await?,
+                    seed,
+                    drops: args.chaos_drops,
+                    kills: args.chaos_kills,
+                    acks_between: args.chaos_acks_between_kills as usize,
+                    deadline: std::time::Duration::from_secs(args.chaos_deadline_seconds),
+                })
+                .await?,
+            );
+        }
     }
     Ok(report)
 }

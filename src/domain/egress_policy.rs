@@ -81,6 +81,17 @@ pub enum BlockReason {
 }
 
 impl BlockReason {
+    /// Every reason, for the documents that list them.
+    pub const ALL: [BlockReason; 7] = [
+        BlockReason::BadUrl,
+        BlockReason::NotHttps,
+        BlockReason::UserInfo,
+        BlockReason::IpLiteral,
+        BlockReason::NotAllowed,
+        BlockReason::PrivateAddress,
+        BlockReason::NoAddress,
+    ];
+
     /// The metric label.
     pub fn label(&self) -> &'static str {
         match self {

@@ -100,20 +100,30 @@ fn page_limit(query: &QueryParams, hub: &Hub) -> Result<u32, ApiError> {
     }
 }
 
+/// One owner action; a member the action has no value for (the
+/// operator's `actorId`, the scopes and state before an install) is left
+/// out, never `null` (docs/protocol.md, `rpc/openapi.json`).
 fn action_json(r: &ActionRecord) -> Value {
     let scopes = |s: Option<crate::domain::installation::ScopeSet>| s.map(|s| s.to_vec());
     let mut record = json!({
         "id": r.id,
         "actorKind": r.actor.kind_str(),
-        "actorId": r.actor.id(),
         "action": r.action.as_str(),
         "appId": r.app_id,
-        "scopesBefore": scopes(r.scopes_before),
-        "scopesAfter": scopes(r.scopes_after),
-        "stateBefore": r.state_before,
-        "stateAfter": r.state_after,
         "at": rfc3339(r.at),
     });
+    let optional = [
+        ("actorId", json!(r.actor.id())),
+        ("scopesBefore", json!(scopes(r.scopes_before))),
+        ("scopesAfter", json!(scopes(r.scopes_after))),
+        ("stateBefore", json!(r.state_before)),
+        ("stateAfter", json!(r.state_after)),
+    ];
+    for (name, value) in optional {
+        if !value.is_null() {
+            record[name] = value;
+        }
+    }
     if let Some(details) = &r.details {
         record["details"] = json!(details);
     }

@@ -12,6 +12,7 @@ mod identity;
 mod installations;
 mod manage;
 mod messages;
+pub mod openapi;
 mod ops;
 mod people;
 mod places;
@@ -125,6 +126,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/v1/cards", post(cards::install).get(cards::list))
         .route("/api/v1/webhooks/keys", get(webhook_keys))
         .route("/api/v1/webhooks/test", post(admin::send_test_webhook))
+        .route("/api/v1/openapi.json", get(openapi::serve))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))

@@ -50,8 +50,9 @@ pub fn render() -> BTreeMap<String, String> {
     files
 }
 
-/// Writes the export under `root`, replacing what was there.
-pub fn write(root: &Path) -> std::io::Result<Vec<String>> {
+/// Writes `files` (this export's and the REST document's,
+/// `http::openapi::render`) under `root`, replacing what was there.
+pub fn write(root: &Path, files: &BTreeMap<String, String>) -> std::io::Result<Vec<String>> {
     for dir in ["rpc", "schemas"] {
         let d = root.join(dir);
         if d.exists() {
@@ -59,11 +60,10 @@ pub fn write(root: &Path) -> std::io::Result<Vec<String>> {
         }
         std::fs::create_dir_all(&d)?;
     }
-    let files = render();
-    for (path, content) in &files {
+    for (path, content) in files {
         std::fs::write(root.join(path), content)?;
     }
-    Ok(files.into_keys().collect())
+    Ok(files.keys().cloned().collect())
 }
 
 fn pretty(v: &Value) -> String {

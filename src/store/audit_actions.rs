@@ -28,7 +28,9 @@ pub(crate) struct NewAction<'a> {
 }
 
 /// The `details` of an owner action: names and counts only.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionDetails {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -1,4 +1,5 @@
-//! The committed `rpc/` and `schemas/` must equal a fresh export.
+//! The committed `rpc/` (the OpenRPC and OpenAPI documents) and `schemas/`
+//! must equal a fresh export.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -6,7 +7,8 @@ use std::path::Path;
 #[test]
 fn committed_schemas_match_the_catalogue() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let exported = switchboard::protocol::export::render();
+    let mut exported = switchboard::protocol::export::render();
+    exported.extend(switchboard::http::openapi::render());
     let mut problems = Vec::new();
     for (path, content) in &exported {
         match std::fs::read_to_string(root.join(path)) {

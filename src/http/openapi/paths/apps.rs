@@ -1,0 +1,178 @@
+//! An app's ping, installation and manifest (`http::admin::ping_app`,
+//! `http::installations`).
+
+use serde_json::{json, Value};
+
+use super::super::op::Op;
+use super::super::schemas::{object, one_of_names, reference, string, uuid, Components};
+use crate::domain::installation::Scope;
+
+fn scopes() -> Value {
+    json!({"type": "array", "items": one_of_names(Scope::ALL.map(Scope::as_str))})
+}
+
+/// `app/network/ping`'s outcome as a gate hook sees it.
+fn ping_outcome(c: &mut Components) -> Value {
+    let error = c.of::<crate::rpc::RpcError>();
+    let number = json!({"type": "number", "minimum": 0});
+    let outcomes = [
+        "ok",
+        "remote_error",
+        "timeout",
+        "disconnected",
+        "unavailable",
+        "bad_result",
+    ];
+    c.named(
+        "PingOutcome",
+        object(
+            &[("outcome", one_of_names(outcomes))],
+            &[
+                ("roundTripMs", number.clone()),
+                ("elapsedMs", number),
+                ("reason", string()),
+                ("error", error),
+            ],
+        ),
+    )
+}
+
+/// An install's answer: the installation, with the app's new key (shown
+/// once) or, on a replay, `keyWithheld`.
+fn installed(c: &mut Components, installation: Value) -> Value {
+    c.named(
+        "Installed",
+        object(
+            &[("installation", installation)],
+            &[
+                ("appKey", json!({"type": "string", "pattern": "^sbk_app_"})),
+                ("keyWithheld", json!({"const": true})),
+            ],
+        ),
+    )
+}
+
+/// Command names (ADR 0027 §2).
+fn names() -> Value {
+    json!({"type": "array", "items": {"type": "string"}})
+}
+
+/// A manifest upgrade's answer.
+fn manifest_upgraded(c: &mut Components) -> Value {
+    c.named(
+        "ManifestUpgraded",
+        object(
+            &[
+                ("appId", uuid()),
+                (
+                    "changed",
+                    json!({"type": "array", "items": {"type": "string", "pattern": "^/"}}),
+                ),
+                (
+                    "scopes",
+                    object(
+                        &[
+                            ("requested", scopes()),
+                            ("granted", scopes()),
+                            ("awaitingConsent", scopes()),
+                        ],
+                        &[],
+                    ),
+                ),
+                (
+                    "commands",
+                    object(
+                        &[
+                            ("added", names()),
+                            ("changed", names()),
+                            ("removed", names()),
+                        ],
+                        &[],
+                    ),
+                ),
+            ],
+            &[],
+        ),
+    )
+}
+
+pub fn ops(c: &mut Components) -> Vec<Op> {
+    let hooks = crate::config::HooksConfig::default();
+    let ping = ping_outcome(c);
+    let installation = c.installation();
+    let wrapped = c.named(
+        "InstallationAnswer",
+        object(&[("installation", installation.clone())], &[]),
+    );
+    let installed = installed(c, installation);
+    let manifest = c.of::<crate::domain::manifest::Manifest>();
+    let upgraded = manifest_upgraded(c);
+    let not_found = "not_found: app not found, or installation not found (no live installation)";
+    let conflict = "conflict (with state): the installation's state forbids it, or a lost race";
+    vec![
+        Op::post("/api/v1/apps/{appId}/ping", "pingApp", "Ping an app's callback socket")
+            .admin()
+            .path_id("appId", "app")
+            .query(
+                "timeoutMs",
+                json!({"type": "integer", "minimum": hooks.min_timeout_ms, "maximum": hooks.max_timeout_ms, "default": 5000}),
+                "The deadline, within hooks.min_timeout_ms and hooks.max_timeout_ms (given at their defaults).",
+            )
+            .answer(200, "the outcome, as a gate hook would see it", ping)
+            .refusal(404, "not_found: no such app"),
+        Op::post("/api/v1/apps/{appId}/installation", "installApp", "Install an app without a live installation")
+            .describe("appKey (Cache-Control: no-store) only when the app has no active key.")
+            .admin()
+            .path_id("appId", "app")
+            .idempotency()
+            .json_body(object(&[], &[("scopes", scopes())]), false)
+            .answer_with_key(201, "the installation, active", installed, false)
+            .refusal(404, "not_found: app not found")
+            .refusal(409, conflict),
+        Op::get("/api/v1/apps/{appId}/installation", "readInstallation", "Read an app's live installation")
+            .admin()
+            .key()
+            .path_id("appId", "app")
+            .answer(200, "the installation", reference("Installation"))
+            .refusal(403, "forbidden: another kind of key (subject_kind_not_allowed)")
+            .refusal(404, not_found),
+        Op::delete("/api/v1/apps/{appId}/installation", "uninstallApp", "Uninstall an app")
+            .describe("In one transaction: keys revoked, grants deleted, its tasks failed app_uninstalled, leases ended; then its sockets closed (4012).")
+            .admin()
+            .path_id("appId", "app")
+            .empty(204, "uninstalled")
+            .refusal(404, not_found)
+            .refusal(409, conflict),
+        Op::put("/api/v1/apps/{appId}/installation/scopes", "setInstallationScopes", "Replace an installation's granted scopes")
+            .admin()
+            .path_id("appId", "app")
+            .json_body(object(&[("scopes", scopes())], &[]), true)
+            .answer(200, "the installation", wrapped.clone())
+            .refusal(404, not_found)
+            .refusal(409, conflict),
+        Op::post("/api/v1/apps/{appId}/installation/suspend", "suspendInstallation", "Suspend an installation")
+            .admin()
+            .path_id("appId", "app")
+            .json_body(object(&[], &[]), false)
+            .answer(200, "the installation, suspended (unchanged when it was)", wrapped.clone())
+            .refusal(404, not_found)
+            .refusal(409, conflict),
+        Op::post("/api/v1/apps/{appId}/installation/resume", "resumeInstallation", "Resume an installation")
+            .admin()
+            .path_id("appId", "app")
+            .json_body(object(&[], &[]), false)
+            .answer(200, "the installation, active (unchanged when it was)", wrapped)
+            .refusal(404, not_found)
+            .refusal(409, conflict),
+        Op::put("/api/v1/apps/{appId}/manifest", "upgradeManifest", "Replace an app's manifest")
+            .describe("By the app's own key (spending write) or the operator; validated as at registration.")
+            .admin()
+            .key()
+            .path_id("appId", "app")
+            .json_body(manifest, true)
+            .answer(200, "what changed, and the scopes it leaves", upgraded)
+            .refusal(400, "invalid_manifest: a pointer per problem")
+            .refusal(403, "forbidden: another kind of key, or the app's installation is not active")
+            .refusal(404, "not_found: app not found (also any other app's id with an app's key)"),
+    ]
+}
