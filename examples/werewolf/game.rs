@@ -308,6 +308,8 @@ async fn post(app: &AppClient, conversation: Uuid, text: &str) -> anyhow::Result
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await?;
     Ok(sent.message.id)
@@ -321,6 +323,8 @@ async fn say(agent: &AgentClient, conversation: Uuid, text: String) -> anyhow::R
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await?;
     Ok(())

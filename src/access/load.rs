@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::{Target, What};
 use crate::domain::authz::{Facts, Level, Named, Place, PlaceKind, Resource};
+use crate::domain::component::Interaction;
 use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::installation::InstallationFacts;
 use crate::domain::lease::Lease;
@@ -56,6 +57,7 @@ pub(super) trait Reads: Sync {
     async fn space(&self, id: Uuid) -> StoreResult<Option<SpaceRecord>>;
     async fn space_levels(&self, principal: Uuid, space: Uuid) -> StoreResult<SpaceLevels>;
     async fn grant(&self, id: Uuid) -> StoreResult<Option<GrantRecord>>;
+    async fn interaction(&self, id: Uuid) -> StoreResult<Option<Interaction>>;
     /// An app subject's live installation as the decision sees it, and
     /// whether it was read from the store.
     async fn installation(
@@ -125,6 +127,10 @@ impl Reads for Hub {
         self.store.grant(id).await
     }
 
+    async fn interaction(&self, id: Uuid) -> StoreResult<Option<Interaction>> {
+        self.store.interaction(id).await
+    }
+
     async fn installation(
         &self,
         app_id: Uuid,
@@ -176,6 +182,9 @@ pub enum Loaded {
     Space(crate::store::SpaceRecord),
     /// A grant named by id.
     Grant(crate::store::GrantRecord),
+    /// A card's component (boxed: the card is large).
+    Component(Box<super::components::GrantedComponent>),
+    Interaction(Box<crate::domain::component::Interaction>),
 }
 
 pub(super) struct Loading {
@@ -188,7 +197,7 @@ pub(super) struct Loading {
 }
 
 impl Loading {
-    fn missing(target: &Target, named: Vec<Named>) -> Loading {
+    pub(super) fn missing(target: &Target, named: Vec<Named>) -> Loading {
         Loading {
             resource: Resource::Missing(target.kind()),
             facts: Facts {
@@ -200,7 +209,7 @@ impl Loading {
         }
     }
 
-    fn on_store(mut self, from_store: bool) -> Loading {
+    pub(super) fn on_store(mut self, from_store: bool) -> Loading {
         self.from_store = from_store;
         self
     }
@@ -237,8 +246,11 @@ pub(super) async fn load(
         What::Lease(id) => lease(hub, target, id).await,
         What::App(id) => app(hub, target, id).await,
         What::Agent(id) => agent(hub, target, id).await,
-        // Loaded by `access::places` before this is called; fails closed.
-        What::Place(_) => Ok(Loading::missing(target, Vec::new())),
+        // Loaded by `access::places` and `access::components` before
+        // this is called; fails closed.
+        What::Place(_) | What::Component { .. } | What::Interaction(_) => {
+            Ok(Loading::missing(target, Vec::new()))
+        }
     }
 }
 
@@ -307,6 +319,7 @@ async fn message(
             place,
             sender: message.sender_id,
             recipient,
+            app_reply: message.reply_to_interaction.is_some(),
         },
         loaded: Loaded::Message {
             message,

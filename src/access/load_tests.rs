@@ -133,6 +133,13 @@ impl Reads for Fake {
         self.cost("grant", GRANT_STATEMENTS);
         Ok(self.grants.get(&id).cloned())
     }
+    async fn interaction(
+        &self,
+        _id: Uuid,
+    ) -> StoreResult<Option<crate::domain::component::Interaction>> {
+        self.cost("interaction", 1);
+        Ok(None)
+    }
     async fn installation(
         &self,
         app_id: Uuid,
@@ -214,6 +221,8 @@ fn world() -> World {
             reply_to: None,
             thread_id: None,
             created_at: String::new(),
+            reply_to_interaction: None,
+            card: None,
         },
     );
     let participant = |agent_id| TaskParticipant {

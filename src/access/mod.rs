@@ -13,6 +13,7 @@
 //! decided on a store read is not), and the answer is built from the
 //! request, never from the row.
 
+mod components;
 mod installation;
 mod load;
 mod places;
@@ -22,9 +23,10 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+pub use components::GrantedComponent;
 pub use load::{place_of_conversation, Loaded};
 pub use places::{channel_conversation, readable_channels};
-pub use reject::{reject, Refusal, RefusalKind, THREAD_UNKNOWN};
+pub use reject::{reject, Refusal, RefusalKind, COMPONENT_USED, THREAD_UNKNOWN};
 
 use crate::domain::authz::{
     authorize, Action, Context, Decision, Denial, Facts, Mode, Reason, Resource, ResourceKind,
@@ -70,6 +72,12 @@ enum What {
     App(Uuid),
     Agent(Uuid),
     Place(PlaceAt),
+    /// A component named on a card by the card's message (ADR 0027 §3).
+    Component {
+        message: Uuid,
+        component: Uuid,
+    },
+    Interaction(Uuid),
 }
 
 /// The places of ADR 0020 §2 a management request names.
@@ -158,6 +166,17 @@ impl Target {
         Target::of(What::Place(PlaceAt::Grant(id)))
     }
 
+    /// A component of a card (`interaction.create`, `component.update`):
+    /// a hidden or missing card is NotFound `messageId`.
+    pub fn component(message: Uuid, component: Uuid) -> Target {
+        Target::of(What::Component { message, component }).called("message")
+    }
+
+    /// An interaction its card's app answers.
+    pub fn interaction(id: Uuid) -> Target {
+        Target::of(What::Interaction(id))
+    }
+
     /// The principals the request names (participants, invitees, agents
     /// to add), judged by the action's rule.
     pub fn naming(mut self, ids: &[Uuid]) -> Target {
@@ -191,6 +210,8 @@ impl Target {
             What::Agent(_) => ResourceKind::Agent,
             What::Place(PlaceAt::Space(_)) => ResourceKind::Space,
             What::Place(_) => ResourceKind::Grant,
+            What::Component { .. } => ResourceKind::Component,
+            What::Interaction(_) => ResourceKind::Interaction,
         }
     }
 
@@ -205,6 +226,8 @@ impl Target {
             | What::Lease(id)
             | What::App(id)
             | What::Agent(id)
+            | What::Component { message: id, .. }
+            | What::Interaction(id)
             | What::Place(
                 PlaceAt::Space(id)
                 | PlaceAt::GrantOnSpace(id)
@@ -295,6 +318,22 @@ impl Granted {
                 lease,
                 membership: Some(membership),
             } => Ok((lease, membership)),
+            _ => Err(mismatch()),
+        }
+    }
+
+    /// The card, its conversation's membership and the component named
+    /// (`None`: not on this card, the handler's InvalidParams).
+    pub fn component(self) -> Result<components::GrantedComponent, RpcError> {
+        match self.loaded {
+            Loaded::Component(c) => Ok(*c),
+            _ => Err(mismatch()),
+        }
+    }
+
+    pub fn interaction(self) -> Result<crate::domain::component::Interaction, RpcError> {
+        match self.loaded {
+            Loaded::Interaction(i) => Ok(*i),
             _ => Err(mismatch()),
         }
     }
@@ -474,6 +513,10 @@ async fn decide_on(
     }
     let mut loading = match target.what {
         What::Place(at) => places::load(reads, me, target, at, source).await?,
+        What::Component { message, component } => {
+            components::component(reads, me, target, message, component, source).await?
+        }
+        What::Interaction(id) => components::interaction(reads, target, id).await?,
         _ => load::load(reads, me, target, source).await?,
     };
     loading.facts.installation = installation.as_ref().and_then(|(_, read)| read.facts);

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod authz;
 pub mod card;
+pub mod component;
 pub mod conversation;
 pub mod egress_policy;
 pub mod event;

@@ -72,6 +72,7 @@ pub async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         JobKind::HoldExpire => dispatch::hold_expired(hub, job.subject, job.id)
             .await
             .map(|_| ()),
+        JobKind::AppInteractionDispatch => Err(not_a_gate(job)),
     }
 }
 
@@ -96,5 +97,12 @@ pub async fn fail_closed(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         .await
         .map(|_| ()),
         JobKind::LeaseExpire => dispatch::expire(hub, job.subject, job.id).await.map(|_| ()),
+        JobKind::AppInteractionDispatch => Err(not_a_gate(job)),
     }
+}
+
+/// A job `jobs` runs itself (an interaction's dispatch) handed to a gate:
+/// the runner's mistake, refused rather than run as something else.
+fn not_a_gate(job: &Job) -> StoreError {
+    StoreError::Corrupt(format!("job {} is no gate job", job.id))
 }

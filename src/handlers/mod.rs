@@ -4,9 +4,11 @@
 //! right is decided by `access::check` (ADR 0020 §3): handlers keep only
 //! input validation and the state machines' conflicts.
 
+mod cards;
 pub mod channels;
 pub mod conversations;
 pub mod events;
+pub mod interactions;
 pub mod leases;
 pub mod network;
 pub mod task_conversations;
@@ -15,7 +17,8 @@ pub mod threads;
 
 use crate::hub::RequestContext;
 use crate::protocol::{
-    channels as ch, conversations as c, events as e, network as n, router::Router, tasks as t,
+    channels as ch, conversations as c, events as e, interactions as i, network as n,
+    router::Router, tasks as t,
 };
 use crate::rpc::RpcError;
 use serde_json::json;
@@ -55,6 +58,12 @@ pub fn router() -> Router<RequestContext> {
         .register::<t::AgentDispatchRequest, _, _>(leases::dispatch_request)
         .register::<t::AgentDispatchComplete, _, _>(leases::dispatch_complete)
         .register::<t::AppDispatchResolve, _, _>(leases::dispatch_resolve)
+        // cards (ADR 0027 §1)
+        .register_twins::<i::AgentInteractionCreate, i::PersonInteractionCreate, _, _>(
+            interactions::create,
+        )
+        .register::<i::AppInteractionRespond, _, _>(interactions::respond)
+        .register::<i::AppComponentUpdate, _, _>(interactions::update)
 }
 
 /// The people among `ids` (which `access::check` found to be active agents

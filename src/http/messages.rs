@@ -33,7 +33,7 @@ use crate::rpc::{ErrorKind, Peer, RpcError};
 
 /// A handler's context for one REST request: the caller's session on a
 /// peer no socket drains (the message handlers never call the caller).
-async fn context(
+pub(super) async fn context(
     hub: &Arc<Hub>,
     headers: &HeaderMap,
     remote: SocketAddr,
@@ -143,18 +143,23 @@ fn app_has_no_history(hub: &Hub, app: Principal, conversation: Uuid) -> ApiError
 
 /// The body decoded as the gateway decodes params, so a bad field is named
 /// (`parts`, `threadId`, ...) in the 400's pointer.
-fn typed<T: serde::de::DeserializeOwned>(fields: Map<String, Value>) -> Result<T, ApiError> {
+pub(super) fn typed<T: serde::de::DeserializeOwned>(
+    fields: Map<String, Value>,
+) -> Result<T, ApiError> {
     crate::protocol::params::decode(Some(Value::Object(fields))).map_err(api_error)
 }
 
 /// A gateway error as its REST answer.
-fn api_error(e: RpcError) -> ApiError {
+pub(super) fn api_error(e: RpcError) -> ApiError {
     let data = e.data.as_deref().cloned().unwrap_or(Value::Null);
     let text = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_string);
     let (status, code) = match e.kind() {
         Some(ErrorKind::InvalidParams) => (StatusCode::BAD_REQUEST, "invalid_request"),
         Some(ErrorKind::NotFound) => (StatusCode::NOT_FOUND, "not_found"),
         Some(ErrorKind::Forbidden) => (StatusCode::FORBIDDEN, "forbidden"),
+        Some(ErrorKind::Conflict) if text("reason").as_deref() == Some(access::COMPONENT_USED) => {
+            (StatusCode::CONFLICT, access::COMPONENT_USED)
+        }
         Some(ErrorKind::Conflict) => (StatusCode::CONFLICT, "conflict"),
         Some(ErrorKind::RateLimited) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
         _ => return ApiError::internal(),

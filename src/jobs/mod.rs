@@ -5,6 +5,8 @@
 //! whatever nobody ran: after a restart, a lease deadline, a transient
 //! failure.
 
+mod interaction_dispatch;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +14,7 @@ use tracing::warn;
 
 use crate::domain::now_millis;
 use crate::hub::Hub;
-use crate::store::Job;
+use crate::store::{Job, JobKind};
 use crate::telemetry::names;
 
 pub async fn run(hub: Arc<Hub>) {
@@ -58,12 +60,22 @@ pub async fn run(hub: Arc<Hub>) {
 /// Runs a claimed job; a transient failure schedules a retry with backoff.
 pub async fn execute(hub: &Arc<Hub>, job: Job) {
     let kind = job.kind.as_str();
-    match crate::gates::run(hub, &job).await {
+    let ran = match job.kind {
+        JobKind::AppInteractionDispatch => interaction_dispatch::run(hub, &job).await,
+        _ => crate::gates::run(hub, &job).await,
+    };
+    match ran {
         Ok(()) => metrics::counter!(names::JOBS, "kind" => kind, "outcome" => "done").increment(1),
         Err(e) if job.attempts >= hub.config.jobs.max_attempts => {
             // Keeps failing: apply the fail-closed verdict instead.
             tracing::error!(job = %job.id, kind, attempts = job.attempts, error = %e, "job keeps failing; failing closed");
-            match crate::gates::fail_closed(hub, &job).await {
+            let failed = match job.kind {
+                JobKind::AppInteractionDispatch => {
+                    interaction_dispatch::fail_closed(hub, &job).await
+                }
+                _ => crate::gates::fail_closed(hub, &job).await,
+            };
+            match failed {
                 Ok(()) => {
                     metrics::counter!(names::JOBS, "kind" => kind, "outcome" => "failed_closed")
                         .increment(1)

@@ -10,6 +10,7 @@ pub mod docs_tables;
 pub mod events;
 pub mod export;
 pub mod installations;
+pub mod interactions;
 pub mod network;
 pub mod params;
 pub mod router;
@@ -321,6 +322,11 @@ pub fn catalogue() -> Vec<MethodSpec> {
         method_spec::<tasks::AppTaskCreate>(),
         method_spec::<tasks::AppMessageAuthorize>(),
         method_spec::<tasks::AppDispatchAuthorize>(),
+        // cards (ADR 0027 §1)
+        method_spec::<interactions::AgentInteractionCreate>(),
+        method_spec::<interactions::PersonInteractionCreate>(),
+        method_spec::<interactions::AppInteractionRespond>(),
+        method_spec::<interactions::AppComponentUpdate>(),
         notification_spec::<conversations::MessageReceived>(),
         notification_spec::<conversations::ConversationCreated>(),
         notification_spec::<conversations::TypingReceived>(),
@@ -338,6 +344,10 @@ pub fn catalogue() -> Vec<MethodSpec> {
         notification_spec::<tasks::DispatchHeld>(),
         notification_spec::<tasks::DispatchExpired>(),
         notification_spec::<installations::InstallationChanged>(),
+        // cards (ADR 0027 §1)
+        notification_spec::<interactions::MessageUpdated>(),
+        notification_spec::<interactions::PersonMessageUpdated>(),
+        notification_spec::<interactions::InteractionCreated>(),
     ]
 }
 
@@ -371,6 +381,8 @@ mod tests {
             reply_to: None,
             thread_id: None,
             created_at: String::new(),
+            reply_to_interaction: None,
+            card: None,
         };
         let conversation = Conversation {
             id: Uuid::nil(),
@@ -438,7 +450,7 @@ mod tests {
             .iter()
             .filter(|s| s.name.starts_with("person/") && s.name != "person/network/connect")
             .collect();
-        assert_eq!(people.len(), 12);
+        assert_eq!(people.len(), 14);
         for p in people {
             let agent_name = p.name.replacen("person/", "agent/", 1);
             let a = specs
@@ -529,12 +541,20 @@ mod tests {
             "app/dispatch/resolve",
             "agent/event/ack",
             "app/event/ack",
+            "app/interaction/respond",
         ] {
             assert_eq!(class(m), RateClass::AgentRuntime, "{m}");
         }
+        assert_eq!(class("app/component/update"), RateClass::Write);
+        // ADR 0027 §1: an interaction spends `interaction`.
+        for m in ["agent/interaction/create", "person/interaction/create"] {
+            assert_eq!(class(m), RateClass::Interaction, "{m}");
+        }
         for s in catalogue() {
             assert!(
-                !matches!(s.rate_class, RateClass::Trigger | RateClass::Interaction),
+                !matches!(s.rate_class, RateClass::Trigger)
+                    && (s.rate_class != RateClass::Interaction
+                        || s.name.ends_with("/interaction/create")),
                 "{}",
                 s.name
             );

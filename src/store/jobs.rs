@@ -21,6 +21,8 @@ pub enum JobKind {
     LeaseExpire,
     /// Deny a held lease at `leases.max_hold_ms`.
     HoldExpire,
+    /// Hand an interaction to its app's way (ADR 0027 §4, "The job").
+    AppInteractionDispatch,
 }
 
 impl JobKind {
@@ -31,6 +33,7 @@ impl JobKind {
             JobKind::DispatchAuthorize => "dispatch_authorize",
             JobKind::LeaseExpire => "lease_expire",
             JobKind::HoldExpire => "hold_expire",
+            JobKind::AppInteractionDispatch => "app_interaction_dispatch",
         }
     }
 
@@ -41,6 +44,7 @@ impl JobKind {
             JobKind::DispatchAuthorize,
             JobKind::LeaseExpire,
             JobKind::HoldExpire,
+            JobKind::AppInteractionDispatch,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)

@@ -18,6 +18,7 @@ mod audit;
 mod audit_actions;
 mod cards;
 mod commit_feed;
+mod components;
 mod conversations;
 mod effects;
 pub(crate) mod events;
@@ -28,6 +29,7 @@ mod identity;
 mod installation_held;
 mod installation_records;
 pub(crate) mod installations;
+mod interactions;
 mod jobs;
 mod leases;
 mod messages;
@@ -52,6 +54,7 @@ pub use apps::{AppRecord, RegistrationInstall};
 pub use audit::{AuditFilter, AuditRecord, AuditStore, DenialRecord};
 pub use cards::{CardRecord, CardStore};
 pub use commit_feed::{CommitFeed, CommitListener};
+pub use components::{ComponentChange, ComponentChanged, ComponentStore, NewCard};
 pub use conversations::{ConversationStore, CreatedConversation, NewConversation};
 pub use effects::Effects;
 pub use events::EventStore;
@@ -63,6 +66,9 @@ pub use installations::{
     ActionFilter, ActionRecord, ChangeEvents, Changed, Committed, FailedTask, FailureEvents,
     InstallationRecord, InstallationStore, Installed, NewInstallation, Transitioned, Uninstalled,
     Upgraded,
+};
+pub use interactions::{
+    InteractionCreated, InteractionResponse, InteractionStore, NewInteraction, Responded,
 };
 pub use jobs::{Job, JobKind, JobStore, NewJob};
 pub use leases::{CreatedLease, LeaseAccess, LeaseChange, NewLease};
@@ -137,6 +143,8 @@ pub trait Store:
     + PlaceStore
     + AuditStore
     + InstallationStore
+    + ComponentStore
+    + InteractionStore
 {
 }
 
@@ -152,6 +160,8 @@ impl<T> Store for T where
         + PlaceStore
         + AuditStore
         + InstallationStore
+        + ComponentStore
+        + InteractionStore
 {
 }
 

@@ -25,6 +25,7 @@ mod layout;
 mod live_order;
 mod manifest_scopes;
 mod membership;
+mod message_cards;
 mod migration;
 mod operations;
 mod people;

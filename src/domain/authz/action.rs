@@ -45,6 +45,13 @@ pub enum Action {
     /// An app rotating or revoking its own keys (`POST
     /// /api/v1/keys/rotate|revoke`; agents and people need no decision).
     AppKeysManage,
+    // ---- cards (ADR 0027 §3, §6) ----
+    /// A person or agent operating a component of an app's card.
+    InteractionCreate,
+    /// The card's app answering an interaction.
+    InteractionRespond,
+    /// The card's app changing one of its components.
+    ComponentUpdate,
 }
 
 /// The kinds of subject an action admits. The operator is the admin token,
@@ -144,7 +151,7 @@ impl Requirement {
 }
 
 impl Action {
-    pub const ALL: [Action; 29] = [
+    pub const ALL: [Action; 32] = [
         Action::ConversationCreate,
         Action::ConversationRead,
         Action::MessageRead,
@@ -174,6 +181,9 @@ impl Action {
         Action::InstallationRead,
         Action::AppUpgrade,
         Action::AppKeysManage,
+        Action::InteractionCreate,
+        Action::InteractionRespond,
+        Action::ComponentUpdate,
     ];
 
     /// The catalogue's name: the protocol's `data.action` and the audit's.
@@ -208,6 +218,9 @@ impl Action {
             Action::InstallationRead => "installation.read",
             Action::AppUpgrade => "app.upgrade",
             Action::AppKeysManage => "app.keys.manage",
+            Action::InteractionCreate => "interaction.create",
+            Action::InteractionRespond => "interaction.respond",
+            Action::ComponentUpdate => "component.update",
         }
     }
 
@@ -270,6 +283,14 @@ impl Action {
             Action::InstallationRead | Action::AppUpgrade | Action::AppKeysManage => {
                 req(S::APP, K::App, None, false, Rule::None)
             }
+            // The level is the component's `trigger` (step 4 reads it from
+            // the resource); the channel's state and the owner's guard are
+            // the component's own step (`check_component`).
+            Action::InteractionCreate => req(S::MEMBERS, K::Component, None, false, Rule::None),
+            Action::InteractionRespond => req(S::APP, K::Interaction, None, false, Rule::None)
+                .with_scope(Scope::ComponentsWrite),
+            Action::ComponentUpdate => req(S::APP, K::Component, None, false, Rule::None)
+                .with_scope(Scope::ComponentsWrite),
         }
     }
 }

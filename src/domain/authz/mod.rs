@@ -16,7 +16,11 @@
 //!    readability so a hidden place stays hidden;
 //! 5. a write respects the channel's state (`channel_archived`, then
 //!    `channel_read_only` below admin);
-//! 6. the action's rule holds for the principals the request names.
+//! 6. the action's rule holds for the principals the request names;
+//! 7. on a component (ADR 0027 §3): the owning app's guard and the
+//!    component's state (`component_inactive`), its capability
+//!    (`capability_missing`) and restriction (`component_restricted`); a
+//!    dispatch on an app's reply is refused `app_reply`.
 
 pub mod action;
 pub mod level;
@@ -29,7 +33,7 @@ use uuid::Uuid;
 
 pub use action::{Action, Requirement, Rule, Subjects};
 pub use level::Level;
-pub use resource::{ChannelState, Place, PlaceKind, PlaceRef, Resource, ResourceKind};
+pub use resource::{ChannelState, ComponentOn, Place, PlaceKind, PlaceRef, Resource, ResourceKind};
 
 use crate::domain::installation::{InstallationFacts, InstallationState, Scope};
 use crate::domain::PrincipalKind;
@@ -89,6 +93,28 @@ pub struct Facts {
     /// An app subject's live installation (`None`: it has none). Filled
     /// for app subjects only; never read for any other kind.
     pub installation: Option<InstallationFacts>,
+    /// The app that owns the component a request is about (ADR 0027 §3):
+    /// not the subject. Filled for `interaction.create` only.
+    pub owner: Option<OwnerFacts>,
+}
+
+/// The owning app of a component, as its guard needs it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OwnerFacts {
+    pub installation: Option<InstallationFacts>,
+    /// The owner's level on the card's place (capped as an app's).
+    pub level: Option<Level>,
+}
+
+impl OwnerFacts {
+    /// The guard: the installation is active, holds `scope`, and the owner
+    /// still writes on the place.
+    pub fn reachable(&self, scope: Scope) -> bool {
+        let installed = self
+            .installation
+            .is_some_and(|i| i.state == InstallationState::Active && i.scopes.contains(scope));
+        installed && self.level.is_some_and(|l| l >= Level::Write)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,10 +138,18 @@ pub enum Reason {
     AppNotInstalled,
     AppSuspended,
     ScopeMissing,
+    // ---- cards (ADR 0027 §3, §6) ----
+    /// Used, disabled, expired, or its app unreachable: answered 409
+    /// `component_used`.
+    ComponentInactive,
+    ComponentRestricted,
+    CapabilityMissing,
+    /// A dispatch on a reply an app wrote for an interaction.
+    AppReply,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 11] = [
+    pub const ALL: [Reason; 15] = [
         Reason::NoGrant,
         Reason::LevelInsufficient,
         Reason::SubjectKindNotAllowed,
@@ -127,6 +161,10 @@ impl Reason {
         Reason::AppNotInstalled,
         Reason::AppSuspended,
         Reason::ScopeMissing,
+        Reason::ComponentInactive,
+        Reason::ComponentRestricted,
+        Reason::CapabilityMissing,
+        Reason::AppReply,
     ];
 
     /// The inverse of [`Reason::as_str`]: the audit's stored column and its
@@ -148,6 +186,10 @@ impl Reason {
             Reason::AppNotInstalled => "app_not_installed",
             Reason::AppSuspended => "app_suspended",
             Reason::ScopeMissing => "scope_missing",
+            Reason::ComponentInactive => "component_inactive",
+            Reason::ComponentRestricted => "component_restricted",
+            Reason::CapabilityMissing => "capability_missing",
+            Reason::AppReply => "app_reply",
         }
     }
 }
@@ -211,12 +253,63 @@ fn decide(
         Subject::Principal { kind, .. } => level::cap(*kind, level),
         Subject::Operator => level,
     };
-    check_level(level, need.level)?;
-    check_scope(subject, need.scope, resource, facts)?;
+    check_level(level, needed_level(action, resource, need.level))?;
+    check_scope(subject, need, resource, facts)?;
     if need.writes {
         check_channel_state(resource, level)?;
     }
-    check_rule(need.rule, &facts.named)
+    check_rule(need.rule, &facts.named)?;
+    check_component(subject, action, resource, level, facts)
+}
+
+/// Step 4's level: a component's own `trigger` for an interaction.
+fn needed_level(action: Action, resource: &Resource, level: Option<Level>) -> Option<Level> {
+    match (action, resource) {
+        (Action::InteractionCreate, Resource::Component(c)) => Some(c.trigger),
+        _ => level,
+    }
+}
+
+/// Step 7 (ADR 0027 §3, steps 6-8 of a component; §6 for replies).
+fn check_component(
+    subject: &Subject,
+    action: Action,
+    resource: &Resource,
+    level: Level,
+    facts: &Facts,
+) -> Result<(), Denial> {
+    let forbid = |reason| Err(Denial::of(reason, Answer::Forbidden));
+    match (action, resource) {
+        (
+            Action::DispatchRequest,
+            Resource::Message {
+                app_reply: true, ..
+            },
+        ) => forbid(Reason::AppReply),
+        (Action::InteractionCreate, Resource::Component(c)) if c.on_card => {
+            // Operating a control binds like a write (ADR 0027 §3, step 5).
+            check_channel_state(resource, level)?;
+            let owner = facts.owner.unwrap_or_default();
+            if !c.usable || !owner.reachable(Scope::ComponentsWrite) {
+                return forbid(Reason::ComponentInactive);
+            }
+            let person = matches!(
+                subject,
+                Subject::Principal {
+                    kind: PrincipalKind::Person,
+                    ..
+                }
+            );
+            if c.capability.is_some() && !(person && level >= Level::Trigger) {
+                return forbid(Reason::CapabilityMissing);
+            }
+            if c.restricted_to.is_some() && level < Level::Admin {
+                return forbid(Reason::ComponentRestricted);
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 fn check_kind(subject: &Subject, admitted: Subjects) -> Result<(), Denial> {
@@ -280,10 +373,11 @@ fn check_installation(
 /// need none (ADR 0023 §1).
 fn check_scope(
     subject: &Subject,
-    scope: Option<Scope>,
+    need: Requirement,
     resource: &Resource,
     facts: &Facts,
 ) -> Result<(), Denial> {
+    let scope = need.scope;
     let (
         Subject::Principal {
             kind: PrincipalKind::App,
@@ -294,7 +388,7 @@ fn check_scope(
     else {
         return Ok(());
     };
-    if resource.place().is_some_and(|p| !p.is_channel()) {
+    if need.writes && resource.place().is_some_and(|p| !p.is_channel()) {
         return Ok(());
     }
     let held = facts.installation.is_some_and(|i| i.scopes.contains(scope));
@@ -360,7 +454,12 @@ fn reach(subject: &Subject, action: Action, resource: &Resource, facts: &Facts) 
             place,
             sender,
             recipient,
+            ..
         } => message_reach(action, place, id, kind, *sender, *recipient, grants),
+        Resource::Component(c) => component_reach(action, c, id, kind, grants),
+        Resource::Interaction { app_id } => {
+            (action == Action::InteractionRespond && *app_id == id).then_some(level::DERIVED)
+        }
         Resource::Task {
             app_id,
             participants,
@@ -423,6 +522,24 @@ fn message_reach(
         _ => false,
     };
     level::on_place(place, id, kind, grants).filter(|_| sees)
+}
+
+/// A card's component is operated by whoever sees the card (a channel's
+/// readers, a conversation's recipients) at their level on its place, and
+/// changed by its author alone.
+fn component_reach(
+    action: Action,
+    c: &ComponentOn,
+    id: Uuid,
+    kind: PrincipalKind,
+    grants: &[Level],
+) -> Option<Level> {
+    match action {
+        Action::InteractionCreate => level::on_place(&c.place, id, kind, grants)
+            .filter(|_| c.place.is_channel() || c.recipient),
+        Action::ComponentUpdate => (c.author == id).then_some(level::DERIVED),
+        _ => None,
+    }
 }
 
 /// A lease is its recipient's to complete and its task's app's to resolve;

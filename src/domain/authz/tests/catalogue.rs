@@ -8,7 +8,7 @@ use super::*;
 
 /// ADR 0020 §3, "Actions today": the subjects column, row by row
 /// (agent, person, app, operator).
-const TABLE: [(Action, [bool; 4]); 29] = [
+const TABLE: [(Action, [bool; 4]); 32] = [
     (Action::ConversationCreate, [true, true, false, false]),
     (Action::ConversationRead, [true, true, true, false]),
     (Action::MessageRead, [true, true, true, false]),
@@ -38,6 +38,10 @@ const TABLE: [(Action, [bool; 4]); 29] = [
     (Action::InstallationRead, [false, false, true, false]),
     (Action::AppUpgrade, [false, false, true, false]),
     (Action::AppKeysManage, [false, false, true, false]),
+    // ADR 0027 §3.
+    (Action::InteractionCreate, [true, true, false, false]),
+    (Action::InteractionRespond, [false, false, true, false]),
+    (Action::ComponentUpdate, [false, false, true, false]),
 ];
 
 #[test]

@@ -191,6 +191,7 @@ fn only_the_catalogue_s_scoped_actions_carry_a_scope() {
         let expected = match action {
             Action::MessageCreate => Some(Scope::MessagesWrite),
             Action::EventRead | Action::EventAck => Some(Scope::EventsSubscribe),
+            Action::InteractionRespond | Action::ComponentUpdate => Some(Scope::ComponentsWrite),
             _ => None,
         };
         assert_eq!(action.requirement().scope, expected, "{action}");

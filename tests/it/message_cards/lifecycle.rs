@@ -1,0 +1,1 @@
+//! The lifecycle's effects on cards (ADR 0027 §7).
