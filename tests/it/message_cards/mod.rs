@@ -3,6 +3,7 @@
 //! the app answers, and its lifecycle disables them. (`tests/it/cards.rs`
 //! is the App Card packages of ADR 0010; these are message cards.)
 
+mod answers;
 mod lifecycle;
 mod rules;
 
