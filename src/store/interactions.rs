@@ -119,10 +119,12 @@ fn interaction_row(r: &Row) -> StoreResult<Interaction> {
                 PrincipalKind::parse,
             )?,
         },
+        // Stored as JSON `null` for none.
         values: r
             .opt_text("vals")?
-            .map(|v| serde_json::from_str(&v).map_err(super::sql::json_err))
-            .transpose()?,
+            .map(|v| serde_json::from_str::<Value>(&v).map_err(super::sql::json_err))
+            .transpose()?
+            .filter(|v| !v.is_null()),
         state: parsed(
             r.text("state")?,
             "interaction state",

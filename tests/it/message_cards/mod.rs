@@ -6,6 +6,7 @@
 mod answers;
 mod lifecycle;
 mod rules;
+mod triggers;
 
 use serde_json::{json, Value};
 use uuid::Uuid;
