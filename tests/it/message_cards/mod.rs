@@ -5,6 +5,7 @@
 
 mod answers;
 mod lifecycle;
+mod privacy;
 mod rules;
 mod triggers;
 
