@@ -31,12 +31,15 @@ from .types import (
     agent_event_ack_result_schema,
     agent_identity_get_params_schema,
     agent_identity_get_result_schema,
+    agent_interaction_create_params_schema,
+    agent_interaction_create_result_schema,
     agent_message_delivery_params_schema,
     agent_message_list_params_schema,
     agent_message_list_result_schema,
     agent_message_received_params_schema,
     agent_message_send_params_schema,
     agent_message_send_result_schema,
+    agent_message_updated_params_schema,
     agent_network_connect_params_schema,
     agent_network_connect_result_schema,
     agent_task_accepted_params_schema,
@@ -54,6 +57,8 @@ from .types import (
     agent_typing_send_result_schema,
     app_channel_list_params_schema,
     app_channel_list_result_schema,
+    app_component_update_params_schema,
+    app_component_update_result_schema,
     app_conversation_add_params_schema,
     app_conversation_add_result_schema,
     app_conversation_create_params_schema,
@@ -67,6 +72,9 @@ from .types import (
     app_identity_get_params_schema,
     app_identity_get_result_schema,
     app_installation_changed_params_schema,
+    app_interaction_created_params_schema,
+    app_interaction_respond_params_schema,
+    app_interaction_respond_result_schema,
     app_message_authorize_params_schema,
     app_message_authorize_result_schema,
     app_message_send_params_schema,
@@ -95,11 +103,14 @@ from .types import (
     person_event_ack_result_schema,
     person_identity_get_params_schema,
     person_identity_get_result_schema,
+    person_interaction_create_params_schema,
+    person_interaction_create_result_schema,
     person_message_list_params_schema,
     person_message_list_result_schema,
     person_message_received_params_schema,
     person_message_send_params_schema,
     person_message_send_result_schema,
+    person_message_updated_params_schema,
     person_network_connect_params_schema,
     person_network_connect_result_schema,
     person_typing_received_params_schema,
@@ -146,6 +157,10 @@ APP_DISPATCH_RESOLVE = Method('app/dispatch/resolve', 'method', 'app', app_dispa
 APP_TASK_CREATE = Method('app/task/create', 'callback', None, app_task_create_params_schema.AppTaskCreate, app_task_create_result_schema.AppTaskCreate)
 APP_MESSAGE_AUTHORIZE = Method('app/message/authorize', 'callback', None, app_message_authorize_params_schema.AppMessageAuthorize, app_message_authorize_result_schema.AppMessageAuthorize)
 APP_DISPATCH_AUTHORIZE = Method('app/dispatch/authorize', 'callback', None, app_dispatch_authorize_params_schema.AppDispatchAuthorize, app_dispatch_authorize_result_schema.AppDispatchAuthorize)
+AGENT_INTERACTION_CREATE = Method('agent/interaction/create', 'method', 'agent', agent_interaction_create_params_schema.AgentInteractionCreate, agent_interaction_create_result_schema.AgentInteractionCreate)
+PERSON_INTERACTION_CREATE = Method('person/interaction/create', 'method', 'person', person_interaction_create_params_schema.PersonInteractionCreate, person_interaction_create_result_schema.PersonInteractionCreate)
+APP_INTERACTION_RESPOND = Method('app/interaction/respond', 'method', 'app', app_interaction_respond_params_schema.AppInteractionRespond, app_interaction_respond_result_schema.AppInteractionRespond)
+APP_COMPONENT_UPDATE = Method('app/component/update', 'method', 'app', app_component_update_params_schema.AppComponentUpdate, app_component_update_result_schema.AppComponentUpdate)
 AGENT_MESSAGE_RECEIVED: Method[agent_message_received_params_schema.AgentMessageReceived, BaseModel] = Method('agent/message/received', 'event', None, agent_message_received_params_schema.AgentMessageReceived, None)
 AGENT_CONVERSATION_CREATED: Method[agent_conversation_created_params_schema.AgentConversationCreated, BaseModel] = Method('agent/conversation/created', 'event', None, agent_conversation_created_params_schema.AgentConversationCreated, None)
 AGENT_TYPING_RECEIVED: Method[agent_typing_received_params_schema.AgentTypingReceived, BaseModel] = Method('agent/typing/received', 'event', None, agent_typing_received_params_schema.AgentTypingReceived, None)
@@ -163,6 +178,9 @@ AGENT_DISPATCH_RELEASED: Method[agent_dispatch_released_params_schema.AgentDispa
 AGENT_DISPATCH_HELD: Method[agent_dispatch_held_params_schema.AgentDispatchHeld, BaseModel] = Method('agent/dispatch/held', 'event', None, agent_dispatch_held_params_schema.AgentDispatchHeld, None)
 AGENT_DISPATCH_EXPIRED: Method[agent_dispatch_expired_params_schema.AgentDispatchExpired, BaseModel] = Method('agent/dispatch/expired', 'event', None, agent_dispatch_expired_params_schema.AgentDispatchExpired, None)
 APP_INSTALLATION_CHANGED: Method[app_installation_changed_params_schema.AppInstallationChanged, BaseModel] = Method('app/installation/changed', 'event', None, app_installation_changed_params_schema.AppInstallationChanged, None)
+AGENT_MESSAGE_UPDATED: Method[agent_message_updated_params_schema.AgentMessageUpdated, BaseModel] = Method('agent/message/updated', 'event', None, agent_message_updated_params_schema.AgentMessageUpdated, None)
+PERSON_MESSAGE_UPDATED: Method[person_message_updated_params_schema.PersonMessageUpdated, BaseModel] = Method('person/message/updated', 'event', None, person_message_updated_params_schema.PersonMessageUpdated, None)
+APP_INTERACTION_CREATED: Method[app_interaction_created_params_schema.AppInteractionCreated, BaseModel] = Method('app/interaction/created', 'event', None, app_interaction_created_params_schema.AppInteractionCreated, None)
 
 ALL: dict[str, Method] = {
     AGENT_NETWORK_CONNECT.name: AGENT_NETWORK_CONNECT,
@@ -204,6 +222,10 @@ ALL: dict[str, Method] = {
     APP_TASK_CREATE.name: APP_TASK_CREATE,
     APP_MESSAGE_AUTHORIZE.name: APP_MESSAGE_AUTHORIZE,
     APP_DISPATCH_AUTHORIZE.name: APP_DISPATCH_AUTHORIZE,
+    AGENT_INTERACTION_CREATE.name: AGENT_INTERACTION_CREATE,
+    PERSON_INTERACTION_CREATE.name: PERSON_INTERACTION_CREATE,
+    APP_INTERACTION_RESPOND.name: APP_INTERACTION_RESPOND,
+    APP_COMPONENT_UPDATE.name: APP_COMPONENT_UPDATE,
     AGENT_MESSAGE_RECEIVED.name: AGENT_MESSAGE_RECEIVED,
     AGENT_CONVERSATION_CREATED.name: AGENT_CONVERSATION_CREATED,
     AGENT_TYPING_RECEIVED.name: AGENT_TYPING_RECEIVED,
@@ -221,4 +243,7 @@ ALL: dict[str, Method] = {
     AGENT_DISPATCH_HELD.name: AGENT_DISPATCH_HELD,
     AGENT_DISPATCH_EXPIRED.name: AGENT_DISPATCH_EXPIRED,
     APP_INSTALLATION_CHANGED.name: APP_INSTALLATION_CHANGED,
+    AGENT_MESSAGE_UPDATED.name: AGENT_MESSAGE_UPDATED,
+    PERSON_MESSAGE_UPDATED.name: PERSON_MESSAGE_UPDATED,
+    APP_INTERACTION_CREATED.name: APP_INTERACTION_CREATED,
 }

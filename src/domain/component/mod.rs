@@ -31,13 +31,9 @@ pub const DEFAULT_MAX_PER_MESSAGE: usize = 25;
 /// The default of `component.default_ttl_seconds` (a day).
 pub const DEFAULT_TTL_SECONDS: u64 = 86_400;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ComponentKind {
-    Button,
-    Select,
-    Form,
-}
+/// The manifest's kinds (which the app declares for consent) are the
+/// kinds it posts: one type, one schema.
+pub use crate::domain::manifest::ComponentKind;
 
 impl ComponentKind {
     pub fn as_str(self) -> &'static str {

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 class EventSubscription(Enum):
     app_task_activated = 'app/task/activated'
     app_installation_changed = 'app/installation/changed'
+    app_interaction_created = 'app/interaction/created'
 
 
 class ManifestLimits(BaseModel):
