@@ -13,7 +13,26 @@ use crate::domain::component::Component;
 use crate::domain::message::Message;
 use crate::domain::{now_millis, PrincipalKind};
 use crate::hub::Membership;
+use crate::rpc::RpcError;
 use crate::store::StoreResult;
+
+impl super::Granted {
+    /// The card, its conversation's membership and the component named
+    /// (`None`: not on this card, the handler's InvalidParams).
+    pub fn component(self) -> Result<GrantedComponent, RpcError> {
+        match self.loaded {
+            Loaded::Component(c) => Ok(*c),
+            _ => Err(super::mismatch()),
+        }
+    }
+
+    pub fn interaction(self) -> Result<crate::domain::component::Interaction, RpcError> {
+        match self.loaded {
+            Loaded::Interaction(i) => Ok(*i),
+            _ => Err(super::mismatch()),
+        }
+    }
+}
 
 /// What a granted component request loaded.
 #[derive(Debug)]

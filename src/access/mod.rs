@@ -322,22 +322,6 @@ impl Granted {
         }
     }
 
-    /// The card, its conversation's membership and the component named
-    /// (`None`: not on this card, the handler's InvalidParams).
-    pub fn component(self) -> Result<components::GrantedComponent, RpcError> {
-        match self.loaded {
-            Loaded::Component(c) => Ok(*c),
-            _ => Err(mismatch()),
-        }
-    }
-
-    pub fn interaction(self) -> Result<crate::domain::component::Interaction, RpcError> {
-        match self.loaded {
-            Loaded::Interaction(i) => Ok(*i),
-            _ => Err(mismatch()),
-        }
-    }
-
     pub fn app(self) -> Result<AppRecord, RpcError> {
         match self.loaded {
             Loaded::App(app) => Ok(*app),

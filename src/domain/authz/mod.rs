@@ -23,6 +23,7 @@
 //!    dispatch on an app's reply is refused `app_reply`.
 
 pub mod action;
+mod component;
 pub mod level;
 pub mod resource;
 
@@ -32,6 +33,8 @@ mod tests;
 use uuid::Uuid;
 
 pub use action::{Action, Requirement, Rule, Subjects};
+pub use component::OwnerFacts;
+use component::{check_component, component_reach};
 pub use level::Level;
 pub use resource::{ChannelState, ComponentOn, Place, PlaceKind, PlaceRef, Resource, ResourceKind};
 
@@ -96,25 +99,6 @@ pub struct Facts {
     /// The app that owns the component a request is about (ADR 0027 §3):
     /// not the subject. Filled for `interaction.create` only.
     pub owner: Option<OwnerFacts>,
-}
-
-/// The owning app of a component, as its guard needs it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OwnerFacts {
-    pub installation: Option<InstallationFacts>,
-    /// The owner's level on the card's place (capped as an app's).
-    pub level: Option<Level>,
-}
-
-impl OwnerFacts {
-    /// The guard: the installation is active, holds `scope`, and the owner
-    /// still writes on the place.
-    pub fn reachable(&self, scope: Scope) -> bool {
-        let installed = self
-            .installation
-            .is_some_and(|i| i.state == InstallationState::Active && i.scopes.contains(scope));
-        installed && self.level.is_some_and(|l| l >= Level::Write)
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -267,48 +251,6 @@ fn needed_level(action: Action, resource: &Resource, level: Option<Level>) -> Op
     match (action, resource) {
         (Action::InteractionCreate, Resource::Component(c)) => Some(c.trigger),
         _ => level,
-    }
-}
-
-/// Step 7 (ADR 0027 §3, steps 6-8 of a component; §6 for replies).
-fn check_component(
-    subject: &Subject,
-    action: Action,
-    resource: &Resource,
-    level: Level,
-    facts: &Facts,
-) -> Result<(), Denial> {
-    let forbid = |reason| Err(Denial::of(reason, Answer::Forbidden));
-    match (action, resource) {
-        (
-            Action::DispatchRequest,
-            Resource::Message {
-                app_reply: true, ..
-            },
-        ) => forbid(Reason::AppReply),
-        (Action::InteractionCreate, Resource::Component(c)) if c.on_card => {
-            // Operating a control binds like a write (ADR 0027 §3, step 5).
-            check_channel_state(resource, level)?;
-            let owner = facts.owner.unwrap_or_default();
-            if !c.usable || !owner.reachable(Scope::ComponentsWrite) {
-                return forbid(Reason::ComponentInactive);
-            }
-            let person = matches!(
-                subject,
-                Subject::Principal {
-                    kind: PrincipalKind::Person,
-                    ..
-                }
-            );
-            if c.capability.is_some() && !(person && level >= Level::Trigger) {
-                return forbid(Reason::CapabilityMissing);
-            }
-            if c.restricted_to.is_some() && level < Level::Admin {
-                return forbid(Reason::ComponentRestricted);
-            }
-            Ok(())
-        }
-        _ => Ok(()),
     }
 }
 
@@ -522,24 +464,6 @@ fn message_reach(
         _ => false,
     };
     level::on_place(place, id, kind, grants).filter(|_| sees)
-}
-
-/// A card's component is operated by whoever sees the card (a channel's
-/// readers, a conversation's recipients) at their level on its place, and
-/// changed by its author alone.
-fn component_reach(
-    action: Action,
-    c: &ComponentOn,
-    id: Uuid,
-    kind: PrincipalKind,
-    grants: &[Level],
-) -> Option<Level> {
-    match action {
-        Action::InteractionCreate => level::on_place(&c.place, id, kind, grants)
-            .filter(|_| c.place.is_channel() || c.recipient),
-        Action::ComponentUpdate => (c.author == id).then_some(level::DERIVED),
-        _ => None,
-    }
 }
 
 /// A lease is its recipient's to complete and its task's app's to resolve;

@@ -30,6 +30,7 @@ pub struct Table {
     pub sam: Member,
     pub robin: Member,
     pub helper: Member,
+    pub space: Uuid,
     pub general: Uuid,
 }
 
@@ -82,6 +83,7 @@ pub async fn table(options: Options, scopes: &[&str]) -> Table {
         sam,
         robin,
         helper,
+        space,
         general,
     }
 }

@@ -7,6 +7,7 @@ use super::{both, buttons, component_id, next, press, reason, table, ALL_SCOPES}
 use crate::support::hub::Options;
 
 both!(
+    posting_a_card_needs_messages_write_and_write_on_the_channel,
     a_card_carries_its_components_and_a_press_reaches_the_app,
     a_once_card_is_used_by_its_first_interaction,
     a_once_per_principal_card_takes_one_interaction_each,
@@ -154,4 +155,37 @@ async fn a_once_per_principal_card_takes_one_interaction_each(options: Options) 
     for _ in 0..2 {
         next(&mut app, "app/interaction/created").await;
     }
+}
+
+async fn posting_a_card_needs_messages_write_and_write_on_the_channel(options: Options) {
+    let t = table(options, &["components:write", "events:subscribe"]).await;
+    let mut app = t.connect(&t.bot).await;
+    let post = |conversation: &serde_json::Value| {
+        json!({"conversationId": conversation, "parts": [{"type": "text", "text": "x"}],
+               "components": buttons()})
+    };
+    let refused = app
+        .call(json!("a"), "app/message/send", post(&json!(t.general)))
+        .await;
+    assert_eq!(reason(&refused), json!("scope_missing"), "{refused}");
+    // A channel the app holds no grant on answers as a missing one.
+    let other = crate::support::world::channel(
+        &t.hub,
+        crate::support::hub::ADMIN_TOKEN,
+        t.space,
+        "elsewhere",
+    )
+    .await;
+    let hidden = app
+        .call(json!("b"), "app/message/send", post(&json!(other)))
+        .await;
+    let missing = app
+        .call(
+            json!("c"),
+            "app/message/send",
+            post(&json!(uuid::Uuid::now_v7())),
+        )
+        .await;
+    assert_eq!(hidden["error"]["code"], json!(-32004), "{hidden}");
+    assert_eq!(hidden["error"]["message"], missing["error"]["message"]);
 }
