@@ -35,6 +35,7 @@ mod schema_drift;
 mod server_calls;
 mod slow_consumer;
 mod store_audit;
+mod store_cards;
 mod store_contract;
 mod store_installations;
 mod store_people;
