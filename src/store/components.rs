@@ -62,6 +62,7 @@ impl<D: Database> ComponentStore for D {
     async fn update_component(&self, change: &ComponentChange) -> StoreResult<ComponentChanged> {
         let mut tx = self.begin().await?;
         let Some(mut locked) = lock_card(&mut *tx, change.message_id).await? else {
+            tx.rollback().await?;
             return Ok(ComponentChanged::NotFound);
         };
         let at = locked
@@ -70,6 +71,9 @@ impl<D: Database> ComponentStore for D {
             .iter()
             .position(|c| c.component_id == change.component_id);
         let (true, Some(at)) = (locked.message.sender_id == change.app_id, at) else {
+            // Before the writer lock passes on (a dropped transaction only
+            // queues its rollback).
+            tx.rollback().await?;
             return Ok(ComponentChanged::NotFound);
         };
         let component = &mut locked.card.components[at];

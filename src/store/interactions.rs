@@ -182,13 +182,18 @@ async fn move_state(
 impl<D: Database> InteractionStore for D {
     async fn create_interaction(&self, new: &NewInteraction) -> StoreResult<InteractionCreated> {
         let mut tx = self.begin().await?;
+        // Every early answer rolls back before the writer lock passes on
+        // (a dropped transaction only queues its rollback).
         let Some(mut locked) = lock_card(&mut *tx, new.message_id).await? else {
+            tx.rollback().await?;
             return Ok(InteractionCreated::NotFound);
         };
         let Some(component) = locked.card.component(new.component_id).cloned() else {
+            tx.rollback().await?;
             return Ok(InteractionCreated::NotFound);
         };
         if !component.usable(new.now) || used_by(&mut *tx, new, locked.card.card_use).await? {
+            tx.rollback().await?;
             return Ok(InteractionCreated::Used);
         }
         let message = &locked.message;
@@ -226,12 +231,15 @@ impl<D: Database> InteractionStore for D {
     async fn respond_interaction(&self, r: &InteractionResponse) -> StoreResult<Responded> {
         let mut tx = self.begin().await?;
         let Some(current) = read(&mut *tx, r.interaction_id).await? else {
+            tx.rollback().await?;
             return Ok(Responded::NotFound);
         };
         if current.app_id != r.app_id {
+            tx.rollback().await?;
             return Ok(Responded::NotFound);
         }
         if !move_state(&mut *tx, r.interaction_id, r.state, None, r.now).await? {
+            tx.rollback().await?;
             return Ok(Responded::Conflict(current.state));
         }
         let (reply, events) = match &r.reply {
