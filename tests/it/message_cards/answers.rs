@@ -12,6 +12,7 @@ use crate::support::hub::Options;
 
 both!(
     a_respond_moves_once_and_its_reply_is_the_apps,
+    losing_components_write_refuses_respond_and_update_and_stops_presses,
     without_components_write_a_card_posts_but_nothing_operates_it,
     the_rest_routes_answer_as_the_gateway,
 );
@@ -174,4 +175,46 @@ async fn the_rest_routes_answer_as_the_gateway(options: Options) {
     assert_eq!(status, 400, "{bad}");
     assert_eq!(bad["error"]["details"][0]["pointer"], json!("/label"));
     let _: Value = bad;
+}
+
+async fn losing_components_write_refuses_respond_and_update_and_stops_presses(options: Options) {
+    let t = table(options, ALL_SCOPES).await;
+    let mut app = t.connect(&t.bot).await;
+    let mut alex = t.connect(&t.alex).await;
+    let mut helper = t.connect(&t.helper).await;
+    let card = t.post(&mut app, buttons(), "once_per_principal").await["message"].clone();
+    let yes = component_id(&card, "yes");
+    let pressed = press(&mut alex, &t.alex, &card["id"], &yes, None).await;
+    let id = pressed["result"]["interaction"]["interactionId"].clone();
+    assert!(id.is_string(), "{pressed}");
+    let scopes = json!({"scopes": ["messages:write", "events:subscribe"]});
+    let path = format!("/api/v1/apps/{}/installation/scopes", t.bot.id);
+    let (status, body) = call(
+        &t.hub,
+        Method::PUT,
+        &path,
+        crate::support::hub::ADMIN_TOKEN,
+        Some(&scopes),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let answered = app
+        .call(
+            json!("r"),
+            "app/interaction/respond",
+            json!({"interactionId": id, "state": "acknowledged"}),
+        )
+        .await;
+    assert_eq!(answered["error"]["code"], json!(-32003), "{answered}");
+    assert_eq!(reason(&answered), json!("scope_missing"));
+    let updated = app
+        .call(
+            json!("u"),
+            "app/component/update",
+            json!({"messageId": card["id"], "componentId": yes, "state": "disabled"}),
+        )
+        .await;
+    assert_eq!(reason(&updated), json!("scope_missing"), "{updated}");
+    let late = press(&mut helper, &t.helper, &card["id"], &yes, None).await;
+    assert_eq!(reason(&late), json!("component_used"), "{late}");
 }
