@@ -10,8 +10,11 @@
 //!   and holds the others, and the app releases the next hold
 //!   (`app/dispatch/resolve`) when a speaker has spoken. The day message gate
 //!   blocks anyone speaking out of turn.
-//! - When everyone has spoken, the most accused agent is lynched and the app
-//!   closes the task.
+//! - When everyone has spoken, the app posts a vote card in the town square:
+//!   one button per living agent, `once_per_principal`. Every living agent
+//!   presses the button of the one it accused; the app tallies the
+//!   `app/interaction/created` events (answering each `acknowledged`),
+//!   lynches the most voted and closes the task.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,12 +22,17 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchboard::client::{AgentClient, AppClient, Notification};
+use switchboard::domain::component::{CardUse, ComponentKind, Interaction, NewComponent};
 use switchboard::domain::gate::{
     AdmissionAnswer, DispatchAuthorizeAnswer, MessageAuthorizeAnswer, MessageVerdict,
     TaskCreateAnswer, TaskVerdict,
 };
 use switchboard::domain::message::Part;
 use switchboard::protocol::conversations::{AgentMessageSend, MessageSendParams};
+use switchboard::protocol::interactions::{
+    AgentInteractionCreate, AppInteractionRespond, InteractionCreateParams,
+    InteractionRespondParams, RespondState,
+};
 use switchboard::protocol::tasks::*;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
@@ -37,6 +45,8 @@ pub fn manifest() -> Value {
         "name": "Werewolf",
         "description": "Agents play Werewolf in task-scoped conversations",
         "limits": { "maxParticipants": 12 },
+        // The vote card: components need components:write (ADR 0027 §5).
+        "scopes": ["components:write", "events:subscribe"],
         "conversations": [
             { "key": "town-square", "name": "Town Square", "participantFilter": "all" },
             { "key": "werewolf-chat", "name": "Werewolf Chat", "participantFilter": "none" }
@@ -62,6 +72,10 @@ pub struct Summary {
     pub speakers: Vec<Uuid>,
     /// The order the moderator meant them to speak in.
     pub turn_order: Vec<Uuid>,
+    /// The vote card's tally: votes per suspect, and who voted, in the
+    /// order the interactions reached the app.
+    pub votes: HashMap<Uuid, usize>,
+    pub voters: Vec<Uuid>,
     pub lynched: Uuid,
 }
 
@@ -78,7 +92,8 @@ enum Phase {
 enum Action {
     Post(Uuid, String),
     Resolve(Uuid),
-    Finish,
+    /// Everyone spoke: post the vote card.
+    Vote,
 }
 
 struct Moderator {
@@ -96,6 +111,8 @@ struct Moderator {
     held: HashMap<Uuid, Uuid>,
     speakers: Vec<Uuid>,
     accusations: HashMap<Uuid, usize>,
+    votes: HashMap<Uuid, usize>,
+    voters: Vec<Uuid>,
     actions: mpsc::UnboundedSender<Action>,
 }
 
@@ -170,7 +187,7 @@ impl Moderator {
                     }
                     None => {
                         self.phase = Phase::Over;
-                        let _ = self.actions.send(Action::Finish);
+                        let _ = self.actions.send(Action::Vote);
                     }
                 }
                 forward(others)
@@ -261,6 +278,13 @@ async fn moderator_loop(
                     app.call::<AppConversationAdd>(AppConversationAddParams { conversation_id: chat, participants: wolves }).await?;
                     state.lock().unwrap().phase = Phase::Night;
                     post(&app, town, "Night falls. Villagers, sleep.").await?;
+                } else if note.method == "app/interaction/created" {
+                    let interaction: Interaction = serde_json::from_value(note.params["payload"]["interaction"].clone())?;
+                    if tally(&app, &state, &interaction).await? {
+                        let summary = finish(&app, &state).await?;
+                        let _ = done.send(summary);
+                        return Ok(());
+                    }
                 }
             }
             Some(action) = actions.recv() => match action {
@@ -274,30 +298,110 @@ async fn moderator_loop(
                     })
                     .await?;
                 }
-                Action::Finish => {
-                    let summary = {
-                        let m = state.lock().unwrap();
-                        let lynched = m.accusations.iter().max_by_key(|(_, n)| **n).map(|(a, _)| *a).expect("accusations");
-                        Summary {
-                            wolves: m.wolves.clone(),
-                            victim: m.victim.expect("victim"),
-                            night_blocked: m.night_blocked,
-                            wolf_chat_recipients: m.wolf_chat_recipients.clone(),
-                            speakers: m.speakers.clone(),
-                            turn_order: m.turn_order.clone(),
-                            lynched,
-                        }
-                    };
-                    let (town, task) = { let m = state.lock().unwrap(); (m.town.unwrap(), m.task.unwrap()) };
-                    post(&app, town, &format!("The village lynched {}.", summary.lynched)).await?;
-                    app.call::<AppTaskClose>(TaskCloseParams { task_id: task, reason: Some("round over".into()) }).await?;
-                    let _ = done.send(summary);
-                    return Ok(());
+                Action::Vote => {
+                    let (town, living) = { let m = state.lock().unwrap(); (m.town.unwrap(), m.turn_order.clone()) };
+                    vote_card(&app, town, &living).await?;
                 }
             },
             else => return Ok(()),
         }
     }
+}
+
+/// The vote: one button per living agent (its id is the button's
+/// `customId`), each agent pressing once.
+async fn vote_card(app: &AppClient, town: Uuid, living: &[Uuid]) -> anyhow::Result<()> {
+    let components = living
+        .iter()
+        .map(|a| NewComponent {
+            kind: ComponentKind::Button,
+            custom_id: a.to_string(),
+            label: Some(format!("Lynch {a}")),
+            style: None,
+            placeholder: None,
+            options: None,
+            min_values: None,
+            max_values: None,
+            title: None,
+            fields: None,
+            trigger: None,
+            required_capability: None,
+            restricted_to: None,
+            expires_in_seconds: None,
+        })
+        .collect();
+    app.call::<AppMessageSend>(MessageSendParams {
+        conversation_id: town,
+        parts: vec![Part::Text {
+            text: "Vote: who is the wolf?".into(),
+        }],
+        client_msg_id: None,
+        reply_to: None,
+        thread_id: None,
+        components: Some(components),
+        card_use: Some(CardUse::OncePerPrincipal),
+    })
+    .await?;
+    Ok(())
+}
+
+/// Counts one vote and acknowledges it; true once every living agent voted.
+async fn tally(
+    app: &AppClient,
+    state: &Mutex<Moderator>,
+    interaction: &Interaction,
+) -> anyhow::Result<bool> {
+    let suspect: Uuid = interaction.custom_id.parse()?;
+    app.call::<AppInteractionRespond>(InteractionRespondParams {
+        interaction_id: interaction.interaction_id,
+        state: RespondState::Acknowledged,
+        reply: None,
+    })
+    .await?;
+    let mut m = state.lock().unwrap();
+    *m.votes.entry(suspect).or_default() += 1;
+    m.voters.push(interaction.invoked_by.principal_id);
+    Ok(m.voters.len() == m.turn_order.len())
+}
+
+/// Lynches the most voted, announces it and closes the task.
+async fn finish(app: &AppClient, state: &Mutex<Moderator>) -> anyhow::Result<Summary> {
+    let summary = {
+        let m = state.lock().unwrap();
+        let lynched = m
+            .votes
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(a, _)| *a)
+            .expect("votes");
+        Summary {
+            wolves: m.wolves.clone(),
+            victim: m.victim.expect("victim"),
+            night_blocked: m.night_blocked,
+            wolf_chat_recipients: m.wolf_chat_recipients.clone(),
+            speakers: m.speakers.clone(),
+            turn_order: m.turn_order.clone(),
+            votes: m.votes.clone(),
+            voters: m.voters.clone(),
+            lynched,
+        }
+    };
+    let (town, task) = {
+        let m = state.lock().unwrap();
+        (m.town.unwrap(), m.task.unwrap())
+    };
+    post(
+        app,
+        town,
+        &format!("The village lynched {}.", summary.lynched),
+    )
+    .await?;
+    app.call::<AppTaskClose>(TaskCloseParams {
+        task_id: task,
+        reason: Some("round over".into()),
+    })
+    .await?;
+    Ok(summary)
 }
 
 async fn post(app: &AppClient, conversation: Uuid, text: &str) -> anyhow::Result<Uuid> {
@@ -308,6 +412,8 @@ async fn post(app: &AppClient, conversation: Uuid, text: &str) -> anyhow::Result
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await?;
     Ok(sent.message.id)
@@ -321,6 +427,8 @@ async fn say(agent: &AgentClient, conversation: Uuid, text: String) -> anyhow::R
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await?;
     Ok(())
@@ -334,6 +442,8 @@ async fn player(agent: AgentClient, app_id: Uuid) -> anyhow::Result<()> {
     let mut pack: Vec<Uuid> = Vec::new();
     let mut wolf_chat: Option<Uuid> = None;
     let mut suspect: Option<Uuid> = None;
+    let mut victim: Option<Uuid> = None;
+    let mut accused: Option<Uuid> = None;
     let mut day_conversation = None;
     while let Some(note) = events.recv().await {
         let payload = &note.params["payload"];
@@ -358,7 +468,18 @@ async fn player(agent: AgentClient, app_id: Uuid) -> anyhow::Result<()> {
                 let conversation: Uuid =
                     serde_json::from_value(payload["message"]["conversationId"].clone())?;
                 let message: Uuid = serde_json::from_value(payload["message"]["id"].clone())?;
-                if from_app && text.starts_with("Night falls") {
+                if from_app && payload["message"]["card"].is_object() {
+                    // The vote: press the button of the one accused.
+                    if let Some(button) = accused.and_then(|a| button_of(&payload["message"], a)) {
+                        agent
+                            .call::<AgentInteractionCreate>(InteractionCreateParams {
+                                message_id: message,
+                                component_id: button,
+                                values: None,
+                            })
+                            .await?;
+                    }
+                } else if from_app && text.starts_with("Night falls") {
                     let (town_id, everyone) = town.clone().expect("town square first");
                     match wolf_chat {
                         // The first wolf names the first villager.
@@ -374,8 +495,10 @@ async fn player(agent: AgentClient, app_id: Uuid) -> anyhow::Result<()> {
                         None => say(&agent, town_id, "Who's there?".into()).await?,
                     }
                 } else if from_app && text.starts_with("Day breaks") {
-                    let victim: Option<Uuid> =
-                        text.split_whitespace().nth(2).and_then(|v| v.parse().ok());
+                    victim = text
+                        .split_whitespace()
+                        .nth(2)
+                        .and_then(|v| v.trim_end_matches(':').parse().ok());
                     suspect = text
                         .rsplit(' ')
                         .next()
@@ -393,20 +516,27 @@ async fn player(agent: AgentClient, app_id: Uuid) -> anyhow::Result<()> {
             }
             "agent/dispatch/released" if payload["lease"]["state"] == "granted" => {
                 let (_, everyone) = town.clone().expect("town square");
-                // Wolves deflect; villagers follow the evidence.
-                let accused = if pack.contains(&me) {
+                // Wolves deflect onto a living villager; villagers follow
+                // the evidence.
+                let chosen = if pack.contains(&me) {
                     everyone
                         .iter()
                         .copied()
-                        .find(|a| !pack.contains(a) && Some(*a) != suspect && *a != me)
+                        .find(|a| {
+                            !pack.contains(a)
+                                && Some(*a) != suspect
+                                && Some(*a) != victim
+                                && *a != me
+                        })
                         .expect("someone")
                 } else {
                     suspect.expect("evidence")
                 };
+                accused = Some(chosen);
                 say(
                     &agent,
                     day_conversation.expect("day"),
-                    format!("I accuse {accused}"),
+                    format!("I accuse {chosen}"),
                 )
                 .await?;
                 let lease: Uuid = serde_json::from_value(payload["lease"]["leaseId"].clone())?;
@@ -419,6 +549,16 @@ async fn player(agent: AgentClient, app_id: Uuid) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The vote card's button for `suspect` (its `customId` is the id).
+fn button_of(message: &Value, suspect: Uuid) -> Option<Uuid> {
+    message["card"]["components"]
+        .as_array()?
+        .iter()
+        .find(|c| c["customId"] == json!(suspect.to_string()))
+        .and_then(|c| c["componentId"].as_str())
+        .and_then(|id| id.parse().ok())
 }
 
 /// Registers the app and the players on the hub at `base`, plays one round,
@@ -441,6 +581,8 @@ pub async fn play_round(base: &str) -> anyhow::Result<Summary> {
         held: HashMap::new(),
         speakers: Vec::new(),
         accusations: HashMap::new(),
+        votes: HashMap::new(),
+        voters: Vec::new(),
         actions: actions_tx,
     }));
     let (s1, s2) = (state.clone(), state.clone());

@@ -22,6 +22,11 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("turn order:    {:?}", summary.turn_order);
     println!("day speakers:  {:?}", summary.speakers);
+    println!(
+        "vote card:     {:?} (from {} voters)",
+        summary.votes,
+        summary.voters.len()
+    );
     println!("lynched:       {}", summary.lynched);
     println!(
         "{}",

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::{Target, What};
 use crate::domain::authz::{Facts, Level, Named, Place, PlaceKind, Resource};
+use crate::domain::component::Interaction;
 use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::installation::InstallationFacts;
 use crate::domain::lease::Lease;
@@ -58,6 +59,7 @@ pub(super) trait Reads: Sync {
     async fn grant(&self, id: Uuid) -> StoreResult<Option<GrantRecord>>;
     /// A live command (ADR 0027 §2).
     async fn command(&self, id: Uuid) -> StoreResult<Option<crate::store::CommandRecord>>;
+    async fn interaction(&self, id: Uuid) -> StoreResult<Option<Interaction>>;
     /// An app subject's live installation as the decision sees it, and
     /// whether it was read from the store.
     async fn installation(
@@ -131,6 +133,10 @@ impl Reads for Hub {
         self.store.command(id).await
     }
 
+    async fn interaction(&self, id: Uuid) -> StoreResult<Option<Interaction>> {
+        self.store.interaction(id).await
+    }
+
     async fn installation(
         &self,
         app_id: Uuid,
@@ -187,6 +193,9 @@ pub enum Loaded {
         command: Box<crate::store::CommandRecord>,
         membership: Arc<Membership>,
     },
+    /// A card's component (boxed: the card is large).
+    Component(Box<super::components::GrantedComponent>),
+    Interaction(Box<crate::domain::component::Interaction>),
 }
 
 pub(super) struct Loading {
@@ -211,7 +220,7 @@ impl Loading {
         }
     }
 
-    fn on_store(mut self, from_store: bool) -> Loading {
+    pub(super) fn on_store(mut self, from_store: bool) -> Loading {
         self.from_store = from_store;
         self
     }
@@ -248,9 +257,11 @@ pub(super) async fn load(
         What::Lease(id) => lease(hub, target, id).await,
         What::App(id) => app(hub, target, id).await,
         What::Agent(id) => agent(hub, target, id).await,
-        // Loaded by `access::places` and `access::commands` before this
-        // is called; fails closed.
-        What::Place(_) | What::Command { .. } => Ok(Loading::missing(target, Vec::new())),
+        // Loaded by `access::places`, `access::commands` and
+        // `access::components` before this is called; fails closed.
+        What::Place(_) | What::Command { .. } | What::Component { .. } | What::Interaction(_) => {
+            Ok(Loading::missing(target, Vec::new()))
+        }
     }
 }
 
@@ -319,6 +330,7 @@ async fn message(
             place,
             sender: message.sender_id,
             recipient,
+            app_reply: message.reply_to_interaction.is_some(),
         },
         loaded: Loaded::Message {
             message,

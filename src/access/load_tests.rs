@@ -138,6 +138,14 @@ impl Reads for Fake {
         self.note("command");
         Ok(self.commands.get(&id).cloned())
     }
+
+    async fn interaction(
+        &self,
+        _id: Uuid,
+    ) -> StoreResult<Option<crate::domain::component::Interaction>> {
+        self.cost("interaction", 1);
+        Ok(None)
+    }
     async fn installation(
         &self,
         app_id: Uuid,
@@ -219,6 +227,8 @@ fn world() -> World {
             reply_to: None,
             thread_id: None,
             created_at: String::new(),
+            reply_to_interaction: None,
+            card: None,
         },
     );
     let participant = |agent_id| TaskParticipant {

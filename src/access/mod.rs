@@ -14,6 +14,7 @@
 //! request, never from the row.
 
 mod commands;
+mod components;
 mod installation;
 mod load;
 mod places;
@@ -24,9 +25,10 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 pub use commands::{offered_commands, owner_facts, unknown_autocomplete_request, unknown_command};
+pub use components::GrantedComponent;
 pub use load::{place_of_conversation, Loaded};
 pub use places::{channel_conversation, readable_channels};
-pub use reject::{reject, Refusal, RefusalKind, THREAD_UNKNOWN};
+pub use reject::{reject, Refusal, RefusalKind, COMPONENT_USED, THREAD_UNKNOWN};
 
 use crate::domain::authz::{
     authorize, Action, Context, Decision, Denial, Facts, Mode, Reason, Resource, ResourceKind,
@@ -77,6 +79,12 @@ enum What {
         id: Uuid,
         conversation: Uuid,
     },
+    /// A component named on a card by the card's message (ADR 0027 §3).
+    Component {
+        message: Uuid,
+        component: Uuid,
+    },
+    Interaction(Uuid),
 }
 
 /// The places of ADR 0020 §2 a management request names.
@@ -165,6 +173,17 @@ impl Target {
         Target::of(What::Place(PlaceAt::Grant(id)))
     }
 
+    /// A component of a card (`interaction.create`, `component.update`):
+    /// a hidden or missing card is NotFound `messageId`.
+    pub fn component(message: Uuid, component: Uuid) -> Target {
+        Target::of(What::Component { message, component }).called("message")
+    }
+
+    /// An interaction its card's app answers.
+    pub fn interaction(id: Uuid) -> Target {
+        Target::of(What::Interaction(id))
+    }
+
     /// The principals the request names (participants, invitees, agents
     /// to add), judged by the action's rule.
     pub fn naming(mut self, ids: &[Uuid]) -> Target {
@@ -199,6 +218,8 @@ impl Target {
             What::Place(PlaceAt::Space(_)) => ResourceKind::Space,
             What::Place(_) => ResourceKind::Grant,
             What::Command { .. } => ResourceKind::Command,
+            What::Component { .. } => ResourceKind::Component,
+            What::Interaction(_) => ResourceKind::Interaction,
         }
     }
 
@@ -214,6 +235,8 @@ impl Target {
             | What::App(id)
             | What::Agent(id)
             | What::Command { id, .. }
+            | What::Component { message: id, .. }
+            | What::Interaction(id)
             | What::Place(
                 PlaceAt::Space(id)
                 | PlaceAt::GrantOnSpace(id)
@@ -487,6 +510,10 @@ async fn decide_on(
         What::Command { id, conversation } => {
             commands::load(reads, me, target, id, conversation, source).await?
         }
+        What::Component { message, component } => {
+            components::component(reads, me, target, message, component, source).await?
+        }
+        What::Interaction(id) => components::interaction(reads, target, id).await?,
         _ => load::load(reads, me, target, source).await?,
     };
     loading.facts.installation = installation.as_ref().and_then(|(_, read)| read.facts);

@@ -14,6 +14,9 @@ use crate::rpc::{ErrorKind, RpcError};
 /// a message that is itself in a thread (ADR 0020 §2).
 pub const THREAD_UNKNOWN: &str = "names no thread of this channel";
 
+/// The protocol's name for a component that cannot be used.
+pub const COMPONENT_USED: &str = "component_used";
+
 /// How a refusal is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RefusalKind {
@@ -23,6 +26,10 @@ pub enum RefusalKind {
     InvalidParams {
         field: &'static str,
     },
+    /// A component that cannot be used (`component_inactive`): 409
+    /// `component_used`, one answer for used, disabled, expired and an
+    /// unreachable app (ADR 0027 §3).
+    Conflict,
 }
 
 /// A refusal, in the protocol's words, for either transport.
@@ -42,6 +49,7 @@ impl Refusal {
             RefusalKind::NotFound => ErrorKind::NotFound,
             RefusalKind::Forbidden => ErrorKind::Forbidden,
             RefusalKind::InvalidParams { .. } => ErrorKind::InvalidParams,
+            RefusalKind::Conflict => ErrorKind::Conflict,
         };
         RpcError::new(kind, self.message).with_data(self.data)
     }
@@ -66,6 +74,13 @@ pub fn reject(target: &Target, action: Action, denial: Denial) -> Refusal {
             RefusalKind::InvalidParams { field },
             format!("Invalid params: {field}: {text}"),
             json!({ "field": field }),
+        );
+    }
+    if denial.reason == Reason::ComponentInactive {
+        return refusal(
+            RefusalKind::Conflict,
+            "the component cannot be used: component_used".into(),
+            json!({ "reason": COMPONENT_USED, "action": action.as_str() }),
         );
     }
     match (denial.answer, denial.named) {

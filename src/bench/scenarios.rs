@@ -211,6 +211,8 @@ pub(super) async fn send_text(
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await?;
     Ok(())

@@ -7,6 +7,7 @@
 
 mod audit;
 mod command;
+mod component;
 mod events;
 mod gateway;
 mod hooks;
@@ -30,6 +31,7 @@ use crate::domain::manifest::ManifestBounds;
 
 pub use audit::AuditConfig;
 pub use command::CommandConfig;
+pub use component::ComponentConfig;
 pub use events::{EventsConfig, JobsConfig, LeasesConfig, MessagesConfig};
 pub use gateway::GatewayConfig;
 pub use hooks::{HooksConfig, LimitsConfig};
@@ -61,6 +63,7 @@ pub struct Config {
     pub audit: AuditConfig,
     pub ratelimit: RateLimitConfig,
     pub command: CommandConfig,
+    pub component: ComponentConfig,
     pub installation: InstallationConfig,
 }
 
@@ -129,6 +132,7 @@ impl Config {
         self.audit.validate()?;
         self.ratelimit.validate()?;
         self.command.validate()?;
+        self.component.validate()?;
         self.installation.validate()?;
         // A handler's job is locked from before its insert: the lock must
         // outlast the wait for the writer, the hook and the grace period.

@@ -276,6 +276,14 @@ pub struct Message {
     pub thread_id: Option<Uuid>,
     /// RFC 3339.
     pub created_at: String,
+    /// The interaction a reply of its app answers (ADR 0027 §6): no agent
+    /// takes a lease on such a message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to_interaction: Option<Uuid>,
+    /// The card an app posted with the message (ADR 0027 §5), as it is now;
+    /// absent on other messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<crate::domain::component::Card>,
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ pub mod agent;
 pub mod authz;
 pub mod card;
 pub mod command;
+pub mod component;
 pub mod conversation;
 pub mod egress_policy;
 pub mod event;
@@ -21,7 +22,7 @@ pub mod strict_json;
 pub mod task;
 pub mod validate;
 
-pub use principal::{Principal, PrincipalKind};
+pub use principal::{InvokedBy, Principal, PrincipalKind};
 
 /// Milliseconds since the Unix epoch: the one time representation in storage.
 pub type Millis = i64;

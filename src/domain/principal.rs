@@ -32,6 +32,15 @@ impl PrincipalKind {
     }
 }
 
+/// Who invoked a command, asked for its choices, or operated a component:
+/// the one principal an app is told acted (ADR 0027).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InvokedBy {
+    pub principal_id: Uuid,
+    pub kind: PrincipalKind,
+}
+
 impl std::fmt::Display for PrincipalKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

@@ -72,8 +72,7 @@ pub async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         JobKind::HoldExpire => dispatch::hold_expired(hub, job.subject, job.id)
             .await
             .map(|_| ()),
-        // No gate: `jobs::execute` runs it; one that reaches here is done.
-        JobKind::AppCommandDispatch => hub.store.finish_job(job.id).await,
+        JobKind::AppCommandDispatch | JobKind::AppInteractionDispatch => Err(not_a_gate(job)),
     }
 }
 
@@ -98,6 +97,13 @@ pub async fn fail_closed(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         .await
         .map(|_| ()),
         JobKind::LeaseExpire => dispatch::expire(hub, job.subject, job.id).await.map(|_| ()),
-        JobKind::AppCommandDispatch => hub.store.finish_job(job.id).await,
+        JobKind::AppCommandDispatch | JobKind::AppInteractionDispatch => Err(not_a_gate(job)),
     }
+}
+
+/// A job `jobs` runs itself (a command's or an interaction's dispatch)
+/// handed to a gate:
+/// the runner's mistake, refused rather than run as something else.
+fn not_a_gate(job: &Job) -> StoreError {
+    StoreError::Corrupt(format!("job {} is no gate job", job.id))
 }

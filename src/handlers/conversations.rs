@@ -199,6 +199,12 @@ struct HashedSend<'a> {
     reply_to: Option<Uuid>,
     #[serde(skip_serializing_if = "Option::is_none")]
     thread_id: Option<Uuid>,
+    /// A card's components and use, as posted (absent on other sends, so
+    /// their hashes are what they were).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    card: Option<&'a [crate::domain::component::NewComponent]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    card_use: Option<crate::domain::component::CardUse>,
 }
 
 /// What a sender asks for, agent or app.
@@ -210,6 +216,8 @@ pub struct Outgoing {
     pub reply_to: Option<Uuid>,
     /// A channel thread's root, checked by [`store_message`].
     pub thread_id: Option<Uuid>,
+    /// An app's card (ADR 0027 §5), checked by its handler.
+    pub card: Option<super::cards::PostedCard>,
 }
 
 /// Stores a message in a conversation the sender may write to and decides
@@ -245,17 +253,26 @@ pub async fn store_message(
         created_at: now_millis(),
         fanout,
         job: job.clone(),
+        card: out.card.as_ref().map(|c| c.stored.clone()),
+        reply_to_interaction: None,
     };
+    let alone = new.writes_alone();
     match hub
         .store
         .insert_message(&new)
         .await
         .map_err(store_failure)?
     {
-        // The send's group commit published its events already.
+        // The send's group commit published its events already; a card
+        // was written alone, and is published here.
         InsertedMessage::Inserted {
-            message, verdict, ..
+            message,
+            verdict,
+            events,
         } => {
+            if alone {
+                hub.events.publish(&events);
+            }
             let delivery = gates::message::delivery_of(&verdict, 0);
             let delivery = match (job, gated) {
                 (Some(job), Some(gated)) => {
@@ -402,6 +419,15 @@ async fn fanout_of(
     }
 }
 
+/// An app's message's fan-out (its task conversations' participants, a
+/// channel's readers): what an interaction's reply reaches.
+pub(super) fn app_fanout(conversation: &Membership, app: Uuid) -> Fanout {
+    match conversation.kind {
+        ConversationKind::Channel => forward(conversation, channel_readers(conversation, app)),
+        _ => forward(conversation, conversation.recipients_but(app)),
+    }
+}
+
 /// A forward to `recipients`, each event named by its recipient's kind
 /// (ADR 0020 §1).
 fn forward(conversation: &Membership, recipients: Vec<Uuid>) -> Fanout {
@@ -441,6 +467,8 @@ fn request_hash(conversation: &Membership, out: &Outgoing) -> Result<String, Rpc
             parts: &out.parts,
             reply_to: out.reply_to,
             thread_id: out.thread_id,
+            card: out.card.as_ref().map(|c| c.posted.as_slice()),
+            card_use: out.card.as_ref().map(|c| c.stored.card.card_use),
         })
         .map_err(|_| RpcError::internal())?,
     )))
@@ -479,6 +507,14 @@ pub async fn send(
     ctx: RequestContext,
     p: MessageSendParams,
 ) -> Result<MessageSendResult, RpcError> {
+    if p.components.is_some() || p.card_use.is_some() {
+        let field = if p.components.is_some() {
+            "components"
+        } else {
+            "cardUse"
+        };
+        return Err(invalid(field, "only apps post cards"));
+    }
     let target = Target::conversation(p.conversation_id);
     let conversation = access::check(&ctx, Action::MessageCreate, target)
         .await?
@@ -493,6 +529,7 @@ pub async fn send(
         client_msg_id: p.client_msg_id,
         reply_to: p.reply_to,
         thread_id: p.thread_id,
+        card: None,
     };
     store_message(&ctx, &conversation, out).await
 }

@@ -5,10 +5,12 @@
 //! input validation and the state machines' conflicts.
 
 pub mod autocomplete;
+mod cards;
 pub mod channels;
 pub mod commands;
 pub mod conversations;
 pub mod events;
+pub mod interactions;
 pub mod leases;
 pub mod network;
 pub mod task_conversations;
@@ -17,8 +19,8 @@ pub mod threads;
 
 use crate::hub::RequestContext;
 use crate::protocol::{
-    channels as ch, commands as cmd, conversations as c, events as e, network as n, router::Router,
-    tasks as t,
+    channels as ch, commands as cmd, conversations as c, events as e, interactions as i,
+    network as n, router::Router, tasks as t,
 };
 use crate::rpc::RpcError;
 use serde_json::json;
@@ -67,6 +69,12 @@ pub fn router() -> Router<RequestContext> {
             autocomplete::ask,
         )
         .register::<cmd::AppAutocompleteAnswer, _, _>(autocomplete::answer)
+        // cards (ADR 0027 §1)
+        .register_twins::<i::AgentInteractionCreate, i::PersonInteractionCreate, _, _>(
+            interactions::create,
+        )
+        .register::<i::AppInteractionRespond, _, _>(interactions::respond)
+        .register::<i::AppComponentUpdate, _, _>(interactions::update)
 }
 
 /// The people among `ids` (which `access::check` found to be active agents

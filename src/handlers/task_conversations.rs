@@ -137,6 +137,7 @@ pub async fn app_message_send(
             .ok_or_else(RpcError::internal)?;
         require_active(&task.task)?;
     }
+    let card = super::cards::posted(&ctx, p.components, p.card_use)?;
     let out = Outgoing {
         sender: ctx.principal().id,
         origin: Origin::App,
@@ -144,6 +145,7 @@ pub async fn app_message_send(
         client_msg_id: p.client_msg_id,
         reply_to: p.reply_to,
         thread_id: p.thread_id,
+        card,
     };
     store_message(&ctx, &conversation, out).await
 }

@@ -103,6 +103,14 @@ impl From<crate::access::Refused> for ApiError {
                 extra: Some(Box::new(json!({ "reason": refusal.reason.as_str() }))),
                 ..ApiError::new(StatusCode::FORBIDDEN, "forbidden", refusal.message)
             },
+            RefusalKind::Conflict => ApiError {
+                extra: Some(Box::new(json!({ "reason": refusal.reason.as_str() }))),
+                ..ApiError::new(
+                    StatusCode::CONFLICT,
+                    crate::access::COMPONENT_USED,
+                    refusal.message,
+                )
+            },
             RefusalKind::InvalidParams { field } => ApiError::invalid(
                 "invalid_request",
                 refusal.message.clone(),

@@ -157,6 +157,9 @@ pub(super) fn api_error(e: RpcError) -> ApiError {
         Some(ErrorKind::InvalidParams) => (StatusCode::BAD_REQUEST, "invalid_request"),
         Some(ErrorKind::NotFound) => (StatusCode::NOT_FOUND, "not_found"),
         Some(ErrorKind::Forbidden) => (StatusCode::FORBIDDEN, "forbidden"),
+        Some(ErrorKind::Conflict) if text("reason").as_deref() == Some(access::COMPONENT_USED) => {
+            (StatusCode::CONFLICT, access::COMPONENT_USED)
+        }
         Some(ErrorKind::Conflict) => (StatusCode::CONFLICT, "conflict"),
         Some(ErrorKind::RateLimited) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
         _ => return ApiError::internal(),

@@ -10,6 +10,7 @@ mod events;
 mod grants;
 mod identity;
 mod installations;
+mod interactions;
 mod manage;
 mod messages;
 pub mod openapi;
@@ -123,6 +124,19 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/v1/audit", get(audit::list))
         .route("/api/v1/audit/actions", get(audit::list_actions))
         .route("/api/v1/events", get(events::catch_up))
+        // cards (ADR 0027 §1)
+        .route(
+            "/api/v1/messages/{message_id}/interactions",
+            post(interactions::create),
+        )
+        .route(
+            "/api/v1/interactions/{interaction_id}/response",
+            post(interactions::respond),
+        )
+        .route(
+            "/api/v1/messages/{message_id}/components/{component_id}",
+            patch(interactions::update),
+        )
         .route("/api/v1/cards", post(cards::install).get(cards::list))
         .route("/api/v1/webhooks/keys", get(webhook_keys))
         .route("/api/v1/webhooks/test", post(admin::send_test_webhook))

@@ -6,6 +6,7 @@
 //! failure.
 
 mod commands;
+mod interaction_dispatch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use tracing::warn;
 
 use crate::domain::now_millis;
 use crate::hub::Hub;
-use crate::store::Job;
+use crate::store::{Job, JobKind};
 use crate::telemetry::names;
 
 pub async fn run(hub: Arc<Hub>) {
@@ -61,7 +62,8 @@ pub async fn run(hub: Arc<Hub>) {
 pub async fn execute(hub: &Arc<Hub>, job: Job) {
     let kind = job.kind.as_str();
     let ran = match job.kind {
-        crate::store::JobKind::AppCommandDispatch => commands::dispatch(hub, &job).await,
+        JobKind::AppCommandDispatch => commands::dispatch(hub, &job).await,
+        JobKind::AppInteractionDispatch => interaction_dispatch::run(hub, &job).await,
         _ => crate::gates::run(hub, &job).await,
     };
     match ran {
@@ -69,7 +71,16 @@ pub async fn execute(hub: &Arc<Hub>, job: Job) {
         Err(e) if job.attempts >= hub.config.jobs.max_attempts => {
             // Keeps failing: apply the fail-closed verdict instead.
             tracing::error!(job = %job.id, kind, attempts = job.attempts, error = %e, "job keeps failing; failing closed");
-            match crate::gates::fail_closed(hub, &job).await {
+            let failed = match job.kind {
+                JobKind::AppInteractionDispatch => {
+                    interaction_dispatch::fail_closed(hub, &job).await
+                }
+                // Nothing of a command is repeated or failed later: the
+                // invoker has its answer, the job only ends.
+                JobKind::AppCommandDispatch => hub.store.finish_job(job.id).await,
+                _ => crate::gates::fail_closed(hub, &job).await,
+            };
+            match failed {
                 Ok(()) => {
                     metrics::counter!(names::JOBS, "kind" => kind, "outcome" => "failed_closed")
                         .increment(1)

@@ -12,7 +12,6 @@ use super::{Caller, Direction, Method, Notification, RateClass};
 use crate::domain::authz::{Action, Level};
 use crate::domain::command::Choice;
 use crate::domain::manifest::{CommandDecl, OptionDecl};
-use crate::domain::PrincipalKind;
 use crate::rpc::ErrorKind;
 
 /// A command as its callers see it.
@@ -144,13 +143,7 @@ pub struct CommandRemoveResult {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AppCommandListParams {}
 
-/// Who invoked or asks.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct InvokedBy {
-    pub principal_id: Uuid,
-    pub kind: PrincipalKind,
-}
+pub use crate::domain::InvokedBy;
 
 /// One invocation, as the owning app receives it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

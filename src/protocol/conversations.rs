@@ -111,6 +111,16 @@ pub struct MessageSendParams {
     /// of the channel without `threadId`); absent for the main thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<Uuid>,
+    /// Apps only (`app/message/send`): the card's components, 1 to
+    /// `component.max_per_message` (default 25); an agent's or a person's
+    /// is InvalidParams `components` (ADR 0027 §5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = crate::domain::component::DEFAULT_MAX_PER_MESSAGE))]
+    pub components: Option<Vec<crate::domain::component::NewComponent>>,
+    /// With `components`: `once` (default, the first interaction uses the
+    /// card) or `once_per_principal` (each principal once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card_use: Option<crate::domain::component::CardUse>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

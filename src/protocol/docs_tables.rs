@@ -300,7 +300,7 @@ mod tests {
         assert_eq!(out.matches("more prose").count(), 3);
         assert!(out.contains(
             "| `agent/message/send`, `person/message/send` | peer to hub | agent, person \
-             | {conversationId, parts, clientMsgId?, replyTo?, threadId?} → {message, delivery, duplicate?} |"
+             | {conversationId, parts, clientMsgId?, replyTo?, threadId?, components?, cardUse?} → {message, delivery, duplicate?} |"
         ));
         assert!(out.contains("`app/network/ping` | hub to peer | (app receives) |"));
         // Rendering twice changes nothing.

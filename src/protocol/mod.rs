@@ -11,6 +11,7 @@ pub mod docs_tables;
 pub mod events;
 pub mod export;
 pub mod installations;
+pub mod interactions;
 pub mod network;
 pub mod params;
 pub mod router;
@@ -333,6 +334,11 @@ pub fn catalogue() -> Vec<MethodSpec> {
         method_spec::<commands::AppCommandList>(),
         method_spec::<commands::AppAutocompleteAnswer>(),
         method_spec::<commands::AppCommandAutocomplete>(),
+        // cards (ADR 0027 §1)
+        method_spec::<interactions::AgentInteractionCreate>(),
+        method_spec::<interactions::PersonInteractionCreate>(),
+        method_spec::<interactions::AppInteractionRespond>(),
+        method_spec::<interactions::AppComponentUpdate>(),
         notification_spec::<conversations::MessageReceived>(),
         notification_spec::<conversations::ConversationCreated>(),
         notification_spec::<conversations::TypingReceived>(),
@@ -351,6 +357,10 @@ pub fn catalogue() -> Vec<MethodSpec> {
         notification_spec::<tasks::DispatchExpired>(),
         notification_spec::<installations::InstallationChanged>(),
         notification_spec::<commands::CommandInvoked>(),
+        // cards (ADR 0027 §1)
+        notification_spec::<interactions::MessageUpdated>(),
+        notification_spec::<interactions::PersonMessageUpdated>(),
+        notification_spec::<interactions::InteractionCreated>(),
     ]
 }
 
@@ -384,6 +394,8 @@ mod tests {
             reply_to: None,
             thread_id: None,
             created_at: String::new(),
+            reply_to_interaction: None,
+            card: None,
         };
         let conversation = Conversation {
             id: Uuid::nil(),
@@ -451,7 +463,7 @@ mod tests {
             .iter()
             .filter(|s| s.name.starts_with("person/") && s.name != "person/network/connect")
             .collect();
-        assert_eq!(people.len(), 15);
+        assert_eq!(people.len(), 17);
         for p in people {
             let agent_name = p.name.replacen("person/", "agent/", 1);
             let a = specs
@@ -543,19 +555,25 @@ mod tests {
             "app/dispatch/resolve",
             "agent/event/ack",
             "app/event/ack",
+            "app/interaction/respond",
         ] {
             assert_eq!(class(m), RateClass::AgentRuntime, "{m}");
         }
+        assert_eq!(class("app/component/update"), RateClass::Write);
+        // ADR 0027 §1: an invocation spends `trigger`, an interaction
+        // `interaction`, and nothing else spends either.
         let triggers = [
             "agent/command/invoke",
             "person/command/invoke",
             "agent/command/autocomplete",
             "person/command/autocomplete",
         ];
+        let interactions = ["agent/interaction/create", "person/interaction/create"];
         for s in catalogue() {
             let trigger = s.rate_class == RateClass::Trigger;
             assert_eq!(trigger, triggers.contains(&s.name), "{}", s.name);
-            assert!(s.rate_class != RateClass::Interaction, "{}", s.name);
+            let interaction = s.rate_class == RateClass::Interaction;
+            assert_eq!(interaction, interactions.contains(&s.name), "{}", s.name);
         }
     }
 

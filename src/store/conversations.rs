@@ -91,6 +91,8 @@ pub trait ConversationStore: Send + Sync + 'static {
 
     /// Stores a message with the next seq of its conversation and, for a
     /// decided fan-out, its recipients and their events, in one transaction.
+    /// A send group publishes its events; a card (`NewMessage::writes_alone`)
+    /// is written in its own transaction and its caller publishes them.
     async fn insert_message(&self, m: &NewMessage) -> StoreResult<InsertedMessage>;
 
     async fn message(&self, id: Uuid) -> StoreResult<Option<(Message, Verdict)>>;
@@ -137,6 +139,22 @@ pub trait ConversationDialect {
 pub(super) const CONVERSATION_COLUMNS: &str =
     "c.id, c.kind, c.name, c.task_id, c.template_key, c.created_by, c.created_at, c.last_message_seq, \
      c.space_id, c.state";
+
+/// A card or a reply: its own transaction, outside the send groups (whose
+/// multi-row writes know no components); a retry with its `clientMsgId`
+/// answers the stored message.
+async fn insert_alone<D: Database>(db: &D, m: &NewMessage) -> StoreResult<InsertedMessage> {
+    let mut tx = db.begin().await?;
+    if let Some(client_id) = &m.client_msg_id {
+        if let Some(dup) = find_by_client_id(&mut *tx, m.sender_id, client_id).await? {
+            tx.rollback().await?;
+            return Ok(dup);
+        }
+    }
+    let done = super::messages::insert_one(&mut *tx, m).await?;
+    tx.commit().await?;
+    Ok(done)
+}
 
 pub(super) async fn insert_conversation(
     ex: &mut dyn Executor,
@@ -371,6 +389,9 @@ impl<D: Database + Keyset + ConversationDialect> ConversationStore for D {
     }
 
     async fn insert_message(&self, m: &NewMessage) -> StoreResult<InsertedMessage> {
+        if m.writes_alone() {
+            return insert_alone(self, m).await;
+        }
         if let Some(client_id) = &m.client_msg_id {
             let dup = find_by_client_id(&mut *self.read().await?, m.sender_id, client_id).await?;
             if let Some(dup) = dup {

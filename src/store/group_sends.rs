@@ -202,6 +202,8 @@ pub fn group_delivery(group: &[&NewMessage], seqs: &[i64]) -> GroupDelivery {
             reply_to: m.reply_to,
             thread_id: m.thread_id,
             created_at: rfc3339(m.created_at),
+            reply_to_interaction: None,
+            card: None,
         };
         if let Fanout::Forward {
             recipients,

@@ -518,7 +518,14 @@ where
         NewAction::of(actor, transition.action(), Some(&before), &after)
             .record(&mut *tx)
             .await?;
-        let events = tx.append_events(&events(&after), now).await?;
+        let mut events = tx.append_events(&events(&after), now).await?;
+        // A suspend disables the app's cards in its transaction (ADR 0027
+        // §7); a resume leaves them disabled.
+        if transition == Transition::Suspend {
+            let (_cards, cards) =
+                super::components::disable_authored_by(&mut *tx, before.app_id, now).await?;
+            events.extend(cards);
+        }
         tx.commit().await?;
         Ok(Committed {
             change: Transitioned::Moved(Changed { before, after }),

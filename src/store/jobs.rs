@@ -23,6 +23,8 @@ pub enum JobKind {
     HoldExpire,
     /// Hand a command invocation to its app's way in (ADR 0027 §4).
     AppCommandDispatch,
+    /// Hand an interaction to its app's way (ADR 0027 §4, "The job").
+    AppInteractionDispatch,
 }
 
 impl JobKind {
@@ -34,6 +36,7 @@ impl JobKind {
             JobKind::LeaseExpire => "lease_expire",
             JobKind::HoldExpire => "hold_expire",
             JobKind::AppCommandDispatch => "app_command_dispatch",
+            JobKind::AppInteractionDispatch => "app_interaction_dispatch",
         }
     }
 
@@ -45,6 +48,7 @@ impl JobKind {
             JobKind::LeaseExpire,
             JobKind::HoldExpire,
             JobKind::AppCommandDispatch,
+            JobKind::AppInteractionDispatch,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)

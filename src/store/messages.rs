@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use super::components::{write_card, NewCard};
 use super::jobs::{insert_job, NewJob};
 use super::recipients::{listings, seen_by};
 use super::sql::{parsed, to_json, Arg, Executor, Row};
@@ -64,6 +65,18 @@ pub struct NewMessage {
     pub fanout: Fanout,
     /// With `Fanout::Pending`: the job that will decide it.
     pub job: Option<NewJob>,
+    /// An app's card (ADR 0027 §5): written with the message, never in a
+    /// send group (`ConversationStore::insert_message` takes it alone).
+    pub card: Option<NewCard>,
+    /// The interaction an app's reply answers.
+    pub reply_to_interaction: Option<Uuid>,
+}
+
+impl NewMessage {
+    /// A card or a reply: written in its own transaction, not a group's.
+    pub fn writes_alone(&self) -> bool {
+        self.card.is_some() || self.reply_to_interaction.is_some()
+    }
 }
 
 /// A message verdict, applied only while the message is pending.
@@ -145,7 +158,8 @@ pub enum PagePlace {
 
 pub(super) const MESSAGE_COLUMNS: &str =
     "m.id, m.conversation_id, m.seq, m.sender_id, m.origin, m.parts, m.reply_to, m.thread_id, \
-     m.request_hash, m.verdict, m.verdict_reason, m.created_at, m.recipient_count AS recipients";
+     m.request_hash, m.verdict, m.verdict_reason, m.created_at, m.recipient_count AS recipients, \
+     m.reply_to_interaction, CAST(m.card AS TEXT) AS card";
 
 pub(super) fn message_row(row: &Row) -> StoreResult<(Message, Verdict, Option<String>)> {
     let message = Message {
@@ -158,6 +172,11 @@ pub(super) fn message_row(row: &Row) -> StoreResult<(Message, Verdict, Option<St
         reply_to: row.opt_id("reply_to")?,
         thread_id: row.opt_id("thread_id")?,
         created_at: rfc3339(row.int("created_at")?),
+        reply_to_interaction: row.opt_id("reply_to_interaction")?,
+        card: row
+            .opt_text("card")?
+            .map(|c| serde_json::from_str(&c).map_err(super::sql::json_err))
+            .transpose()?,
     };
     let verdict = verdict_of(
         row.text("verdict")?,
@@ -331,9 +350,14 @@ pub(super) async fn insert_one(
         reply_to: m.reply_to,
         thread_id: m.thread_id,
         created_at: rfc3339(m.created_at),
+        reply_to_interaction: m.reply_to_interaction,
+        card: m.card.as_ref().map(|c| c.card.clone()),
     };
     if let Some(job) = &m.job {
         insert_job(ex, job, m.created_at).await?;
+    }
+    if m.writes_alone() {
+        write_card(ex, m).await?;
     }
     let events = deliver(ex, m, &message, listed).await?;
     Ok(InsertedMessage::Inserted {

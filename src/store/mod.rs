@@ -19,6 +19,7 @@ mod audit_actions;
 mod cards;
 mod commands;
 mod commit_feed;
+mod components;
 mod conversations;
 mod effects;
 pub(crate) mod events;
@@ -29,6 +30,7 @@ mod identity;
 mod installation_held;
 mod installation_records;
 pub(crate) mod installations;
+mod interactions;
 mod jobs;
 mod leases;
 mod messages;
@@ -57,6 +59,7 @@ pub use commands::{
     NewCommand, NewInvocation, COMMAND_LIMIT,
 };
 pub use commit_feed::{CommitFeed, CommitListener};
+pub use components::{ComponentChange, ComponentChanged, ComponentStore, NewCard};
 pub use conversations::{ConversationStore, CreatedConversation, NewConversation};
 pub use effects::Effects;
 pub use events::EventStore;
@@ -68,6 +71,9 @@ pub use installations::{
     ActionDetails, ActionFilter, ActionRecord, ChangeEvents, Changed, Committed, FailedTask,
     FailureEvents, InstallationRecord, InstallationStore, Installed, NewInstallation, Transitioned,
     Uninstalled, Upgraded,
+};
+pub use interactions::{
+    InteractionCreated, InteractionResponse, InteractionStore, NewInteraction, Responded,
 };
 pub use jobs::{Job, JobKind, JobStore, NewJob};
 pub use leases::{CreatedLease, LeaseAccess, LeaseChange, NewLease};
@@ -143,6 +149,8 @@ pub trait Store:
     + AuditStore
     + InstallationStore
     + CommandStore
+    + ComponentStore
+    + InteractionStore
 {
 }
 
@@ -159,6 +167,8 @@ impl<T> Store for T where
         + AuditStore
         + InstallationStore
         + CommandStore
+        + ComponentStore
+        + InteractionStore
 {
 }
 

@@ -5,6 +5,7 @@
 use uuid::Uuid;
 
 use super::audit_actions::NewAction;
+use super::components::disable_authored_by;
 use super::identity::{revoke_active, IdentityDialect};
 use super::installations::{
     locked, move_state, Changed, FailedTask, FailureEvents, InstallationDialect, Uninstalled,
@@ -53,8 +54,12 @@ where
         .with_details(commands.details())
         .record(&mut *tx)
         .await?;
+    // Cards stay with their author; their components are disabled (ADR
+    // 0027 §7), each card's `message.updated` written here.
+    let (_cards, mut card_events) = disable_authored_by(&mut *tx, app_id, now).await?;
     let new_events: Vec<NewEvent> = failed_tasks.iter().flat_map(events).collect();
-    let events = tx.append_events(&new_events, now).await?;
+    let mut events = tx.append_events(&new_events, now).await?;
+    events.append(&mut card_events);
     tx.commit().await?;
     Ok(Uninstalled {
         change: Changed { before, after },

@@ -163,6 +163,8 @@ async fn bad_conversation_requests_are_refused_clearly() {
                 client_msg_id: None,
                 reply_to: None,
                 thread_id: None,
+                components: None,
+                card_use: None,
             })
             .await
             .unwrap_err();
@@ -199,6 +201,8 @@ async fn bad_conversation_requests_are_refused_clearly() {
                 client_msg_id: None,
                 reply_to: None,
                 thread_id: None,
+                components: None,
+                card_use: None,
             })
             .await
             .unwrap_err();
@@ -217,6 +221,8 @@ async fn bad_conversation_requests_are_refused_clearly() {
             client_msg_id: None,
             reply_to: Some(Uuid::now_v7()),
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await
         .unwrap_err();
@@ -242,6 +248,8 @@ async fn history_pages_in_both_directions() {
             client_msg_id: None,
             reply_to: Some(first.message.id),
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await
         .unwrap();
@@ -421,6 +429,8 @@ async fn the_deepest_accepted_data_part_reaches_sdk_clients_on(
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
     };
 

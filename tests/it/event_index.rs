@@ -235,6 +235,8 @@ async fn send(
             people: switchboard::store::PersonCopies::NONE,
         },
         job: None,
+        card: None,
+        reply_to_interaction: None,
     };
     match store.insert_message(&m).await.unwrap() {
         InsertedMessage::Inserted { events, .. } => events,

@@ -374,6 +374,8 @@ async fn a_retried_send_with_the_same_client_id_writes_once() {
         client_msg_id: Some("c-1".into()),
         reply_to: None,
         thread_id: None,
+        components: None,
+        card_use: None,
     };
     let first = sender
         .call::<AgentMessageSend>(params.clone())
@@ -466,6 +468,8 @@ async fn send_until_killed(
                     client_msg_id: None,
                     reply_to: None,
                     thread_id: None,
+                    components: None,
+                    card_use: None,
                 })
                 .await
             {

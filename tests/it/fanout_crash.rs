@@ -123,6 +123,8 @@ fn send_until_killed(
                             client_msg_id: None,
                             reply_to: None,
                             thread_id: None,
+                            components: None,
+                            card_use: None,
                         })
                         .await;
                     match sent {

@@ -64,6 +64,8 @@ async fn refused(c: &AgentClient, conversation: Uuid) {
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await
         .map(|_| ())

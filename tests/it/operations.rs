@@ -297,6 +297,8 @@ async fn every_event_written_to_the_log_is_counted_by_type() {
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await
         .unwrap();

@@ -280,6 +280,8 @@ pub(crate) async fn send_to(
             people: switchboard::store::PersonCopies::NONE,
         },
         job: None,
+        card: None,
+        reply_to_interaction: None,
     };
     match store.insert_message(&m).await.unwrap() {
         InsertedMessage::Inserted { events, .. } => events,
@@ -611,6 +613,8 @@ async fn concurrent_sends_keep_order_and_fail_alone(store: DynStore) {
             people: switchboard::store::PersonCopies::NONE,
         },
         job: None,
+        card: None,
+        reply_to_interaction: None,
     };
     let mut sends = Vec::new();
     for i in 0..60 {

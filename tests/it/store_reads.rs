@@ -242,6 +242,8 @@ pub(crate) async fn pending(store: &DynStore, conversation: Uuid, sender: Uuid) 
         created_at: 20,
         fanout: Fanout::Pending,
         job: Some(job.clone()),
+        card: None,
+        reply_to_interaction: None,
     };
     let inserted = store.insert_message(&m).await.unwrap();
     assert!(matches!(

@@ -109,6 +109,8 @@ async fn send(client: &AgentClient, conversation: Uuid, body: &str) -> MessageSe
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await
         .unwrap()
@@ -446,6 +448,8 @@ async fn app_conversations_are_for_the_owning_app_and_task_participants_only() {
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await
         .unwrap();
@@ -473,6 +477,8 @@ async fn app_conversations_are_for_the_owning_app_and_task_participants_only() {
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await
         .unwrap_err();
@@ -1116,6 +1122,8 @@ async fn send_result(
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await
 }
@@ -1209,6 +1217,8 @@ fn stored_message(
         created_at: 1,
         fanout,
         job,
+        card: None,
+        reply_to_interaction: None,
     }
 }
 

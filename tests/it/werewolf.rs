@@ -30,6 +30,26 @@ async fn one_full_round() {
         game::PLAYERS - 1,
         "every living agent spoke once"
     );
+    // The vote card: every living agent voted once, for a living agent,
+    // and the tally the app kept lynched the most voted.
+    let mut voters = summary.voters.clone();
+    voters.sort();
+    let mut living = summary.turn_order.clone();
+    living.sort();
+    assert_eq!(voters, living, "every living agent voted once");
+    assert_eq!(
+        summary.votes.values().sum::<usize>(),
+        game::PLAYERS - 1,
+        "one vote each"
+    );
+    assert!(summary.votes.keys().all(|s| living.contains(s)));
+    let villagers = game::PLAYERS - game::WOLVES - 1;
+    assert_eq!(
+        summary.votes.get(&summary.lynched),
+        Some(&villagers),
+        "the villagers' votes: {:?}",
+        summary.votes
+    );
     assert!(
         summary.wolves.contains(&summary.lynched),
         "the evidence convicted a wolf"

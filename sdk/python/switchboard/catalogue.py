@@ -37,12 +37,15 @@ from .types import (
     agent_event_ack_result_schema,
     agent_identity_get_params_schema,
     agent_identity_get_result_schema,
+    agent_interaction_create_params_schema,
+    agent_interaction_create_result_schema,
     agent_message_delivery_params_schema,
     agent_message_list_params_schema,
     agent_message_list_result_schema,
     agent_message_received_params_schema,
     agent_message_send_params_schema,
     agent_message_send_result_schema,
+    agent_message_updated_params_schema,
     agent_network_connect_params_schema,
     agent_network_connect_result_schema,
     agent_task_accepted_params_schema,
@@ -71,6 +74,8 @@ from .types import (
     app_command_register_result_schema,
     app_command_remove_params_schema,
     app_command_remove_result_schema,
+    app_component_update_params_schema,
+    app_component_update_result_schema,
     app_conversation_add_params_schema,
     app_conversation_add_result_schema,
     app_conversation_create_params_schema,
@@ -84,6 +89,9 @@ from .types import (
     app_identity_get_params_schema,
     app_identity_get_result_schema,
     app_installation_changed_params_schema,
+    app_interaction_created_params_schema,
+    app_interaction_respond_params_schema,
+    app_interaction_respond_result_schema,
     app_message_authorize_params_schema,
     app_message_authorize_result_schema,
     app_message_send_params_schema,
@@ -118,11 +126,14 @@ from .types import (
     person_event_ack_result_schema,
     person_identity_get_params_schema,
     person_identity_get_result_schema,
+    person_interaction_create_params_schema,
+    person_interaction_create_result_schema,
     person_message_list_params_schema,
     person_message_list_result_schema,
     person_message_received_params_schema,
     person_message_send_params_schema,
     person_message_send_result_schema,
+    person_message_updated_params_schema,
     person_network_connect_params_schema,
     person_network_connect_result_schema,
     person_typing_received_params_schema,
@@ -180,6 +191,10 @@ APP_COMMAND_REMOVE = Method('app/command/remove', 'method', 'app', app_command_r
 APP_COMMAND_LIST = Method('app/command/list', 'method', 'app', app_command_list_params_schema.AppCommandList, app_command_list_result_schema.AppCommandList)
 APP_AUTOCOMPLETE_ANSWER = Method('app/autocomplete/answer', 'method', 'app', app_autocomplete_answer_params_schema.AppAutocompleteAnswer, app_autocomplete_answer_result_schema.AppAutocompleteAnswer)
 APP_COMMAND_AUTOCOMPLETE = Method('app/command/autocomplete', 'callback', None, app_command_autocomplete_params_schema.AppCommandAutocomplete, app_command_autocomplete_result_schema.AppCommandAutocomplete)
+AGENT_INTERACTION_CREATE = Method('agent/interaction/create', 'method', 'agent', agent_interaction_create_params_schema.AgentInteractionCreate, agent_interaction_create_result_schema.AgentInteractionCreate)
+PERSON_INTERACTION_CREATE = Method('person/interaction/create', 'method', 'person', person_interaction_create_params_schema.PersonInteractionCreate, person_interaction_create_result_schema.PersonInteractionCreate)
+APP_INTERACTION_RESPOND = Method('app/interaction/respond', 'method', 'app', app_interaction_respond_params_schema.AppInteractionRespond, app_interaction_respond_result_schema.AppInteractionRespond)
+APP_COMPONENT_UPDATE = Method('app/component/update', 'method', 'app', app_component_update_params_schema.AppComponentUpdate, app_component_update_result_schema.AppComponentUpdate)
 AGENT_MESSAGE_RECEIVED: Method[agent_message_received_params_schema.AgentMessageReceived, BaseModel] = Method('agent/message/received', 'event', None, agent_message_received_params_schema.AgentMessageReceived, None)
 AGENT_CONVERSATION_CREATED: Method[agent_conversation_created_params_schema.AgentConversationCreated, BaseModel] = Method('agent/conversation/created', 'event', None, agent_conversation_created_params_schema.AgentConversationCreated, None)
 AGENT_TYPING_RECEIVED: Method[agent_typing_received_params_schema.AgentTypingReceived, BaseModel] = Method('agent/typing/received', 'event', None, agent_typing_received_params_schema.AgentTypingReceived, None)
@@ -198,6 +213,9 @@ AGENT_DISPATCH_HELD: Method[agent_dispatch_held_params_schema.AgentDispatchHeld,
 AGENT_DISPATCH_EXPIRED: Method[agent_dispatch_expired_params_schema.AgentDispatchExpired, BaseModel] = Method('agent/dispatch/expired', 'event', None, agent_dispatch_expired_params_schema.AgentDispatchExpired, None)
 APP_INSTALLATION_CHANGED: Method[app_installation_changed_params_schema.AppInstallationChanged, BaseModel] = Method('app/installation/changed', 'event', None, app_installation_changed_params_schema.AppInstallationChanged, None)
 APP_COMMAND_INVOKED: Method[app_command_invoked_params_schema.AppCommandInvoked, BaseModel] = Method('app/command/invoked', 'event', None, app_command_invoked_params_schema.AppCommandInvoked, None)
+AGENT_MESSAGE_UPDATED: Method[agent_message_updated_params_schema.AgentMessageUpdated, BaseModel] = Method('agent/message/updated', 'event', None, agent_message_updated_params_schema.AgentMessageUpdated, None)
+PERSON_MESSAGE_UPDATED: Method[person_message_updated_params_schema.PersonMessageUpdated, BaseModel] = Method('person/message/updated', 'event', None, person_message_updated_params_schema.PersonMessageUpdated, None)
+APP_INTERACTION_CREATED: Method[app_interaction_created_params_schema.AppInteractionCreated, BaseModel] = Method('app/interaction/created', 'event', None, app_interaction_created_params_schema.AppInteractionCreated, None)
 
 ALL: dict[str, Method] = {
     AGENT_NETWORK_CONNECT.name: AGENT_NETWORK_CONNECT,
@@ -250,6 +268,10 @@ ALL: dict[str, Method] = {
     APP_COMMAND_LIST.name: APP_COMMAND_LIST,
     APP_AUTOCOMPLETE_ANSWER.name: APP_AUTOCOMPLETE_ANSWER,
     APP_COMMAND_AUTOCOMPLETE.name: APP_COMMAND_AUTOCOMPLETE,
+    AGENT_INTERACTION_CREATE.name: AGENT_INTERACTION_CREATE,
+    PERSON_INTERACTION_CREATE.name: PERSON_INTERACTION_CREATE,
+    APP_INTERACTION_RESPOND.name: APP_INTERACTION_RESPOND,
+    APP_COMPONENT_UPDATE.name: APP_COMPONENT_UPDATE,
     AGENT_MESSAGE_RECEIVED.name: AGENT_MESSAGE_RECEIVED,
     AGENT_CONVERSATION_CREATED.name: AGENT_CONVERSATION_CREATED,
     AGENT_TYPING_RECEIVED.name: AGENT_TYPING_RECEIVED,
@@ -268,4 +290,7 @@ ALL: dict[str, Method] = {
     AGENT_DISPATCH_EXPIRED.name: AGENT_DISPATCH_EXPIRED,
     APP_INSTALLATION_CHANGED.name: APP_INSTALLATION_CHANGED,
     APP_COMMAND_INVOKED.name: APP_COMMAND_INVOKED,
+    AGENT_MESSAGE_UPDATED.name: AGENT_MESSAGE_UPDATED,
+    PERSON_MESSAGE_UPDATED.name: PERSON_MESSAGE_UPDATED,
+    APP_INTERACTION_CREATED.name: APP_INTERACTION_CREATED,
 }

@@ -114,6 +114,8 @@ async fn send(client: &AgentClient, conversation: Uuid) -> Result<Ack, ClientErr
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await?;
     Ok(Ack {

@@ -77,6 +77,8 @@ async fn flood(flooder: &AgentClient, world: &World, text: &str) -> anyhow::Resu
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await?;
     anyhow::ensure!(

@@ -124,9 +124,10 @@ pub struct ThinReader {
 const HEADER: &str = "p.event_id, p.type, p.occurred_at, CAST(p.body AS TEXT) AS body";
 
 /// The message columns under the names the rebuilds read. The layouts
-/// compared are built on schema 0002, which has no threads.
+/// compared are built on schema 0002, which has no threads and no cards.
 pub const MESSAGE: &str = "m.id AS message_id, m.conversation_id, m.seq AS message_seq, \
-     m.sender_id, m.origin, m.parts, m.reply_to, NULL AS thread_id, m.created_at";
+     m.sender_id, m.origin, m.parts, m.reply_to, NULL AS thread_id, m.created_at, \
+     NULL AS reply_to_interaction, NULL AS card";
 
 impl ThinReader {
     pub fn new(read: ThinRead, postgres: bool) -> ThinReader {

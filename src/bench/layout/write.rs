@@ -281,6 +281,8 @@ async fn group_messages(
                 reply_to: None,
                 thread_id: None,
                 created_at: rfc3339(now),
+                reply_to_interaction: None,
+                card: None,
             }
         })
         .collect())

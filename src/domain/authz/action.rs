@@ -54,6 +54,13 @@ pub enum Action {
     CommandRegister,
     /// An app answers an autocomplete request later.
     CommandAutocompleteRespond,
+    // ---- cards (ADR 0027 §3, §6) ----
+    /// A person or agent operating a component of an app's card.
+    InteractionCreate,
+    /// The card's app answering an interaction.
+    InteractionRespond,
+    /// The card's app changing one of its components.
+    ComponentUpdate,
 }
 
 /// The kinds of subject an action admits. The operator is the admin token,
@@ -153,7 +160,7 @@ impl Requirement {
 }
 
 impl Action {
-    pub const ALL: [Action; 34] = [
+    pub const ALL: [Action; 37] = [
         Action::ConversationCreate,
         Action::ConversationRead,
         Action::MessageRead,
@@ -188,6 +195,9 @@ impl Action {
         Action::CommandAutocomplete,
         Action::CommandRegister,
         Action::CommandAutocompleteRespond,
+        Action::InteractionCreate,
+        Action::InteractionRespond,
+        Action::ComponentUpdate,
     ];
 
     /// The catalogue's name: the protocol's `data.action` and the audit's.
@@ -227,6 +237,9 @@ impl Action {
             Action::CommandAutocomplete => "command.autocomplete",
             Action::CommandRegister => "command.register",
             Action::CommandAutocompleteRespond => "command.autocomplete.respond",
+            Action::InteractionCreate => "interaction.create",
+            Action::InteractionRespond => "interaction.respond",
+            Action::ComponentUpdate => "component.update",
         }
     }
 
@@ -301,6 +314,14 @@ impl Action {
             Action::CommandRegister | Action::CommandAutocompleteRespond => {
                 req(S::APP, K::Hub, None, false, Rule::None).with_scope(Scope::CommandsWrite)
             }
+            // The level is the component's `trigger` (step 4 reads it from
+            // the resource); the channel's state and the owner's guard are
+            // the component's own step (`check_component`).
+            Action::InteractionCreate => req(S::MEMBERS, K::Component, None, false, Rule::None),
+            Action::InteractionRespond => req(S::APP, K::Interaction, None, false, Rule::None)
+                .with_scope(Scope::ComponentsWrite),
+            Action::ComponentUpdate => req(S::APP, K::Component, None, false, Rule::None)
+                .with_scope(Scope::ComponentsWrite),
         }
     }
 }

@@ -10,15 +10,25 @@
 //!    without a live one, `app_suspended`; ADR 0023 §6);
 //! 3. the resource exists and the subject can read it (NotFound `no_grant`,
 //!    or `not_self` for another's stream or lease);
+//!
+//!    3b. a command is offered only while its owning app is reachable
+//!    (active, `commands:write`, write on the place) and in the place it
+//!    is scoped to: otherwise NotFound `no_grant`, as an unknown command
+//!    (ADR 0027 §3);
 //! 4. the subject's level reaches the action's (`level_insufficient`);
 //!
 //!    4b. an app subject holds the action's scope (`scope_missing`), after
 //!    readability so a hidden place stays hidden;
 //! 5. a write respects the channel's state (`channel_archived`, then
 //!    `channel_read_only` below admin);
-//! 6. the action's rule holds for the principals the request names.
+//! 6. the action's rule holds for the principals the request names;
+//! 7. on a component (ADR 0027 §3): the owning app's guard and the
+//!    component's state (`component_inactive`), its capability
+//!    (`capability_missing`) and restriction (`component_restricted`); a
+//!    dispatch on an app's reply is refused `app_reply`.
 
 pub mod action;
+mod component;
 pub mod level;
 pub mod resource;
 
@@ -28,8 +38,10 @@ mod tests;
 use uuid::Uuid;
 
 pub use action::{Action, Requirement, Rule, Subjects};
+pub use component::OwnerFacts;
+use component::{check_component, component_reach};
 pub use level::Level;
-pub use resource::{ChannelState, Place, PlaceKind, PlaceRef, Resource, ResourceKind};
+pub use resource::{ChannelState, ComponentOn, Place, PlaceKind, PlaceRef, Resource, ResourceKind};
 
 use crate::domain::installation::{InstallationFacts, InstallationState, Scope};
 use crate::domain::PrincipalKind;
@@ -89,29 +101,10 @@ pub struct Facts {
     /// An app subject's live installation (`None`: it has none). Filled
     /// for app subjects only; never read for any other kind.
     pub installation: Option<InstallationFacts>,
-    /// The owning app of a command (ADR 0027 §3): filled for command
-    /// resources only.
+    /// The app that owns the command or component a request is about
+    /// (ADR 0027 §3), not the subject: filled for command resources and
+    /// for `interaction.create` only.
     pub owner: Option<OwnerFacts>,
-}
-
-/// What the owning app of a command holds, not the subject: its live
-/// installation and its own level on the place (capped at write, as for
-/// the app itself).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OwnerFacts {
-    pub installation: Option<InstallationFacts>,
-    pub level: Option<Level>,
-}
-
-impl OwnerFacts {
-    /// The owner's guard: its installation is active, holds `scope`, and
-    /// it has write on the place. What it offers is reachable only then.
-    pub fn reachable(&self, scope: Scope) -> bool {
-        let installed = self
-            .installation
-            .is_some_and(|i| i.state == InstallationState::Active && i.scopes.contains(scope));
-        installed && self.level.is_some_and(|l| l >= Level::Write)
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,10 +128,18 @@ pub enum Reason {
     AppNotInstalled,
     AppSuspended,
     ScopeMissing,
+    // ---- cards (ADR 0027 §3, §6) ----
+    /// Used, disabled, expired, or its app unreachable: answered 409
+    /// `component_used`.
+    ComponentInactive,
+    ComponentRestricted,
+    CapabilityMissing,
+    /// A dispatch on a reply an app wrote for an interaction.
+    AppReply,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 11] = [
+    pub const ALL: [Reason; 15] = [
         Reason::NoGrant,
         Reason::LevelInsufficient,
         Reason::SubjectKindNotAllowed,
@@ -150,6 +151,10 @@ impl Reason {
         Reason::AppNotInstalled,
         Reason::AppSuspended,
         Reason::ScopeMissing,
+        Reason::ComponentInactive,
+        Reason::ComponentRestricted,
+        Reason::CapabilityMissing,
+        Reason::AppReply,
     ];
 
     /// The inverse of [`Reason::as_str`]: the audit's stored column and its
@@ -171,6 +176,10 @@ impl Reason {
             Reason::AppNotInstalled => "app_not_installed",
             Reason::AppSuspended => "app_suspended",
             Reason::ScopeMissing => "scope_missing",
+            Reason::ComponentInactive => "component_inactive",
+            Reason::ComponentRestricted => "component_restricted",
+            Reason::CapabilityMissing => "capability_missing",
+            Reason::AppReply => "app_reply",
         }
     }
 }
@@ -240,7 +249,8 @@ fn decide(
     if need.writes {
         check_channel_state(resource, level)?;
     }
-    check_rule(need.rule, &facts.named)
+    check_rule(need.rule, &facts.named)?;
+    check_component(subject, action, resource, level, facts)
 }
 
 fn check_kind(subject: &Subject, admitted: Subjects) -> Result<(), Denial> {
@@ -386,7 +396,12 @@ fn reach(subject: &Subject, action: Action, resource: &Resource, facts: &Facts) 
             place,
             sender,
             recipient,
+            ..
         } => message_reach(action, place, id, kind, *sender, *recipient, grants),
+        Resource::Component(c) => component_reach(action, c, id, kind, grants),
+        Resource::Interaction { app_id } => {
+            (action == Action::InteractionRespond && *app_id == id).then_some(level::DERIVED)
+        }
         Resource::Task {
             app_id,
             participants,
@@ -418,11 +433,13 @@ fn check_owner(resource: &Resource, owner: Option<&OwnerFacts>) -> Result<(), De
 }
 
 /// The level step 4 asks for: a command's own `requiredLevel`; write on
-/// the place an app scopes a command to; otherwise the action's.
+/// the place an app scopes a command to; a component's own `trigger` for
+/// an interaction; otherwise the action's.
 fn needed_level(action: Action, level: Option<Level>, resource: &Resource) -> Option<Level> {
     match resource {
         Resource::Command { required_level, .. } => Some(*required_level),
         Resource::Conversation(_) if action == Action::CommandRegister => Some(Level::Write),
+        Resource::Component(c) if action == Action::InteractionCreate => Some(c.trigger),
         _ => level,
     }
 }

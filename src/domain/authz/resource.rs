@@ -96,10 +96,13 @@ pub enum ResourceKind {
     App,
     Grant,
     Command,
+    /// A card's component (ADR 0027 §3).
+    Component,
+    Interaction,
 }
 
 impl ResourceKind {
-    pub const ALL: [ResourceKind; 11] = [
+    pub const ALL: [ResourceKind; 13] = [
         ResourceKind::Hub,
         ResourceKind::Stream,
         ResourceKind::Space,
@@ -111,6 +114,8 @@ impl ResourceKind {
         ResourceKind::App,
         ResourceKind::Grant,
         ResourceKind::Command,
+        ResourceKind::Component,
+        ResourceKind::Interaction,
     ];
 
     /// The inverse of [`ResourceKind::as_str`] (the audit's stored column).
@@ -131,6 +136,8 @@ impl ResourceKind {
             ResourceKind::App => "app",
             ResourceKind::Grant => "grant",
             ResourceKind::Command => "command",
+            ResourceKind::Component => "component",
+            ResourceKind::Interaction => "interaction",
         }
     }
 }
@@ -151,10 +158,18 @@ pub enum Resource {
     },
     Conversation(Place),
     /// `recipient`: a `message_recipients` row names the subject.
+    /// `app_reply`: an app's reply to an interaction (ADR 0027 §6).
     Message {
         place: Place,
         sender: Uuid,
         recipient: bool,
+        app_reply: bool,
+    },
+    /// A component of an app's card (boxed: the largest variant).
+    Component(Box<ComponentOn>),
+    /// An interaction, known to its card's app.
+    Interaction {
+        app_id: Uuid,
     },
     Task {
         app_id: Uuid,
@@ -198,6 +213,8 @@ impl Resource {
             Resource::App => ResourceKind::App,
             Resource::Grant { .. } => ResourceKind::Grant,
             Resource::Command { .. } => ResourceKind::Command,
+            Resource::Component(_) => ResourceKind::Component,
+            Resource::Interaction { .. } => ResourceKind::Interaction,
         }
     }
 
@@ -207,10 +224,31 @@ impl Resource {
             Resource::Conversation(place)
             | Resource::Message { place, .. }
             | Resource::Command { place, .. } => Some(place),
+            Resource::Component(c) => Some(&c.place),
             Resource::Grant {
                 on: PlaceRef::Channel(place),
             } => Some(place),
             _ => None,
         }
     }
+}
+
+/// A component as the decision sees it (ADR 0027 §3): the card's place and
+/// author, whether the subject sees the card, and the component's rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ComponentOn {
+    pub place: Place,
+    /// The app that posted the card.
+    pub author: Uuid,
+    /// A `message_recipients` row names the subject (outside channels).
+    pub recipient: bool,
+    /// The card has the component named; when not, the decision stops
+    /// after readability and the handler answers InvalidParams.
+    pub on_card: bool,
+    /// Active and not expired.
+    pub usable: bool,
+    /// The level needed to operate it.
+    pub trigger: super::Level,
+    pub capability: Option<crate::domain::component::Capability>,
+    pub restricted_to: Option<crate::domain::component::Restriction>,
 }

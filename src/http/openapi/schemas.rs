@@ -97,6 +97,21 @@ impl Components {
         v
     }
 
+    /// `T`'s params as a REST body named `name`: without the members the
+    /// route's path carries (a body naming them is refused).
+    pub fn body_without<T: JsonSchema>(&mut self, name: &str, path_members: &[&str]) -> Value {
+        let mut schema = self.inline::<T>();
+        for member in path_members {
+            if let Some(props) = schema["properties"].as_object_mut() {
+                props.remove(*member);
+            }
+            if let Some(required) = schema["required"].as_array_mut() {
+                required.retain(|r| r != member);
+            }
+        }
+        self.named(name, schema)
+    }
+
     /// Registers a schema written here under `name` and refers to it.
     pub fn named(&mut self, name: &str, schema: Value) -> Value {
         self.written.insert(name.to_string(), schema);

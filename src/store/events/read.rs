@@ -20,7 +20,8 @@ use crate::store::StoreResult;
 /// the page is a range of `(stream, seq)`.
 pub const PAGE: &str = "SELECT s.audience, i.seq, p.event_id, p.type, p.occurred_at, \
      CAST(p.body AS TEXT) AS body, m.id AS message_id, m.conversation_id, m.seq AS message_seq, \
-     m.sender_id, m.origin, m.parts, m.reply_to, m.thread_id, m.created_at \
+     m.sender_id, m.origin, m.parts, m.reply_to, m.thread_id, m.created_at, \
+     m.reply_to_interaction, CAST(m.card AS TEXT) AS card \
      FROM event_streams s JOIN event_index i ON i.stream = s.stream \
      JOIN event_payloads p ON p.id = i.payload \
      LEFT JOIN messages m ON m.id = p.message_id \
@@ -76,6 +77,12 @@ pub struct MessageText<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<Uuid>,
     pub created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_to_interaction: Option<Uuid>,
+    /// The card as it is now (ADR 0027 §5): its own `message.updated`
+    /// events keep each version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub card: Option<&'a RawValue>,
 }
 
 #[derive(Serialize)]
@@ -89,6 +96,7 @@ struct Wrapped<'a> {
 /// values built), never parsed into one.
 pub fn message_payload(r: &Row, json: StoredJson) -> StoreResult<Box<RawValue>> {
     let parts = json.text(r.json("parts")?);
+    let card = r.opt_text("card")?.map(|c| json.text(c));
     let message = MessageText {
         id: r.id("message_id")?,
         conversation_id: r.id("conversation_id")?,
@@ -99,6 +107,12 @@ pub fn message_payload(r: &Row, json: StoredJson) -> StoreResult<Box<RawValue>> 
         reply_to: r.opt_id("reply_to")?,
         thread_id: r.opt_id("thread_id")?,
         created_at: rfc3339(r.int("created_at")?),
+        reply_to_interaction: r.opt_id("reply_to_interaction")?,
+        card: card
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(json_err)?,
     };
     serde_json::value::to_raw_value(&Wrapped { message }).map_err(json_err)
 }
@@ -200,6 +214,8 @@ pub(crate) mod tests {
             reply_to,
             thread_id: None,
             created_at: rfc3339(1_700_000_000_123),
+            reply_to_interaction: None,
+            card: None,
         }
     }
 
@@ -209,7 +225,8 @@ pub(crate) mod tests {
         let ex: &mut dyn Executor = conn;
         ex.fetch_optional(
             "SELECT $1 AS message_id, $2 AS conversation_id, $3 AS message_seq, $4 AS sender_id, \
-             $5 AS origin, $6 AS parts, $7 AS reply_to, $8 AS created_at, $9 AS thread_id",
+             $5 AS origin, $6 AS parts, $7 AS reply_to, $8 AS created_at, $9 AS thread_id, \
+             NULL AS reply_to_interaction, NULL AS card",
             &[
                 Arg::Id(m.id),
                 Arg::Id(m.conversation_id),

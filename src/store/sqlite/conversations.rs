@@ -182,6 +182,8 @@ mod tests {
             created_at: 5,
             fanout,
             job: job.then(|| NewJob::new(JobKind::MessageAuthorize, id, 7)),
+            card: None,
+            reply_to_interaction: None,
         }
     }
 

@@ -114,6 +114,8 @@ impl World {
             created_at: 5,
             fanout,
             job: pending.then(|| NewJob::new(JobKind::MessageAuthorize, id, 7)),
+            card: None,
+            reply_to_interaction: None,
         }
     }
 }

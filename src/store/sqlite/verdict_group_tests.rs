@@ -150,6 +150,8 @@ async fn pending(s: &SqliteStore, room: Uuid, sender: Uuid) -> (Uuid, Uuid) {
         created_at: 5,
         fanout: Fanout::Pending,
         job: Some(job.clone()),
+        card: None,
+        reply_to_interaction: None,
     };
     s.insert_message(&m).await.unwrap();
     (id, job.id)

@@ -121,6 +121,8 @@ fn auth_rows() -> Vec<Row> {
         row("POST", "/api/v1/cards", None, Some(r#"{"card":{}}"#), 401, unauthorized(NEED_OPERATOR)),
         row("POST", "/api/v1/webhooks/test", None, Some(r#"{"url":"https://x.example"}"#), 401, unauthorized(NEED_OPERATOR)),
         row("POST", "/api/v1/agents/register", Garbage, Some(r#"{"name":"x"}"#), 401, unauthorized(BAD_KEY)),
+        row("POST", "/api/v1/messages/{Z}/interactions", None, Some("{}"), 401, unauthorized(NEED_BEARER)),
+        row("POST", "/api/v1/interactions/{Z}/response", Garbage, Some("{}"), 401, unauthorized(BAD_KEY)),
     ]
 }
 
@@ -148,6 +150,9 @@ fn body_rows() -> Vec<Row> {
         row("PATCH", "/api/v1/channels/{Z}", Operator, Some("{}"), 400, invalid_field("/name", "name or state is required")),
         row("PATCH", "/api/v1/channels/{Z}", Operator, Some(r#"{"state":"bogus"}"#), 400, invalid_field("/state", "must be open, read_only or archived")),
         row("POST", "/api/v1/conversations/{Z}/messages", Agent, Some("{}"), 400, fields("invalid_request", "Invalid params: parts is required", "/parts", "Invalid params: parts is required")),
+        row("POST", "/api/v1/messages/{Z}/interactions", Agent, Some("{}"), 400, fields("invalid_request", "Invalid params: componentId is required", "/componentId", "Invalid params: componentId is required")),
+        row("POST", "/api/v1/messages/{Z}/interactions", Agent, Some(r#"{"messageId":"x"}"#), 400, invalid_field("/messageId", "is the path's: leave it out")),
+        row("PATCH", "/api/v1/messages/{Z}/components/{Z}", Agent, Some(r#"{"state":"used"}"#), 400, fields("invalid_request", "Invalid params: state: unknown variant `used`, expected `active` or `disabled`", "/state", "Invalid params: state: unknown variant `used`, expected `active` or `disabled`")),
         row("POST", "/api/v1/grants", Operator, Some("{}"), 400, invalid_field("/subject", "is required: an object with one of principalId, groupId")),
         row("POST", "/api/v1/grants", Operator, Some(r#"{"subject":{"principalId":"00000000-0000-0000-0000-000000000000"},"place":{"spaceId":"00000000-0000-0000-0000-000000000000"},"level":"x"}"#), 400, invalid_field("/level", "is required: read, write, trigger or admin")),
         row("POST", "/api/v1/groups", Operator, Some("{}"), 400, invalid_field("/name", name_rule)),
@@ -180,6 +185,8 @@ fn store_rows() -> Vec<Row> {
         row("POST", "/api/v1/conversations/{Z}/messages", Agent, Some(r#"{"parts":[]}"#), 404, not_found("conversation not found")),
         row("POST", "/api/v1/grants", Operator, Some(r#"{"subject":{"principalId":"00000000-0000-0000-0000-000000000000"},"place":{"spaceId":"00000000-0000-0000-0000-000000000000"},"level":"read"}"#), 404, not_found("space not found")),
         row("DELETE", "/api/v1/grants/{Z}", Operator, Option::None, 404, not_found("grant not found")),
+        row("POST", "/api/v1/messages/{Z}/interactions", Agent, Some(r#"{"componentId":"00000000-0000-0000-0000-000000000000"}"#), 404, not_found("message not found")),
+        row("POST", "/api/v1/interactions/{Z}/response", Agent, Some(r#"{"state":"acknowledged"}"#), 403, json!({"error": {"code": "forbidden", "message": "interaction.respond refused: subject_kind_not_allowed", "reason": "subject_kind_not_allowed"}})),
         row("PUT", "/api/v1/groups/{Z}/members/{Z}", Operator, Option::None, 404, not_found("group or principal not found")),
         row("DELETE", "/api/v1/groups/{Z}/members/{Z}", Operator, Option::None, 404, not_found("group or principal not found")),
         row("GET", "/api/v1/conversations/{Z}/commands", Agent, Option::None, 404, not_found("conversation not found")),

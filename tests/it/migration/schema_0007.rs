@@ -269,6 +269,8 @@ impl Writer<'_> {
             reply_to,
             created_at: rfc3339(at),
             thread_id: None,
+            reply_to_interaction: None,
+            card: None,
         };
         self.db
             .exec(

@@ -208,6 +208,8 @@ async fn message(
         reply_to,
         created_at: rfc3339(at),
         thread_id: None,
+        reply_to_interaction: None,
+        card: None,
     };
     db.exec(
         "INSERT INTO messages (id, conversation_id, seq, sender_id, origin, parts, reply_to, verdict, created_at, \

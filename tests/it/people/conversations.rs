@@ -136,6 +136,8 @@ async fn direct_both_ways(cast: &mut Cast) {
         client_msg_id: None,
         reply_to: None,
         thread_id: None,
+        components: None,
+        card_use: None,
     };
     ca.call::<switchboard::protocol::conversations::AgentMessageSend>(sent)
         .await
@@ -238,6 +240,8 @@ async fn mixed_group(cast: &mut Cast) {
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         },
     )
     .await

@@ -55,6 +55,8 @@ pub async fn send(client: &AgentClient, conversation: Uuid, body: &str) -> Messa
             client_msg_id: None,
             reply_to: None,
             thread_id: None,
+            components: None,
+            card_use: None,
         })
         .await
         .unwrap()

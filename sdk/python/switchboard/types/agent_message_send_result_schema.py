@@ -44,6 +44,73 @@ class NonNullJson(
     ]
 
 
+class CardUse(Enum):
+    once = 'once'
+    once_per_principal = 'once_per_principal'
+
+
+class ComponentKind(Enum):
+    button = 'button'
+    select = 'select'
+    form = 'form'
+
+
+class ButtonStyle(Enum):
+    primary = 'primary'
+    secondary = 'secondary'
+    danger = 'danger'
+
+
+class SelectOption(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    label: Annotated[
+        str, Field(description='1 to 100 characters.', max_length=100, min_length=1)
+    ]
+    value: Annotated[
+        str,
+        Field(
+            description='1 to 100 characters, unique in the select.',
+            max_length=100,
+            min_length=1,
+        ),
+    ]
+
+
+class FieldType(Enum):
+    string = 'string'
+    integer = 'integer'
+    number = 'number'
+    boolean = 'boolean'
+
+
+class Level(Enum):
+    read = 'read'
+    write = 'write'
+    trigger = 'trigger'
+    admin = 'admin'
+
+
+class Capability(Enum):
+    approve_actions = 'approve_actions'
+
+
+class Restriction(Enum):
+    owner = 'owner'
+    run_starter = 'run_starter'
+
+
+class ComponentState3(Enum):
+    active = 'active'
+
+
+class ComponentState(
+    RootModel[ComponentState3 | Literal['used'] | Literal['disabled']]
+):
+    root: ComponentState3 | Literal['used'] | Literal['disabled']
+
+
 class DeliveryState(Enum):
     forwarded = 'forwarded'
     blocked = 'blocked'
@@ -71,6 +138,32 @@ class Part(RootModel[Part7 | Part8]):
     root: Part7 | Part8
 
 
+class FormField(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description='1 to 64 characters of `[A-Za-z0-9_-]`, unique in the form.',
+            max_length=64,
+            min_length=1,
+            pattern='^[A-Za-z0-9_-]+$',
+        ),
+    ]
+    label: Annotated[str, Field(max_length=100, min_length=1)]
+    type: FieldType
+    required: bool | None = None
+    maxLength: Annotated[
+        int | None,
+        Field(
+            description="A string field's longest value, in characters (1 to 4000).",
+            ge=1,
+            le=4000,
+        ),
+    ] = None
+
+
 class Delivery(BaseModel):
     state: DeliveryState
     recipients: Annotated[int | None, Field(ge=0)] = None
@@ -82,6 +175,47 @@ class Delivery(BaseModel):
             ge=0,
         ),
     ] = None
+
+
+class Component(BaseModel):
+    componentId: UUID
+    customId: str
+    kind: ComponentKind
+    label: Annotated[
+        str | None, Field(description="A button's text (1 to 80 characters).")
+    ] = None
+    style: ButtonStyle | None = None
+    placeholder: Annotated[
+        str | None, Field(description="A select's hint (1 to 100 characters).")
+    ] = None
+    options: Annotated[
+        list[SelectOption] | None, Field(description="A select's options (1 to 25).")
+    ] = None
+    minValues: Annotated[int | None, Field(ge=0)] = None
+    maxValues: Annotated[int | None, Field(ge=0)] = None
+    title: Annotated[
+        str | None, Field(description="A form's title (1 to 100 characters).")
+    ] = None
+    fields: Annotated[
+        list[FormField] | None, Field(description="A form's fields (1 to 10).")
+    ] = None
+    trigger: Annotated[Level, Field(description='The level needed to operate it.')]
+    requiredCapability: Capability | None = None
+    restrictedTo: Restriction | None = None
+    state: ComponentState
+    expiresAt: Annotated[str, Field(description='RFC 3339, to the millisecond.')]
+
+
+class Card(BaseModel):
+    version: Annotated[
+        int,
+        Field(
+            description="From 1; every change of a component's state or label adds one.",
+            ge=0,
+        ),
+    ]
+    use: CardUse
+    components: list[Component]
 
 
 class Message(BaseModel):
@@ -101,6 +235,18 @@ class Message(BaseModel):
         ),
     ] = None
     createdAt: Annotated[str, Field(description='RFC 3339.')]
+    replyToInteraction: Annotated[
+        UUID | None,
+        Field(
+            description='The interaction a reply of its app answers (ADR 0027 §6): no agent\ntakes a lease on such a message.'
+        ),
+    ] = None
+    card: Annotated[
+        Card | None,
+        Field(
+            description='The card an app posted with the message (ADR 0027 §5), as it is now;\nabsent on other messages.'
+        ),
+    ] = None
 
 
 class MessageSendResult(BaseModel):

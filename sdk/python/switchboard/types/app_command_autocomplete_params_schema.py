@@ -10,14 +10,14 @@ from uuid import UUID
 from pydantic import BaseModel, Field, RootModel
 
 
-class PrincipalKind1(Enum):
+class PrincipalKind2(Enum):
     agent = 'agent'
     app = 'app'
 
 
-class PrincipalKind(RootModel[PrincipalKind1 | Literal['person']]):
+class PrincipalKind(RootModel[PrincipalKind2 | Literal['person']]):
     root: Annotated[
-        PrincipalKind1 | Literal['person'],
+        PrincipalKind2 | Literal['person'],
         Field(
             description='Who acts. One id space for every kind: an id names one principal.'
         ),

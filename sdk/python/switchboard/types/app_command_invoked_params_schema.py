@@ -10,14 +10,14 @@ from uuid import UUID
 from pydantic import BaseModel, Field, RootModel
 
 
-class PrincipalKind2(Enum):
+class PrincipalKind3(Enum):
     agent = 'agent'
     app = 'app'
 
 
-class PrincipalKind(RootModel[PrincipalKind2 | Literal['person']]):
+class PrincipalKind(RootModel[PrincipalKind3 | Literal['person']]):
     root: Annotated[
-        PrincipalKind2 | Literal['person'],
+        PrincipalKind3 | Literal['person'],
         Field(
             description='Who acts. One id space for every kind: an id names one principal.'
         ),

@@ -19,18 +19,18 @@ class LeaseState(Enum):
     expired = 'expired'
 
 
-class Origin4(Enum):
+class Origin6(Enum):
     agent = 'agent'
     app = 'app'
 
 
-class Origin(RootModel[Origin4 | Literal['person']]):
+class Origin(RootModel[Origin6 | Literal['person']]):
     root: Annotated[
-        Origin4 | Literal['person'], Field(description='Who authored a message.')
+        Origin6 | Literal['person'], Field(description='Who authored a message.')
     ]
 
 
-class Part9(BaseModel):
+class Part13(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -53,6 +53,73 @@ class NonNullJson(
     ]
 
 
+class CardUse(Enum):
+    once = 'once'
+    once_per_principal = 'once_per_principal'
+
+
+class ComponentKind(Enum):
+    button = 'button'
+    select = 'select'
+    form = 'form'
+
+
+class ButtonStyle(Enum):
+    primary = 'primary'
+    secondary = 'secondary'
+    danger = 'danger'
+
+
+class SelectOption(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    label: Annotated[
+        str, Field(description='1 to 100 characters.', max_length=100, min_length=1)
+    ]
+    value: Annotated[
+        str,
+        Field(
+            description='1 to 100 characters, unique in the select.',
+            max_length=100,
+            min_length=1,
+        ),
+    ]
+
+
+class FieldType(Enum):
+    string = 'string'
+    integer = 'integer'
+    number = 'number'
+    boolean = 'boolean'
+
+
+class Level(Enum):
+    read = 'read'
+    write = 'write'
+    trigger = 'trigger'
+    admin = 'admin'
+
+
+class Capability(Enum):
+    approve_actions = 'approve_actions'
+
+
+class Restriction(Enum):
+    owner = 'owner'
+    run_starter = 'run_starter'
+
+
+class ComponentState6(Enum):
+    active = 'active'
+
+
+class ComponentState(
+    RootModel[ComponentState6 | Literal['used'] | Literal['disabled']]
+):
+    root: ComponentState6 | Literal['used'] | Literal['disabled']
+
+
 class Lease(BaseModel):
     leaseId: UUID
     messageId: UUID
@@ -68,7 +135,7 @@ class Lease(BaseModel):
     createdAt: Annotated[str, Field(description='RFC 3339.')]
 
 
-class Part10(BaseModel):
+class Part14(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -85,8 +152,75 @@ class Part10(BaseModel):
     ] = None
 
 
-class Part(RootModel[Part9 | Part10]):
-    root: Part9 | Part10
+class Part(RootModel[Part13 | Part14]):
+    root: Part13 | Part14
+
+
+class FormField(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description='1 to 64 characters of `[A-Za-z0-9_-]`, unique in the form.',
+            max_length=64,
+            min_length=1,
+            pattern='^[A-Za-z0-9_-]+$',
+        ),
+    ]
+    label: Annotated[str, Field(max_length=100, min_length=1)]
+    type: FieldType
+    required: bool | None = None
+    maxLength: Annotated[
+        int | None,
+        Field(
+            description="A string field's longest value, in characters (1 to 4000).",
+            ge=1,
+            le=4000,
+        ),
+    ] = None
+
+
+class Component(BaseModel):
+    componentId: UUID
+    customId: str
+    kind: ComponentKind
+    label: Annotated[
+        str | None, Field(description="A button's text (1 to 80 characters).")
+    ] = None
+    style: ButtonStyle | None = None
+    placeholder: Annotated[
+        str | None, Field(description="A select's hint (1 to 100 characters).")
+    ] = None
+    options: Annotated[
+        list[SelectOption] | None, Field(description="A select's options (1 to 25).")
+    ] = None
+    minValues: Annotated[int | None, Field(ge=0)] = None
+    maxValues: Annotated[int | None, Field(ge=0)] = None
+    title: Annotated[
+        str | None, Field(description="A form's title (1 to 100 characters).")
+    ] = None
+    fields: Annotated[
+        list[FormField] | None, Field(description="A form's fields (1 to 10).")
+    ] = None
+    trigger: Annotated[Level, Field(description='The level needed to operate it.')]
+    requiredCapability: Capability | None = None
+    restrictedTo: Restriction | None = None
+    state: ComponentState
+    expiresAt: Annotated[str, Field(description='RFC 3339, to the millisecond.')]
+
+
+class Card(BaseModel):
+    version: Annotated[
+        int,
+        Field(
+            description="From 1; every change of a component's state or label adds one.",
+            ge=0,
+        ),
+    ]
+    use: CardUse
+    components: list[Component]
 
 
 class Message(BaseModel):
@@ -106,6 +240,18 @@ class Message(BaseModel):
         ),
     ] = None
     createdAt: Annotated[str, Field(description='RFC 3339.')]
+    replyToInteraction: Annotated[
+        UUID | None,
+        Field(
+            description='The interaction a reply of its app answers (ADR 0027 §6): no agent\ntakes a lease on such a message.'
+        ),
+    ] = None
+    card: Annotated[
+        Card | None,
+        Field(
+            description='The card an app posted with the message (ADR 0027 §5), as it is now;\nabsent on other messages.'
+        ),
+    ] = None
 
 
 class AppDispatchAuthorize(BaseModel):

@@ -30,18 +30,18 @@ class ChannelState(
     ]
 
 
-class Origin5(Enum):
+class Origin8(Enum):
     agent = 'agent'
     app = 'app'
 
 
-class Origin(RootModel[Origin5 | Literal['person']]):
+class Origin(RootModel[Origin8 | Literal['person']]):
     root: Annotated[
-        Origin5 | Literal['person'], Field(description='Who authored a message.')
+        Origin8 | Literal['person'], Field(description='Who authored a message.')
     ]
 
 
-class Part11(BaseModel):
+class Part19(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -62,6 +62,73 @@ class NonNullJson(
         Union[bool, int, float, str, dict[str, Any], list["NonNullJson"]],
         Field(description='Any JSON value but null, at every depth.'),
     ]
+
+
+class CardUse(Enum):
+    once = 'once'
+    once_per_principal = 'once_per_principal'
+
+
+class ComponentKind(Enum):
+    button = 'button'
+    select = 'select'
+    form = 'form'
+
+
+class ButtonStyle(Enum):
+    primary = 'primary'
+    secondary = 'secondary'
+    danger = 'danger'
+
+
+class SelectOption(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    label: Annotated[
+        str, Field(description='1 to 100 characters.', max_length=100, min_length=1)
+    ]
+    value: Annotated[
+        str,
+        Field(
+            description='1 to 100 characters, unique in the select.',
+            max_length=100,
+            min_length=1,
+        ),
+    ]
+
+
+class FieldType(Enum):
+    string = 'string'
+    integer = 'integer'
+    number = 'number'
+    boolean = 'boolean'
+
+
+class Level(Enum):
+    read = 'read'
+    write = 'write'
+    trigger = 'trigger'
+    admin = 'admin'
+
+
+class Capability(Enum):
+    approve_actions = 'approve_actions'
+
+
+class Restriction(Enum):
+    owner = 'owner'
+    run_starter = 'run_starter'
+
+
+class ComponentState8(Enum):
+    active = 'active'
+
+
+class ComponentState(
+    RootModel[ComponentState8 | Literal['used'] | Literal['disabled']]
+):
+    root: ComponentState8 | Literal['used'] | Literal['disabled']
 
 
 class Conversation(BaseModel):
@@ -90,7 +157,7 @@ class Conversation(BaseModel):
     createdAt: Annotated[str, Field(description='RFC 3339.')]
 
 
-class Part12(BaseModel):
+class Part20(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -107,8 +174,75 @@ class Part12(BaseModel):
     ] = None
 
 
-class Part(RootModel[Part11 | Part12]):
-    root: Part11 | Part12
+class Part(RootModel[Part19 | Part20]):
+    root: Part19 | Part20
+
+
+class FormField(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description='1 to 64 characters of `[A-Za-z0-9_-]`, unique in the form.',
+            max_length=64,
+            min_length=1,
+            pattern='^[A-Za-z0-9_-]+$',
+        ),
+    ]
+    label: Annotated[str, Field(max_length=100, min_length=1)]
+    type: FieldType
+    required: bool | None = None
+    maxLength: Annotated[
+        int | None,
+        Field(
+            description="A string field's longest value, in characters (1 to 4000).",
+            ge=1,
+            le=4000,
+        ),
+    ] = None
+
+
+class Component(BaseModel):
+    componentId: UUID
+    customId: str
+    kind: ComponentKind
+    label: Annotated[
+        str | None, Field(description="A button's text (1 to 80 characters).")
+    ] = None
+    style: ButtonStyle | None = None
+    placeholder: Annotated[
+        str | None, Field(description="A select's hint (1 to 100 characters).")
+    ] = None
+    options: Annotated[
+        list[SelectOption] | None, Field(description="A select's options (1 to 25).")
+    ] = None
+    minValues: Annotated[int | None, Field(ge=0)] = None
+    maxValues: Annotated[int | None, Field(ge=0)] = None
+    title: Annotated[
+        str | None, Field(description="A form's title (1 to 100 characters).")
+    ] = None
+    fields: Annotated[
+        list[FormField] | None, Field(description="A form's fields (1 to 10).")
+    ] = None
+    trigger: Annotated[Level, Field(description='The level needed to operate it.')]
+    requiredCapability: Capability | None = None
+    restrictedTo: Restriction | None = None
+    state: ComponentState
+    expiresAt: Annotated[str, Field(description='RFC 3339, to the millisecond.')]
+
+
+class Card(BaseModel):
+    version: Annotated[
+        int,
+        Field(
+            description="From 1; every change of a component's state or label adds one.",
+            ge=0,
+        ),
+    ]
+    use: CardUse
+    components: list[Component]
 
 
 class Message(BaseModel):
@@ -128,6 +262,18 @@ class Message(BaseModel):
         ),
     ] = None
     createdAt: Annotated[str, Field(description='RFC 3339.')]
+    replyToInteraction: Annotated[
+        UUID | None,
+        Field(
+            description='The interaction a reply of its app answers (ADR 0027 §6): no agent\ntakes a lease on such a message.'
+        ),
+    ] = None
+    card: Annotated[
+        Card | None,
+        Field(
+            description='The card an app posted with the message (ADR 0027 §5), as it is now;\nabsent on other messages.'
+        ),
+    ] = None
 
 
 class AppMessageAuthorize(BaseModel):

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 
-class Part13(BaseModel):
+class Part21(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -32,7 +33,64 @@ class NonNullJson(
     ]
 
 
-class Part14(BaseModel):
+class ComponentKind(Enum):
+    button = 'button'
+    select = 'select'
+    form = 'form'
+
+
+class ButtonStyle(Enum):
+    primary = 'primary'
+    secondary = 'secondary'
+    danger = 'danger'
+
+
+class SelectOption(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    label: Annotated[
+        str, Field(description='1 to 100 characters.', max_length=100, min_length=1)
+    ]
+    value: Annotated[
+        str,
+        Field(
+            description='1 to 100 characters, unique in the select.',
+            max_length=100,
+            min_length=1,
+        ),
+    ]
+
+
+class FieldType(Enum):
+    string = 'string'
+    integer = 'integer'
+    number = 'number'
+    boolean = 'boolean'
+
+
+class Level(Enum):
+    read = 'read'
+    write = 'write'
+    trigger = 'trigger'
+    admin = 'admin'
+
+
+class Capability(Enum):
+    approve_actions = 'approve_actions'
+
+
+class Restriction(Enum):
+    owner = 'owner'
+    run_starter = 'run_starter'
+
+
+class CardUse(Enum):
+    once = 'once'
+    once_per_principal = 'once_per_principal'
+
+
+class Part22(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -49,8 +107,107 @@ class Part14(BaseModel):
     ] = None
 
 
-class Part(RootModel[Part13 | Part14]):
-    root: Part13 | Part14
+class Part(RootModel[Part21 | Part22]):
+    root: Part21 | Part22
+
+
+class FormField(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description='1 to 64 characters of `[A-Za-z0-9_-]`, unique in the form.',
+            max_length=64,
+            min_length=1,
+            pattern='^[A-Za-z0-9_-]+$',
+        ),
+    ]
+    label: Annotated[str, Field(max_length=100, min_length=1)]
+    type: FieldType
+    required: bool | None = None
+    maxLength: Annotated[
+        int | None,
+        Field(
+            description="A string field's longest value, in characters (1 to 4000).",
+            ge=1,
+            le=4000,
+        ),
+    ] = None
+
+
+class NewComponent(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    kind: ComponentKind
+    customId: Annotated[
+        str,
+        Field(
+            description="The app's own name for it: 1 to 100 characters, unique on the card.",
+            max_length=100,
+            min_length=1,
+        ),
+    ]
+    label: Annotated[
+        str | None,
+        Field(
+            description="A button's text (required for a button, 1 to 80 characters).",
+            max_length=80,
+            min_length=1,
+        ),
+    ] = None
+    style: ButtonStyle | None = None
+    placeholder: Annotated[str | None, Field(max_length=100, min_length=1)] = None
+    options: Annotated[
+        list[SelectOption] | None,
+        Field(
+            description="A select's options (required for a select): 1 to 25, values unique.",
+            max_length=25,
+            min_length=1,
+        ),
+    ] = None
+    minValues: Annotated[
+        int | None,
+        Field(description='At least this many options chosen (default 1).', ge=0),
+    ] = None
+    maxValues: Annotated[
+        int | None,
+        Field(
+            description='At most this many (default 1, at most the number of options).',
+            ge=0,
+        ),
+    ] = None
+    title: Annotated[
+        str | None,
+        Field(
+            description="A form's title (required for a form, 1 to 100 characters).",
+            max_length=100,
+            min_length=1,
+        ),
+    ] = None
+    fields: Annotated[
+        list[FormField] | None,
+        Field(
+            description="A form's fields (required for a form): 1 to 10, names unique.",
+            max_length=10,
+            min_length=1,
+        ),
+    ] = None
+    trigger: Annotated[
+        Level | None,
+        Field(description='The level needed to operate it; default `write`.'),
+    ] = None
+    requiredCapability: Capability | None = None
+    restrictedTo: Restriction | None = None
+    expiresInSeconds: Annotated[
+        int | None,
+        Field(
+            description='Seconds until it expires: 1 to `component.default_ttl_seconds`,\nwhich is also the default.',
+            ge=1,
+        ),
+    ] = None
 
 
 class AppMessageSend(BaseModel):
@@ -80,6 +237,20 @@ class AppMessageSend(BaseModel):
         UUID | None,
         Field(
             description='In a channel: the root of the thread the message answers (a message\nof the channel without `threadId`); absent for the main thread.'
+        ),
+    ] = None
+    components: Annotated[
+        list[NewComponent] | None,
+        Field(
+            description="Apps only (`app/message/send`): the card's components, 1 to\n`component.max_per_message` (default 25); an agent's or a person's\nis InvalidParams `components` (ADR 0027 §5).",
+            max_length=25,
+            min_length=1,
+        ),
+    ] = None
+    cardUse: Annotated[
+        CardUse | None,
+        Field(
+            description='With `components`: `once` (default, the first interaction uses the\ncard) or `once_per_principal` (each principal once).'
         ),
     ] = None
 

@@ -13,6 +13,7 @@ class EventSubscription(Enum):
     app_task_activated = 'app/task/activated'
     app_installation_changed = 'app/installation/changed'
     app_command_invoked = 'app/command/invoked'
+    app_interaction_created = 'app/interaction/created'
 
 
 class ManifestLimits(BaseModel):

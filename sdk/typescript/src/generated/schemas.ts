@@ -78,6 +78,57 @@ export type NonNullJson =
       [k: string]: NonNullJson;
     };
 /**
+ * How a card's components are used up (ADR 0027 §5).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "CardUse".
+ */
+export type CardUse = "once" | "once_per_principal";
+/**
+ * A component kind the app will post on its cards: asked for consent,
+ * never enforced (seed 11 3.1).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "ComponentKind".
+ */
+export type ComponentKind = "button" | "select" | "form";
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "ButtonStyle".
+ */
+export type ButtonStyle = "primary" | "secondary" | "danger";
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "FieldType".
+ */
+export type FieldType = "string" | "integer" | "number" | "boolean";
+/**
+ * Ordered so that "at least" is `>=`: `read < write < trigger < admin`.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "Level".
+ */
+export type Level = "read" | "write" | "trigger" | "admin";
+/**
+ * The one capability a component can require (ADR 0027 §3, step 7).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "Capability".
+ */
+export type Capability = "approve_actions";
+/**
+ * Who may operate a component beyond its `trigger` (ADR 0027 §3, step 8).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "Restriction".
+ */
+export type Restriction = "owner" | "run_starter";
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "ComponentState".
+ */
+export type ComponentState = "active" | "used" | "disabled";
+/**
  * `waiting` until the `task_create` gate decides; then `active` or `failed`;
  * an active task ends `closed`.
  *
@@ -102,13 +153,6 @@ export type Category = "game" | "social" | "productivity" | "commerce" | "creati
  * via the `definition` "PrincipalKind".
  */
 export type PrincipalKind = ("agent" | "app") | "person";
-/**
- * Ordered so that "at least" is `>=`: `read < write < trigger < admin`.
- *
- * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
- * via the `definition` "Level".
- */
-export type Level = "read" | "write" | "trigger" | "admin";
 /**
  * One option of a command. The schema's `allOf` says what the checks
  * below say across members: choice values of the option's type, choices
@@ -156,6 +200,13 @@ export type OptionType = ("string" | "integer" | "number" | "boolean") | "princi
  */
 export type ChoiceValue = number | string;
 /**
+ * The states an app may set on its component.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "ComponentSetState".
+ */
+export type ComponentSetState = "disabled" | "active";
+/**
  * How the app resolves a held lease.
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -189,6 +240,18 @@ export type InstallationState = "active" | "suspended" | "uninstalled";
  * via the `definition` "Scope".
  */
 export type Scope = "messages:write" | "commands:write" | "components:write" | "events:subscribe";
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "InteractionState".
+ */
+export type InteractionState = ("received" | "acknowledged" | "failed" | "rejected") | "dispatched";
+/**
+ * The end states an app may answer with.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "RespondState".
+ */
+export type RespondState = "acknowledged" | "rejected" | "failed";
 /**
  * The schema's `allOf` carries the one rule across members: a manifest
  * that lists its scopes without `events:subscribe` has no hook gate and no
@@ -366,14 +429,6 @@ export type TaskCreatePolicy =
       timeoutMs: number;
     };
 /**
- * A component kind the app will post on its cards: asked for consent,
- * never enforced (seed 11 3.1).
- *
- * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
- * via the `definition` "ComponentKind".
- */
-export type ComponentKind = "button" | "select" | "form";
-/**
  * How the app receives its commands and interactions (issue 17 delivers;
  * the URL is checked now so a manifest cannot store a target the hub
  * would refuse).
@@ -451,10 +506,12 @@ export interface SwitchboardSchemas {
   AgentDispatchRequestParams?: AgentDispatchRequestParams;
   AgentEventAckParams?: AgentEventAckParams;
   AgentIdentityGetParams?: AgentIdentityGetParams;
+  AgentInteractionCreateParams?: AgentInteractionCreateParams;
   AgentMessageDeliveryParams?: AgentMessageDeliveryParams;
   AgentMessageListParams?: AgentMessageListParams;
   AgentMessageReceivedParams?: AgentMessageReceivedParams;
   AgentMessageSendParams?: AgentMessageSendParams;
+  AgentMessageUpdatedParams?: AgentMessageUpdatedParams;
   AgentNetworkConnectParams?: AgentNetworkConnectParams;
   AgentTaskAcceptedParams?: AgentTaskAcceptedParams;
   AgentTaskClosedParams?: AgentTaskClosedParams;
@@ -473,6 +530,7 @@ export interface SwitchboardSchemas {
   AppCommandListParams?: AppCommandListParams;
   AppCommandRegisterParams?: AppCommandRegisterParams;
   AppCommandRemoveParams?: AppCommandRemoveParams;
+  AppComponentUpdateParams?: AppComponentUpdateParams;
   AppConversationAddParams?: AppConversationAddParams;
   AppConversationCreateParams?: AppConversationCreateParams;
   AppDispatchAuthorizeParams?: AppDispatchAuthorizeParams;
@@ -480,6 +538,8 @@ export interface SwitchboardSchemas {
   AppEventAckParams?: AppEventAckParams;
   AppIdentityGetParams?: AppIdentityGetParams;
   AppInstallationChangedParams?: AppInstallationChangedParams;
+  AppInteractionCreatedParams?: AppInteractionCreatedParams;
+  AppInteractionRespondParams?: AppInteractionRespondParams;
   AppMessageAuthorizeParams?: AppMessageAuthorizeParams;
   AppMessageSendParams?: AppMessageSendParams;
   AppNetworkConnectParams?: AppNetworkConnectParams;
@@ -500,9 +560,11 @@ export interface SwitchboardSchemas {
   PersonConversationListParams?: PersonConversationListParams;
   PersonEventAckParams?: PersonEventAckParams;
   PersonIdentityGetParams?: PersonIdentityGetParams;
+  PersonInteractionCreateParams?: PersonInteractionCreateParams;
   PersonMessageListParams?: PersonMessageListParams;
   PersonMessageReceivedParams?: PersonMessageReceivedParams;
   PersonMessageSendParams?: PersonMessageSendParams;
+  PersonMessageUpdatedParams?: PersonMessageUpdatedParams;
   PersonNetworkConnectParams?: PersonNetworkConnectParams;
   PersonTypingReceivedParams?: PersonTypingReceivedParams;
   PersonTypingSendParams?: PersonTypingSendParams;
@@ -874,6 +936,29 @@ export interface AgentEventAckParams {
  */
 export interface AgentIdentityGetParams {}
 /**
+ * `agent/interaction/create` (schemas/agent.interaction.create.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AgentInteractionCreateParams".
+ */
+export interface AgentInteractionCreateParams {
+  /**
+   * The card: a message of an app with components.
+   */
+  messageId: string;
+  /**
+   * A component of that card.
+   */
+  componentId: string;
+  /**
+   * A select's `{selected: [value]}` or a form's `{<field>: value}`;
+   * absent for a button. Only the actor and the card's app see them.
+   */
+  values?: {
+    [k: string]: unknown;
+  };
+}
+/**
  * The envelope of every event notification (`params`), documented once per
  * payload type.
  *
@@ -1013,6 +1098,103 @@ export interface Message {
    * RFC 3339.
    */
   createdAt: string;
+  /**
+   * The interaction a reply of its app answers (ADR 0027 §6): no agent
+   * takes a lease on such a message.
+   */
+  replyToInteraction?: string | null;
+  /**
+   * The card an app posted with the message (ADR 0027 §5), as it is now;
+   * absent on other messages.
+   */
+  card?: Card | null;
+}
+/**
+ * The card a message carries (ADR 0027 §5), absent on other messages.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "Card".
+ */
+export interface Card {
+  /**
+   * From 1; every change of a component's state or label adds one.
+   */
+  version: number;
+  use: CardUse;
+  components: Component[];
+}
+/**
+ * A component as every reader of its card sees it.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "Component".
+ */
+export interface Component {
+  componentId: string;
+  customId: string;
+  kind: ComponentKind;
+  /**
+   * A button's text (1 to 80 characters).
+   */
+  label?: string | null;
+  style?: ButtonStyle | null;
+  /**
+   * A select's hint (1 to 100 characters).
+   */
+  placeholder?: string | null;
+  /**
+   * A select's options (1 to 25).
+   */
+  options?: SelectOption[] | null;
+  minValues?: number | null;
+  maxValues?: number | null;
+  /**
+   * A form's title (1 to 100 characters).
+   */
+  title?: string | null;
+  /**
+   * A form's fields (1 to 10).
+   */
+  fields?: FormField[] | null;
+  trigger: Level;
+  requiredCapability?: Capability | null;
+  restrictedTo?: Restriction | null;
+  state: ComponentState;
+  /**
+   * RFC 3339, to the millisecond.
+   */
+  expiresAt: string;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "SelectOption".
+ */
+export interface SelectOption {
+  /**
+   * 1 to 100 characters.
+   */
+  label: string;
+  /**
+   * 1 to 100 characters, unique in the select.
+   */
+  value: string;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "FormField".
+ */
+export interface FormField {
+  /**
+   * 1 to 64 characters of `[A-Za-z0-9_-]`, unique in the form.
+   */
+  name: string;
+  label: string;
+  type: FieldType;
+  required?: boolean;
+  /**
+   * A string field's longest value, in characters (1 to 4000).
+   */
+  maxLength?: number | null;
 }
 /**
  * `agent/message/send` (schemas/agent.message.send.params.schema.json).
@@ -1043,6 +1225,112 @@ export interface AgentMessageSendParams {
    * of the channel without `threadId`); absent for the main thread.
    */
   threadId?: string | null;
+  /**
+   * Apps only (`app/message/send`): the card's components, 1 to
+   * `component.max_per_message` (default 25); an agent's or a person's
+   * is InvalidParams `components` (ADR 0027 §5).
+   *
+   * @minItems 1
+   * @maxItems 25
+   */
+  components?: NewComponent[] | null;
+  /**
+   * With `components`: `once` (default, the first interaction uses the
+   * card) or `once_per_principal` (each principal once).
+   */
+  cardUse?: CardUse | null;
+}
+/**
+ * A component as an app posts it: the members of every kind, the
+ * kind's own checked by [`validate_components`].
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "NewComponent".
+ */
+export interface NewComponent {
+  kind: ComponentKind;
+  /**
+   * The app's own name for it: 1 to 100 characters, unique on the card.
+   */
+  customId: string;
+  /**
+   * A button's text (required for a button, 1 to 80 characters).
+   */
+  label?: string | null;
+  style?: ButtonStyle | null;
+  placeholder?: string | null;
+  /**
+   * A select's options (required for a select): 1 to 25, values unique.
+   *
+   * @minItems 1
+   * @maxItems 25
+   */
+  options?: SelectOption[] | null;
+  /**
+   * At least this many options chosen (default 1).
+   */
+  minValues?: number | null;
+  /**
+   * At most this many (default 1, at most the number of options).
+   */
+  maxValues?: number | null;
+  /**
+   * A form's title (required for a form, 1 to 100 characters).
+   */
+  title?: string | null;
+  /**
+   * A form's fields (required for a form): 1 to 10, names unique.
+   *
+   * @minItems 1
+   * @maxItems 10
+   */
+  fields?: FormField[] | null;
+  /**
+   * The level needed to operate it; default `write`.
+   */
+  trigger?: Level | null;
+  requiredCapability?: Capability | null;
+  restrictedTo?: Restriction | null;
+  /**
+   * Seconds until it expires: 1 to `component.default_ttl_seconds`,
+   * which is also the default.
+   */
+  expiresInSeconds?: number | null;
+}
+/**
+ * The envelope of every event notification (`params`), documented once per
+ * payload type.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AgentMessageUpdatedParams".
+ */
+export interface AgentMessageUpdatedParams {
+  /**
+   * Stable id (UUIDv7): deduplicate on it.
+   */
+  id: string;
+  /**
+   * Position in the audience's log; absent on ephemeral events.
+   */
+  seq?: number | null;
+  type: string;
+  /**
+   * RFC 3339, UTC, milliseconds.
+   */
+  occurredAt: string;
+  audience: string;
+  /**
+   * Present (true) only on ephemeral events.
+   */
+  ephemeral?: boolean;
+  payload: MessageUpdatedPayload;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "MessageUpdatedPayload".
+ */
+export interface MessageUpdatedPayload {
+  message: Message;
 }
 /**
  * `agent/network/connect` (schemas/agent.network.connect.params.schema.json).
@@ -1534,7 +1822,8 @@ export interface AppCommandAutocompleteParams {
   deadlineMs: number;
 }
 /**
- * Who invoked or asks.
+ * Who invoked a command, asked for its choices, or operated a component:
+ * the one principal an app is told acted (ADR 0027).
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
  * via the `definition` "InvokedBy".
@@ -1667,6 +1956,21 @@ export interface AppCommandRemoveParams {
   commandId: string;
 }
 /**
+ * `app/component/update` (schemas/app.component.update.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AppComponentUpdateParams".
+ */
+export interface AppComponentUpdateParams {
+  messageId: string;
+  componentId: string;
+  state?: ComponentSetState | null;
+  /**
+   * A button's new text (1 to 80 characters).
+   */
+  label?: string | null;
+}
+/**
  * `app/conversation/add` (schemas/app.conversation.add.params.schema.json).
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -1787,6 +2091,106 @@ export interface InstallationScopes {
   effective: Scope[];
 }
 /**
+ * The envelope of every event notification (`params`), documented once per
+ * payload type.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AppInteractionCreatedParams".
+ */
+export interface AppInteractionCreatedParams {
+  /**
+   * Stable id (UUIDv7): deduplicate on it.
+   */
+  id: string;
+  /**
+   * Position in the audience's log; absent on ephemeral events.
+   */
+  seq?: number | null;
+  type: string;
+  /**
+   * RFC 3339, UTC, milliseconds.
+   */
+  occurredAt: string;
+  audience: string;
+  /**
+   * Present (true) only on ephemeral events.
+   */
+  ephemeral?: boolean;
+  payload: InteractionCreatedPayload;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "InteractionCreatedPayload".
+ */
+export interface InteractionCreatedPayload {
+  interaction: Interaction;
+}
+/**
+ * An interaction as its actor and the card's app see it.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "Interaction".
+ */
+export interface Interaction {
+  interactionId: string;
+  messageId: string;
+  componentId: string;
+  customId: string;
+  conversationId: string;
+  threadId?: string | null;
+  /**
+   * The card's app.
+   */
+  appId: string;
+  invokedBy: InvokedBy;
+  /**
+   * A select's `{selected}` or a form's fields; absent for a button.
+   * Only the actor and the app ever see them.
+   */
+  values?: {
+    [k: string]: unknown;
+  };
+  state: InteractionState;
+  /**
+   * Why it failed, when the hub failed it (`app_inactive`,
+   * `url_unverified`).
+   */
+  reason?: string | null;
+  /**
+   * RFC 3339.
+   */
+  createdAt: string;
+}
+/**
+ * `app/interaction/respond` (schemas/app.interaction.respond.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AppInteractionRespondParams".
+ */
+export interface AppInteractionRespondParams {
+  interactionId: string;
+  state: RespondState;
+  /**
+   * A reply written as the app's message in the card's conversation and
+   * thread (`replyToInteraction` set; no agent takes a lease on it).
+   */
+  reply?: InteractionReply | null;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "InteractionReply".
+ */
+export interface InteractionReply {
+  /**
+   * As a send's: 1 to `messages.max_parts`, together at most
+   * `messages.max_bytes`.
+   *
+   * @minItems 1
+   * @maxItems 16
+   */
+  parts: Part[];
+}
+/**
  * `app/message/authorize` (schemas/app.message.authorize.params.schema.json).
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -1826,6 +2230,20 @@ export interface AppMessageSendParams {
    * of the channel without `threadId`); absent for the main thread.
    */
   threadId?: string | null;
+  /**
+   * Apps only (`app/message/send`): the card's components, 1 to
+   * `component.max_per_message` (default 25); an agent's or a person's
+   * is InvalidParams `components` (ADR 0027 §5).
+   *
+   * @minItems 1
+   * @maxItems 25
+   */
+  components?: NewComponent[] | null;
+  /**
+   * With `components`: `once` (default, the first interaction uses the
+   * card) or `once_per_principal` (each principal once).
+   */
+  cardUse?: CardUse | null;
 }
 /**
  * `app/network/connect` (schemas/app.network.connect.params.schema.json).
@@ -2085,6 +2503,29 @@ export interface PersonEventAckParams {
  */
 export interface PersonIdentityGetParams {}
 /**
+ * `person/interaction/create` (schemas/person.interaction.create.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "PersonInteractionCreateParams".
+ */
+export interface PersonInteractionCreateParams {
+  /**
+   * The card: a message of an app with components.
+   */
+  messageId: string;
+  /**
+   * A component of that card.
+   */
+  componentId: string;
+  /**
+   * A select's `{selected: [value]}` or a form's `{<field>: value}`;
+   * absent for a button. Only the actor and the card's app see them.
+   */
+  values?: {
+    [k: string]: unknown;
+  };
+}
+/**
  * `after` or `before`, never both (`null` is absent).
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -2168,6 +2609,48 @@ export interface PersonMessageSendParams {
    * of the channel without `threadId`); absent for the main thread.
    */
   threadId?: string | null;
+  /**
+   * Apps only (`app/message/send`): the card's components, 1 to
+   * `component.max_per_message` (default 25); an agent's or a person's
+   * is InvalidParams `components` (ADR 0027 §5).
+   *
+   * @minItems 1
+   * @maxItems 25
+   */
+  components?: NewComponent[] | null;
+  /**
+   * With `components`: `once` (default, the first interaction uses the
+   * card) or `once_per_principal` (each principal once).
+   */
+  cardUse?: CardUse | null;
+}
+/**
+ * The envelope of every event notification (`params`), documented once per
+ * payload type.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "PersonMessageUpdatedParams".
+ */
+export interface PersonMessageUpdatedParams {
+  /**
+   * Stable id (UUIDv7): deduplicate on it.
+   */
+  id: string;
+  /**
+   * Position in the audience's log; absent on ephemeral events.
+   */
+  seq?: number | null;
+  type: string;
+  /**
+   * RFC 3339, UTC, milliseconds.
+   */
+  occurredAt: string;
+  audience: string;
+  /**
+   * Present (true) only on ephemeral events.
+   */
+  ephemeral?: boolean;
+  payload: MessageUpdatedPayload;
 }
 /**
  * `person/network/connect` (schemas/person.network.connect.params.schema.json).
@@ -2366,6 +2849,13 @@ export interface AgentIdentity {
 }
 /**
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "InteractionResult".
+ */
+export interface InteractionResult {
+  interaction: Interaction;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
  * via the `definition` "MessageListResult".
  */
 export interface MessageListResult {
@@ -2520,6 +3010,13 @@ export interface CommandRemoveResult {
 }
 /**
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "MessageResult".
+ */
+export interface MessageResult {
+  message: Message;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
  * via the `definition` "ConversationResult".
  */
 export interface ConversationResult {
@@ -2589,6 +3086,17 @@ export interface GatePolicies {
   task_create: TaskCreatePolicy;
 }
 /**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "InteractionRespondResult".
+ */
+export interface InteractionRespondResult {
+  interaction: Interaction;
+  /**
+   * The reply, when one was given.
+   */
+  message?: Message | null;
+}
+/**
  * `app/message/authorize` answers `{verdict: {decision: "Forward",
  * recipients}}` or `{verdict: {decision: "Block", reason}}`.
  *
@@ -2649,6 +3157,7 @@ export type AgentDispatchCompleteResult = LeaseResult;
 export type AgentDispatchRequestResult = LeaseResult;
 export type AgentEventAckResult = AckResult;
 export type AgentIdentityGetResult = AgentIdentity;
+export type AgentInteractionCreateResult = InteractionResult;
 export type AgentMessageListResult = MessageListResult;
 export type AgentMessageSendResult = MessageSendResult;
 export type AgentNetworkConnectResult = AgentConnectResult;
@@ -2662,12 +3171,14 @@ export type AppCommandAutocompleteResult = AutocompleteCallbackAnswer;
 export type AppCommandListResult = CommandListResult;
 export type AppCommandRegisterResult = CommandRegisterResult;
 export type AppCommandRemoveResult = CommandRemoveResult;
+export type AppComponentUpdateResult = MessageResult;
 export type AppConversationAddResult = ConversationResult;
 export type AppConversationCreateResult = ConversationResult;
 export type AppDispatchAuthorizeResult = DispatchAuthorizeAnswer;
 export type AppDispatchResolveResult = LeaseResult;
 export type AppEventAckResult = AckResult;
 export type AppIdentityGetResult = AppIdentity;
+export type AppInteractionRespondResult = InteractionRespondResult;
 export type AppMessageAuthorizeResult = MessageAuthorizeAnswer;
 export type AppMessageSendResult = MessageSendResult;
 export type AppNetworkConnectResult = AppConnectResult;
@@ -2684,6 +3195,7 @@ export type PersonConversationGetResult = ConversationGetResult;
 export type PersonConversationListResult = ConversationListResult;
 export type PersonEventAckResult = AckResult;
 export type PersonIdentityGetResult = AgentIdentity;
+export type PersonInteractionCreateResult = InteractionResult;
 export type PersonMessageListResult = MessageListResult;
 export type PersonMessageSendResult = MessageSendResult;
 export type PersonNetworkConnectResult = PersonConnectResult;
@@ -2715,6 +3227,7 @@ export interface AgentMethods {
   "agent/command/list": { params: AgentCommandListParams; result: AgentCommandListResult };
   "agent/command/invoke": { params: AgentCommandInvokeParams; result: AgentCommandInvokeResult };
   "agent/command/autocomplete": { params: AgentCommandAutocompleteParams; result: AgentCommandAutocompleteResult };
+  "agent/interaction/create": { params: AgentInteractionCreateParams; result: AgentInteractionCreateResult };
 }
 
 /** What an app may call: method name to params and result. */
@@ -2732,6 +3245,8 @@ export interface AppMethods {
   "app/command/remove": { params: AppCommandRemoveParams; result: AppCommandRemoveResult };
   "app/command/list": { params: AppCommandListParams; result: AppCommandListResult };
   "app/autocomplete/answer": { params: AppAutocompleteAnswerParams; result: AppAutocompleteAnswerResult };
+  "app/interaction/respond": { params: AppInteractionRespondParams; result: AppInteractionRespondResult };
+  "app/component/update": { params: AppComponentUpdateParams; result: AppComponentUpdateResult };
 }
 
 /** What a person may call: method name to params and result. */
@@ -2748,6 +3263,7 @@ export interface PersonMethods {
   "person/command/list": { params: PersonCommandListParams; result: PersonCommandListResult };
   "person/command/invoke": { params: PersonCommandInvokeParams; result: PersonCommandInvokeResult };
   "person/command/autocomplete": { params: PersonCommandAutocompleteParams; result: PersonCommandAutocompleteResult };
+  "person/interaction/create": { params: PersonInteractionCreateParams; result: PersonInteractionCreateResult };
 }
 
 /** What the hub calls on an app (the three gates and ping). */
@@ -2773,6 +3289,7 @@ export interface AgentEvents {
   "agent/dispatch/released": AgentDispatchReleasedParams;
   "agent/dispatch/held": AgentDispatchHeldParams;
   "agent/dispatch/expired": AgentDispatchExpiredParams;
+  "agent/message/updated": AgentMessageUpdatedParams;
 }
 
 /** Events an app receives: type to envelope. */
@@ -2780,6 +3297,7 @@ export interface AppEvents {
   "app/task/activated": AppTaskActivatedParams;
   "app/installation/changed": AppInstallationChangedParams;
   "app/command/invoked": AppCommandInvokedParams;
+  "app/interaction/created": AppInteractionCreatedParams;
 }
 
 /** Events a person receives: type to envelope. */
@@ -2787,4 +3305,5 @@ export interface PersonEvents {
   "person/message/received": PersonMessageReceivedParams;
   "person/conversation/created": PersonConversationCreatedParams;
   "person/typing/received": PersonTypingReceivedParams;
+  "person/message/updated": PersonMessageUpdatedParams;
 }

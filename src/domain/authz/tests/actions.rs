@@ -145,6 +145,7 @@ fn message_read_needs_read_and_outside_channels_a_part_in_it() {
         place,
         sender,
         recipient,
+        app_reply: false,
     };
     let read = Action::MessageRead;
     let mine = direct(&[me, other]);

@@ -205,6 +205,7 @@ fn dispatch_request_needs_read_and_to_be_a_recipient() {
         place,
         sender: other,
         recipient,
+        app_reply: false,
     };
     let dispatch = Action::DispatchRequest;
     let task = task_place(new_id(), &[me, other]);

@@ -32,6 +32,7 @@ fn hidden_cases(me: Uuid) -> Vec<(Action, ResourceKind, Resource)> {
             place: place.clone(),
             sender: other,
             recipient: false,
+            app_reply: false,
         };
         cases.push((Action::MessageRead, ResourceKind::Message, message.clone()));
         cases.push((Action::DispatchRequest, ResourceKind::Message, message));
@@ -57,6 +58,7 @@ fn hidden_cases(me: Uuid) -> Vec<(Action, ResourceKind, Resource)> {
         place: mine.clone(),
         sender: other,
         recipient: false,
+        app_reply: false,
     };
     cases.push((Action::MessageRead, ResourceKind::Message, unseen.clone()));
     cases.push((Action::DispatchRequest, ResourceKind::Message, unseen));
@@ -65,6 +67,7 @@ fn hidden_cases(me: Uuid) -> Vec<(Action, ResourceKind, Resource)> {
         place: mine,
         sender: me,
         recipient: false,
+        app_reply: false,
     };
     cases.push((Action::DispatchRequest, ResourceKind::Message, own));
     let stream = Resource::Stream { audience: other };
@@ -87,6 +90,20 @@ fn hidden_cases(me: Uuid) -> Vec<(Action, ResourceKind, Resource)> {
         cases.push((Action::DispatchComplete, ResourceKind::Lease, lease.clone()));
         cases.push((Action::DispatchResolve, ResourceKind::Lease, lease));
     }
+    for place in &hidden_places {
+        let component = Resource::Component(Box::new(component_on(place.clone(), other)));
+        cases.push((
+            Action::InteractionCreate,
+            ResourceKind::Component,
+            component.clone(),
+        ));
+        cases.push((Action::ComponentUpdate, ResourceKind::Component, component));
+    }
+    cases.push((
+        Action::InteractionRespond,
+        ResourceKind::Interaction,
+        Resource::Interaction { app_id: other },
+    ));
     for owner in [Some(other), None] {
         let agent = Resource::Agent { owner };
         cases.push((Action::AgentKeysRead, ResourceKind::Agent, agent.clone()));
@@ -250,6 +267,7 @@ fn readable_of_each_kind(me: Uuid) -> Vec<Resource> {
             place: mine,
             sender: me,
             recipient: true,
+            app_reply: false,
         },
         Resource::Task {
             app_id: me,
@@ -269,6 +287,11 @@ fn readable_of_each_kind(me: Uuid) -> Vec<Resource> {
             required_level: Level::Read,
             scoped_to: None,
         },
+        Resource::Component(Box::new(ComponentOn {
+            recipient: true,
+            ..component_on(direct(&[me, new_id()]), me)
+        })),
+        Resource::Interaction { app_id: me },
     ]
 }
 

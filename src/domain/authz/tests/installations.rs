@@ -194,6 +194,7 @@ fn only_the_catalogue_s_scoped_actions_carry_a_scope() {
             Action::CommandRegister | Action::CommandAutocompleteRespond => {
                 Some(Scope::CommandsWrite)
             }
+            Action::InteractionRespond | Action::ComponentUpdate => Some(Scope::ComponentsWrite),
             _ => None,
         };
         assert_eq!(action.requirement().scope, expected, "{action}");

@@ -6,6 +6,7 @@ mod actions;
 mod actions_manage;
 mod catalogue;
 mod commands;
+mod components;
 mod hidden;
 mod installations;
 mod levels;
@@ -107,6 +108,20 @@ pub fn task_place(app_id: Uuid, members: &[Uuid]) -> Place {
     Place {
         kind: PlaceKind::Task { app_id },
         ..direct(members)
+    }
+}
+
+/// A usable button of `author`'s card on `place`, seen by no one named.
+pub fn component_on(place: Place, author: Uuid) -> ComponentOn {
+    ComponentOn {
+        place,
+        author,
+        recipient: false,
+        on_card: true,
+        usable: true,
+        trigger: Level::Write,
+        capability: None,
+        restricted_to: None,
     }
 }
 

@@ -1,8 +1,6 @@
 //! Commands (`http::commands`, ADR 0027): a place's list, the invoke, the
 //! autocomplete, and the app's own commands.
 
-use serde_json::Value;
-
 use super::super::op::Op;
 use super::super::schemas::Components;
 use crate::protocol::commands::{
@@ -16,24 +14,12 @@ const FORBIDDEN: &str =
     "forbidden (with reason): level_insufficient, the channel's state, or an app's key (subject_kind_not_allowed)";
 const OWN_APP: &str = "not_found: app not found (also any other app's id with an app's key)";
 
-/// `T`'s schema without `commandId`, which the path carries.
-fn body_of(c: &mut Components, name: &str, mut schema: Value) -> Value {
-    if let Some(props) = schema["properties"].as_object_mut() {
-        props.remove("commandId");
-    }
-    if let Some(required) = schema["required"].as_array_mut() {
-        required.retain(|r| r != "commandId");
-    }
-    c.named(name, schema)
-}
-
 pub fn ops(c: &mut Components) -> Vec<Op> {
     let listed = c.of::<CommandListResult>();
-    let invoke = c.inline::<CommandInvokeParams>();
-    let invoke = body_of(c, "CommandInvokeBody", invoke);
+    let invoke = c.body_without::<CommandInvokeParams>("CommandInvokeBody", &["commandId"]);
     let invoked = c.of::<CommandInvokeResult>();
-    let ask = c.inline::<CommandAutocompleteParams>();
-    let ask = body_of(c, "CommandAutocompleteBody", ask);
+    let ask =
+        c.body_without::<CommandAutocompleteParams>("CommandAutocompleteBody", &["commandId"]);
     let choices = c.of::<CommandAutocompleteResult>();
     let register = c.of::<CommandRegisterParams>();
     let registered = c.of::<CommandRegisterResult>();

@@ -7,6 +7,7 @@
 mod apps;
 mod commands;
 mod identity;
+mod interactions;
 mod ops;
 mod places;
 
@@ -19,6 +20,7 @@ pub fn all(c: &mut Components) -> Vec<Op> {
     all.extend(apps::ops(c));
     all.extend(commands::ops(c));
     all.extend(places::ops(c));
+    all.extend(interactions::ops(c));
     all.extend(ops::ops(c));
     all
 }

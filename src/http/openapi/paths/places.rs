@@ -35,18 +35,7 @@ fn channel_name() -> Value {
 
 /// `*/message/send`'s params without `conversationId`, which the path gives.
 fn send_body(c: &mut Components) -> Value {
-    let mut body = c.inline::<MessageSendParams>();
-    without(&mut body, "conversationId");
-    c.named("MessageSendBody", body)
-}
-
-fn without(schema: &mut Value, member: &str) {
-    if let Some(props) = schema["properties"].as_object_mut() {
-        props.remove(member);
-    }
-    if let Some(required) = schema["required"].as_array_mut() {
-        required.retain(|r| r != member);
-    }
+    c.body_without::<MessageSendParams>("MessageSendBody", &["conversationId"])
 }
 
 /// `*/message/list`'s params but `conversationId`, as query parameters.

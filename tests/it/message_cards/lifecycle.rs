@@ -1,0 +1,128 @@
+//! The lifecycle's effects on cards (ADR 0027 §7):
+//! TestSuspendHidesCommandsAndDisablesComponents (the component half),
+//! TestResumeKeepsComponentsDisabled and
+//! TestUninstallRemovesCommandsKeepsMessages (components disabled, the
+//! messages stay with their author).
+
+use reqwest::Method;
+use serde_json::json;
+
+use super::{both, buttons, component_id, next, press, reason, table, ALL_SCOPES};
+use crate::installations::operator;
+use crate::support::hub::Options;
+
+both!(
+    suspend_disables_every_card_once_and_resume_keeps_them_disabled,
+    uninstall_disables_the_components_and_keeps_the_messages,
+);
+
+async fn suspend_disables_every_card_once_and_resume_keeps_them_disabled(options: Options) {
+    let t = table(options, ALL_SCOPES).await;
+    let mut app = t.connect(&t.bot).await;
+    let mut alex = t.connect(&t.alex).await;
+    let first = t.post(&mut app, buttons(), "once").await["message"].clone();
+    let second = t.post(&mut app, buttons(), "once_per_principal").await["message"].clone();
+    for _ in 0..2 {
+        next(&mut alex, "person/message/received").await;
+    }
+    let app_id = t.bot.id.to_string();
+    let (status, body) =
+        operator(&t.hub, Method::POST, &app_id, "installation/suspend", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(app.closed().await, Some((4012, "app_suspended".into())));
+    // One message.updated per card, version + 1, every component disabled.
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let updated = next(&mut alex, "person/message/updated").await;
+        let message = updated["payload"]["message"].clone();
+        assert_eq!(message["card"]["version"], json!(2), "{message}");
+        for c in message["card"]["components"].as_array().unwrap() {
+            assert_eq!(c["state"], json!("disabled"));
+        }
+        seen.push(message["id"].clone());
+    }
+    seen.sort_by_key(|v| v.to_string());
+    let mut posted = vec![first["id"].clone(), second["id"].clone()];
+    posted.sort_by_key(|v| v.to_string());
+    assert_eq!(seen, posted);
+    let pressed = press(
+        &mut alex,
+        &t.alex,
+        &first["id"],
+        &component_id(&first, "yes"),
+        None,
+    )
+    .await;
+    assert_eq!(reason(&pressed), json!("component_used"), "{pressed}");
+    // Resume: the app is back, its components stay disabled.
+    let (status, body) = operator(&t.hub, Method::POST, &app_id, "installation/resume", None).await;
+    assert_eq!(status, 200, "{body}");
+    let pressed = press(
+        &mut alex,
+        &t.alex,
+        &second["id"],
+        &component_id(&second, "no"),
+        None,
+    )
+    .await;
+    assert_eq!(reason(&pressed), json!("component_used"), "{pressed}");
+    let page = alex
+        .call(
+            json!("h"),
+            "person/message/list",
+            json!({ "conversationId": t.general }),
+        )
+        .await;
+    for m in page["result"]["messages"].as_array().unwrap() {
+        assert_eq!(m["card"]["version"], json!(2), "{m}");
+        assert_eq!(m["card"]["components"][0]["state"], json!("disabled"));
+    }
+    // The app may open one again: version + 1, usable.
+    let mut app = t.connect(&t.bot).await;
+    let yes = component_id(&second, "yes");
+    let updated = app
+        .call(
+            json!("u"),
+            "app/component/update",
+            json!({"messageId": second["id"], "componentId": yes, "state": "active"}),
+        )
+        .await;
+    assert_eq!(
+        updated["result"]["message"]["card"]["version"],
+        json!(3),
+        "{updated}"
+    );
+    let pressed = press(&mut alex, &t.alex, &second["id"], &yes, None).await;
+    assert_eq!(
+        pressed["result"]["interaction"]["state"],
+        json!("received"),
+        "{pressed}"
+    );
+}
+
+async fn uninstall_disables_the_components_and_keeps_the_messages(options: Options) {
+    let t = table(options, ALL_SCOPES).await;
+    let mut app = t.connect(&t.bot).await;
+    let mut alex = t.connect(&t.alex).await;
+    let card = t.post(&mut app, buttons(), "once").await["message"].clone();
+    next(&mut alex, "person/message/received").await;
+    let app_id = t.bot.id.to_string();
+    let (status, body) = operator(&t.hub, Method::DELETE, &app_id, "installation", None).await;
+    assert_eq!(status, 204, "{body}");
+    let updated = next(&mut alex, "person/message/updated").await;
+    assert_eq!(updated["payload"]["message"]["id"], card["id"]);
+    assert_eq!(updated["payload"]["message"]["card"]["version"], json!(2));
+    // The message stays, with its author and its text.
+    let page = alex
+        .call(
+            json!("h"),
+            "person/message/list",
+            json!({ "conversationId": t.general }),
+        )
+        .await;
+    let kept = &page["result"]["messages"][0];
+    assert_eq!(kept["id"], card["id"], "{page}");
+    assert_eq!(kept["senderId"], json!(t.bot.id));
+    assert_eq!(kept["parts"], card["parts"]);
+    assert_eq!(kept["card"]["components"][1]["state"], json!("disabled"));
+}
