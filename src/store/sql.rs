@@ -122,8 +122,9 @@ pub trait Executor: Send {
 /// A backend connection or transaction, with SQLite's writer lock when it
 /// writes. The connection is declared first so it is released before the
 /// lock passes on. A transaction dropped unfinished only queues its rollback
-/// on the driver's worker (sqlx cannot await in `Drop`), so paths that go on
-/// writing after a failure call `Tx::rollback` explicitly.
+/// on the driver's worker (sqlx cannot await in `Drop`); [`Tx`]'s own drop
+/// therefore runs the rollback on a task that holds the session, and so the
+/// lock, until the rollback is done.
 pub struct Session<C> {
     conn: C,
     _writing: Option<OwnedMutexGuard<()>>,
@@ -177,8 +178,11 @@ where
 }
 
 /// An open write transaction of either backend. Dropped without
-/// [`Tx::commit`], it rolls back.
-pub struct Tx(Box<dyn Transaction>);
+/// [`Tx::commit`] (an early `?` or answer), it rolls back before SQLite's
+/// writer lock passes on: otherwise the next writer would begin while the
+/// queued rollback still holds the file's lock, and get `database is
+/// locked`.
+pub struct Tx(Option<Box<dyn Transaction>>);
 
 /// What [`Tx`] needs of a backend's transaction.
 #[async_trait]
@@ -220,29 +224,51 @@ where
 
 impl Tx {
     pub fn new(t: impl Transaction + 'static) -> Tx {
-        Tx(Box::new(t))
+        Tx(Some(Box::new(t)))
     }
 
-    pub async fn commit(self) -> StoreResult<()> {
-        self.0.commit().await
+    pub async fn commit(mut self) -> StoreResult<()> {
+        self.open().commit().await
     }
 
     /// Rolls back now, before a lock held with the transaction passes on.
-    pub async fn rollback(self) -> StoreResult<()> {
-        self.0.rollback().await
+    pub async fn rollback(mut self) -> StoreResult<()> {
+        self.open().rollback().await
+    }
+
+    /// The transaction, taken out so `Drop` finds nothing left to undo.
+    fn open(&mut self) -> Box<dyn Transaction> {
+        self.0
+            .take()
+            .expect("a Tx is open until commit or rollback")
+    }
+}
+
+impl Drop for Tx {
+    fn drop(&mut self) {
+        let Some(open) = self.0.take() else { return };
+        // Outside a runtime (its shutdown) the driver's queued rollback is
+        // all there is, and no writer follows.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = open.rollback().await {
+                    tracing::warn!(error = %e, "rolling back a dropped transaction failed");
+                }
+            });
+        }
     }
 }
 
 impl Deref for Tx {
     type Target = dyn Executor;
     fn deref(&self) -> &(dyn Executor + 'static) {
-        self.0.executor_ref()
+        self.0.as_ref().expect("a Tx is open").executor_ref()
     }
 }
 
 impl DerefMut for Tx {
     fn deref_mut(&mut self) -> &mut (dyn Executor + 'static) {
-        self.0.executor()
+        self.0.as_mut().expect("a Tx is open").executor()
     }
 }
 

@@ -24,6 +24,7 @@ contract!(
     channels_are_listed_to_whom_grants_reach,
     levels_fold_direct_and_group_grants,
     a_disabled_principal_reaches_nothing,
+    a_refused_write_leaves_the_next_writer_free,
 );
 
 const T: i64 = 1_700_000_000_000;
@@ -264,6 +265,25 @@ async fn channels_are_named_once_per_space(store: DynStore) {
             .create_channel(&new_channel(Uuid::now_v7(), "general", alex))
             .await,
     );
+}
+
+/// A transaction refused half-way (here by the unique name, after SQLite
+/// took the file's write lock) is rolled back before the next writer
+/// begins: each write right after a refusal lands, where a rollback merely
+/// queued on the driver left it `database is locked` now and then.
+async fn a_refused_write_leaves_the_next_writer_free(store: DynStore) {
+    let alex = someone(&store, PrincipalKind::Person, "Alex").await;
+    let support = space(&store, "support").await;
+    channel(&store, support, "general", alex).await;
+    for i in 0..1000 {
+        let twin = new_channel(support, "general", alex);
+        conflict(store.create_channel(&twin).await, "channel of this name");
+        let next = new_channel(support, &format!("room-{i}"), alex);
+        store
+            .create_channel(&next)
+            .await
+            .unwrap_or_else(|e| panic!("write {i} after a refusal: {e}"));
+    }
 }
 
 /// A channel is a `conversations` row of kind `channel`: it reads back as
