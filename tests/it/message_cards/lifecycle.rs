@@ -1,9 +1,10 @@
-//! The lifecycle's effects on cards (ADR 0027 §7):
-//! TestSuspendHidesCommandsAndDisablesComponents (the component half),
-//! TestResumeKeepsComponentsDisabled and
-//! TestUninstallRemovesCommandsKeepsMessages (components disabled, the
-//! messages stay with their author), each with the audit row's count of
-//! disabled components.
+//! The lifecycle's effects on cards alone (ADR 0027 §7): every card of the
+//! app disabled once by a suspend, kept disabled by a resume and opened
+//! again only by the app; an uninstall disabling the active ones (a used
+//! card stays used and is not counted) and keeping the messages; each with
+//! the audit row's count of disabled components. The seed's three
+//! lifecycle tests with a command and cards on one app are
+//! `tests/it/app_lifecycle.rs`.
 
 use reqwest::Method;
 use serde_json::json;
