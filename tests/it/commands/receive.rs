@@ -132,7 +132,9 @@ async fn receive_rule_for_apps(options: Options) {
     }
     // The agent in the channel heard none of it (its stream is empty of
     // invocations; a reader of the place is not their audience).
-    let (_, page) = rest_events(&s.w.hub, &s.w.helper.key, "after=0").await;
+    let (status, page) = rest_events(&s.w.hub, &s.w.helper.key, "after=0").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page["events"].is_array(), "{page}");
     assert!(!page.to_string().contains("app/command/invoked"), "{page}");
 }
 

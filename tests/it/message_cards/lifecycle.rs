@@ -84,7 +84,9 @@ async fn suspend_disables_every_card_once_and_resume_keeps_them_disabled(options
             json!({ "conversationId": t.general }),
         )
         .await;
-    for m in page["result"]["messages"].as_array().unwrap() {
+    let messages = page["result"]["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "both cards are listed: {page}");
+    for m in messages {
         assert_eq!(m["card"]["version"], json!(2), "{m}");
         assert_eq!(m["card"]["components"][0]["state"], json!("disabled"));
     }
