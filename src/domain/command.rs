@@ -178,7 +178,30 @@ pub struct Choice {
     #[schemars(length(min = 1, max = CHOICE_NAME_MAX))]
     pub name: String,
     /// A string for string options, a number for integer and number ones.
+    #[schemars(with = "ChoiceAnswerValue")]
     pub value: Value,
+}
+
+/// The schema of a choice's `value`: a string or a number. Which one, and
+/// its bounds, the option's type decides when the hub checks the answer
+/// (an answer that does not fit is no choices). Without a type, generated
+/// SDK types could not hold a string or a number.
+struct ChoiceAnswerValue;
+
+impl schemars::JsonSchema for ChoiceAnswerValue {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ChoiceAnswerValue".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        // `integer` beside `number` (which holds it) so that generated
+        // types keep integers integers (an integer option's choice).
+        schemars::json_schema!({ "type": ["string", "integer", "number"] })
+    }
 }
 
 /// The choices an app answered, as the asker may see them: at most `max`

@@ -23,7 +23,8 @@ pub(crate) struct NewAction<'a> {
     pub after: Option<&'a InstallationRecord>,
     pub at: Millis,
     /// What the action did beyond the row (ADR 0027 §2: the commands added,
-    /// changed and removed, by name); `None` for the other actions.
+    /// changed and removed, by name; §7: the components disabled); `None`
+    /// for the other actions.
     pub details: Option<ActionDetails>,
 }
 
@@ -39,6 +40,14 @@ pub struct ActionDetails {
     pub commands_changed: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands_removed: Vec<String>,
+    /// How many components of the app's cards a suspend or uninstall
+    /// disabled (ADR 0027 §7); absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub components_disabled: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// An `audit_actions` row: who did what to which app, with the granted

@@ -128,6 +128,7 @@ impl CommandChanges {
             commands_added: self.added.clone(),
             commands_changed: self.changed.clone(),
             commands_removed: self.removed.clone(),
+            components_disabled: 0,
         }
     }
 }

@@ -301,7 +301,8 @@ pub(super) async fn write_card(ex: &mut dyn Executor, m: &NewMessage) -> StoreRe
 /// Suspend and uninstall (ADR 0027 §7), inside their transaction: every
 /// card of `app` with an active component gets them disabled, its version
 /// one more and one `message.updated` per card to its readers. Cards are
-/// locked in ascending message id. Returns how many cards changed.
+/// locked in ascending message id. Returns how many components it
+/// disabled (the audit row's `componentsDisabled`) and the events.
 pub(super) async fn disable_authored_by(
     ex: &mut dyn Executor,
     app: Uuid,
@@ -315,15 +316,16 @@ pub(super) async fn disable_authored_by(
             &[Arg::Id(app)],
         )
         .await?;
-    let (mut count, mut events) = (0u32, Vec::new());
+    let (mut disabled, mut events) = (0u32, Vec::new());
     for r in &rows {
         let Some(mut locked) = lock_card(ex, r.id("message_id")?).await? else {
             continue;
         };
-        if locked.card.disable_all() {
+        let on_card = locked.card.disable_all();
+        if on_card > 0 {
             events.extend(next_version(ex, &mut locked, now).await?);
-            count += 1;
+            disabled += on_card;
         }
     }
-    Ok((count, events))
+    Ok((disabled, events))
 }

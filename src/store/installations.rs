@@ -515,17 +515,24 @@ where
                 events: Vec::new(),
             });
         };
-        NewAction::of(actor, transition.action(), Some(&before), &after)
-            .record(&mut *tx)
-            .await?;
         let mut events = tx.append_events(&events(&after), now).await?;
         // A suspend disables the app's cards in its transaction (ADR 0027
-        // §7); a resume leaves them disabled.
+        // §7), the count in its audit row; a resume leaves them disabled.
+        let mut disabled = 0;
         if transition == Transition::Suspend {
-            let (_cards, cards) =
+            let (count, cards) =
                 super::components::disable_authored_by(&mut *tx, before.app_id, now).await?;
             events.extend(cards);
+            disabled = count;
         }
+        let details = ActionDetails {
+            components_disabled: disabled,
+            ..ActionDetails::default()
+        };
+        NewAction::of(actor, transition.action(), Some(&before), &after)
+            .with_details(details)
+            .record(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(Committed {
             change: Transitioned::Moved(Changed { before, after }),

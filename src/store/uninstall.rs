@@ -4,7 +4,7 @@
 
 use uuid::Uuid;
 
-use super::audit_actions::NewAction;
+use super::audit_actions::{ActionDetails, NewAction};
 use super::components::disable_authored_by;
 use super::identity::{revoke_active, IdentityDialect};
 use super::installations::{
@@ -50,13 +50,18 @@ where
     let failed_tasks = fail_tasks(&mut *tx, app_id, now).await?;
     let ended_leases = end_leases(&mut *tx, app_id, now).await?;
     let commands = super::commands::remove_all(&mut *tx, app_id, now).await?;
+    // Cards stay with their author; their components are disabled (ADR
+    // 0027 §7), each card's `message.updated` written here, the count in
+    // the audit row.
+    let (disabled, mut card_events) = disable_authored_by(&mut *tx, app_id, now).await?;
+    let details = ActionDetails {
+        components_disabled: disabled,
+        ..commands.details()
+    };
     NewAction::of(actor, Transition::Uninstall.action(), Some(&before), &after)
-        .with_details(commands.details())
+        .with_details(details)
         .record(&mut *tx)
         .await?;
-    // Cards stay with their author; their components are disabled (ADR
-    // 0027 §7), each card's `message.updated` written here.
-    let (_cards, mut card_events) = disable_authored_by(&mut *tx, app_id, now).await?;
     let new_events: Vec<NewEvent> = failed_tasks.iter().flat_map(events).collect();
     let mut events = tx.append_events(&new_events, now).await?;
     events.append(&mut card_events);

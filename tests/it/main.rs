@@ -4,6 +4,7 @@
 
 mod support;
 
+mod app_lifecycle;
 mod audit;
 mod bad_input;
 mod bench_smoke;

@@ -144,6 +144,7 @@ async fn install_upgrade_and_uninstall_carry_the_manifest_commands(store: DynSto
             commands_added: v(added),
             commands_changed: v(changed),
             commands_removed: v(removed),
+            components_disabled: 0,
         })
     };
     assert_eq!(

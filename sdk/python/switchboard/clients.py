@@ -360,6 +360,11 @@ MOLTZAP_V1_NAMES = {
     "apps/onBeforeDispatch": "app/dispatch/authorize",
 }
 
+#: The callbacks whose params carry `deadlineMs`, the time left to answer
+#: when the hub sent the call: their deadline is the call's own, never a
+#: manifest's `timeoutMs`, a registered `deadline` or the default.
+ANNOUNCED_DEADLINE = frozenset({"app/command/autocomplete"})
+
 #: The manifest's hook name for each gate callback.
 GATES = {
     "app/task/create": "task_create",
@@ -377,7 +382,10 @@ class AppClient(_Client):
     the gate's `timeoutMs` from the stored manifest (read at connect) to
     answer, or the `deadline` it was registered with: past it the SDK
     cancels it and sends nothing, since the hub has already failed the gate
-    closed and would ignore the answer.
+    closed and would ignore the answer. `app/command/autocomplete` carries
+    its own deadline (`deadlineMs`): its handler has exactly that, and
+    answers `{"choices": [...]}`, or `{"deferred": True}` and later
+    `app.call(catalogue.APP_AUTOCOMPLETE_ANSWER, ...)` before it.
     """
 
     _connect = catalogue.APP_NETWORK_CONNECT
@@ -418,6 +426,8 @@ class AppClient(_Client):
         entry = catalogue.ALL.get(name)
         if entry is None or entry.kind != "callback":
             raise ValueError(f"{name} is not a callback the hub makes")
+        if name in ANNOUNCED_DEADLINE and deadline is not None:
+            raise ValueError(f"{name} carries its own deadline (deadlineMs); register it without one")
         self._handlers[name] = (handler, deadline)
 
     def handler(
@@ -429,8 +439,16 @@ class AppClient(_Client):
 
         return register
 
-    def deadline_of(self, method: str) -> float:
-        """Seconds a handler of `method` has to answer."""
+    def deadline_of(self, method: str, params: Any = None) -> float:
+        """Seconds a handler of `method` has to answer the call with `params`.
+
+        A call that announces its deadline (`ANNOUNCED_DEADLINE`) has its
+        `deadlineMs`; one without a usable value has none (0: nothing is
+        sent, and the hub answers its asker with no choices)."""
+        if method in ANNOUNCED_DEADLINE:
+            ms = params.get("deadlineMs") if isinstance(params, dict) else None
+            ok = isinstance(ms, (int, float)) and not isinstance(ms, bool) and ms > 0
+            return ms / 1000 if ok else 0.0
         _, explicit = self._handlers.get(method, (None, None))
         return explicit if explicit is not None else self._gate_deadlines.get(method, self.default_deadline)
 
@@ -449,7 +467,11 @@ class AppClient(_Client):
         if found is None or entry is None:
             return await super()._serve(conn, request_id, method, params)
         handler, _ = found
-        deadline = self.deadline_of(method)
+        deadline = self.deadline_of(method, params)
+        if deadline <= 0:
+            self.missed_deadlines += 1
+            log.warning("the %s call left no time to answer; not answering", method)
+            return
         try:
             typed = entry.decode_params(params)
         except ValidationError as e:

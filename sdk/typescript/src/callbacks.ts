@@ -1,9 +1,11 @@
-// Answering the hub's calls to an app (the three gates and ping) within
-// their deadlines. The hub waits `timeoutMs` (the manifest's hook policy)
-// and then fails the gate closed; an answer after that is ignored by the
+// Answering the hub's calls to an app (the three gates, autocomplete and
+// ping) within their deadlines. For a gate the hub waits `timeoutMs` (the
+// manifest's hook policy) and then fails it closed; `app/command/autocomplete`
+// announces its own time left in `deadlineMs`, after which the asker has
+// been answered with no choices. An answer after either is ignored by the
 // hub. So the SDK measures the deadline from the frame's arrival, aborts
 // the handler's signal when it passes, and never sends an answer after it:
-// a late verdict is dropped here and reported, not sent.
+// a late answer is dropped here and reported, not sent.
 
 import type { CallbackContext, CallbackHandler, Connection, LateAnswer } from "./connection.js";
 import { RpcError } from "./errors.js";
@@ -34,7 +36,7 @@ export class CallbackRouter {
       conn.answerError(id, { code: METHOD_NOT_FOUND, message: `Method not found: ${method}`, _tag: "MethodNotFoundError" });
       return;
     }
-    const deadlineMs = await this.options.deadlineMs(method);
+    const deadlineMs = ANNOUNCED_DEADLINE.has(method) ? announcedDeadlineMs(params) : await this.options.deadlineMs(method);
     const deadline = receivedAt + deadlineMs - (this.options.marginMs ?? 0);
     if (Date.now() >= deadline) {
       // Already too late (the client is closing, or the wait for the manifest ate the time).
@@ -81,6 +83,23 @@ export const MOLTZAP_V1_NAMES: Record<string, string> = {
 /** The catalogue's name of a callback the hub made under either name. */
 export function canonicalCallback(method: string): string {
   return MOLTZAP_V1_NAMES[method] ?? method;
+}
+
+/**
+ * The callbacks whose params carry `deadlineMs`, the time left to answer
+ * when the hub sent the call: their deadline is the call's own, never a
+ * manifest's `timeoutMs` or a default (ADR 0027 §8).
+ */
+export const ANNOUNCED_DEADLINE: ReadonlySet<string> = new Set(["app/command/autocomplete"]);
+
+/**
+ * A call's announced `deadlineMs`; 0 when it carries none a deadline can be
+ * (the call then counts as late at once and nothing is sent: the hub
+ * answers its asker with no choices at its own deadline).
+ */
+export function announcedDeadlineMs(params: unknown): number {
+  const ms = (params as { deadlineMs?: unknown } | null)?.deadlineMs;
+  return typeof ms === "number" && Number.isFinite(ms) && ms > 0 ? ms : 0;
 }
 
 /** The gate each callback method answers, as the manifest's `hooks` names it. */

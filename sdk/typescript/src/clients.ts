@@ -117,12 +117,20 @@ export type AppHandler<K extends keyof AppCallbacks> = (
 export type AppHandlers = { [K in keyof AppCallbacks]?: AppHandler<K> };
 
 export interface AppClientOptions extends ClientOptions {
-  /** The gates and ping; a gate without a handler is answered MethodNotFound (the hub fails it closed). */
+  /**
+   * The gates, `app/command/autocomplete` and ping; a call without a handler
+   * is answered MethodNotFound (the hub fails a gate closed and gives an
+   * autocomplete's asker no choices).
+   */
   handlers?: AppHandlers;
   /**
    * The deadline of `app/network/ping`, which the hub does not announce (the
    * operator's `timeoutMs`): default 1000 ms. The gates' deadlines are the
-   * manifest's `timeoutMs`, read from `app/identity/get` after connecting.
+   * manifest's `timeoutMs`, read from `app/identity/get` after connecting;
+   * `app/command/autocomplete` carries its own (`deadlineMs`). An
+   * autocomplete handler answers `{choices}`, or `{deferred: true}` and then
+   * `client.call("app/autocomplete/answer", {requestId, choices})` before
+   * that deadline.
    */
   pingDeadlineMs?: number;
 }

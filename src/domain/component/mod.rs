@@ -296,17 +296,18 @@ impl Card {
         changed
     }
 
-    /// Every active component disabled (suspend, uninstall); true when one
-    /// changed.
-    pub fn disable_all(&mut self) -> bool {
-        let mut changed = false;
+    /// Every active component disabled (suspend, uninstall): how many
+    /// changed, the count the lifecycle's audit row records (a used one
+    /// stays used and is not counted).
+    pub fn disable_all(&mut self) -> u32 {
+        let mut disabled = 0;
         for c in &mut self.components {
             if c.state == ComponentState::Active {
                 c.state = ComponentState::Disabled;
-                changed = true;
+                disabled += 1;
             }
         }
-        changed
+        disabled
     }
 }
 

@@ -157,7 +157,8 @@ fn the_use_rules_and_expiry() {
     card.card_use = CardUse::OncePerPrincipal;
     card.components[0].state = ComponentState::Active;
     assert!(!card.use_up());
-    assert!(card.disable_all());
+    assert_eq!(card.disable_all(), 1);
+    assert_eq!(card.disable_all(), 0, "nothing left to disable");
     assert_eq!(card.components[0].state, ComponentState::Disabled);
 }
 

@@ -11,15 +11,7 @@ use crate::support::hub::{Options, ADMIN_TOKEN};
 use crate::support::world::{call, expect};
 
 async fn audit_details(s: &Setup, action: &str) -> Vec<Value> {
-    let path = format!("/api/v1/audit/actions?appId={}", s.poll.id);
-    let v = expect(&s.w.hub, Method::GET, &path, ADMIN_TOKEN, None, 200).await;
-    v["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["action"] == json!(action))
-        .map(|r| r["details"].clone())
-        .collect()
+    crate::installations::audit_details(&s.w.hub, &s.poll.id.to_string(), action).await
 }
 
 async fn install_creates_manifest_commands(options: Options) {
@@ -166,6 +158,10 @@ async fn suspend_hides_and_resume_shows_commands(options: Options) {
     )
     .await;
     s.lifecycle("resume").await;
+    // The app posted no card: its suspend disabled nothing, and says so by
+    // recording no details.
+    assert_eq!(audit_details(&s, "app.suspend").await, [json!(null)]);
+    assert_eq!(audit_details(&s, "app.resume").await, [json!(null)]);
     assert_eq!(
         names(&s.listed(&mut alex, &s.w.alex, s.w.general).await),
         ["find", "purge", "vote"]

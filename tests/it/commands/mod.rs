@@ -8,6 +8,7 @@ mod audit;
 mod autocomplete;
 mod invoke;
 mod lifecycle;
+mod receive;
 mod visibility;
 
 use reqwest::Method;

@@ -100,3 +100,18 @@ pub async fn app_events(hub: &TestHub, key: &str, event_type: &str) -> Vec<Value
         .cloned()
         .collect()
 }
+
+/// The `details` of every audit row of `action` on `app`, oldest first
+/// (`Null` where a row has none).
+pub async fn audit_details(hub: &TestHub, app: &str, action: &str) -> Vec<Value> {
+    let path = format!("/api/v1/audit/actions?appId={app}");
+    let (status, body) = call(hub, Method::GET, &path, ADMIN_TOKEN, None).await;
+    assert_eq!(status, 200, "{body}");
+    body["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["action"] == json!(action))
+        .map(|r| r["details"].clone())
+        .collect()
+}

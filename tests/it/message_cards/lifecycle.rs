@@ -1,14 +1,16 @@
-//! The lifecycle's effects on cards (ADR 0027 §7):
-//! TestSuspendHidesCommandsAndDisablesComponents (the component half),
-//! TestResumeKeepsComponentsDisabled and
-//! TestUninstallRemovesCommandsKeepsMessages (components disabled, the
-//! messages stay with their author).
+//! The lifecycle's effects on cards alone (ADR 0027 §7): every card of the
+//! app disabled once by a suspend, kept disabled by a resume and opened
+//! again only by the app; an uninstall disabling the active ones (a used
+//! card stays used and is not counted) and keeping the messages; each with
+//! the audit row's count of disabled components. The seed's three
+//! lifecycle tests with a command and cards on one app are
+//! `tests/it/app_lifecycle.rs`.
 
 use reqwest::Method;
 use serde_json::json;
 
 use super::{both, buttons, component_id, next, press, reason, table, ALL_SCOPES};
-use crate::installations::operator;
+use crate::installations::{audit_details, operator};
 use crate::support::hub::Options;
 
 both!(
@@ -45,6 +47,11 @@ async fn suspend_disables_every_card_once_and_resume_keeps_them_disabled(options
     let mut posted = vec![first["id"].clone(), second["id"].clone()];
     posted.sort_by_key(|v| v.to_string());
     assert_eq!(seen, posted);
+    // Two cards of two buttons: four components disabled, in the row.
+    assert_eq!(
+        audit_details(&t.hub, &app_id, "app.suspend").await,
+        [json!({"componentsDisabled": 4})]
+    );
     let pressed = press(
         &mut alex,
         &t.alex,
@@ -57,6 +64,10 @@ async fn suspend_disables_every_card_once_and_resume_keeps_them_disabled(options
     // Resume: the app is back, its components stay disabled.
     let (status, body) = operator(&t.hub, Method::POST, &app_id, "installation/resume", None).await;
     assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        audit_details(&t.hub, &app_id, "app.resume").await,
+        [json!(null)]
+    );
     let pressed = press(
         &mut alex,
         &t.alex,
@@ -73,7 +84,9 @@ async fn suspend_disables_every_card_once_and_resume_keeps_them_disabled(options
             json!({ "conversationId": t.general }),
         )
         .await;
-    for m in page["result"]["messages"].as_array().unwrap() {
+    let messages = page["result"]["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "both cards are listed: {page}");
+    for m in messages {
         assert_eq!(m["card"]["version"], json!(2), "{m}");
         assert_eq!(m["card"]["components"][0]["state"], json!("disabled"));
     }
@@ -104,6 +117,19 @@ async fn uninstall_disables_the_components_and_keeps_the_messages(options: Optio
     let t = table(options, ALL_SCOPES).await;
     let mut app = t.connect(&t.bot).await;
     let mut alex = t.connect(&t.alex).await;
+    // A used card: its components are used, not disabled, and not counted.
+    let used = t.post(&mut app, buttons(), "once").await["message"].clone();
+    next(&mut alex, "person/message/received").await;
+    let mut helper = t.connect(&t.helper).await;
+    let no = component_id(&used, "no");
+    let pressed = press(&mut helper, &t.helper, &used["id"], &no, None).await;
+    assert_eq!(
+        pressed["result"]["interaction"]["state"],
+        json!("received"),
+        "{pressed}"
+    );
+    let updated = next(&mut alex, "person/message/updated").await;
+    assert_eq!(updated["payload"]["message"]["card"]["version"], json!(2));
     let card = t.post(&mut app, buttons(), "once").await["message"].clone();
     next(&mut alex, "person/message/received").await;
     let app_id = t.bot.id.to_string();
@@ -112,7 +138,11 @@ async fn uninstall_disables_the_components_and_keeps_the_messages(options: Optio
     let updated = next(&mut alex, "person/message/updated").await;
     assert_eq!(updated["payload"]["message"]["id"], card["id"]);
     assert_eq!(updated["payload"]["message"]["card"]["version"], json!(2));
-    // The message stays, with its author and its text.
+    assert_eq!(
+        audit_details(&t.hub, &app_id, "app.uninstall").await,
+        [json!({"componentsDisabled": 2})]
+    );
+    // The messages stay, with their author and their text.
     let page = alex
         .call(
             json!("h"),
@@ -120,9 +150,17 @@ async fn uninstall_disables_the_components_and_keeps_the_messages(options: Optio
             json!({ "conversationId": t.general }),
         )
         .await;
-    let kept = &page["result"]["messages"][0];
-    assert_eq!(kept["id"], card["id"], "{page}");
-    assert_eq!(kept["senderId"], json!(t.bot.id));
-    assert_eq!(kept["parts"], card["parts"]);
-    assert_eq!(kept["card"]["components"][1]["state"], json!("disabled"));
+    let kept = page["result"]["messages"].as_array().unwrap();
+    assert_eq!(kept.len(), 2, "{page}");
+    let kept_card = kept.iter().find(|m| m["id"] == card["id"]).unwrap();
+    assert_eq!(kept_card["senderId"], json!(t.bot.id));
+    assert_eq!(kept_card["parts"], card["parts"]);
+    assert_eq!(
+        kept_card["card"]["components"][1]["state"],
+        json!("disabled")
+    );
+    let kept_used = kept.iter().find(|m| m["id"] == used["id"]).unwrap();
+    assert_eq!(kept_used["senderId"], json!(t.bot.id));
+    assert_eq!(kept_used["card"]["version"], json!(2), "{kept_used}");
+    assert_eq!(kept_used["card"]["components"][0]["state"], json!("used"));
 }

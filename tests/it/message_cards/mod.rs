@@ -37,11 +37,16 @@ pub struct Table {
 pub const ALL_SCOPES: &[&str] = &["messages:write", "components:write", "events:subscribe"];
 
 pub async fn table(options: Options, scopes: &[&str]) -> Table {
-    let hub = TestHub::start_with(options).await;
     let mut manifest = werewolf_manifest();
     manifest["name"] = json!("Bot");
     manifest["scopes"] = json!(scopes);
-    let (bot_id, bot_key) = hub.register_app(&manifest).await;
+    table_with(options, &manifest).await
+}
+
+/// The same table with the app registered from `manifest`.
+pub async fn table_with(options: Options, manifest: &Value) -> Table {
+    let hub = TestHub::start_with(options).await;
+    let (bot_id, bot_key) = hub.register_app(manifest).await;
     let bot = Member {
         id: bot_id.parse().unwrap(),
         key: bot_key,

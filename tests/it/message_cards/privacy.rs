@@ -96,8 +96,15 @@ async fn form_values_and_reply_texts_reach_only_where_they_may(options: Options)
     assert!(frames.contains(REPLY));
     assert!(!frames.contains(VALUE), "a reader got the value: {frames}");
     for key in [&t.sam.key, &t.helper.key] {
-        let (_, page) = rest_events(&t.hub, key, "after=0").await;
-        assert!(!page.to_string().contains(VALUE), "{page}");
+        let (status, page) = rest_events(&t.hub, key, "after=0").await;
+        assert_eq!(status, 200, "{page}");
+        // A stream that holds the reply (so it was read), not the value.
+        let text = page.to_string();
+        assert!(
+            text.contains(REPLY),
+            "a reader's stream lacks the reply: {page}"
+        );
+        assert!(!text.contains(VALUE), "{page}");
     }
     // The audit has Sam's denial, and no canary.
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -156,8 +156,13 @@ async fn interaction_events_reach_the_app_alone_live_and_on_catch_up(options: Op
     assert_eq!(logged[0]["payload"]["interaction"], interaction);
     // A reader of the channel has the card's update, never the interaction.
     for key in [&t.sam.key, &t.alex.key, &t.helper.key] {
-        let (_, page) = rest_events(&t.hub, key, "after=0").await;
+        let (status, page) = rest_events(&t.hub, key, "after=0").await;
+        assert_eq!(status, 200, "{page}");
         let text = page.to_string();
+        assert!(
+            text.contains("message/updated"),
+            "the card's update: {text}"
+        );
         assert!(!text.contains("interaction/created"), "{text}");
         assert!(!text.contains(interaction["interactionId"].as_str().unwrap()));
     }

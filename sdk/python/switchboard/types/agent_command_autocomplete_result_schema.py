@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
@@ -21,7 +21,7 @@ class Choice(BaseModel):
         ),
     ]
     value: Annotated[
-        Any,
+        str | int | float,
         Field(
             description='A string for string options, a number for integer and number ones.'
         ),

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,7 +22,7 @@ class Choice(BaseModel):
         ),
     ]
     value: Annotated[
-        Any,
+        str | int | float,
         Field(
             description='A string for string options, a number for integer and number ones.'
         ),

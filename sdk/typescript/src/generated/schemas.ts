@@ -1771,9 +1771,7 @@ export interface Choice {
   /**
    * A string for string options, a number for integer and number ones.
    */
-  value: {
-    [k: string]: unknown;
-  };
+  value: string | number;
 }
 /**
  * `app/channel/list` (schemas/app.channel.list.params.schema.json).
