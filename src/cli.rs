@@ -1,6 +1,7 @@
 //! The `switchboard` command line.
 
 mod apps;
+mod check;
 mod people;
 mod places;
 
@@ -12,6 +13,11 @@ use uuid::Uuid;
 use crate::config::{Config, FlagOverrides};
 use crate::domain::PrincipalKind;
 use crate::identity;
+
+/// A command's chosen exit code, after it printed why (`app check`).
+#[derive(Debug, thiserror::Error)]
+#[error("exit code {0}")]
+pub struct Exit(pub u8);
 
 #[derive(Parser)]
 #[command(

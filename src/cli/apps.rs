@@ -85,6 +85,20 @@ pub enum AppCommand {
         #[arg(long)]
         id: Uuid,
     },
+    /// Send the connected app one synthetic call per `hook` gate, through
+    /// the running hub (POST /api/v1/apps/{id}/check with admin.token), and
+    /// print each gate's outcome, latency and decoding. Exit code 0 only
+    /// when every gate answered well in time; else the worst gate's: 2
+    /// bad_result, 3 remote_error, 4 late, 5 timeout, 6 disconnected, 7
+    /// unavailable, 8 inactive (1: the check did not run).
+    Check {
+        /// The app's id.
+        id: Uuid,
+        /// The running hub's base URL (default: http:// and server.listen,
+        /// loopback for an unspecified address).
+        #[arg(long, env = "SWITCHBOARD_HUB_URL")]
+        hub: Option<String>,
+    },
     /// Replace the app's manifest from a file, validated as at registration.
     Upgrade {
         #[arg(long)]
@@ -156,8 +170,16 @@ async fn register(
     Ok(())
 }
 
-/// `switchboard app`: the operator's app commands.
+/// `switchboard app`: the operator's app commands. The check goes through
+/// the running hub; the others straight to the store.
 pub async fn app(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
+    match command {
+        AppCommand::Check { id, hub } => super::check::check(id, hub, &cfg).await,
+        other => on_store(other, cfg).await,
+    }
+}
+
+async fn on_store(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
     let store = crate::store::open(&cfg).await?;
     let life = Lifecycle::offline(store.as_ref(), &cfg);
     let op = Actor::Operator;
@@ -194,6 +216,7 @@ pub async fn app(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        AppCommand::Check { id, hub } => super::check::check(id, hub, &cfg).await,
         AppCommand::Upgrade { id, manifest } => {
             let doc = read_manifest(&manifest)?;
             let up = life

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod app_check;
 mod audit;
 mod bad_input;
 mod bench_smoke;

@@ -54,6 +54,11 @@ pub enum Action {
     CommandRegister,
     /// An app answers an autocomplete request later.
     CommandAutocompleteRespond,
+    // Issue 21, the operator's view.
+    /// An app reading its own hook health figures.
+    AppHealthRead,
+    /// An app running `app check` on its own hooks.
+    AppCheck,
 }
 
 /// The kinds of subject an action admits. The operator is the admin token,
@@ -153,7 +158,7 @@ impl Requirement {
 }
 
 impl Action {
-    pub const ALL: [Action; 34] = [
+    pub const ALL: [Action; 36] = [
         Action::ConversationCreate,
         Action::ConversationRead,
         Action::MessageRead,
@@ -188,6 +193,8 @@ impl Action {
         Action::CommandAutocomplete,
         Action::CommandRegister,
         Action::CommandAutocompleteRespond,
+        Action::AppHealthRead,
+        Action::AppCheck,
     ];
 
     /// The catalogue's name: the protocol's `data.action` and the audit's.
@@ -227,6 +234,8 @@ impl Action {
             Action::CommandAutocomplete => "command.autocomplete",
             Action::CommandRegister => "command.register",
             Action::CommandAutocompleteRespond => "command.autocomplete.respond",
+            Action::AppHealthRead => "app.health.read",
+            Action::AppCheck => "app.check",
         }
     }
 
@@ -286,9 +295,11 @@ impl Action {
             // The route admits only the app's own id (another's answers as
             // missing before this runs): what is left to decide is step 2b,
             // the installation, which is the point of asking.
-            Action::InstallationRead | Action::AppUpgrade | Action::AppKeysManage => {
-                req(S::APP, K::App, None, false, Rule::None)
-            }
+            Action::InstallationRead
+            | Action::AppUpgrade
+            | Action::AppKeysManage
+            | Action::AppHealthRead
+            | Action::AppCheck => req(S::APP, K::App, None, false, Rule::None),
             // The level is the command's own (`requiredLevel`, step 4 of
             // ADR 0027 §3), not the action's; invoking writes into the
             // place as far as its channel state goes.

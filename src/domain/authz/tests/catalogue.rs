@@ -8,7 +8,7 @@ use super::*;
 
 /// ADR 0020 §3, "Actions today": the subjects column, row by row
 /// (agent, person, app, operator).
-const TABLE: [(Action, [bool; 4]); 34] = [
+const TABLE: [(Action, [bool; 4]); 36] = [
     (Action::ConversationCreate, [true, true, false, false]),
     (Action::ConversationRead, [true, true, true, false]),
     (Action::MessageRead, [true, true, true, false]),
@@ -46,6 +46,8 @@ const TABLE: [(Action, [bool; 4]); 34] = [
         Action::CommandAutocompleteRespond,
         [false, false, true, false],
     ),
+    (Action::AppHealthRead, [false, false, true, false]),
+    (Action::AppCheck, [false, false, true, false]),
 ];
 
 #[test]
