@@ -217,6 +217,17 @@ impl<D: sql::Database + BaseDialect> BaseStore for D {
 /// Opens the database the configuration names (creating a SQLite file and its
 /// directory on first start) and migrates it when configured to.
 pub async fn open(config: &Config) -> anyhow::Result<DynStore> {
+    let store = open_unmigrated(config).await?;
+    if config.storage.migrate_on_start {
+        store.migrate().await?;
+    }
+    Ok(store)
+}
+
+/// Opens the database the configuration names without migrating it (a
+/// SQLite file that is not there is still created: callers that must not
+/// create one check first, as the operator commands do).
+pub async fn open_unmigrated(config: &Config) -> anyhow::Result<DynStore> {
     let url = config.database_url();
     let store: DynStore = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         Arc::new(PgStore::connect(&url, config.storage.max_connections).await?)
@@ -233,8 +244,5 @@ pub async fn open(config: &Config) -> anyhow::Result<DynStore> {
     } else {
         anyhow::bail!("storage.database_url must start with sqlite:, postgres:// or postgresql://");
     };
-    if config.storage.migrate_on_start {
-        store.migrate().await?;
-    }
     Ok(store)
 }

@@ -31,6 +31,7 @@ mod membership;
 mod migration;
 mod openapi;
 mod operations;
+mod operator_cli;
 mod people;
 mod places;
 mod schema_agreement;
