@@ -195,7 +195,7 @@ pub async fn run_with_store(
     if !needs_store {
         return run(command);
     }
-    let store = crate::cli::store::open(config).await?;
+    let store = crate::store::open_existing(config).await?;
     match command {
         CardCommand::Install { dir, force_author } => {
             install_dir(store.as_ref(), &dir, force_author).await?

@@ -7,7 +7,6 @@ mod help_tests;
 mod list;
 mod people;
 mod places;
-pub(crate) mod store;
 
 use std::path::PathBuf;
 
@@ -357,7 +356,7 @@ async fn audit(command: AuditCommand, config: Config) -> anyhow::Result<()> {
     if !(1..=max).contains(&limit) {
         anyhow::bail!("--limit must be from 1 to {max} (audit.page_max)");
     }
-    let store = crate::cli::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     let filter = AuditFilter {
         actor,
         action,
@@ -395,7 +394,7 @@ async fn migrate(args: ConfigArgs) -> anyhow::Result<()> {
 
 /// `switchboard keys`: the hub's webhook signing keys.
 async fn keys(command: KeysCommand, config: Config) -> anyhow::Result<()> {
-    let store = crate::cli::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     let now = crate::domain::now_millis();
     match command {
         KeysCommand::List => {
@@ -451,7 +450,7 @@ async fn keys(command: KeysCommand, config: Config) -> anyhow::Result<()> {
 
 /// `switchboard agent`: the operator's agent commands, straight on the store.
 async fn agent(command: AgentCommand, config: Config) -> anyhow::Result<()> {
-    let store = crate::cli::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     match command {
         AgentCommand::Register {
             name,

@@ -63,6 +63,22 @@ pub struct Summary {
     /// The order the moderator meant them to speak in.
     pub turn_order: Vec<Uuid>,
     pub lynched: Uuid,
+    /// Each player's registered name, for printing the round.
+    pub names: std::collections::HashMap<Uuid, String>,
+}
+
+impl Summary {
+    /// A player's name (its id if it has none).
+    pub fn name(&self, id: &Uuid) -> String {
+        self.names
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| id.to_string())
+    }
+
+    pub fn names_of(&self, ids: &[Uuid]) -> Vec<String> {
+        ids.iter().map(|id| self.name(id)).collect()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -286,6 +302,7 @@ async fn moderator_loop(
                             speakers: m.speakers.clone(),
                             turn_order: m.turn_order.clone(),
                             lynched,
+                            names: std::collections::HashMap::new(),
                         }
                     };
                     let (town, task) = { let m = state.lock().unwrap(); (m.town.unwrap(), m.task.unwrap()) };
@@ -473,9 +490,12 @@ pub async fn play_round(base: &str) -> anyhow::Result<Summary> {
 
     let mut players = Vec::new();
     let mut ids = Vec::new();
+    let mut names = std::collections::HashMap::new();
     for i in 0..PLAYERS {
-        let c = AgentClient::register(base, &format!("player-{i}"), None).await?;
+        let name = format!("player-{i}");
+        let c = AgentClient::register(base, &name, None).await?;
         let agent = AgentClient::connect(base, &c.agent_key).await?;
+        names.insert(agent.agent_id(), name);
         ids.push(agent.agent_id());
         players.push(agent);
     }
@@ -496,9 +516,10 @@ pub async fn play_round(base: &str) -> anyhow::Result<Summary> {
     let _ = task;
     running.push(tokio::spawn(player(initiator, creds.app_id)));
 
-    let summary = tokio::time::timeout(Duration::from_secs(60), done_rx)
+    let mut summary = tokio::time::timeout(Duration::from_secs(60), done_rx)
         .await
         .map_err(|_| anyhow::anyhow!("the round did not finish within 60 s"))??;
+    summary.names = names;
     moderator.await??;
     for p in running {
         p.await??;

@@ -201,7 +201,7 @@ pub async fn app(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
 }
 
 async fn on_store(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
-    let store = crate::cli::store::open(&cfg).await?;
+    let store = crate::store::open_existing(&cfg).await?;
     let life = Lifecycle::offline(store.as_ref(), &cfg);
     let op = Actor::Operator;
     match command {
@@ -277,7 +277,7 @@ pub async fn audit_actions(
     if !(1..=max).contains(&limit) {
         anyhow::bail!("--limit must be from 1 to {max} (audit.page_max)");
     }
-    let store = crate::cli::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     let dash = |s: Option<String>| s.unwrap_or_else(|| "-".into());
     for r in store.actions(ActionFilter { app }, after, limit).await? {
         println!(

@@ -45,7 +45,7 @@ pub enum PersonCommand {
 }
 
 pub(super) async fn person(command: PersonCommand, config: Config) -> anyhow::Result<()> {
-    let store = crate::cli::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     match command {
         PersonCommand::Create { name, description } => {
             let doc = name_and_description(name, description);

@@ -105,7 +105,7 @@ pub enum GroupCommand {
 }
 
 pub(super) async fn space(command: SpaceCommand, config: Config) -> anyhow::Result<()> {
-    let store = crate::cli::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     let SpaceCommand::Create { name } = command;
     check_display_name(&name)?;
     let created = store
@@ -120,7 +120,7 @@ pub(super) async fn space(command: SpaceCommand, config: Config) -> anyhow::Resu
 }
 
 pub(super) async fn channel(command: ChannelCommand, config: Config) -> anyhow::Result<()> {
-    let store = crate::cli::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     let ChannelCommand::Create { space, name } = command;
     if !place_names::is_channel_name(&name) {
         anyhow::bail!("--name: {}", place_names::CHANNEL_NAME_RULE);
@@ -145,7 +145,7 @@ pub(super) async fn channel(command: ChannelCommand, config: Config) -> anyhow::
 }
 
 pub(super) async fn grant(command: GrantCommand, config: Config) -> anyhow::Result<()> {
-    let store = crate::cli::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     match command {
         GrantCommand::Put {
             principal,
@@ -225,7 +225,7 @@ fn grant_line(g: &GrantRecord) -> String {
 }
 
 pub(super) async fn group(command: GroupCommand, config: Config) -> anyhow::Result<()> {
-    let store = crate::cli::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     let not_found = |e: crate::store::StoreError| match e {
         crate::store::StoreError::NotFound => anyhow::anyhow!("no such group or principal"),
         other => other.into(),

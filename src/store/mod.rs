@@ -22,6 +22,7 @@ mod commit_feed;
 mod conversations;
 mod effects;
 pub(crate) mod events;
+mod existing;
 mod group_commit;
 mod group_sends;
 mod group_verdicts;
@@ -60,6 +61,7 @@ pub use commit_feed::{CommitFeed, CommitListener};
 pub use conversations::{ConversationStore, CreatedConversation, NewConversation};
 pub use effects::Effects;
 pub use events::EventStore;
+pub use existing::open_existing;
 pub use identity::{
     IdempotencyRecord, IdempotentResponse, IdentityStore, KeyRecord, NewKey, NewPrincipal,
     OwnedAgent, OwnedKey, PrincipalRecord,

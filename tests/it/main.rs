@@ -34,6 +34,7 @@ mod operations;
 mod operator_cli;
 mod people;
 mod places;
+mod readme;
 mod schema_agreement;
 mod schema_drift;
 mod server_calls;

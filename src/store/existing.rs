@@ -1,4 +1,4 @@
-//! The hub's database, as an operator command opens it: the one `serve`
+//! The hub's database, as an operator command (`cli`, `cards`) opens it: the one `serve`
 //! uses, found through the same configuration (`--config`, the
 //! environment, `--data-dir`, `--database-url`), and never created here.
 //! A command run in another folder used to make a fresh `./switchboard-data`
@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use super::DynStore;
 use crate::config::Config;
-use crate::store::DynStore;
 
 /// The SQLite file a `sqlite:` URL names, made absolute (`None` for
 /// another backend or an in-memory database).
@@ -45,7 +45,7 @@ fn how_to_point() -> &'static str {
 }
 
 /// Opens the hub's database for an operator command, or says why not.
-pub(crate) async fn open(config: &Config) -> anyhow::Result<DynStore> {
+pub async fn open_existing(config: &Config) -> anyhow::Result<DynStore> {
     let url = config.database_url();
     let whence = if config.storage.database_url.is_empty() {
         format!(
@@ -64,7 +64,7 @@ pub(crate) async fn open(config: &Config) -> anyhow::Result<DynStore> {
             );
         }
     }
-    let store = crate::store::open_unmigrated(config).await?;
+    let store = super::open_unmigrated(config).await?;
     if store.sync_epoch().await.is_err() {
         anyhow::bail!(
             "{} holds no switchboard database (from {whence}). {}",
