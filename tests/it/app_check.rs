@@ -172,6 +172,21 @@ async fn the_health_window_and_the_app_label_follow_a_scripted_sequence_of_answe
     );
     let (status, _) = health(&hub, &app_id, &agent_key).await;
     assert_eq!(status, 403);
+
+    // Uninstalled, the app is called no more and its figures are dropped.
+    let r = hub
+        .http
+        .delete(format!("{}/api/v1/apps/{app_id}/installation", hub.base))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 204);
+    let (status, after) = health(&hub, &app_id, ADMIN_TOKEN).await;
+    assert_eq!(status, 200, "{after}");
+    for m in after["methods"].as_array().unwrap() {
+        assert_eq!(m["count"], json!(0), "{after}");
+    }
 }
 
 /// How the fake app answers a check's calls.
