@@ -123,20 +123,28 @@ pub enum CardCommand {
     },
     /// Compute entry.integrity, set author, and sign DIR/app.json in place.
     Sign {
+        /// The package folder, holding app.json and its files.
         dir: PathBuf,
+        /// The author's secret key file (from `card keygen`).
         #[arg(long)]
         key: PathBuf,
     },
     /// Run every check on a package.
-    Verify { dir: PathBuf },
+    Verify {
+        /// The package folder, holding app.json and its files.
+        dir: PathBuf,
+    },
     /// Verify, then write the package as a reproducible tar file.
     Pack {
+        /// The package folder, holding app.json and its files.
         dir: PathBuf,
+        /// The tar file to write.
         #[arg(long)]
         out: PathBuf,
     },
     /// Verify a package and record it in the hub's catalogue.
     Install {
+        /// The package folder, holding app.json and its files.
         dir: PathBuf,
         /// Accept a new version by a different author.
         #[arg(long)]
@@ -145,20 +153,27 @@ pub enum CardCommand {
     /// The installed cards.
     List,
     /// Every installed version of one card, with its signed app.json.
-    Show { id: String },
+    Show {
+        /// The card's id (as `card list` prints it).
+        id: String,
+    },
     /// Write the catalogue as a file signed with the operator's key.
     Export {
+        /// The file to write.
         #[arg(long)]
         out: PathBuf,
+        /// The operator's secret key file (from `card keygen`).
         #[arg(long)]
         key: PathBuf,
     },
     /// Import an exported catalogue signed by a trusted operator key.
     Import {
+        /// The exported catalogue file.
         file: PathBuf,
         /// The did:key the catalogue must be signed by.
         #[arg(long)]
         trusted_signer: String,
+        /// Accept new versions by a different author than the installed ones.
         #[arg(long)]
         force_author: bool,
     },
@@ -180,7 +195,7 @@ pub async fn run_with_store(
     if !needs_store {
         return run(command);
     }
-    let store = crate::store::open(config).await?;
+    let store = crate::store::open_existing(config).await?;
     match command {
         CardCommand::Install { dir, force_author } => {
             install_dir(store.as_ref(), &dir, force_author).await?

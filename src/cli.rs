@@ -1,6 +1,10 @@
 //! The `switchboard` command line.
 
 mod apps;
+mod check;
+#[cfg(test)]
+mod help_tests;
+mod list;
 mod people;
 mod places;
 
@@ -13,6 +17,11 @@ use crate::config::{Config, FlagOverrides};
 use crate::domain::PrincipalKind;
 use crate::identity;
 
+/// A command's chosen exit code, after it printed why (`app check`).
+#[derive(Debug, thiserror::Error)]
+#[error("exit code {0}")]
+pub struct Exit(pub u8);
+
 #[derive(Parser)]
 #[command(
     name = "switchboard",
@@ -24,14 +33,13 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Where the hub's configuration and database are: the same for `serve`
+/// and every operator command, so both find the same database.
 #[derive(Args, Clone, Default)]
 pub struct ConfigArgs {
-    /// TOML configuration file.
+    /// TOML configuration file (the one the hub runs with).
     #[arg(long, env = "SWITCHBOARD_CONFIG", global = true)]
     pub config: Option<PathBuf>,
-    /// Address to listen on (server.listen).
-    #[arg(long, global = true)]
-    pub listen: Option<std::net::SocketAddr>,
     /// Data directory for the embedded database (server.data_dir).
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
@@ -42,10 +50,14 @@ pub struct ConfigArgs {
 
 impl ConfigArgs {
     pub fn load(&self) -> anyhow::Result<Config> {
+        self.load_listening(None)
+    }
+
+    fn load_listening(&self, listen: Option<std::net::SocketAddr>) -> anyhow::Result<Config> {
         Config::load(
             self.config.as_deref(),
             &FlagOverrides {
-                listen: self.listen,
+                listen,
                 data_dir: self.data_dir.clone(),
                 database_url: self.database_url.clone(),
             },
@@ -53,10 +65,20 @@ impl ConfigArgs {
     }
 }
 
+/// `serve`'s options: the configuration, and where to listen.
+#[derive(Args, Clone, Default)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Address to listen on (server.listen).
+    #[arg(long)]
+    pub listen: Option<std::net::SocketAddr>,
+}
+
 #[derive(Subcommand)]
 pub enum Command {
     /// Run the hub.
-    Serve(#[command(flatten)] ConfigArgs),
+    Serve(#[command(flatten)] ServeArgs),
     /// Apply database migrations and exit.
     Migrate(#[command(flatten)] ConfigArgs),
     /// Webhook signing keys.
@@ -220,31 +242,48 @@ pub enum SchemaCommand {
 pub enum AgentCommand {
     /// Register an agent and print its id and key (shown once).
     Register {
+        /// The agent's name, 1 to 100 characters.
         #[arg(long)]
         name: String,
+        /// What the agent does, shown to others (at most 2000 characters).
         #[arg(long)]
         description: Option<String>,
         /// The person who owns the agent (ADR 0020 §1).
         #[arg(long)]
         owner: Option<Uuid>,
     },
+    /// The agents by id, one line each: id, name, owner (or -), created,
+    /// and "disabled" for a disabled one.
+    List {
+        /// Agents after this id (the last one printed).
+        #[arg(long)]
+        after: Option<Uuid>,
+        /// At most this many (default audit.page_default, at most audit.page_max).
+        #[arg(long)]
+        limit: Option<u32>,
+    },
     /// Set the agent's owner (a person), or clear it with --none.
     SetOwner {
+        /// The agent's id (`switchboard agent list`).
         #[arg(long)]
         id: Uuid,
+        /// The owning person's id.
         #[arg(long, required_unless_present = "none", conflicts_with = "none")]
         owner: Option<Uuid>,
+        /// Clear the owner.
         #[arg(long)]
         none: bool,
     },
     /// Issue a new key and revoke the old ones. A running hub closes sockets
     /// on the old keys (4003) within gateway.revocation_check_interval_ms.
     RotateKey {
+        /// The agent's id (`switchboard agent list`).
         #[arg(long)]
         id: Uuid,
     },
     /// Revoke every key of the agent.
     RevokeKey {
+        /// The agent's id (`switchboard agent list`).
         #[arg(long)]
         id: Uuid,
     },
@@ -253,7 +292,7 @@ pub enum AgentCommand {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
-            let config = args.load()?;
+            let config = args.config.load_listening(args.listen)?;
             crate::telemetry::init_logging(&config.log);
             crate::server::serve(config).await
         }
@@ -317,7 +356,7 @@ async fn audit(command: AuditCommand, config: Config) -> anyhow::Result<()> {
     if !(1..=max).contains(&limit) {
         anyhow::bail!("--limit must be from 1 to {max} (audit.page_max)");
     }
-    let store = crate::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     let filter = AuditFilter {
         actor,
         action,
@@ -346,6 +385,7 @@ async fn migrate(args: ConfigArgs) -> anyhow::Result<()> {
     let mut config = args.load()?;
     crate::telemetry::init_logging(&config.log);
     config.storage.migrate_on_start = false;
+    // The one operator command that makes a database where there is none.
     let store = crate::store::open(&config).await?;
     store.migrate().await?;
     println!("migrations applied ({:?})", store.backend());
@@ -354,11 +394,15 @@ async fn migrate(args: ConfigArgs) -> anyhow::Result<()> {
 
 /// `switchboard keys`: the hub's webhook signing keys.
 async fn keys(command: KeysCommand, config: Config) -> anyhow::Result<()> {
-    let store = crate::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     let now = crate::domain::now_millis();
     match command {
         KeysCommand::List => {
-            for k in crate::webhooks::keys::published(store.as_ref(), now).await? {
+            let keys = crate::webhooks::keys::published(store.as_ref(), now).await?;
+            if keys.is_empty() {
+                println!("no webhook signing keys yet: `switchboard keys rotate` makes the first");
+            }
+            for k in keys {
                 println!(
                     "{} {} {} from {}{}",
                     k.key_id,
@@ -406,7 +450,7 @@ async fn keys(command: KeysCommand, config: Config) -> anyhow::Result<()> {
 
 /// `switchboard agent`: the operator's agent commands, straight on the store.
 async fn agent(command: AgentCommand, config: Config) -> anyhow::Result<()> {
-    let store = crate::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     match command {
         AgentCommand::Register {
             name,
@@ -421,6 +465,15 @@ async fn agent(command: AgentCommand, config: Config) -> anyhow::Result<()> {
             println!("agent key: {}", r.key.plaintext);
             println!("The key is shown only once; store it now.");
             Ok(())
+        }
+        AgentCommand::List { after, limit } => {
+            list::list(
+                store.as_ref(),
+                PrincipalKind::Agent,
+                (after, limit),
+                &config,
+            )
+            .await
         }
         AgentCommand::SetOwner { id, owner, none: _ } => {
             people::set_owner(store.as_ref(), id, owner).await

@@ -17,6 +17,11 @@ pub mod names {
     pub const RPC_PANICS: &str = "switchboard_rpc_handler_panics_total";
     pub const SERVER_CALLS: &str = "switchboard_server_calls_total";
     pub const SERVER_CALL_DURATION: &str = "switchboard_server_call_duration_seconds";
+    /// The hub's live calls to apps by `app` (its id: bounded by the
+    /// installed apps), `method` and `outcome`; probes are not counted.
+    pub const HOOK_CALLS: &str = "switchboard_hook_calls_total";
+    /// Their latency by `app` and `method`.
+    pub const HOOK_CALL_DURATION: &str = "switchboard_hook_call_duration_seconds";
     pub const UNMATCHED_RESPONSES: &str = "switchboard_unmatched_responses_total";
     pub const FRAMES_REJECTED: &str = "switchboard_frames_rejected_total";
     pub const DISCONNECTS: &str = "switchboard_disconnects_total";
@@ -99,6 +104,14 @@ fn describe() {
     describe_histogram!(
         names::SERVER_CALL_DURATION,
         "Hub-to-peer call latency by method"
+    );
+    describe_counter!(
+        names::HOOK_CALLS,
+        "Hub-to-app live calls (gates, autocomplete) by app, method and outcome"
+    );
+    describe_histogram!(
+        names::HOOK_CALL_DURATION,
+        "Hub-to-app live call latency by app and method"
     );
     describe_counter!(
         names::UNMATCHED_RESPONSES,

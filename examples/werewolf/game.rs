@@ -77,6 +77,22 @@ pub struct Summary {
     pub votes: HashMap<Uuid, usize>,
     pub voters: Vec<Uuid>,
     pub lynched: Uuid,
+    /// Each player's registered name, for printing the round.
+    pub names: HashMap<Uuid, String>,
+}
+
+impl Summary {
+    /// A player's name (its id if it has none).
+    pub fn name(&self, id: &Uuid) -> String {
+        self.names
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| id.to_string())
+    }
+
+    pub fn names_of(&self, ids: &[Uuid]) -> Vec<String> {
+        ids.iter().map(|id| self.name(id)).collect()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -384,6 +400,7 @@ async fn finish(app: &AppClient, state: &Mutex<Moderator>) -> anyhow::Result<Sum
             votes: m.votes.clone(),
             voters: m.voters.clone(),
             lynched,
+            names: HashMap::new(),
         }
     };
     let (town, task) = {
@@ -615,9 +632,12 @@ pub async fn play_round(base: &str) -> anyhow::Result<Summary> {
 
     let mut players = Vec::new();
     let mut ids = Vec::new();
+    let mut names = std::collections::HashMap::new();
     for i in 0..PLAYERS {
-        let c = AgentClient::register(base, &format!("player-{i}"), None).await?;
+        let name = format!("player-{i}");
+        let c = AgentClient::register(base, &name, None).await?;
         let agent = AgentClient::connect(base, &c.agent_key).await?;
+        names.insert(agent.agent_id(), name);
         ids.push(agent.agent_id());
         players.push(agent);
     }
@@ -638,9 +658,10 @@ pub async fn play_round(base: &str) -> anyhow::Result<Summary> {
     let _ = task;
     running.push(tokio::spawn(player(initiator, creds.app_id)));
 
-    let summary = tokio::time::timeout(Duration::from_secs(60), done_rx)
+    let mut summary = tokio::time::timeout(Duration::from_secs(60), done_rx)
         .await
         .map_err(|_| anyhow::anyhow!("the round did not finish within 60 s"))??;
+    summary.names = names;
     moderator.await??;
     for p in running {
         p.await??;

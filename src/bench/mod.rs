@@ -30,6 +30,8 @@ pub struct BenchArgs {
     /// throwaway server started from initdb/pg_ctl, or on --postgres-url.
     #[arg(long, default_value = "sqlite")]
     pub backend: String,
+    /// An existing PostgreSQL database to run on instead of a throwaway
+    /// server (its tables are written to).
     #[arg(long)]
     pub postgres_url: Option<String>,
     /// storage.sqlite_synchronous of the measured hubs: full (the default,
@@ -53,6 +55,7 @@ pub struct BenchArgs {
     /// Offered loads (messages per second) for the hook scenario.
     #[arg(long, value_delimiter = ',', default_value = "100,1000,5000")]
     pub hook_rates: Vec<u64>,
+    /// How long each offered load of the hook scenario runs, in seconds.
     #[arg(long, default_value_t = 3)]
     pub hook_seconds: u64,
     /// Idle connections to open.

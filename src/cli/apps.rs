@@ -40,16 +40,29 @@ pub enum AppCommand {
     /// Register an app from a manifest file and print its id and key (shown
     /// once); installed at once unless registration.install = "pending".
     Register {
+        /// The manifest: a JSON file (examples/werewolf.manifest.json).
         #[arg(long)]
         manifest: PathBuf,
     },
+    /// The apps by id, one line each: id, name, created, installation
+    /// state and effective scopes (or "not installed").
+    List {
+        /// Apps after this id (the last one printed).
+        #[arg(long)]
+        after: Option<Uuid>,
+        /// At most this many (default audit.page_default, at most audit.page_max).
+        #[arg(long)]
+        limit: Option<u32>,
+    },
     /// Issue a new key and revoke the old ones.
     RotateKey {
+        /// The app's id (`switchboard app list`).
         #[arg(long)]
         id: Uuid,
     },
     /// Revoke every key of the app.
     RevokeKey {
+        /// The app's id (`switchboard app list`).
         #[arg(long)]
         id: Uuid,
     },
@@ -57,6 +70,7 @@ pub enum AppCommand {
     /// granted --scopes (default: all its manifest requests). Prints a new
     /// key when the app has none.
     Install {
+        /// The app's id (`switchboard app list`).
         #[arg(long)]
         id: Uuid,
         /// Comma-separated scope names.
@@ -65,30 +79,51 @@ pub enum AppCommand {
     },
     /// Replace the granted scopes ("" for none).
     SetScopes {
+        /// The app's id (`switchboard app list`).
         #[arg(long)]
         id: Uuid,
+        /// Comma-separated scope names ("" for none).
         #[arg(long, value_parser = parse_scopes)]
         scopes: ScopeList,
     },
     /// Suspend the app: its sockets close (4012), its gates fail closed.
     Suspend {
+        /// The app's id (`switchboard app list`).
         #[arg(long)]
         id: Uuid,
     },
     /// Resume a suspended app.
     Resume {
+        /// The app's id (`switchboard app list`).
         #[arg(long)]
         id: Uuid,
     },
     /// Uninstall the app: keys revoked, grants deleted, open tasks failed.
     Uninstall {
+        /// The app's id (`switchboard app list`).
         #[arg(long)]
         id: Uuid,
     },
+    /// Send the connected app one synthetic call per `hook` gate, through
+    /// the running hub (POST /api/v1/apps/{id}/check with admin.token), and
+    /// print each gate's outcome, latency and decoding. Exit code 0 only
+    /// when every gate answered well in time; else the worst gate's: 2
+    /// bad_result, 3 remote_error, 4 late, 5 timeout, 6 disconnected, 7
+    /// unavailable, 8 inactive (1: the check did not run).
+    Check {
+        /// The app's id.
+        id: Uuid,
+        /// The running hub's base URL (default: http:// and server.listen,
+        /// loopback for an unspecified address).
+        #[arg(long, env = "SWITCHBOARD_HUB_URL")]
+        hub: Option<String>,
+    },
     /// Replace the app's manifest from a file, validated as at registration.
     Upgrade {
+        /// The app's id (`switchboard app list`).
         #[arg(long)]
         id: Uuid,
+        /// The new manifest: a JSON file.
         #[arg(long)]
         manifest: PathBuf,
     },
@@ -156,13 +191,24 @@ async fn register(
     Ok(())
 }
 
-/// `switchboard app`: the operator's app commands.
+/// `switchboard app`: the operator's app commands. The check goes through
+/// the running hub; the others straight to the store.
 pub async fn app(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
-    let store = crate::store::open(&cfg).await?;
+    match command {
+        AppCommand::Check { id, hub } => super::check::check(id, hub, &cfg).await,
+        other => on_store(other, cfg).await,
+    }
+}
+
+async fn on_store(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
+    let store = crate::store::open_existing(&cfg).await?;
     let life = Lifecycle::offline(store.as_ref(), &cfg);
     let op = Actor::Operator;
     match command {
         AppCommand::Register { manifest } => register(&manifest, &cfg, store.as_ref()).await,
+        AppCommand::List { after, limit } => {
+            super::list::list(store.as_ref(), PrincipalKind::App, (after, limit), &cfg).await
+        }
         AppCommand::RotateKey { id } => rotate(store.as_ref(), id, PrincipalKind::App).await,
         AppCommand::RevokeKey { id } => revoke(store.as_ref(), id, PrincipalKind::App).await,
         AppCommand::Install { id, scopes } => {
@@ -194,6 +240,7 @@ pub async fn app(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        AppCommand::Check { id, hub } => super::check::check(id, hub, &cfg).await,
         AppCommand::Upgrade { id, manifest } => {
             let doc = read_manifest(&manifest)?;
             let up = life
@@ -230,7 +277,7 @@ pub async fn audit_actions(
     if !(1..=max).contains(&limit) {
         anyhow::bail!("--limit must be from 1 to {max} (audit.page_max)");
     }
-    let store = crate::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     let dash = |s: Option<String>| s.unwrap_or_else(|| "-".into());
     for r in store.actions(ActionFilter { app }, after, limit).await? {
         println!(

@@ -17,30 +17,35 @@ use crate::store::IdentityStore;
 pub enum PersonCommand {
     /// Create a person and print its id and key (shown once).
     Create {
+        /// The person's name, 1 to 100 characters.
         #[arg(long)]
         name: String,
+        /// About the person (at most 2000 characters).
         #[arg(long)]
         description: Option<String>,
     },
     /// Issue a new key and revoke the old ones.
     RotateKey {
+        /// The person's id.
         #[arg(long)]
         id: Uuid,
     },
     /// Revoke every key of the person.
     RevokeKey {
+        /// The person's id.
         #[arg(long)]
         id: Uuid,
     },
     /// Revoke every key of the person and mark it disabled for good.
     Disable {
+        /// The person's id.
         #[arg(long)]
         id: Uuid,
     },
 }
 
 pub(super) async fn person(command: PersonCommand, config: Config) -> anyhow::Result<()> {
-    let store = crate::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     match command {
         PersonCommand::Create { name, description } => {
             let doc = name_and_description(name, description);

@@ -20,6 +20,7 @@ use crate::store::{GrantRecord, NewChannel, NewGrant, NewGroup, NewSpace};
 pub enum SpaceCommand {
     /// Create a space and print its id.
     Create {
+        /// The space's name: 1 to 80 characters, not blank.
         #[arg(long)]
         name: String,
     },
@@ -29,8 +30,10 @@ pub enum SpaceCommand {
 pub enum ChannelCommand {
     /// Create an open channel in a space and print its id.
     Create {
+        /// The space's id.
         #[arg(long)]
         space: Uuid,
+        /// The channel's name: 1 to 80 lowercase letters, digits and -.
         #[arg(long)]
         name: String,
     },
@@ -43,10 +46,13 @@ pub enum GrantCommand {
         /// A principal's id (or use --group).
         #[arg(long, conflicts_with = "group", required_unless_present = "group")]
         principal: Option<Uuid>,
+        /// A group's id (or use --principal).
         #[arg(long)]
         group: Option<Uuid>,
+        /// The space's id (or use --channel).
         #[arg(long, conflicts_with = "channel", required_unless_present = "channel")]
         space: Option<Uuid>,
+        /// The channel's id (or use --space).
         #[arg(long)]
         channel: Option<Uuid>,
         /// read, write, trigger or admin.
@@ -55,13 +61,16 @@ pub enum GrantCommand {
     },
     /// Delete a grant by id.
     Delete {
+        /// The grant's id (`switchboard grant list`).
         #[arg(long)]
         id: Uuid,
     },
     /// List the grants on a space or channel.
     List {
+        /// The space's id (or use --channel).
         #[arg(long, conflicts_with = "channel", required_unless_present = "channel")]
         space: Option<Uuid>,
+        /// The channel's id (or use --space).
         #[arg(long)]
         channel: Option<Uuid>,
     },
@@ -71,27 +80,32 @@ pub enum GrantCommand {
 pub enum GroupCommand {
     /// Create a group and print its id.
     Create {
+        /// The group's name: 1 to 80 characters, not blank.
         #[arg(long)]
         name: String,
     },
     /// Add a principal to a group.
     Add {
+        /// The group's id.
         #[arg(long)]
         group: Uuid,
+        /// The principal's id (agent, person or app).
         #[arg(long)]
         principal: Uuid,
     },
     /// Remove a principal from a group.
     Remove {
+        /// The group's id.
         #[arg(long)]
         group: Uuid,
+        /// The principal's id (agent, person or app).
         #[arg(long)]
         principal: Uuid,
     },
 }
 
 pub(super) async fn space(command: SpaceCommand, config: Config) -> anyhow::Result<()> {
-    let store = crate::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     let SpaceCommand::Create { name } = command;
     check_display_name(&name)?;
     let created = store
@@ -106,7 +120,7 @@ pub(super) async fn space(command: SpaceCommand, config: Config) -> anyhow::Resu
 }
 
 pub(super) async fn channel(command: ChannelCommand, config: Config) -> anyhow::Result<()> {
-    let store = crate::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     let ChannelCommand::Create { space, name } = command;
     if !place_names::is_channel_name(&name) {
         anyhow::bail!("--name: {}", place_names::CHANNEL_NAME_RULE);
@@ -131,7 +145,7 @@ pub(super) async fn channel(command: ChannelCommand, config: Config) -> anyhow::
 }
 
 pub(super) async fn grant(command: GrantCommand, config: Config) -> anyhow::Result<()> {
-    let store = crate::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     match command {
         GrantCommand::Put {
             principal,
@@ -211,7 +225,7 @@ fn grant_line(g: &GrantRecord) -> String {
 }
 
 pub(super) async fn group(command: GroupCommand, config: Config) -> anyhow::Result<()> {
-    let store = crate::store::open(&config).await?;
+    let store = crate::store::open_existing(&config).await?;
     let not_found = |e: crate::store::StoreError| match e {
         crate::store::StoreError::NotFound => anyhow::anyhow!("no such group or principal"),
         other => other.into(),

@@ -10,6 +10,11 @@ use crate::domain::manifest;
 pub struct HooksConfig {
     pub min_timeout_ms: u64,
     pub max_timeout_ms: u64,
+    /// How far back each app's health figures reach (in memory only).
+    pub health_window_secs: u64,
+    /// How long `app check` waits past a gate's `timeoutMs`, to tell a late
+    /// answer from none.
+    pub check_grace_ms: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -24,6 +29,8 @@ impl Default for HooksConfig {
         HooksConfig {
             min_timeout_ms: manifest::DEFAULT_MIN_HOOK_TIMEOUT_MS,
             max_timeout_ms: manifest::DEFAULT_MAX_HOOK_TIMEOUT_MS,
+            health_window_secs: 300,
+            check_grace_ms: 5_000,
         }
     }
 }
@@ -39,7 +46,17 @@ impl Default for LimitsConfig {
 
 impl HooksConfig {
     pub(super) fn validate(&self) -> anyhow::Result<()> {
-        require_positive(&[("hooks.min_timeout_ms", self.min_timeout_ms)])?;
+        require_positive(&[
+            ("hooks.min_timeout_ms", self.min_timeout_ms),
+            ("hooks.health_window_secs", self.health_window_secs),
+            ("hooks.check_grace_ms", self.check_grace_ms),
+        ])?;
+        if self.health_window_secs > 86_400 {
+            anyhow::bail!("hooks.health_window_secs must be at most 86400 (a day)");
+        }
+        if self.check_grace_ms > 600_000 {
+            anyhow::bail!("hooks.check_grace_ms must be at most 600000");
+        }
         if self.max_timeout_ms < self.min_timeout_ms {
             anyhow::bail!("hooks.max_timeout_ms must be at least hooks.min_timeout_ms");
         }

@@ -102,6 +102,7 @@ async fn ask_gate(hub: &Arc<Hub>, lease: &Lease, read: Read) -> Result<Admission
                     task_id,
                     lease: lease.clone(),
                     message,
+                    check: false,
                 };
                 let outcome = hooks::call_app_as::<AppDispatchAuthorize>(
                     hub,

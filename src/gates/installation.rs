@@ -11,7 +11,6 @@ use uuid::Uuid;
 use crate::domain::installation::InstallationState;
 use crate::hub::Hub;
 use crate::store::StoreError;
-use crate::telemetry::names;
 
 /// Why the gate fails closed: the reason or task failure code it records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +61,6 @@ pub async fn inactive(
         Some(InstallationState::Suspended) => Inactive::Suspended,
         Some(InstallationState::Uninstalled) | None => Inactive::NotInstalled,
     };
-    metrics::counter!(names::SERVER_CALLS, "method" => method, "outcome" => "inactive")
-        .increment(1);
+    crate::hooks::record_inactive(hub, app_id, method);
     Ok(Some(found))
 }

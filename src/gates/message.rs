@@ -254,6 +254,7 @@ async fn ask_gate(
                 task_id: task.id,
                 conversation: conversation.clone(),
                 message: message.clone(),
+                check: false,
             };
             let outcome = hooks::call_app_as::<AppMessageAuthorize>(
                 hub,

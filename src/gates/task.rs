@@ -130,6 +130,7 @@ async fn ask_gate(
             let callback = TaskCreateCallback {
                 task: task.clone(),
                 initial_conversation: initial.clone(),
+                check: false,
             };
             let outcome = hooks::call_app_as::<AppTaskCreate>(
                 hub,

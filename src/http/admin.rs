@@ -102,7 +102,7 @@ pub async fn ping_app(
     rand::rngs::OsRng.fill_bytes(&mut nonce);
     let nonce = hex::encode(nonce);
     let started = Instant::now();
-    let outcome = hooks::call_app::<AppPing>(
+    let outcome = hooks::probe_app::<AppPing>(
         &hub,
         app_id,
         &PingParams {

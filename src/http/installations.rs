@@ -94,7 +94,7 @@ impl From<LifecycleError> for ApiError {
     }
 }
 
-fn app_id(raw: &str) -> Result<Uuid, ApiError> {
+pub(super) fn app_id(raw: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(raw).map_err(|_| app_not_found())
 }
 
@@ -102,7 +102,7 @@ fn app_id(raw: &str) -> Result<Uuid, ApiError> {
 /// of `class`, then deciding `action`, so a suspended or pending app is
 /// 403 `app_suspended` / `app_not_installed` like on every other route).
 /// Another principal's key is 403; another app's is the missing app's 404.
-async fn operator_or_app(
+pub(super) async fn operator_or_app(
     hub: &Hub,
     headers: &HeaderMap,
     remote: SocketAddr,
@@ -133,7 +133,7 @@ async fn operator_or_app(
 }
 
 /// A JSON object body with only `known` members; an empty body is `{}`.
-fn object_body(
+pub(super) fn object_body(
     headers: &HeaderMap,
     body: &Bytes,
     known: &[&str],

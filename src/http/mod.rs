@@ -1,6 +1,7 @@
 //! REST routes and the WebSocket upgrade, on one port.
 
 mod admin;
+mod app_health;
 mod audit;
 mod body;
 mod cards;
@@ -43,6 +44,8 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/v1/keys/rotate", post(identity::rotate_key))
         .route("/api/v1/keys/revoke", post(identity::revoke_key))
         .route("/api/v1/apps/{app_id}/ping", post(admin::ping_app))
+        .route("/api/v1/apps/{app_id}/health", get(app_health::health))
+        .route("/api/v1/apps/{app_id}/check", post(app_health::check))
         .route(
             "/api/v1/apps/{app_id}/installation",
             post(installations::install)

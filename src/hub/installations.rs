@@ -391,6 +391,8 @@ impl<'a> Lifecycle<'a> {
         self.after_commit(LifecycleAction::Uninstall, &gone.events, close);
         if let Some(hub) = self.hub {
             hub.memberships.invalidate_channels();
+            // An uninstalled app is called no more; its figures go too.
+            hub.hook_health.forget(app_id);
         }
         Ok(())
     }

@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 pub mod autocomplete;
 pub mod context;
 pub mod denials;
+pub mod hook_health;
 pub mod installation_cache;
 pub mod installations;
 pub mod membership;
@@ -22,6 +23,7 @@ pub mod throttle;
 
 pub use context::{ConnectionInfo, RequestContext};
 pub use denials::DenialLog;
+pub use hook_health::HookHealth;
 pub use installation_cache::InstallationCache;
 pub use membership::{Membership, MembershipCache};
 pub use rate::CallLimiters;
@@ -62,6 +64,8 @@ pub struct Hub {
     pub denials: Arc<DenialLog>,
     /// Autocomplete requests waiting for an app's late answer.
     pub autocomplete: autocomplete::OpenRequests,
+    /// Each app's recent answers, in memory (`hooks.health_window_secs`).
+    pub hook_health: HookHealth,
 }
 
 impl Hub {
@@ -91,6 +95,9 @@ impl Hub {
             anyhow::bail!("this store already feeds another hub's event bus");
         }
         let denials = Arc::new(DenialLog::new(&config.audit));
+        let hook_health = HookHealth::new(std::time::Duration::from_secs(
+            config.hooks.health_window_secs,
+        ));
         Ok(Arc::new(Hub {
             limiters: Arc::new(CallLimiters::new(&config.ratelimit)),
             refused_keys: throttle::RefusedKeys::new(
@@ -113,6 +120,7 @@ impl Hub {
             webhook_egress,
             denials,
             autocomplete: autocomplete::OpenRequests::default(),
+            hook_health,
         }))
     }
 }

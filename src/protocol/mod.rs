@@ -447,6 +447,7 @@ mod tests {
                     task_id: Uuid::nil(),
                     conversation,
                     message,
+                    check: false,
                 }
             )),
             envelope_depth::HOOK_CALL

@@ -132,6 +132,12 @@ pub struct TaskCreateCallback {
     pub task: Task,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initial_conversation: Option<InitialConversation>,
+    /// `true` only on the synthetic calls of `app check` (docs/protocol.md,
+    /// "Checking an app's hooks"): the task, conversation, message and
+    /// lease exist nowhere and the answer is judged, never applied. Absent
+    /// on live calls.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -140,6 +146,12 @@ pub struct MessageAuthorizeCallback {
     pub task_id: Uuid,
     pub conversation: Conversation,
     pub message: Message,
+    /// `true` only on the synthetic calls of `app check` (docs/protocol.md,
+    /// "Checking an app's hooks"): the task, conversation, message and
+    /// lease exist nowhere and the answer is judged, never applied. Absent
+    /// on live calls.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -148,6 +160,12 @@ pub struct DispatchAuthorizeCallback {
     pub task_id: Uuid,
     pub lease: Lease,
     pub message: Message,
+    /// `true` only on the synthetic calls of `app check` (docs/protocol.md,
+    /// "Checking an app's hooks"): the task, conversation, message and
+    /// lease exist nowhere and the answer is judged, never applied. Absent
+    /// on live calls.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check: bool,
 }
 
 // ---- dispatch ----

@@ -113,6 +113,14 @@ pub trait IdentityStore: Send + Sync + 'static {
     async fn principal(&self, id: Uuid) -> StoreResult<Option<PrincipalRecord>>;
 
     async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>>;
+    /// Principals of one kind by id, after `after`, at most `limit`: the
+    /// operator's `agent list` and `app list`.
+    async fn principals(
+        &self,
+        kind: PrincipalKind,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<PrincipalRecord>>;
 
     /// The key, if its principal is not disabled: a disabled principal's
     /// key never authenticates, even if its row were left active.
@@ -357,6 +365,24 @@ impl<D: Database + IdentityDialect> IdentityStore for D {
 
     async fn app(&self, id: Uuid) -> StoreResult<Option<AppRecord>> {
         apps::app(&mut *self.read().await?, id).await
+    }
+
+    async fn principals(
+        &self,
+        kind: PrincipalKind,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<PrincipalRecord>> {
+        let sql = format!(
+            "SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE kind = $1 AND id > $2 ORDER BY id LIMIT $3"
+        );
+        let args = [
+            Arg::Text(kind.as_str()),
+            Arg::Id(after.unwrap_or(Uuid::nil())),
+            Arg::Int(i64::from(limit)),
+        ];
+        let rows = self.read().await?.fetch_all(&sql, &args).await?;
+        rows.iter().map(principal_row).collect()
     }
 
     async fn key(&self, key_id: &str) -> StoreResult<Option<KeyRecord>> {

@@ -23,6 +23,7 @@ mod components;
 mod conversations;
 mod effects;
 pub(crate) mod events;
+mod existing;
 mod group_commit;
 mod group_sends;
 mod group_verdicts;
@@ -63,6 +64,7 @@ pub use components::{ComponentChange, ComponentChanged, ComponentStore, NewCard}
 pub use conversations::{ConversationStore, CreatedConversation, NewConversation};
 pub use effects::Effects;
 pub use events::EventStore;
+pub use existing::open_existing;
 pub use identity::{
     IdempotencyRecord, IdempotentResponse, IdentityStore, KeyRecord, NewKey, NewPrincipal,
     OwnedAgent, OwnedKey, PrincipalRecord,
@@ -227,6 +229,17 @@ impl<D: sql::Database + BaseDialect> BaseStore for D {
 /// Opens the database the configuration names (creating a SQLite file and its
 /// directory on first start) and migrates it when configured to.
 pub async fn open(config: &Config) -> anyhow::Result<DynStore> {
+    let store = open_unmigrated(config).await?;
+    if config.storage.migrate_on_start {
+        store.migrate().await?;
+    }
+    Ok(store)
+}
+
+/// Opens the database the configuration names without migrating it (a
+/// SQLite file that is not there is still created: callers that must not
+/// create one check first, as the operator commands do).
+pub async fn open_unmigrated(config: &Config) -> anyhow::Result<DynStore> {
     let url = config.database_url();
     let store: DynStore = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         Arc::new(PgStore::connect(&url, config.storage.max_connections).await?)
@@ -243,8 +256,5 @@ pub async fn open(config: &Config) -> anyhow::Result<DynStore> {
     } else {
         anyhow::bail!("storage.database_url must start with sqlite:, postgres:// or postgresql://");
     };
-    if config.storage.migrate_on_start {
-        store.migrate().await?;
-    }
     Ok(store)
 }

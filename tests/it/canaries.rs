@@ -199,6 +199,7 @@ async fn canary_hub(
     c.secret("webhook signing key", &signing);
     let file = root.path().join("signing.key");
     std::fs::write(&file, &signing).unwrap();
+    crate::support::migrate(&data, database_url.as_deref());
     let mut rotate = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"));
     rotate
         .args(["keys", "rotate", "--secret-file"])

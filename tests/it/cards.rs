@@ -352,6 +352,7 @@ fn with_data(args: &[&str], data: &Path) -> (bool, String, String) {
 fn the_catalogue_keeps_authors_and_travels_between_hubs() {
     let root = tempfile::tempdir().unwrap();
     let data = root.path().join("hub-a");
+    crate::support::migrate(&data, None);
     let (dir, key) = signed(root.path());
     let (ok, out, err) = with_data(&["card", "install", dir.to_str().unwrap()], &data);
     assert!(ok, "{err}");
@@ -414,6 +415,7 @@ fn the_catalogue_keeps_authors_and_travels_between_hubs() {
     );
     assert!(ok, "{err}");
     let other = root.path().join("hub-b");
+    crate::support::migrate(&other, None);
     let operator = cli(&[
         "card",
         "keygen",
@@ -456,6 +458,7 @@ fn the_catalogue_keeps_authors_and_travels_between_hubs() {
     let mut doc: Value = serde_json::from_slice(&std::fs::read(&export).unwrap()).unwrap();
     doc["cards"][0]["tagline"] = json!("Who is the wolf now?");
     std::fs::write(&export, serde_json::to_vec(&doc).unwrap()).unwrap();
+    crate::support::migrate(&root.path().join("hub-c"), None);
     let (ok, _, err) = with_data(
         &[
             "card",

@@ -228,6 +228,7 @@ async fn open_registration_beyond_loopback_refuses_to_start() {
 async fn the_operator_cli_registers_and_rotates_keys() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
+    crate::support::migrate(&data, None);
     let manifest = dir.path().join("manifest.json");
     std::fs::write(&manifest, werewolf_manifest().to_string()).unwrap();
     let cli = |args: &[&str]| {

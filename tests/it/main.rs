@@ -5,6 +5,7 @@
 mod support;
 
 mod app_lifecycle;
+mod app_check;
 mod audit;
 mod bad_input;
 mod bench_smoke;
@@ -32,8 +33,10 @@ mod message_cards;
 mod migration;
 mod openapi;
 mod operations;
+mod operator_cli;
 mod people;
 mod places;
+mod readme;
 mod schema_agreement;
 mod schema_drift;
 mod server_calls;

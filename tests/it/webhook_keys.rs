@@ -29,6 +29,7 @@ fn keys_cli(args: &[&str], data: &Path, kek: Option<&str>) -> (bool, String, Str
 async fn keys_rotate_with_overlap_and_secrets_never_leak() {
     let root = tempfile::tempdir().unwrap();
     let data = root.path().join("data");
+    crate::support::migrate(&data, None);
     let canary_key = ed25519_dalek::SigningKey::from_bytes(&[42u8; 32]);
     let canary = secret_key_string(&canary_key);
     let secret_file = root.path().join("canary.key");

@@ -10,6 +10,11 @@ async fn one_full_round() {
     let hub = TestHub::start_with(TestHub::fast_options()).await;
     let summary = game::play_round(&hub.base).await.unwrap();
     assert_eq!(summary.wolves.len(), game::WOLVES);
+    assert_eq!(summary.names.len(), game::PLAYERS, "every player is named");
+    assert!(summary
+        .names_of(&summary.wolves)
+        .iter()
+        .all(|n| n.starts_with("player-")));
     assert!(!summary.wolves.contains(&summary.victim));
     assert!(
         summary.night_blocked == game::PLAYERS - game::WOLVES,

@@ -56,6 +56,7 @@ async def test_a_live_delivery_verifies_with_the_published_keys(tmp_path: Path) 
     receiver = await Receiver(tmp_path).start()
     hub = Hub(env=egress_env(receiver))
     try:
+        hub.run_cli("migrate")  # operator commands never create the database
         hub.run_cli("keys", "rotate")
         hub.start()
         got = await send_test_webhook(hub, receiver, ADMIN_TOKEN)

@@ -56,6 +56,7 @@ async def capture() -> list[dict]:
             path.write_text(secret)
             secret_files.append(path)
         try:
+            hub.run_cli("migrate")  # operator commands never create the database
             hub.run_cli("keys", "rotate", "--secret-file", str(secret_files[0]))
             hub.start()
             vectors = []

@@ -11,13 +11,14 @@ import { test } from "node:test";
 import { verifyWebhookRequest, WebhookVerificationError } from "../src/index.js";
 import { ADMIN_TOKEN, TestHub } from "./support/hub.js";
 import { within } from "./support/wait.js";
-import { egressEnv, makeCertificates, rotateKey, WebhookReceiver } from "./support/webhooks.js";
+import { egressEnv, makeCertificates, migrate, rotateKey, WebhookReceiver } from "./support/webhooks.js";
 
 test("a webhook signed by the hub during a rotation verifies with its published keys", async () => {
   const dir = mkdtempSync(join(tmpdir(), "sdk-webhook-"));
   const certs = makeCertificates(dir);
   const receiver = await WebhookReceiver.start(certs);
   const dataDir = join(dir, "data");
+  migrate(dataDir); // operator commands never create the database
   rotateKey(dataDir);
   rotateKey(dataDir); // the first key turns secondary: both sign for the overlap
   const hub = await TestHub.start({ dataDir, env: egressEnv(receiver.port, certs) });

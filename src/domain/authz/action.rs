@@ -61,6 +61,11 @@ pub enum Action {
     InteractionRespond,
     /// The card's app changing one of its components.
     ComponentUpdate,
+    // Issue 21, the operator's view.
+    /// An app reading its own hook health figures.
+    AppHealthRead,
+    /// An app running `app check` on its own hooks.
+    AppCheck,
 }
 
 /// The kinds of subject an action admits. The operator is the admin token,
@@ -160,7 +165,7 @@ impl Requirement {
 }
 
 impl Action {
-    pub const ALL: [Action; 37] = [
+    pub const ALL: [Action; 39] = [
         Action::ConversationCreate,
         Action::ConversationRead,
         Action::MessageRead,
@@ -198,6 +203,8 @@ impl Action {
         Action::InteractionCreate,
         Action::InteractionRespond,
         Action::ComponentUpdate,
+        Action::AppHealthRead,
+        Action::AppCheck,
     ];
 
     /// The catalogue's name: the protocol's `data.action` and the audit's.
@@ -240,6 +247,8 @@ impl Action {
             Action::InteractionCreate => "interaction.create",
             Action::InteractionRespond => "interaction.respond",
             Action::ComponentUpdate => "component.update",
+            Action::AppHealthRead => "app.health.read",
+            Action::AppCheck => "app.check",
         }
     }
 
@@ -299,9 +308,11 @@ impl Action {
             // The route admits only the app's own id (another's answers as
             // missing before this runs): what is left to decide is step 2b,
             // the installation, which is the point of asking.
-            Action::InstallationRead | Action::AppUpgrade | Action::AppKeysManage => {
-                req(S::APP, K::App, None, false, Rule::None)
-            }
+            Action::InstallationRead
+            | Action::AppUpgrade
+            | Action::AppKeysManage
+            | Action::AppHealthRead
+            | Action::AppCheck => req(S::APP, K::App, None, false, Rule::None),
             // The level is the command's own (`requiredLevel`, step 4 of
             // ADR 0027 §3), not the action's; invoking writes into the
             // place as far as its channel state goes.

@@ -46,6 +46,7 @@ fn field(out: &str, label: &str) -> String {
 async fn the_cli_runs_the_lifecycle_and_audits_each_action() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
+    crate::support::migrate(&data, None);
     let manifest = dir.path().join("m.json");
     std::fs::write(&manifest, werewolf_manifest().to_string()).unwrap();
     let next = dir.path().join("next.json");

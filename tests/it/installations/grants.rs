@@ -269,6 +269,7 @@ fn value_of(text: &str, label: &str) -> String {
 async fn the_cli_refuses_a_grant_to_a_pending_app_and_audits_app_grants() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
+    crate::support::migrate(&data, None);
     let manifest = dir.path().join("m.json");
     std::fs::write(&manifest, werewolf_manifest().to_string()).unwrap();
     let (ok, out) = cli(

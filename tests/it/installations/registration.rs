@@ -139,6 +139,7 @@ async fn postgres_pending_registration_installs_nothing() {
 #[tokio::test]
 async fn the_cli_registration_follows_registration_install() {
     let dir = tempfile::tempdir().unwrap();
+    crate::support::migrate(dir.path(), None);
     let manifest = dir.path().join("manifest.json");
     std::fs::write(&manifest, werewolf_manifest().to_string()).unwrap();
     let register = |install: &str| {

@@ -34,6 +34,7 @@ fn ok(data: &std::path::Path, args: &[&str], label: &str) -> String {
 async fn the_operator_manages_places_from_the_cli() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
+    crate::support::migrate(&data, None);
     let person = ok(&data, &["person", "create", "--name", "Dana"], "person id:");
     let (_, created) = cli(&data, &["person", "create", "--name", "Eli"]);
     assert!(created.contains("person key:"), "{created}");

@@ -29,3 +29,20 @@ pub fn werewolf_manifest() -> Value {
         }
     })
 }
+
+/// `switchboard migrate` on a data directory (or `database_url`): the
+/// operator's explicit first step. Operator commands never create a
+/// database, so a test that runs them on a fresh directory starts here.
+pub fn migrate(data: &std::path::Path, database_url: Option<&str>) {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    c.arg("migrate").arg("--data-dir").arg(data);
+    if let Some(url) = database_url {
+        c.arg("--database-url").arg(url);
+    }
+    let out = c.output().expect("run switchboard migrate");
+    assert!(
+        out.status.success(),
+        "switchboard migrate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -258,6 +258,12 @@ class AppDispatchAuthorize(BaseModel):
     taskId: UUID
     lease: Lease
     message: Message
+    check: Annotated[
+        bool | None,
+        Field(
+            description='`true` only on the synthetic calls of `app check` (docs/protocol.md,\n"Checking an app\'s hooks"): the task, conversation, message and\nlease exist nowhere and the answer is judged, never applied. Absent\non live calls.'
+        ),
+    ] = None
 
 
 NonNullJson.model_rebuild()

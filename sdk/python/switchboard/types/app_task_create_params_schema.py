@@ -72,3 +72,9 @@ class Task(BaseModel):
 class AppTaskCreate(BaseModel):
     task: Task
     initialConversation: InitialConversation | None = None
+    check: Annotated[
+        bool | None,
+        Field(
+            description='`true` only on the synthetic calls of `app check` (docs/protocol.md,\n"Checking an app\'s hooks"): the task, conversation, message and\nlease exist nowhere and the answer is judged, never applied. Absent\non live calls.'
+        ),
+    ] = None

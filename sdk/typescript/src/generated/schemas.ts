@@ -2009,6 +2009,13 @@ export interface AppDispatchAuthorizeParams {
   taskId: string;
   lease: Lease;
   message: Message;
+  /**
+   * `true` only on the synthetic calls of `app check` (docs/protocol.md,
+   * "Checking an app's hooks"): the task, conversation, message and
+   * lease exist nowhere and the answer is judged, never applied. Absent
+   * on live calls.
+   */
+  check?: boolean;
 }
 /**
  * `app/dispatch/resolve` (schemas/app.dispatch.resolve.params.schema.json).
@@ -2198,6 +2205,13 @@ export interface AppMessageAuthorizeParams {
   taskId: string;
   conversation: Conversation;
   message: Message;
+  /**
+   * `true` only on the synthetic calls of `app check` (docs/protocol.md,
+   * "Checking an app's hooks"): the task, conversation, message and
+   * lease exist nowhere and the answer is judged, never applied. Absent
+   * on live calls.
+   */
+  check?: boolean;
 }
 /**
  * `app/message/send` (schemas/app.message.send.params.schema.json).
@@ -2319,6 +2333,13 @@ export interface AppTaskCloseParams {
 export interface AppTaskCreateParams {
   task: Task;
   initialConversation?: InitialConversation | null;
+  /**
+   * `true` only on the synthetic calls of `app check` (docs/protocol.md,
+   * "Checking an app's hooks"): the task, conversation, message and
+   * lease exist nowhere and the answer is judged, never applied. Absent
+   * on live calls.
+   */
+  check?: boolean;
 }
 /**
  * `app/task/get` (schemas/app.task.get.params.schema.json).

@@ -79,6 +79,14 @@ export function egressEnv(port: number, certs: Certificates): Record<string, str
   };
 }
 
+/** `switchboard migrate` on a data directory: the database operator commands then open (they never create one). */
+export function migrate(dataDir: string): void {
+  const bin = process.env.SWITCHBOARD_BIN as string;
+  const env = { ...process.env } as Record<string, string>;
+  delete env.SWITCHBOARD_BIN;
+  execFileSync(bin, ["migrate", "--data-dir", dataDir], { env, stdio: ["ignore", "ignore", "pipe"] });
+}
+
 /** `switchboard keys rotate` on a data directory (with a given `whsk_` secret file, or a fresh key). */
 export function rotateKey(dataDir: string, secretFile?: string): void {
   const bin = process.env.SWITCHBOARD_BIN as string;

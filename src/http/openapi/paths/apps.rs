@@ -109,7 +109,7 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
     let upgraded = manifest_upgraded(c);
     let not_found = "not_found: app not found, or installation not found (no live installation)";
     let conflict = "conflict (with state): the installation's state forbids it, or a lost race";
-    vec![
+    let mut ops = vec![
         Op::post("/api/v1/apps/{appId}/ping", "pingApp", "Ping an app's callback socket")
             .admin()
             .path_id("appId", "app")
@@ -120,6 +120,9 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             )
             .answer(200, "the outcome, as a gate hook would see it", ping)
             .refusal(404, "not_found: no such app"),
+    ];
+    ops.extend(super::app_health::ops(c));
+    ops.extend([
         Op::post("/api/v1/apps/{appId}/installation", "installApp", "Install an app without a live installation")
             .describe("appKey (Cache-Control: no-store) only when the app has no active key.")
             .admin()
@@ -174,5 +177,6 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             .refusal(400, "invalid_manifest: a pointer per problem")
             .refusal(403, "forbidden: another kind of key, or the app's installation is not active")
             .refusal(404, "not_found: app not found (also any other app's id with an app's key)"),
-    ]
+    ]);
+    ops
 }

@@ -4,6 +4,7 @@
 //! then `cargo run -- schema export`; `tests/it/openapi.rs` fails until the
 //! router and this list agree (ADR 0028).
 
+mod app_health;
 mod apps;
 mod commands;
 mod identity;
