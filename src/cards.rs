@@ -359,10 +359,11 @@ async fn record(
     store: &(impl CardStore + ?Sized),
     card: &AppCard,
     value: &Value,
+    files: &BTreeMap<String, Vec<u8>>,
     force_author: bool,
 ) -> Result<(), InstallError> {
     store
-        .install_card(&record_of(card, value), force_author)
+        .install_card_with_files(&record_of(card, value), files, force_author)
         .await
         .map_err(|e| match e {
             StoreError::Conflict(m) => InstallError::Conflict(m),
@@ -370,7 +371,8 @@ async fn record(
         })
 }
 
-/// Verifies a package completely (files included) and records it.
+/// Verifies a package completely (files included) and records it with its
+/// files, which a hosted run reads back (ADR 0029 §1).
 pub async fn install(
     store: &(impl CardStore + ?Sized),
     app_json: &[u8],
@@ -380,7 +382,7 @@ pub async fn install(
 ) -> Result<AppCard, InstallError> {
     let card = card::verify(app_json, files, symlinks)?;
     let (_, value) = card::parse(app_json)?;
-    record(store, &card, &value, force_author).await?;
+    record(store, &card, &value, files, force_author).await?;
     Ok(card)
 }
 
@@ -448,7 +450,7 @@ pub async fn import(
         let bytes = serde_json::to_vec(&value).expect("serializes");
         let (c, v) = card::parse(&bytes)?;
         card::verify_signature(&c, &v)?;
-        record(store, &c, &v, force_author).await?;
+        record(store, &c, &v, &BTreeMap::new(), force_author).await?;
         out.push(c);
     }
     Ok(out)

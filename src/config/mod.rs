@@ -10,6 +10,7 @@ mod command;
 mod events;
 mod gateway;
 mod hooks;
+mod hosted;
 mod installation;
 mod log;
 mod ratelimit;
@@ -33,6 +34,7 @@ pub use command::CommandConfig;
 pub use events::{EventsConfig, JobsConfig, LeasesConfig, MessagesConfig};
 pub use gateway::GatewayConfig;
 pub use hooks::{HooksConfig, LimitsConfig};
+pub use hosted::HostedConfig;
 pub use installation::InstallationConfig;
 pub use log::{LogConfig, LogFormat};
 pub use ratelimit::{RateLimitConfig, RateQuota};
@@ -62,6 +64,7 @@ pub struct Config {
     pub ratelimit: RateLimitConfig,
     pub command: CommandConfig,
     pub installation: InstallationConfig,
+    pub hosted: HostedConfig,
 }
 
 /// Refuses the first key whose value is 0, naming it.
@@ -130,6 +133,7 @@ impl Config {
         self.ratelimit.validate()?;
         self.command.validate()?;
         self.installation.validate()?;
+        self.hosted.validate()?;
         // A handler's job is locked from before its insert: the lock must
         // outlast the wait for the writer, the hook and the grace period.
         if self.jobs.lock_ms

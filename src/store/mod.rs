@@ -25,6 +25,7 @@ pub(crate) mod events;
 mod group_commit;
 mod group_sends;
 mod group_verdicts;
+mod hosted;
 mod identity;
 mod installation_held;
 mod installation_records;
@@ -60,6 +61,7 @@ pub use commit_feed::{CommitFeed, CommitListener};
 pub use conversations::{ConversationStore, CreatedConversation, NewConversation};
 pub use effects::Effects;
 pub use events::EventStore;
+pub use hosted::{CoordOutcome, HostedStore, RunEnd, RunRecord};
 pub use identity::{
     IdempotencyRecord, IdempotentResponse, IdentityStore, KeyRecord, NewKey, NewPrincipal,
     OwnedAgent, OwnedKey, PrincipalRecord,
@@ -143,6 +145,7 @@ pub trait Store:
     + AuditStore
     + InstallationStore
     + CommandStore
+    + HostedStore
 {
 }
 
@@ -159,6 +162,7 @@ impl<T> Store for T where
         + AuditStore
         + InstallationStore
         + CommandStore
+        + HostedStore
 {
 }
 
