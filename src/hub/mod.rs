@@ -18,6 +18,7 @@ pub mod installations;
 pub mod membership;
 pub mod rate;
 pub mod registry;
+pub mod runs;
 pub mod throttle;
 
 pub use context::{ConnectionInfo, RequestContext};
@@ -62,6 +63,8 @@ pub struct Hub {
     pub denials: Arc<DenialLog>,
     /// Autocomplete requests waiting for an app's late answer.
     pub autocomplete: autocomplete::OpenRequests,
+    /// The hosted App Card runs this process keeps alive (ADR 0029).
+    pub runs: runs::LiveRuns,
 }
 
 impl Hub {
@@ -113,6 +116,7 @@ impl Hub {
             webhook_egress,
             denials,
             autocomplete: autocomplete::OpenRequests::default(),
+            runs: runs::LiveRuns::default(),
         }))
     }
 }

@@ -60,8 +60,9 @@ pub trait HostedStore: Send + Sync + 'static {
     /// A new run in `starting`.
     async fn create_run(&self, run: &RunRecord) -> StoreResult<()>;
 
-    /// `starting` to `running`; false when the row is no longer starting.
-    async fn mark_running(&self, id: Uuid) -> StoreResult<bool>;
+    /// `starting` to `running`, with whether the child has its own network
+    /// namespace; false when the row is no longer starting.
+    async fn mark_running(&self, id: Uuid, isolated: bool) -> StoreResult<bool>;
 
     /// A live run's end; false when it had ended already.
     async fn finish_run(&self, id: Uuid, end: &RunEnd<'_>) -> StoreResult<bool>;
@@ -198,12 +199,12 @@ impl<D: Database> HostedStore for D {
         tx.commit().await
     }
 
-    async fn mark_running(&self, id: Uuid) -> StoreResult<bool> {
+    async fn mark_running(&self, id: Uuid, isolated: bool) -> StoreResult<bool> {
         let mut tx = self.begin().await?;
         let n = tx
             .execute(
-                "UPDATE app_runs SET state = 'running' WHERE id = $1 AND state = 'starting'",
-                &[Arg::Id(id)],
+                "UPDATE app_runs SET state = 'running', isolated = $1 WHERE id = $2 AND state = 'starting'",
+                &[Arg::Int(i64::from(isolated)), Arg::Id(id)],
             )
             .await?;
         tx.commit().await?;
