@@ -3,6 +3,7 @@
 mod apps;
 mod people;
 mod places;
+mod runs;
 
 use std::path::PathBuf;
 

@@ -92,6 +92,26 @@ pub enum AppCommand {
         #[arg(long)]
         manifest: PathBuf,
     },
+    /// Run an installed App Card (by id, or its package directory) under a
+    /// capability broker, in this process; prints its log and its end.
+    Run {
+        /// A card id, or a package directory of an installed card.
+        target: String,
+    },
+    /// The hosted runs, newest first.
+    Runs {
+        /// Only this card's runs.
+        #[arg(long)]
+        card: Option<String>,
+        /// Show this run with its log.
+        #[arg(long)]
+        log: Option<Uuid>,
+    },
+    /// Stop a live hosted run (the process running it ends it).
+    Stop {
+        #[arg(long)]
+        run: Uuid,
+    },
 }
 
 fn read_manifest(path: &Path) -> anyhow::Result<serde_json::Value> {
@@ -158,6 +178,12 @@ async fn register(
 
 /// `switchboard app`: the operator's app commands.
 pub async fn app(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
+    match command {
+        AppCommand::Run { target } => return super::runs::run(&target, cfg).await,
+        AppCommand::Runs { card, log } => return super::runs::list(card, log, cfg).await,
+        AppCommand::Stop { run } => return super::runs::stop(run, cfg).await,
+        _ => {}
+    }
     let store = crate::store::open(&cfg).await?;
     let life = Lifecycle::offline(store.as_ref(), &cfg);
     let op = Actor::Operator;
@@ -205,6 +231,9 @@ pub async fn app(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
             println!("granted: {}", names(up.granted));
             println!("awaiting consent: {}", names(up.awaiting_consent()));
             Ok(())
+        }
+        AppCommand::Run { .. } | AppCommand::Runs { .. } | AppCommand::Stop { .. } => {
+            unreachable!("served above")
         }
     }
 }
