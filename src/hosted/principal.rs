@@ -48,10 +48,11 @@ fn clipped(s: &str, max: usize) -> String {
 /// The seed-000 manifest a hosted app registers with: static gates (the
 /// app decides nothing by callback: it has no socket), one task
 /// conversation template, and the scopes its primitives need.
-pub fn manifest_of(card: &AppCard) -> Value {
+pub fn manifest_of(card: &AppCard, config: &Config) -> Value {
     json!({
         "name": clipped(&card.name, 100),
         "description": clipped(&card.tagline, 2000),
+        "limits": {"maxParticipants": config.limits.max_participants},
         "conversations": [
             {"key": "room", "name": clipped(&card.name, 100), "participantFilter": "all"}
         ],
@@ -89,7 +90,7 @@ async fn create(store: &DynStore, config: &Config, card: &AppCard, app_id: Uuid)
     let made = identity::register_app_as(
         store.as_ref(),
         app_id,
-        &manifest_of(card),
+        &manifest_of(card, config),
         &config.manifest_bounds(),
         (InstallMode::Auto, Registrant::Operator),
         None,

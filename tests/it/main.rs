@@ -18,6 +18,7 @@ mod events;
 mod fanout_crash;
 mod frames;
 mod hidden;
+mod hosted;
 mod hostile_http;
 mod hostile_ws;
 mod identity;
