@@ -90,7 +90,10 @@ pub async fn list(card: Option<String>, log: Option<Uuid>, cfg: Config) -> anyho
             .await?
             .ok_or_else(|| anyhow::anyhow!("no run {id}"))?;
         println!("{}", describe(&r));
-        print!("{}", String::from_utf8_lossy(r.log.as_deref().unwrap_or_default()));
+        print!(
+            "{}",
+            String::from_utf8_lossy(r.log.as_deref().unwrap_or_default())
+        );
         return Ok(());
     }
     for r in store.runs(card.as_deref(), 500).await? {

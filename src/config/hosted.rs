@@ -82,8 +82,14 @@ impl HostedConfig {
             ("hosted.max_open_files", self.max_open_files),
             ("hosted.control_interval_ms", self.control_interval_ms),
             ("hosted.memory_max_keys", self.memory_max_keys),
-            ("hosted.memory_key_max_bytes", self.memory_key_max_bytes as u64),
-            ("hosted.memory_value_max_bytes", self.memory_value_max_bytes as u64),
+            (
+                "hosted.memory_key_max_bytes",
+                self.memory_key_max_bytes as u64,
+            ),
+            (
+                "hosted.memory_value_max_bytes",
+                self.memory_value_max_bytes as u64,
+            ),
             ("hosted.max_live_runs", self.max_live_runs as u64),
         ])?;
         if !(2..=LINE_LIMIT).contains(&self.broker_max_line_bytes) {

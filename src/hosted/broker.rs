@@ -60,7 +60,11 @@ async fn read_line(r: &mut (impl AsyncBufRead + Unpin), max: usize) -> std::io::
         let used = found.unwrap_or(buf.len());
         r.consume(used);
         if found.is_some() {
-            return Ok(if too_long { Line::TooLong } else { Line::Full(line) });
+            return Ok(if too_long {
+                Line::TooLong
+            } else {
+                Line::Full(line)
+            });
         }
     }
 }

@@ -153,9 +153,14 @@ impl Caller {
     /// seq), waiting up to `wait` seconds for the first event.
     async fn read_inbox(&self, after_id: Option<u64>, limit: Option<u32>, wait: u64) -> Answer {
         let hub = &self.hub;
-        access::check_rest(hub, self.principal(), Action::EventRead, Target::stream(self.app))
-            .await
-            .map_err(refused)?;
+        access::check_rest(
+            hub,
+            self.principal(),
+            Action::EventRead,
+            Target::stream(self.app),
+        )
+        .await
+        .map_err(refused)?;
         let pos = hub
             .store
             .stream_position(self.app)
@@ -165,7 +170,10 @@ impl Caller {
         if after > pos.last_seq && wait == 0 {
             return Err((
                 ErrorCode::BadRequest,
-                format!("params.after_id ({after}) is beyond the latest seq ({})", pos.last_seq),
+                format!(
+                    "params.after_id ({after}) is beyond the latest seq ({})",
+                    pos.last_seq
+                ),
             ));
         }
         let limit = limit.unwrap_or(hub.config.events.page_default);

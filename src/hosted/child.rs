@@ -120,14 +120,21 @@ fn isolation_errno(hub_end: &UnixStream) -> std::io::Error {
 
 fn own_network_namespace(pid: u32) -> bool {
     let ns = |p: String| std::fs::metadata(p).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
-    match (ns(format!("/proc/{pid}/ns/net")), ns("/proc/self/ns/net".into())) {
+    match (
+        ns(format!("/proc/{pid}/ns/net")),
+        ns("/proc/self/ns/net".into()),
+    ) {
         (Ok(child), Ok(hub)) => child != hub,
         _ => false,
     }
 }
 
 /// In the forked child: namespaces, limits, then the descriptors.
-fn in_child(broker: i32, (address_space, open_files): (u64, u64), allow: bool) -> std::io::Result<()> {
+fn in_child(
+    broker: i32,
+    (address_space, open_files): (u64, u64),
+    allow: bool,
+) -> std::io::Result<()> {
     // SAFETY: plain system calls on values owned by this process.
     unsafe {
         if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 && !allow {
@@ -150,7 +157,13 @@ fn in_child(broker: i32, (address_space, open_files): (u64, u64), allow: bool) -
         // without CLOEXEC (marking rather than closing keeps the pipe the
         // standard library reports exec failures on).
         let first = (BROKER_FD + 1) as libc::c_uint;
-        if libc::syscall(libc::SYS_close_range, first, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC) != 0 {
+        if libc::syscall(
+            libc::SYS_close_range,
+            first,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) != 0
+        {
             return Err(std::io::Error::last_os_error());
         }
     }

@@ -72,7 +72,12 @@ pub async fn start(hub: &Arc<Hub>, source: &Source) -> Result<StartedRun, StartE
             package::LoadError::Io(m) => StartError::Internal(m),
         })?;
     let card = verified.card;
-    let entry = card.entry.scripts.first().cloned().ok_or(RunRefusal::NoEntry)?;
+    let entry = card
+        .entry
+        .scripts
+        .first()
+        .cloned()
+        .ok_or(RunRefusal::NoEntry)?;
     served(&card)?;
     let (program, args) = command_of(&hub.config.hosted.python, &entry)?;
     let app = principal::ensure(&hub.store, &hub.config, &card)
@@ -87,7 +92,18 @@ pub async fn start(hub: &Arc<Hub>, source: &Source) -> Result<StartedRun, StartE
         .runs
         .admit(id, hub.config.hosted.max_live_runs)
         .ok_or(RunRefusal::TooManyRuns)?;
-    let started = launch(hub, id, app, &card, &verified.files, &entry, program, args, stop).await;
+    let started = launch(
+        hub,
+        id,
+        app,
+        &card,
+        &verified.files,
+        &entry,
+        program,
+        args,
+        stop,
+    )
+    .await;
     if started.is_err() {
         hub.runs.remove(id);
     }

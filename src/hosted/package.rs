@@ -45,7 +45,10 @@ fn card_refusal(e: CardError) -> RunRefusal {
 }
 
 /// Reads and verifies the package, then checks the card is the catalogue's.
-pub async fn load(store: &(impl CardStore + ?Sized), source: &Source) -> Result<Verified, LoadError> {
+pub async fn load(
+    store: &(impl CardStore + ?Sized),
+    source: &Source,
+) -> Result<Verified, LoadError> {
     let (app_json, files, symlinks) = match source {
         Source::Dir(dir) => {
             let p = read_package(dir).map_err(|e| LoadError::Io(e.to_string()))?;
@@ -75,8 +78,7 @@ async fn newest(store: &(impl CardStore + ?Sized), id: &str) -> Result<CardRecor
         .cards()
         .await?
         .into_iter()
-        .filter(|c| c.id == id)
-        .next_back()
+        .rfind(|c| c.id == id)
         .ok_or_else(|| RunRefusal::CardNotFound(id.to_string()).into())
 }
 
@@ -109,7 +111,9 @@ pub fn fresh_copy(
     use std::os::unix::fs::PermissionsExt;
     let dir = match work_dir {
         Some(base) => tempfile::Builder::new().prefix("run-").tempdir_in(base)?,
-        None => tempfile::Builder::new().prefix("switchboard-run-").tempdir()?,
+        None => tempfile::Builder::new()
+            .prefix("switchboard-run-")
+            .tempdir()?,
     };
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
     for (rel, bytes) in files {

@@ -67,7 +67,11 @@ pub fn manifest_of(card: &AppCard, config: &Config) -> Value {
 
 /// The card's app, made and installed on its first run; refused unless
 /// its installation is active.
-pub async fn ensure(store: &DynStore, config: &Config, card: &AppCard) -> Result<Uuid, PrincipalError> {
+pub async fn ensure(
+    store: &DynStore,
+    config: &Config,
+    card: &AppCard,
+) -> Result<Uuid, PrincipalError> {
     let app_id = match store.hosted_app(&card.id).await? {
         Some(id) => id,
         None => {
@@ -86,7 +90,12 @@ pub async fn ensure(store: &DynStore, config: &Config, card: &AppCard) -> Result
     }
 }
 
-async fn create(store: &DynStore, config: &Config, card: &AppCard, app_id: Uuid) -> Result<(), PrincipalError> {
+async fn create(
+    store: &DynStore,
+    config: &Config,
+    card: &AppCard,
+    app_id: Uuid,
+) -> Result<(), PrincipalError> {
     let made = identity::register_app_as(
         store.as_ref(),
         app_id,

@@ -52,7 +52,10 @@ impl Log {
     }
 }
 
-fn reader(log: Arc<Log>, pipe: Option<impl AsyncReadExt + Unpin + Send + 'static>) -> JoinHandle<()> {
+fn reader(
+    log: Arc<Log>,
+    pipe: Option<impl AsyncReadExt + Unpin + Send + 'static>,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let Some(mut pipe) = pipe else { return };
         let mut buf = vec![0u8; 8192];

@@ -48,7 +48,9 @@ pub fn run_json(r: &RunRecord, with_log: bool) -> Value {
         v["endedAt"] = json!(rfc3339(at));
     }
     if with_log {
-        v["log"] = json!(String::from_utf8_lossy(r.log.as_deref().unwrap_or_default()));
+        v["log"] = json!(String::from_utf8_lossy(
+            r.log.as_deref().unwrap_or_default()
+        ));
     }
     v
 }
@@ -87,7 +89,9 @@ pub async fn start(
         json_object(&body, &[])?;
     }
     match hosted::start(&hub, &Source::Card(card_id)).await {
-        Ok(started) => Ok((StatusCode::CREATED, Json(run_json(&started.run, false))).into_response()),
+        Ok(started) => {
+            Ok((StatusCode::CREATED, Json(run_json(&started.run, false))).into_response())
+        }
         Err(StartError::Refused { refusal: r, run }) => Err(refusal(r, run)),
         Err(StartError::Internal(m)) => {
             tracing::error!(error = %m, "hosted run failed to start");
@@ -162,5 +166,9 @@ pub async fn stop(
         e.extra = Some(Box::new(json!({ "state": record.state.as_str() })));
         return Err(e);
     }
-    Ok((StatusCode::ACCEPTED, Json(json!({ "runId": id, "stopping": true }))).into_response())
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "runId": id, "stopping": true })),
+    )
+        .into_response())
 }

@@ -131,7 +131,11 @@ fn run_row(r: &Row, with_log: bool) -> StoreResult<RunRecord> {
     })
 }
 
-async fn coord_read(db: &(impl Database + ?Sized), app: Uuid, key: &str) -> StoreResult<(Option<String>, i64)> {
+async fn coord_read(
+    db: &(impl Database + ?Sized),
+    app: Uuid,
+    key: &str,
+) -> StoreResult<(Option<String>, i64)> {
     let row = db
         .read()
         .await?
@@ -301,7 +305,12 @@ impl<D: Database> HostedStore for D {
         let updated = tx
             .execute(
                 "UPDATE app_memory SET value = $1, updated_at = $2 WHERE app_id = $3 AND key = $4",
-                &[Arg::Text(value), Arg::Int(now), Arg::Id(app_id), Arg::Text(key)],
+                &[
+                    Arg::Text(value),
+                    Arg::Int(now),
+                    Arg::Id(app_id),
+                    Arg::Text(key),
+                ],
             )
             .await?;
         if updated == 0 {
@@ -325,7 +334,12 @@ impl<D: Database> HostedStore for D {
             tx.execute(
                 "INSERT INTO app_memory (app_id, key, value, updated_at) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (app_id, key) DO UPDATE SET value = $3, updated_at = $4",
-                &[Arg::Id(app_id), Arg::Text(key), Arg::Text(value), Arg::Int(now)],
+                &[
+                    Arg::Id(app_id),
+                    Arg::Text(key),
+                    Arg::Text(value),
+                    Arg::Int(now),
+                ],
             )
             .await?;
         }

@@ -271,7 +271,9 @@ pub fn decode(p: Primitive, params: Map<String, Value>, b: &ParamBounds) -> Resu
         }
         Primitive::Recall => {
             let r: Recall = typed(params)?;
-            Params::Recall { key: key(r.key, b)? }
+            Params::Recall {
+                key: key(r.key, b)?,
+            }
         }
         Primitive::Coord => {
             let c: Coord = typed(params)?;
@@ -320,14 +322,21 @@ mod tests {
     #[test]
     fn params_are_checked_naming_the_field() {
         assert_eq!(d(Primitive::Whoami, json!({})), Ok(Params::Whoami));
-        assert!(d(Primitive::Whoami, json!({"x": 1})).unwrap_err().contains("x"));
+        assert!(d(Primitive::Whoami, json!({"x": 1}))
+            .unwrap_err()
+            .contains("x"));
         assert!(d(Primitive::SendMessage, json!({"to": "nope", "text": "a"})).is_err());
-        assert!(d(Primitive::SendMessage, json!({"to": Uuid::nil(), "text": ""}))
-            .unwrap_err()
-            .contains("params.text"));
-        assert!(d(Primitive::Remember, json!({"key": "toolong", "value": "a"}))
-            .unwrap_err()
-            .contains("params.key"));
+        assert!(d(
+            Primitive::SendMessage,
+            json!({"to": Uuid::nil(), "text": ""})
+        )
+        .unwrap_err()
+        .contains("params.text"));
+        assert!(
+            d(Primitive::Remember, json!({"key": "toolong", "value": "a"}))
+                .unwrap_err()
+                .contains("params.key")
+        );
         assert!(d(Primitive::Remember, json!({"key": "k", "value": "abcd"}))
             .unwrap_err()
             .contains("params.value"));
@@ -335,14 +344,19 @@ mod tests {
             .unwrap_err()
             .contains("expect"));
         assert_eq!(
-            d(Primitive::Coord, json!({"key": "k", "expect": null, "value": "a"})),
+            d(
+                Primitive::Coord,
+                json!({"key": "k", "expect": null, "value": "a"})
+            ),
             Ok(Params::Coord {
                 key: "k".into(),
                 expect: None,
                 value: Some("a".into())
             })
         );
-        assert!(d(Primitive::ReadInbox, json!({"limit": 11})).unwrap_err().contains("limit"));
+        assert!(d(Primitive::ReadInbox, json!({"limit": 11}))
+            .unwrap_err()
+            .contains("limit"));
         assert!(d(Primitive::WaitForMessage, json!({"timeout": 31}))
             .unwrap_err()
             .contains("timeout"));

@@ -193,12 +193,21 @@ mod tests {
         assert_eq!(err(r#"{"id":1,"id":2}"#.into()).code, ErrorCode::BadRequest);
         assert_eq!(err(req("00", "whoami")).code, ErrorCode::BadToken);
         assert_eq!(err(req(&t, "shell")).code, ErrorCode::UnknownPrimitive);
-        assert_eq!(err(req(&t, "send_message")).code, ErrorCode::CapabilityDenied);
-        assert_eq!(err(req(&t, "rooms_create")).code, ErrorCode::UnknownPrimitive);
+        assert_eq!(
+            err(req(&t, "send_message")).code,
+            ErrorCode::CapabilityDenied
+        );
+        assert_eq!(
+            err(req(&t, "rooms_create")).code,
+            ErrorCode::UnknownPrimitive
+        );
         let f = err(req("00", "shell"));
         assert_eq!((f.code, f.id), (ErrorCode::BadToken, json!(1)));
         assert_eq!(
-            err(format!(r#"{{"token":"{t}","id":1,"method":"whoami","extra":1}}"#)).code,
+            err(format!(
+                r#"{{"token":"{t}","id":1,"method":"whoami","extra":1}}"#
+            ))
+            .code,
             ErrorCode::BadRequest
         );
     }
@@ -209,7 +218,10 @@ mod tests {
         assert_eq!(ok.iter().filter(|b| **b == b'\n').count(), 1);
         let f = Failure::new(json!(2), ErrorCode::TooLarge, "x").line();
         let v: Value = serde_json::from_slice(&f).unwrap();
-        assert_eq!(v, json!({"id": 2, "ok": false, "error": "too_large", "message": "x"}));
+        assert_eq!(
+            v,
+            json!({"id": 2, "ok": false, "error": "too_large", "message": "x"})
+        );
     }
 
     #[test]
@@ -219,6 +231,7 @@ mod tests {
         assert!(token_matches(&t, &token));
         assert!(!token_matches(&t[..63], &token));
         assert!(!token_matches(&t.to_uppercase(), &token));
-        assert!(!token_matches(&[0xacu8; 32].map(|_| 0u8).iter().map(|_| "0").collect::<String>(), &token));
+        assert!(!token_matches(&token_text(&[0xac; 32]), &token));
+        assert!(!token_matches(&format!("{t}0"), &token));
     }
 }

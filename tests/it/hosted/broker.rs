@@ -44,33 +44,61 @@ async fn every_broker_error_code_comes_from_its_own_case() {
     assert!(ran.ok, "{}\n{}", ran.stdout, ran.stderr);
     let code = |key: &str| {
         let l = ran.line(key);
-        (l[key]["error"].as_str().map(str::to_string), l[key]["id"].clone())
+        (
+            l[key]["error"].as_str().map(str::to_string),
+            l[key]["id"].clone(),
+        )
     };
     assert_eq!(code("bad_token"), (Some("bad_token".into()), 1.into()));
     assert_eq!(code("short_token").0.as_deref(), Some("bad_token"));
-    assert_eq!(code("capability_denied").0.as_deref(), Some("capability_denied"));
-    assert_eq!(code("unknown_primitive").0.as_deref(), Some("unknown_primitive"));
-    assert_eq!(code("too_large"), (Some("too_large".into()), serde_json::Value::Null));
+    assert_eq!(
+        code("capability_denied").0.as_deref(),
+        Some("capability_denied")
+    );
+    assert_eq!(
+        code("unknown_primitive").0.as_deref(),
+        Some("unknown_primitive")
+    );
+    assert_eq!(
+        code("too_large"),
+        (Some("too_large".into()), serde_json::Value::Null)
+    );
     // A line that is not JSON cannot tell its id.
-    assert_eq!(code("bad_json"), (Some("bad_request".into()), serde_json::Value::Null));
+    assert_eq!(
+        code("bad_json"),
+        (Some("bad_request".into()), serde_json::Value::Null)
+    );
     assert_eq!(code("bad_json_tail").0.as_deref(), Some("bad_request"));
     assert_eq!(code("duplicate").0.as_deref(), Some("bad_request"));
     let params = ran.line("bad_params")["bad_params"].clone();
     assert_eq!(params["error"], "bad_request");
-    assert!(params["message"].as_str().unwrap().contains("value"), "{params}");
-    assert!(params["id"].is_number(), "a call's params refusal keeps its id");
+    assert!(
+        params["message"].as_str().unwrap().contains("value"),
+        "{params}"
+    );
+    assert!(
+        params["id"].is_number(),
+        "a call's params refusal keeps its id"
+    );
     assert_eq!(code("extra_param").0.as_deref(), Some("bad_request"));
     assert_eq!(ran.line("first")["first"]["ok"], true);
     let error = ran.line("error")["error"].clone();
     assert_eq!(error["error"], "error");
     assert!(
-        error["message"].as_str().unwrap().contains("hosted.memory_max_keys"),
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("hosted.memory_max_keys"),
         "{error}"
     );
     let last = ran.line("still_served");
     assert_eq!(last["still_served"], true);
     assert_eq!(last["whoami"]["cardId"], "errors");
-    assert!(ran.end().contains(" exited ") && ran.end().contains("exit=0"), "{}", ran.end());
+    assert!(
+        ran.end().contains(" exited ") && ran.end().contains("exit=0"),
+        "{}",
+        ran.end()
+    );
     // Nothing of the broker's traffic reaches the hub's own log.
     assert!(!ran.stderr.contains("remember"), "{}", ran.stderr);
 }

@@ -41,7 +41,10 @@ async fn the_child_has_no_network_no_hub_environment_and_only_its_channel() {
         &c.data(),
         &[
             ("HOSTED_TEST_SECRET", "s3cr3t-value"),
-            ("SWITCHBOARD_ADMIN__TOKEN", "admin-token-of-the-hub-0123456789"),
+            (
+                "SWITCHBOARD_ADMIN__TOKEN",
+                "admin-token-of-the-hub-0123456789",
+            ),
         ],
     )
     .await;
@@ -62,11 +65,18 @@ async fn the_child_has_no_network_no_hub_environment_and_only_its_channel() {
         .iter()
         .map(|k| k.as_str().unwrap())
         .collect();
-    for key in ["SWITCHBOARD_RUN_TOKEN", "SWITCHBOARD_BROKER_FD", "HOME", "PATH"] {
+    for key in [
+        "SWITCHBOARD_RUN_TOKEN",
+        "SWITCHBOARD_BROKER_FD",
+        "HOME",
+        "PATH",
+    ] {
         assert!(keys.contains(&key), "{keys:?}");
     }
     assert!(
-        !keys.iter().any(|k| k.starts_with("SWITCHBOARD_") && !k.starts_with("SWITCHBOARD_RUN") && *k != "SWITCHBOARD_BROKER_FD"),
+        !keys.iter().any(|k| k.starts_with("SWITCHBOARD_")
+            && !k.starts_with("SWITCHBOARD_RUN")
+            && *k != "SWITCHBOARD_BROKER_FD"),
         "{keys:?}"
     );
     assert!(!ran.stdout.contains("s3cr3t-value"));
@@ -89,7 +99,8 @@ async fn a_file_changed_after_install_refuses_the_run_integrity_mismatch() {
     );
     assert!(!ran.stdout.contains("changed") && !ran.stdout.contains("ran"));
     // The hub's kept copy changed in the database: refused the same way.
-    let db = crate::support::legacy_db::LegacyDb::open_sqlite(&c.data().join("switchboard.db")).await;
+    let db =
+        crate::support::legacy_db::LegacyDb::open_sqlite(&c.data().join("switchboard.db")).await;
     db.exec(
         "UPDATE card_files SET content = X'7072696e7428276576696c2729' WHERE card_id = 'tamper' AND path = 'main.py'",
         &[],
@@ -98,7 +109,11 @@ async fn a_file_changed_after_install_refuses_the_run_integrity_mismatch() {
     db.close().await;
     let ran = run("tamper", &c.data(), &[]).await;
     assert!(!ran.ok);
-    assert!(ran.stderr.contains("run refused (integrity_mismatch)"), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("run refused (integrity_mismatch)"),
+        "{}",
+        ran.stderr
+    );
     // Nothing ran, so nothing was recorded.
     let (ok, out, _) = super::cli_sync(&["app", "runs", "--data-dir", c.data().to_str().unwrap()]);
     assert!(ok && out.trim().is_empty(), "{out}");
@@ -109,11 +124,23 @@ async fn a_card_not_in_the_catalogue_does_not_run() {
     let c = card("stranger", &["whoami"], "print('ran')\n", &[]);
     let ran = run(c.dir().to_str().unwrap(), &c.data(), &[]).await;
     assert!(!ran.ok);
-    assert!(ran.stderr.contains("run refused (card_not_installed)"), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("run refused (card_not_installed)"),
+        "{}",
+        ran.stderr
+    );
     let ran = run("stranger", &c.data(), &[]).await;
-    assert!(ran.stderr.contains("run refused (card_not_found)"), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("run refused (card_not_found)"),
+        "{}",
+        ran.stderr
+    );
     let c = card("rooms", &["rooms"], "print('ran')\n", &[]);
     install(&c, &c.data());
     let ran = run("rooms", &c.data(), &[]).await;
-    assert!(ran.stderr.contains("run refused (primitive_not_served)"), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("run refused (primitive_not_served)"),
+        "{}",
+        ran.stderr
+    );
 }

@@ -28,8 +28,17 @@ async fn ended(id: &str, main: &str, env: &[(&str, &str)]) -> super::Ran {
 
 #[tokio::test]
 async fn the_wall_time_limit_ends_a_run_time_limit() {
-    let ran = ended("spin", SPIN, &[("SWITCHBOARD_HOSTED__WALL_TIME_MS", "1500")]).await;
-    assert!(ran.end().contains(" failed ") && ran.end().contains("reason=time_limit"), "{}", ran.end());
+    let ran = ended(
+        "spin",
+        SPIN,
+        &[("SWITCHBOARD_HOSTED__WALL_TIME_MS", "1500")],
+    )
+    .await;
+    assert!(
+        ran.end().contains(" failed ") && ran.end().contains("reason=time_limit"),
+        "{}",
+        ran.end()
+    );
     assert!(ran.stdout.contains("spinning"));
 }
 
@@ -38,16 +47,36 @@ async fn the_memory_limit_ends_a_run_memory_limit() {
     let ran = ended(
         "grow",
         GROW,
-        &[("SWITCHBOARD_HOSTED__MEMORY_BYTES", &(64u64 << 20).to_string())],
+        &[(
+            "SWITCHBOARD_HOSTED__MEMORY_BYTES",
+            &(64u64 << 20).to_string(),
+        )],
     )
     .await;
-    assert!(ran.end().contains(" failed ") && ran.end().contains("reason=memory_limit"), "{}", ran.end());
+    assert!(
+        ran.end().contains(" failed ") && ran.end().contains("reason=memory_limit"),
+        "{}",
+        ran.end()
+    );
 }
 
 #[tokio::test]
 async fn the_output_limit_ends_a_run_output_limit_and_caps_its_log() {
-    let ran = ended("chatter", CHATTER, &[("SWITCHBOARD_HOSTED__OUTPUT_MAX_BYTES", "20000")]).await;
-    assert!(ran.end().contains(" failed ") && ran.end().contains("reason=output_limit"), "{}", ran.end());
-    assert!(ran.stdout.starts_with("first line\n"), "{}", &ran.stdout[..40.min(ran.stdout.len())]);
+    let ran = ended(
+        "chatter",
+        CHATTER,
+        &[("SWITCHBOARD_HOSTED__OUTPUT_MAX_BYTES", "20000")],
+    )
+    .await;
+    assert!(
+        ran.end().contains(" failed ") && ran.end().contains("reason=output_limit"),
+        "{}",
+        ran.end()
+    );
+    assert!(
+        ran.stdout.starts_with("first line\n"),
+        "{}",
+        &ran.stdout[..40.min(ran.stdout.len())]
+    );
     assert_eq!(ran.stdout.len(), 20000, "the log holds exactly the cap");
 }

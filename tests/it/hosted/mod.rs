@@ -148,8 +148,7 @@ impl Ran {
     pub fn end(&self) -> String {
         self.stderr
             .lines()
-            .filter(|l| l.starts_with("run "))
-            .last()
+            .rfind(|l| l.starts_with("run "))
             .unwrap_or_else(|| panic!("no end line: {}", self.stderr))
             .to_string()
     }

@@ -40,21 +40,47 @@ async fn memory_and_coord_serve_the_app_and_only_it() {
     let ran = run("memory", &c.data(), &env).await;
     assert!(ran.ok, "{}\n{}", ran.stdout, ran.stderr);
     let who = ran.line("whoami")["whoami"].clone();
-    assert_eq!((who["cardId"].as_str(), who["version"].as_str()), (Some("memory"), Some("1.0.0")));
-    assert!(who["appId"].as_str().unwrap().len() == 36 && who["runId"].as_str().unwrap().len() == 36);
+    assert_eq!(
+        (who["cardId"].as_str(), who["version"].as_str()),
+        (Some("memory"), Some("1.0.0"))
+    );
+    assert!(
+        who["appId"].as_str().unwrap().len() == 36 && who["runId"].as_str().unwrap().len() == 36
+    );
     assert!(ran.line("missing")["missing"]["value"].is_null());
     assert_eq!(ran.line("stored")["stored"]["stored"], true);
     assert_eq!(ran.line("recalled")["recalled"]["value"], "v2");
     assert_eq!(ran.line("big")["big"]["error"], "bad_request");
-    assert!(ran.line("big")["big"]["message"].as_str().unwrap().contains("hosted.memory_value_max_bytes"));
+    assert!(ran.line("big")["big"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("hosted.memory_value_max_bytes"));
     assert_eq!(ran.line("long_key")["long_key"]["error"], "bad_request");
     let cas = |k: &str| ran.line(k)[k].clone();
-    assert_eq!(cas("a"), serde_json::json!({"swapped": true, "value": "alice", "version": 1}));
-    assert_eq!(cas("b"), serde_json::json!({"swapped": false, "value": "alice", "version": 1}));
-    assert_eq!(cas("c"), serde_json::json!({"swapped": true, "value": "bob", "version": 2}));
-    assert_eq!(cas("d"), serde_json::json!({"swapped": false, "value": "bob", "version": 2}));
-    assert_eq!(cas("e"), serde_json::json!({"swapped": true, "value": null, "version": 0}));
-    assert_eq!(cas("f"), serde_json::json!({"swapped": true, "value": null, "version": 0}));
+    assert_eq!(
+        cas("a"),
+        serde_json::json!({"swapped": true, "value": "alice", "version": 1})
+    );
+    assert_eq!(
+        cas("b"),
+        serde_json::json!({"swapped": false, "value": "alice", "version": 1})
+    );
+    assert_eq!(
+        cas("c"),
+        serde_json::json!({"swapped": true, "value": "bob", "version": 2})
+    );
+    assert_eq!(
+        cas("d"),
+        serde_json::json!({"swapped": false, "value": "bob", "version": 2})
+    );
+    assert_eq!(
+        cas("e"),
+        serde_json::json!({"swapped": true, "value": null, "version": 0})
+    );
+    assert_eq!(
+        cas("f"),
+        serde_json::json!({"swapped": true, "value": null, "version": 0})
+    );
     // A later run of the same card is the same app: same memory and registers.
     let ran = run("memory", &c.data(), &env).await;
     assert!(ran.ok, "{}", ran.stderr);

@@ -17,7 +17,12 @@ use crate::support::agents::{agent, next_of};
 use crate::support::hub::ADMIN_TOKEN;
 use crate::support::TestHub;
 
-async fn admin(hub: &TestHub, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+async fn admin(
+    hub: &TestHub,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     let mut req = hub
         .http
         .request(method, format!("{}{path}", hub.base))
@@ -28,17 +33,24 @@ async fn admin(hub: &TestHub, method: reqwest::Method, path: &str, body: Option<
     let r = req.send().await.expect("request");
     let status = r.status().as_u16();
     let text = r.text().await.expect("body");
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 /// `POST /api/v1/cards` with the package's files, as an operator would.
 async fn install_over_rest(hub: &TestHub, c: &Card) {
     let dir = c.dir();
-    let card: Value = serde_json::from_slice(&std::fs::read(dir.join("app.json")).unwrap()).unwrap();
+    let card: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("app.json")).unwrap()).unwrap();
     let mut files = serde_json::Map::new();
     for name in card["entry"]["integrity"].as_object().unwrap().keys() {
         let bytes = std::fs::read(dir.join(name)).unwrap();
-        files.insert(name.clone(), json!(base64::engine::general_purpose::STANDARD.encode(bytes)));
+        files.insert(
+            name.clone(),
+            json!(base64::engine::general_purpose::STANDARD.encode(bytes)),
+        );
     }
     let (status, body) = admin(
         hub,
@@ -51,7 +63,13 @@ async fn install_over_rest(hub: &TestHub, c: &Card) {
 }
 
 async fn start(hub: &TestHub, card_id: &str) -> Value {
-    let (status, run) = admin(hub, reqwest::Method::POST, &format!("/api/v1/cards/{card_id}/runs"), None).await;
+    let (status, run) = admin(
+        hub,
+        reqwest::Method::POST,
+        &format!("/api/v1/cards/{card_id}/runs"),
+        None,
+    )
+    .await;
     assert_eq!(status, 201, "{run}");
     assert_eq!(run["state"], "running");
     assert_eq!(run["isolated"], true);
@@ -62,7 +80,13 @@ async fn start(hub: &TestHub, card_id: &str) -> Value {
 async fn ended(hub: &TestHub, run_id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let (status, run) = admin(hub, reqwest::Method::GET, &format!("/api/v1/runs/{run_id}"), None).await;
+        let (status, run) = admin(
+            hub,
+            reqwest::Method::GET,
+            &format!("/api/v1/runs/{run_id}"),
+            None,
+        )
+        .await;
         assert_eq!(status, 200, "{run}");
         if run["state"] == "exited" || run["state"] == "failed" {
             return run;
@@ -98,7 +122,12 @@ out(inbox=[e["type"] for e in again["events"]])
 #[tokio::test]
 async fn a_hub_managed_run_sends_into_its_task_through_the_broker_alone() {
     let hub = TestHub::start_with(TestHub::fast_options()).await;
-    let c = card("host", &["whoami", "send_message", "read_inbox", "wait_for_message"], HOST, &[]);
+    let c = card(
+        "host",
+        &["whoami", "send_message", "read_inbox", "wait_for_message"],
+        HOST,
+        &[],
+    );
     install_over_rest(&hub, &c).await;
     let run = start(&hub, "host").await;
     let app_id: uuid::Uuid = run["appId"].as_str().unwrap().parse().unwrap();
@@ -118,9 +147,16 @@ async fn a_hub_managed_run_sends_into_its_task_through_the_broker_alone() {
     assert_eq!(message["senderId"], json!(app_id));
     assert_eq!(message["parts"][0]["text"], "round 1 begins: host");
     let end = ended(&hub, run["runId"].as_str().unwrap()).await;
-    assert_eq!((end["state"].clone(), end["exitCode"].clone()), (json!("exited"), json!(0)), "{end}");
+    assert_eq!(
+        (end["state"].clone(), end["exitCode"].clone()),
+        (json!("exited"), json!(0)),
+        "{end}"
+    );
     let log = end["log"].as_str().unwrap();
-    assert!(log.contains("\"sent\"") && log.contains("app/task/activated"), "{log}");
+    assert!(
+        log.contains("\"sent\"") && log.contains("app/task/activated"),
+        "{log}"
+    );
     let (status, list) = admin(&hub, reqwest::Method::GET, "/api/v1/runs?cardId=host", None).await;
     assert_eq!(status, 200);
     assert_eq!(list["runs"][0]["runId"], run["runId"]);
@@ -128,12 +164,21 @@ async fn a_hub_managed_run_sends_into_its_task_through_the_broker_alone() {
     // The second run reuses the card's app.
     let again = start(&hub, "host").await;
     assert_eq!(again["appId"], run["appId"]);
-    let (status, _) = admin(&hub, reqwest::Method::POST, &format!("/api/v1/runs/{}/stop", again["runId"].as_str().unwrap()), None).await;
+    let (status, _) = admin(
+        &hub,
+        reqwest::Method::POST,
+        &format!("/api/v1/runs/{}/stop", again["runId"].as_str().unwrap()),
+        None,
+    )
+    .await;
     assert_eq!(status, 202);
     let stopped = ended(&hub, again["runId"].as_str().unwrap()).await;
     assert_eq!(stopped["reason"], "stopped", "{stopped}");
     // The hub's own log holds run ids and states, never the entry's output.
-    assert!(!hub.log().contains("round 1 begins"), "the entry's output reached the hub's log");
+    assert!(
+        !hub.log().contains("round 1 begins"),
+        "the entry's output reached the hub's log"
+    );
 }
 
 const ROLES: &str = r#"
@@ -180,7 +225,13 @@ async fn a_runs_token_does_not_work_for_another_run_and_stops_end_runs() {
     let deadline = Instant::now() + Duration::from_secs(60);
     while prober.is_none() {
         for id in &ids {
-            let (_, run) = admin(&hub, reqwest::Method::GET, &format!("/api/v1/runs/{id}"), None).await;
+            let (_, run) = admin(
+                &hub,
+                reqwest::Method::GET,
+                &format!("/api/v1/runs/{id}"),
+                None,
+            )
+            .await;
             if run["state"] == "exited" {
                 prober = Some((id.clone(), run));
             }
@@ -193,7 +244,11 @@ async fn a_runs_token_does_not_work_for_another_run_and_stops_end_runs() {
         .as_str()
         .unwrap()
         .lines()
-        .find_map(|l| serde_json::from_str::<Value>(l).ok().filter(|v| v.get("theirs").is_some()))
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .filter(|v| v.get("theirs").is_some())
+        })
         .unwrap_or_else(|| panic!("{prober}"));
     assert_eq!(line["differ"], true);
     assert_eq!(line["theirs"]["ok"], false);
@@ -203,20 +258,67 @@ async fn a_runs_token_does_not_work_for_another_run_and_stops_end_runs() {
     // One stopped from the CLI of another process (through the row), one
     // over REST (at once).
     let data = hub.dir.path().join("data");
-    let (ok, out, err) = super::cli_sync(&["app", "stop", "--run", live[0], "--data-dir", data.to_str().unwrap()]);
+    let (ok, out, err) = super::cli_sync(&[
+        "app",
+        "stop",
+        "--run",
+        live[0],
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
     assert!(ok, "{out}{err}");
-    let (status, body) = admin(&hub, reqwest::Method::POST, &format!("/api/v1/runs/{}/stop", live[1]), None).await;
-    assert_eq!((status, body["stopping"].clone()), (202, json!(true)), "{body}");
+    let (status, body) = admin(
+        &hub,
+        reqwest::Method::POST,
+        &format!("/api/v1/runs/{}/stop", live[1]),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, body["stopping"].clone()),
+        (202, json!(true)),
+        "{body}"
+    );
     for id in &live {
         let end = ended(&hub, id).await;
-        assert_eq!((end["state"].clone(), end["reason"].clone()), (json!("failed"), json!("stopped")), "{end}");
+        assert_eq!(
+            (end["state"].clone(), end["reason"].clone()),
+            (json!("failed"), json!("stopped")),
+            "{end}"
+        );
     }
-    let (status, body) = admin(&hub, reqwest::Method::POST, &format!("/api/v1/runs/{}/stop", live[1]), None).await;
-    assert_eq!((status, body["error"]["code"].clone()), (409, json!("run_not_live")), "{body}");
-    let (status, _) = admin(&hub, reqwest::Method::GET, &format!("/api/v1/runs/{}", uuid::Uuid::new_v4()), None).await;
+    let (status, body) = admin(
+        &hub,
+        reqwest::Method::POST,
+        &format!("/api/v1/runs/{}/stop", live[1]),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (409, json!("run_not_live")),
+        "{body}"
+    );
+    let (status, _) = admin(
+        &hub,
+        reqwest::Method::GET,
+        &format!("/api/v1/runs/{}", uuid::Uuid::new_v4()),
+        None,
+    )
+    .await;
     assert_eq!(status, 404);
-    let (status, body) = admin(&hub, reqwest::Method::POST, "/api/v1/cards/nothing-here/runs", None).await;
-    assert_eq!((status, body["error"]["code"].clone()), (404, json!("card_not_found")), "{body}");
+    let (status, body) = admin(
+        &hub,
+        reqwest::Method::POST,
+        "/api/v1/cards/nothing-here/runs",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (404, json!("card_not_found")),
+        "{body}"
+    );
     let (status, _) = hub.post("/api/v1/cards/roles/runs", &json!({})).await;
     assert_eq!(status, 401, "runs are the operator's");
 }

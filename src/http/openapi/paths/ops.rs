@@ -84,7 +84,10 @@ fn run_schemas(c: &mut Components) -> (Value, Value) {
         ("cardId", string()),
         ("version", string()),
         ("appId", uuid()),
-        ("state", one_of_names(["starting", "running", "exited", "failed"])),
+        (
+            "state",
+            one_of_names(["starting", "running", "exited", "failed"]),
+        ),
         ("isolated", json!({"type": "boolean"})),
         ("createdAt", time()),
     ];
