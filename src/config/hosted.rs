@@ -42,6 +42,9 @@ pub struct HostedConfig {
     pub allow_unisolated: bool,
     /// Most runs one hub process keeps alive at once.
     pub max_live_runs: usize,
+    /// What a run's child may read and execute beside its own copy (its
+    /// interpreter's install tree is added); it writes only its copy.
+    pub read_paths: Vec<PathBuf>,
 }
 
 impl Default for HostedConfig {
@@ -62,6 +65,10 @@ impl Default for HostedConfig {
             work_dir: None,
             allow_unisolated: false,
             max_live_runs: 16,
+            read_paths: ["/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc"]
+                .into_iter()
+                .map(PathBuf::from)
+                .collect(),
         }
     }
 }
@@ -100,6 +107,12 @@ impl HostedConfig {
         }
         if self.address_space_bytes < self.memory_bytes {
             anyhow::bail!("hosted.address_space_bytes must be at least hosted.memory_bytes");
+        }
+        if let Some(p) = self.read_paths.iter().find(|p| !p.is_absolute()) {
+            anyhow::bail!(
+                "hosted.read_paths entries must be absolute ({})",
+                p.display()
+            );
         }
         if self.python.is_empty() {
             anyhow::bail!("hosted.python must name an interpreter");

@@ -21,6 +21,8 @@ pub struct Spec<'a> {
     pub address_space_bytes: u64,
     pub max_open_files: u64,
     pub allow_unisolated: bool,
+    /// What the child may read and execute beside its own copy (Landlock).
+    pub read_paths: Vec<PathBuf>,
 }
 
 /// A started child: the process, the hub's end of the broker channel, and
@@ -28,6 +30,7 @@ pub struct Spec<'a> {
 pub struct Started {
     pub child: Child,
     pub broker: UnixStream,
+    /// Its own network namespace and the Landlock file rules both hold.
     pub isolated: bool,
 }
 
@@ -37,9 +40,15 @@ pub enum SpawnError {
     /// running without one.
     #[error("unshare(CLONE_NEWUSER | CLONE_NEWNET) failed: {0}")]
     NoIsolation(std::io::Error),
+    /// The kernel refused the Landlock file rules (no Landlock, or an
+    /// error) and the operator did not allow running without them.
+    #[error("Landlock file rules could not be applied: {0}")]
+    NoFileIsolation(std::io::Error),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
+
+mod landlock;
 
 /// Tells the parent, through the broker channel, why isolation failed.
 /// `ENONET` is never an answer of execve, so it marks this failure.
@@ -66,6 +75,7 @@ pub fn spawn(spec: Spec<'_>) -> Result<Started, SpawnError> {
     let (hub_end, child_end) = UnixStream::pair()?;
     let child_fd: OwnedFd = child_end.into();
     let raw = child_fd.as_raw_fd();
+    let rules = landlock::Rules::open(spec.dir, &spec.read_paths);
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .current_dir(spec.dir)
@@ -81,40 +91,63 @@ pub fn spawn(spec: Spec<'_>) -> Result<Started, SpawnError> {
     // SAFETY: the closure runs in the forked child before exec and makes
     // only async-signal-safe system calls (no allocation, no locks).
     unsafe {
-        cmd.pre_exec(move || in_child(raw, limits, allow));
+        cmd.pre_exec(move || in_child(raw, limits, allow, &rules));
     }
     let spawned = cmd.spawn();
     drop(child_fd);
     let child = match spawned {
         Ok(c) => c,
         Err(e) if e.raw_os_error() == Some(ISOLATION_MARK) => {
-            return Err(SpawnError::NoIsolation(isolation_errno(&hub_end)));
+            return Err(isolation_refusal(&hub_end));
         }
         Err(e) => return Err(e.into()),
     };
-    let isolated = child.id().is_some_and(own_network_namespace);
-    if !isolated && !allow {
-        // Cannot happen (the child refuses to exec without its namespace),
-        // but a run without one is never let through unallowed.
+    let flags = read_status(&hub_end)?;
+    let network = flags & NETWORK_ISOLATED != 0 && child.id().is_some_and(own_network_namespace);
+    let files = flags & FILES_ISOLATED != 0;
+    if !(allow || network && files) {
+        // Cannot happen (the child refuses to exec without them), but a
+        // run without isolation is never let through unallowed.
         return Err(SpawnError::NoIsolation(std::io::Error::other(
-            "the child shares the hub's network namespace",
+            "the child is not isolated",
         )));
     }
     Ok(Started {
         child,
         broker: hub_end,
-        isolated,
+        isolated: network && files,
     })
 }
 
-/// The errno the child wrote before refusing to exec.
-fn isolation_errno(hub_end: &UnixStream) -> std::io::Error {
+/// What the child reports before exec: which isolation holds.
+const NETWORK_ISOLATED: u8 = 1;
+const FILES_ISOLATED: u8 = 2;
+/// The stages a refusal names.
+const STAGE_UNSHARE: u8 = 1;
+const STAGE_LANDLOCK: u8 = 2;
+
+fn read_status(hub_end: &UnixStream) -> std::io::Result<u8> {
     use std::io::Read;
-    let mut buf = [0u8; 4];
+    let mut flag = [0u8; 1];
+    (&*hub_end).read_exact(&mut flag)?;
+    Ok(flag[0])
+}
+
+/// The stage and errno the child wrote before refusing to exec.
+fn isolation_refusal(hub_end: &UnixStream) -> SpawnError {
+    use std::io::Read;
+    let mut buf = [0u8; 5];
     let _ = hub_end.set_nonblocking(true);
-    match (&*hub_end).read_exact(&mut buf) {
-        Ok(()) => std::io::Error::from_raw_os_error(i32::from_ne_bytes(buf)),
+    let errno = match (&*hub_end).read_exact(&mut buf) {
+        Ok(()) => {
+            std::io::Error::from_raw_os_error(i32::from_ne_bytes([buf[1], buf[2], buf[3], buf[4]]))
+        }
         Err(_) => std::io::Error::other("unknown error"),
+    };
+    if buf[0] == STAGE_LANDLOCK {
+        SpawnError::NoFileIsolation(errno)
+    } else {
+        SpawnError::NoIsolation(errno)
     }
 }
 
@@ -129,23 +162,43 @@ fn own_network_namespace(pid: u32) -> bool {
     }
 }
 
-/// In the forked child: namespaces, limits, then the descriptors.
+/// In the forked child: namespaces, file rules, limits, then the
+/// descriptors; the isolation that holds is reported on the channel.
 fn in_child(
     broker: i32,
     (address_space, open_files): (u64, u64),
     allow: bool,
+    rules: &landlock::Rules,
 ) -> std::io::Result<()> {
+    let refuse = |stage: u8| {
+        // SAFETY: reads this thread's errno and writes a stack buffer.
+        unsafe {
+            let errno = (*libc::__errno_location()).to_ne_bytes();
+            let report = [stage, errno[0], errno[1], errno[2], errno[3]];
+            libc::write(broker, report.as_ptr().cast(), report.len());
+        }
+        Err(std::io::Error::from_raw_os_error(ISOLATION_MARK))
+    };
+    let mut flags = 0u8;
     // SAFETY: plain system calls on values owned by this process.
     unsafe {
-        if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 && !allow {
-            let errno = *libc::__errno_location();
-            let bytes = errno.to_ne_bytes();
-            libc::write(broker, bytes.as_ptr().cast(), bytes.len());
-            return Err(std::io::Error::from_raw_os_error(ISOLATION_MARK));
+        if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) == 0 {
+            flags |= NETWORK_ISOLATED;
+        } else if !allow {
+            return refuse(STAGE_UNSHARE);
         }
+    }
+    if rules.apply() {
+        flags |= FILES_ISOLATED;
+    } else if !allow {
+        return refuse(STAGE_LANDLOCK);
+    }
+    // SAFETY: plain system calls on values owned by this process.
+    unsafe {
         set_limit(libc::RLIMIT_AS, address_space)?;
         set_limit(libc::RLIMIT_CORE, 0)?;
         set_limit(libc::RLIMIT_NOFILE, open_files)?;
+        libc::write(broker, (&flags as *const u8).cast(), 1);
         if broker == BROKER_FD {
             if libc::fcntl(BROKER_FD, libc::F_SETFD, 0) != 0 {
                 return Err(std::io::Error::last_os_error());

@@ -168,7 +168,7 @@ async fn launch(
     };
     hub.store.create_run(&run).await?;
     let spec = child::Spec {
-        program,
+        program: program.clone(),
         args,
         dir: dir.path(),
         env: vec![
@@ -176,6 +176,7 @@ async fn launch(
             ("HOME", dir.path().display().to_string()),
             ("LANG", "C.UTF-8".into()),
             ("PYTHONDONTWRITEBYTECODE", "1".into()),
+            ("TMPDIR", dir.path().display().to_string()),
             ("SWITCHBOARD_BROKER_FD", child::BROKER_FD.to_string()),
             ("SWITCHBOARD_RUN_ID", id.to_string()),
             ("SWITCHBOARD_RUN_TOKEN", token_text(&token)),
@@ -183,6 +184,7 @@ async fn launch(
         address_space_bytes: cfg.address_space_bytes,
         max_open_files: cfg.max_open_files,
         allow_unisolated: cfg.allow_unisolated,
+        read_paths: read_paths(cfg, &program),
     };
     let started = match child::spawn(spec) {
         Ok(s) => s,
@@ -224,12 +226,38 @@ async fn launch(
     Ok(StartedRun { run, done })
 }
 
+/// `hosted.read_paths` and the interpreter's install tree (a program
+/// outside them, such as a version manager's shim, could not start).
+fn read_paths(cfg: &crate::config::HostedConfig, program: &std::path::Path) -> Vec<PathBuf> {
+    let mut paths = cfg.read_paths.clone();
+    if program.is_absolute() {
+        for p in [
+            Some(program.to_path_buf()),
+            std::fs::canonicalize(program).ok(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let Some(tree) = p.parent().and_then(|bin| bin.parent()) {
+                if !paths.iter().any(|r| tree.starts_with(r)) && tree != std::path::Path::new("/") {
+                    paths.push(tree.to_path_buf());
+                }
+            }
+        }
+    }
+    paths
+}
+
 /// A spawn that failed ends the run's row `failed` with its reason.
 async fn refuse_at_spawn(hub: &Hub, id: Uuid, e: child::SpawnError) -> StartError {
     let (reason, refusal) = match e {
         child::SpawnError::NoIsolation(errno) => (
             "network_isolation_unavailable",
             Some(RunRefusal::NetworkIsolationUnavailable(errno.to_string())),
+        ),
+        child::SpawnError::NoFileIsolation(errno) => (
+            "file_isolation_unavailable",
+            Some(RunRefusal::FileIsolationUnavailable(errno.to_string())),
         ),
         child::SpawnError::Io(_) => (EndReason::SpawnFailed.as_str(), None),
     };

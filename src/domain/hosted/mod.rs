@@ -94,6 +94,8 @@ pub enum RunRefusal {
     AppSuspended,
     #[error("no network namespace for the child ({0}); set hosted.allow_unisolated = true to run without one")]
     NetworkIsolationUnavailable(String),
+    #[error("no Landlock file rules for the child ({0}); set hosted.allow_unisolated = true to run without them")]
+    FileIsolationUnavailable(String),
     #[error("this hub already runs hosted.max_live_runs runs")]
     TooManyRuns,
     #[error("the entry's interpreter {0:?} is not on the hub's PATH")]
@@ -112,6 +114,7 @@ impl RunRefusal {
             RunRefusal::AppNotInstalled => "app_not_installed",
             RunRefusal::AppSuspended => "app_suspended",
             RunRefusal::NetworkIsolationUnavailable(_) => "network_isolation_unavailable",
+            RunRefusal::FileIsolationUnavailable(_) => "file_isolation_unavailable",
             RunRefusal::TooManyRuns => "too_many_runs",
             RunRefusal::NoInterpreter(_) => "no_interpreter",
         }

@@ -1,6 +1,7 @@
 //! The child's isolation (ADR 0029 §4): no network (a TCP connect to a
 //! listener on the host's loopback fails and the listener sees nothing),
-//! none of the hub's environment, no descriptor but the broker channel,
+//! none of the hub's environment, no descriptor but the broker channel, no
+//! file outside its copy and the system's directories,
 //! and files changed after install refused `integrity_mismatch`.
 
 use super::{card, install, run};
@@ -26,6 +27,23 @@ for fd in range(0, 256):
     except OSError:
         pass
 out(fds=opened)
+
+def attempt(f):
+    try:
+        f()
+        return "allowed"
+    except OSError as e:
+        return e.errno
+
+outside = open("outside.txt").read().strip()
+out(files={
+    "read_db": attempt(lambda: open(outside + "/data/switchboard.db", "rb").read(1)),
+    "read_secret": attempt(lambda: open(outside + "/secret.txt").read()),
+    "write_outside": attempt(lambda: open(outside + "/dropped.txt", "w").write("x")),
+    "write_tmp": attempt(lambda: open("/tmp/hosted-dropped.txt", "w").write("x")),
+    "write_own": attempt(lambda: open("scratch.txt", "w").write("x")),
+    "read_system": attempt(lambda: open("/etc/hostname").read()),
+})
 out(whoami=text("whoami"))
 "#;
 
@@ -34,11 +52,22 @@ async fn the_child_has_no_network_no_hub_environment_and_only_its_channel() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
-    let c = card("probe", &["whoami"], PROBE, &[("port.txt", &port)]);
-    install(&c, &c.data());
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "hub-side secret").unwrap();
+    let data = outside.path().join("data");
+    let c = card(
+        "probe",
+        &["whoami"],
+        PROBE,
+        &[
+            ("port.txt", &port),
+            ("outside.txt", outside.path().to_str().unwrap()),
+        ],
+    );
+    install(&c, &data);
     let ran = run(
         "probe",
-        &c.data(),
+        &data,
         &[
             ("HOSTED_TEST_SECRET", "s3cr3t-value"),
             (
@@ -81,6 +110,15 @@ async fn the_child_has_no_network_no_hub_environment_and_only_its_channel() {
     );
     assert!(!ran.stdout.contains("s3cr3t-value"));
     assert_eq!(ran.line("fds")["fds"], serde_json::json!([0, 1, 2, 3]));
+    // Landlock: the hub's files and everything outside the copy are out of
+    // reach (EACCES), the system's directories readable, the copy writable.
+    let files = ran.line("files")["files"].clone();
+    for denied in ["read_db", "read_secret", "write_outside", "write_tmp"] {
+        assert_eq!(files[denied], 13, "{denied}: {files}");
+    }
+    assert_eq!(files["write_own"], "allowed", "{files}");
+    assert_eq!(files["read_system"], "allowed", "{files}");
+    assert!(!outside.path().join("dropped.txt").exists());
     assert_eq!(ran.line("whoami")["whoami"]["cardId"], "probe");
     assert!(!ran.end().contains("unisolated"), "{}", ran.end());
 }
