@@ -3,6 +3,7 @@
 //! broker, runs through `switchboard app run` and a real hub's REST.
 
 mod broker;
+mod catalogue;
 mod isolation;
 mod limits;
 mod primitives;
