@@ -8,6 +8,7 @@ mod isolation;
 mod limits;
 mod primitives;
 mod runs;
+mod store;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
