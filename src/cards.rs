@@ -142,10 +142,18 @@ pub enum CardCommand {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Verify a package and record it in the hub's catalogue.
+    /// Verify a package (DIR) and record it in the hub's catalogue with its
+    /// files; or, with --from, take the card ID from an exported catalogue
+    /// signed by --trusted-signer (its files come with a package later).
     Install {
-        /// The package folder, holding app.json and its files.
-        dir: PathBuf,
+        /// A package directory, or a card id with --from.
+        target: PathBuf,
+        /// An exported catalogue file to take the card id from.
+        #[arg(long, requires = "trusted_signer")]
+        from: Option<PathBuf>,
+        /// The did:key the catalogue must be signed by (with --from).
+        #[arg(long, requires = "from")]
+        trusted_signer: Option<String>,
         /// Accept a new version by a different author.
         #[arg(long)]
         force_author: bool,
@@ -197,8 +205,37 @@ pub async fn run_with_store(
     }
     let store = crate::store::open_existing(config).await?;
     match command {
-        CardCommand::Install { dir, force_author } => {
-            install_dir(store.as_ref(), &dir, force_author).await?
+        CardCommand::Install {
+            target,
+            from: None,
+            force_author,
+            ..
+        } => install_dir(store.as_ref(), &target, force_author).await?,
+        CardCommand::Install {
+            target,
+            from: Some(file),
+            trusted_signer,
+            force_author,
+        } => {
+            let id = target.to_string_lossy();
+            let signer = trusted_signer.unwrap_or_default();
+            let cards = import_only(
+                store.as_ref(),
+                &std::fs::read(&file)?,
+                &signer,
+                force_author,
+                Some(&id),
+            )
+            .await?;
+            for c in cards {
+                println!(
+                    "installed {} {} by {} from {}",
+                    c.id,
+                    c.version,
+                    c.author,
+                    file.display()
+                );
+            }
         }
         CardCommand::List => {
             for c in store.cards().await? {
@@ -374,10 +411,11 @@ async fn record(
     store: &(impl CardStore + ?Sized),
     card: &AppCard,
     value: &Value,
+    files: &BTreeMap<String, Vec<u8>>,
     force_author: bool,
 ) -> Result<(), InstallError> {
     store
-        .install_card(&record_of(card, value), force_author)
+        .install_card_with_files(&record_of(card, value), files, force_author)
         .await
         .map_err(|e| match e {
             StoreError::Conflict(m) => InstallError::Conflict(m),
@@ -385,7 +423,8 @@ async fn record(
         })
 }
 
-/// Verifies a package completely (files included) and records it.
+/// Verifies a package completely (files included) and records it with its
+/// files, which a hosted run reads back (ADR 0031 §1).
 pub async fn install(
     store: &(impl CardStore + ?Sized),
     app_json: &[u8],
@@ -395,7 +434,7 @@ pub async fn install(
 ) -> Result<AppCard, InstallError> {
     let card = card::verify(app_json, files, symlinks)?;
     let (_, value) = card::parse(app_json)?;
-    record(store, &card, &value, force_author).await?;
+    record(store, &card, &value, files, force_author).await?;
     Ok(card)
 }
 
@@ -430,6 +469,20 @@ pub async fn import(
     trusted_signer: &str,
     force_author: bool,
 ) -> Result<Vec<AppCard>, InstallError> {
+    import_only(store, bytes, trusted_signer, force_author, None).await
+}
+
+/// [`import`] of the cards of one id only (`card install ID --from
+/// CATALOGUE`, every version of it the catalogue holds, in its order): the
+/// catalogue's signature is checked whole, then each card of that id as
+/// on import; no card of that id is a `Conflict` naming it.
+pub async fn import_only(
+    store: &(impl CardStore + ?Sized),
+    bytes: &[u8],
+    trusted_signer: &str,
+    force_author: bool,
+    only: Option<&str>,
+) -> Result<Vec<AppCard>, InstallError> {
     let doc = card::strict::parse(bytes)?;
     if doc.get("schema") != Some(&json!(CATALOGUE_SCHEMA)) {
         return Err(CardError::Schema(format!(
@@ -460,11 +513,19 @@ pub async fn import(
         .cloned()
         .unwrap_or_default()
     {
+        if only.is_some_and(|id| value.get("id").and_then(Value::as_str) != Some(id)) {
+            continue;
+        }
         let bytes = serde_json::to_vec(&value).expect("serializes");
         let (c, v) = card::parse(&bytes)?;
         card::verify_signature(&c, &v)?;
-        record(store, &c, &v, force_author).await?;
+        record(store, &c, &v, &BTreeMap::new(), force_author).await?;
         out.push(c);
     }
-    Ok(out)
+    match only {
+        Some(id) if out.is_empty() => Err(InstallError::Conflict(format!(
+            "the catalogue holds no card {id:?}"
+        ))),
+        _ => Ok(out),
+    }
 }

@@ -7,6 +7,7 @@ mod help_tests;
 mod list;
 mod people;
 mod places;
+mod runs;
 
 use std::path::PathBuf;
 

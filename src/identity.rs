@@ -241,8 +241,21 @@ pub async fn register_app(
     install: (InstallMode, Registrant),
     idem: Option<AppIdempotencyFor<'_>>,
 ) -> Result<RegisteredApp, IdentityError> {
+    register_app_as(store, Uuid::new_v4(), manifest_doc, bounds, install, idem).await
+}
+
+/// [`register_app`] with the app's id chosen by the caller: a hosted card's
+/// app (ADR 0031 §2), whose id is bound to the card before it exists so two
+/// first runs make one app.
+pub async fn register_app_as(
+    store: &(impl IdentityStore + ?Sized),
+    id: Uuid,
+    manifest_doc: &Value,
+    bounds: &ManifestBounds,
+    install: (InstallMode, Registrant),
+    idem: Option<AppIdempotencyFor<'_>>,
+) -> Result<RegisteredApp, IdentityError> {
     let manifest = manifest::validate(manifest_doc, bounds).map_err(IdentityError::Invalid)?;
-    let id = Uuid::new_v4();
     let key = keys::mint(PrincipalKind::App);
     let now = now_millis();
     let (mode, registrant) = install;

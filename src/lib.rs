@@ -20,6 +20,7 @@ pub mod gates;
 pub mod gateway;
 pub mod handlers;
 pub mod hooks;
+pub mod hosted;
 pub mod http;
 pub mod hub;
 pub mod identity;

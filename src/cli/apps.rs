@@ -127,6 +127,26 @@ pub enum AppCommand {
         #[arg(long)]
         manifest: PathBuf,
     },
+    /// Run an installed App Card (by id, or its package directory) under a
+    /// capability broker, in this process; prints its log and its end.
+    Run {
+        /// A card id, or a package directory of an installed card.
+        target: String,
+    },
+    /// The hosted runs, newest first.
+    Runs {
+        /// Only this card's runs.
+        #[arg(long)]
+        card: Option<String>,
+        /// Show this run with its log.
+        #[arg(long)]
+        log: Option<Uuid>,
+    },
+    /// Stop a live hosted run (the process running it ends it).
+    Stop {
+        #[arg(long)]
+        run: Uuid,
+    },
 }
 
 fn read_manifest(path: &Path) -> anyhow::Result<serde_json::Value> {
@@ -192,10 +212,14 @@ async fn register(
 }
 
 /// `switchboard app`: the operator's app commands. The check goes through
-/// the running hub; the others straight to the store.
+/// the running hub, the runs through `cli::runs`; the others straight to
+/// the store.
 pub async fn app(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
     match command {
         AppCommand::Check { id, hub } => super::check::check(id, hub, &cfg).await,
+        AppCommand::Run { target } => super::runs::run(&target, cfg).await,
+        AppCommand::Runs { card, log } => super::runs::list(card, log, cfg).await,
+        AppCommand::Stop { run } => super::runs::stop(run, cfg).await,
         other => on_store(other, cfg).await,
     }
 }
@@ -252,6 +276,9 @@ async fn on_store(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
             println!("granted: {}", names(up.granted));
             println!("awaiting consent: {}", names(up.awaiting_consent()));
             Ok(())
+        }
+        AppCommand::Run { .. } | AppCommand::Runs { .. } | AppCommand::Stop { .. } => {
+            unreachable!("served above")
         }
     }
 }

@@ -11,6 +11,7 @@ mod component;
 mod events;
 mod gateway;
 mod hooks;
+mod hosted;
 mod installation;
 mod log;
 mod ratelimit;
@@ -35,6 +36,7 @@ pub use component::ComponentConfig;
 pub use events::{EventsConfig, JobsConfig, LeasesConfig, MessagesConfig};
 pub use gateway::GatewayConfig;
 pub use hooks::{HooksConfig, LimitsConfig};
+pub use hosted::HostedConfig;
 pub use installation::InstallationConfig;
 pub use log::{LogConfig, LogFormat};
 pub use ratelimit::{RateLimitConfig, RateQuota};
@@ -65,6 +67,7 @@ pub struct Config {
     pub command: CommandConfig,
     pub component: ComponentConfig,
     pub installation: InstallationConfig,
+    pub hosted: HostedConfig,
 }
 
 /// Refuses the first key whose value is 0, naming it.
@@ -134,6 +137,7 @@ impl Config {
         self.command.validate()?;
         self.component.validate()?;
         self.installation.validate()?;
+        self.hosted.validate()?;
         // A handler's job is locked from before its insert: the lock must
         // outlast the wait for the writer, the hook and the grace period.
         if self.jobs.lock_ms

@@ -10,6 +10,7 @@ pub mod conversation;
 pub mod egress_policy;
 pub mod event;
 pub mod gate;
+pub mod hosted;
 pub mod installation;
 pub mod keys;
 pub mod lease;

@@ -381,6 +381,8 @@ impl Synthetic {
             }],
             reply_to: None,
             thread_id: None,
+            reply_to_interaction: None,
+            card: None,
             created_at: now.clone(),
         };
         let lease = Lease {

@@ -19,6 +19,7 @@ mod ops;
 mod people;
 mod places;
 mod query;
+pub mod runs;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -141,6 +142,10 @@ pub fn router(hub: Arc<Hub>) -> Router {
             patch(interactions::update),
         )
         .route("/api/v1/cards", post(cards::install).get(cards::list))
+        .route("/api/v1/cards/{card_id}/runs", post(runs::start))
+        .route("/api/v1/runs", get(runs::list))
+        .route("/api/v1/runs/{run_id}", get(runs::show))
+        .route("/api/v1/runs/{run_id}/stop", post(runs::stop))
         .route("/api/v1/webhooks/keys", get(webhook_keys))
         .route("/api/v1/webhooks/test", post(admin::send_test_webhook))
         .route("/api/v1/openapi.json", get(openapi::serve))

@@ -19,6 +19,7 @@ pub mod installations;
 pub mod membership;
 pub mod rate;
 pub mod registry;
+pub mod runs;
 pub mod throttle;
 
 pub use context::{ConnectionInfo, RequestContext};
@@ -66,6 +67,8 @@ pub struct Hub {
     pub autocomplete: autocomplete::OpenRequests,
     /// Each app's recent answers, in memory (`hooks.health_window_secs`).
     pub hook_health: HookHealth,
+    /// The hosted App Card runs this process keeps alive (ADR 0031).
+    pub runs: runs::LiveRuns,
 }
 
 impl Hub {
@@ -121,6 +124,7 @@ impl Hub {
             denials,
             autocomplete: autocomplete::OpenRequests::default(),
             hook_health,
+            runs: runs::LiveRuns::default(),
         }))
     }
 }

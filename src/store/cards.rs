@@ -1,5 +1,7 @@
 //! The catalogue of installed App Cards.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 
 use super::sql::{to_json, Arg, Database, Executor, Row};
@@ -24,7 +26,25 @@ pub trait CardStore: Send + Sync + 'static {
     /// Records a card. A new version of an id must come from the author of
     /// its newest version unless `force_author` (`Conflict` otherwise); the
     /// same id and version again is accepted only with identical contents.
-    async fn install_card(&self, card: &CardRecord, force_author: bool) -> StoreResult<()>;
+    async fn install_card(&self, card: &CardRecord, force_author: bool) -> StoreResult<()> {
+        self.install_card_with_files(card, &BTreeMap::new(), force_author)
+            .await
+    }
+
+    /// As [`CardStore::install_card`], keeping the package's verified files
+    /// in the same transaction so the hub can run the card later (ADR 0031
+    /// §1). Files already kept for this id and version stay as they are
+    /// (the integrity map pins them).
+    async fn install_card_with_files(
+        &self,
+        card: &CardRecord,
+        files: &BTreeMap<String, Vec<u8>>,
+        force_author: bool,
+    ) -> StoreResult<()>;
+
+    /// The kept files of one installed version (empty when none were
+    /// installed with it, as after an import).
+    async fn card_files(&self, id: &str, version: &str) -> StoreResult<BTreeMap<String, Vec<u8>>>;
 
     /// Every installed card, by id then version order of installation.
     async fn cards(&self) -> StoreResult<Vec<CardRecord>>;
@@ -86,9 +106,37 @@ fn check_author(card: &CardRecord, versions: &[Row], force_author: bool) -> Stor
     }
 }
 
+/// The verified files of a version, kept once (a reinstall of identical
+/// contents brings identical files).
+async fn keep_files(
+    ex: &mut dyn Executor,
+    card: &CardRecord,
+    files: &BTreeMap<String, Vec<u8>>,
+) -> StoreResult<()> {
+    for (path, content) in files {
+        ex.execute(
+            "INSERT INTO card_files (card_id, version, path, content) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (card_id, version, path) DO NOTHING",
+            &[
+                Arg::Text(&card.id),
+                Arg::Text(&card.version),
+                Arg::Text(path),
+                Arg::Bytes(content),
+            ],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl<D: Database + CardDialect> CardStore for D {
-    async fn install_card(&self, card: &CardRecord, force_author: bool) -> StoreResult<()> {
+    async fn install_card_with_files(
+        &self,
+        card: &CardRecord,
+        files: &BTreeMap<String, Vec<u8>>,
+        force_author: bool,
+    ) -> StoreResult<()> {
         let mut tx = self.begin().await?;
         D::lock_cards(&mut *tx, &card.id).await?;
         let existing = tx
@@ -99,8 +147,9 @@ impl<D: Database + CardDialect> CardStore for D {
             .await?;
         if let Some(row) = existing {
             let stored = row.text("card_json")?;
-            tx.commit().await?;
-            return reinstall(card, &stored);
+            reinstall(card, &stored)?;
+            keep_files(&mut *tx, card, files).await?;
+            return tx.commit().await;
         }
         let versions = tx
             .fetch_all(
@@ -125,7 +174,22 @@ impl<D: Database + CardDialect> CardStore for D {
             ],
         )
         .await?;
+        keep_files(&mut *tx, card, files).await?;
         tx.commit().await
+    }
+
+    async fn card_files(&self, id: &str, version: &str) -> StoreResult<BTreeMap<String, Vec<u8>>> {
+        let rows = self
+            .read()
+            .await?
+            .fetch_all(
+                "SELECT path, content FROM card_files WHERE card_id = $1 AND version = $2",
+                &[Arg::Text(id), Arg::Text(version)],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.text("path")?, r.bytes("content")?)))
+            .collect()
     }
 
     async fn cards(&self) -> StoreResult<Vec<CardRecord>> {

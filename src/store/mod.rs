@@ -27,6 +27,7 @@ mod existing;
 mod group_commit;
 mod group_sends;
 mod group_verdicts;
+mod hosted;
 mod identity;
 mod installation_held;
 mod installation_records;
@@ -65,6 +66,7 @@ pub use conversations::{ConversationStore, CreatedConversation, NewConversation}
 pub use effects::Effects;
 pub use events::EventStore;
 pub use existing::open_existing;
+pub use hosted::{CoordOutcome, HostedStore, RunEnd, RunRecord};
 pub use identity::{
     IdempotencyRecord, IdempotentResponse, IdentityStore, KeyRecord, NewKey, NewPrincipal,
     OwnedAgent, OwnedKey, PrincipalRecord,
@@ -153,6 +155,7 @@ pub trait Store:
     + CommandStore
     + ComponentStore
     + InteractionStore
+    + HostedStore
 {
 }
 
@@ -171,6 +174,7 @@ impl<T> Store for T where
         + CommandStore
         + ComponentStore
         + InteractionStore
+        + HostedStore
 {
 }
 

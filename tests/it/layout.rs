@@ -219,7 +219,7 @@ const NOT_FOUND_SPELLINGS: [&str; 6] = [
 
 /// The places outside `access` that may spell a NotFound, each with why:
 /// none of them answers about a resource a principal names.
-const NOT_FOUND_ALLOWED: [(&str, &str); 7] = [
+const NOT_FOUND_ALLOWED: [(&str, &str); 9] = [
     // The Refusal -> 404 translation of what `access::reject` decided.
     ("http/error.rs", "StatusCode::NOT_FOUND"),
     // REST messages run the gateway's handlers: their RpcError (built by
@@ -239,6 +239,9 @@ const NOT_FOUND_ALLOWED: [(&str, &str); 7] = [
     // is answered `app not found` before anything is read, so another
     // app's id answers exactly as a missing one.
     ("http/installations.rs", "ApiError::not_found("),
+    // The hosted runs' routes (ADR 0031): operator routes only.
+    ("http/runs.rs", "ApiError::not_found("),
+    ("http/runs.rs", "StatusCode::NOT_FOUND"),
 ];
 
 /// The files that answer a principal's requests: the handlers and every

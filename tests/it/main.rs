@@ -4,8 +4,8 @@
 
 mod support;
 
-mod app_lifecycle;
 mod app_check;
+mod app_lifecycle;
 mod audit;
 mod bad_input;
 mod bench_smoke;
@@ -20,6 +20,7 @@ mod events;
 mod fanout_crash;
 mod frames;
 mod hidden;
+mod hosted;
 mod hostile_http;
 mod hostile_ws;
 mod identity;

@@ -141,6 +141,19 @@ impl Op {
         self
     }
 
+    /// A path parameter naming a row by a text key (a card id); one that
+    /// matches no row answers 404.
+    pub fn path_key(mut self, name: &str, description: &str, schema: Value) -> Op {
+        self.parameters.push(json!({
+            "name": name,
+            "in": "path",
+            "required": true,
+            "description": description,
+            "schema": schema,
+        }));
+        self
+    }
+
     /// An optional query parameter. A route that takes any refuses an
     /// unknown or repeated one, or a value of the wrong form, with 400
     /// `invalid_query` naming it.

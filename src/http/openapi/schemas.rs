@@ -346,6 +346,10 @@ fn api_error(problem: Value) -> Value {
                 json!({"type": "string", "description": "409 conflict on an installation: its state."}),
             ),
             ("syncEpoch", string()),
+            (
+                "runId",
+                json!({"type": "string", "format": "uuid", "description": "409 network_isolation_unavailable or file_isolation_unavailable on a run's start: the run, recorded as failed."}),
+            ),
             ("oldestSeq", json!({"type": "integer", "minimum": 0})),
             ("latestSeq", json!({"type": "integer", "minimum": 0})),
             (

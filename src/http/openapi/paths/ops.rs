@@ -77,6 +77,32 @@ fn cards(c: &mut Components) -> (Value, Value, Value) {
     (body, installed, list)
 }
 
+/// A run as `http::runs::run_json` writes it, without and with its log.
+fn run_schemas(c: &mut Components) -> (Value, Value) {
+    let required = [
+        ("runId", uuid()),
+        ("cardId", string()),
+        ("version", string()),
+        ("appId", uuid()),
+        (
+            "state",
+            one_of_names(["starting", "running", "exited", "failed"]),
+        ),
+        ("isolated", json!({"type": "boolean"})),
+        ("createdAt", time()),
+    ];
+    let optional = [
+        ("reason", string()),
+        ("exitCode", json!({"type": "integer"})),
+        ("endedAt", time()),
+    ];
+    let run = c.named("Run", object(&required, &optional));
+    let mut with_log = required.to_vec();
+    with_log.push(("log", string()));
+    let shown = c.named("RunWithLog", object(&with_log, &optional));
+    (run, shown)
+}
+
 fn webhook_keys() -> Value {
     let key = object(
         &[
@@ -115,6 +141,7 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
     let action = c.action_record();
     let page = events_page(c);
     let (card_body, card_installed, card_list) = cards(c);
+    let runs = run_schemas(c);
     let cursor = json!({"type": "integer", "minimum": 0, "maximum": MAX_CURSOR});
     vec![
         Op::get("/api/v1/audit", "listDenials", "The audit of denials, by record id")
@@ -151,6 +178,33 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             .anonymous()
             .no_query()
             .answer(200, "the cards", card_list),
+        Op::post("/api/v1/cards/{cardId}/runs", "startRun", "Start a hub-managed run of an installed App Card")
+            .describe("Verifies the card and its kept files again, makes or reuses the card's app principal, and starts the entry as an isolated child under a per-run capability broker (ADR 0031).")
+            .admin()
+            .path_key("cardId", "The card's id.", json!({"type": "string"}))
+            .json_body(object(&[], &[]), false)
+            .answer(201, "the run, running", runs.0.clone())
+            .refusal(404, "card_not_found: no card of this id is installed")
+            .refusal(409, "the refusal's code: integrity_mismatch (or another card check's code), card_not_installed, package_missing, no_entry, primitive_not_served, app_not_installed, app_suspended, no_interpreter, network_isolation_unavailable or file_isolation_unavailable (with runId)")
+            .refusal(503, "too_many_runs: hosted.max_live_runs runs are alive in this hub"),
+        Op::get("/api/v1/runs", "listRuns", "The hosted runs, newest first")
+            .admin()
+            .query("cardId", string(), "Only this card's runs.")
+            .query("limit", json!({"type": "integer", "minimum": 1, "maximum": crate::http::runs::RUNS_PAGE_MAX, "default": 100}), "1 to 500 (default 100).")
+            .answer(200, "the runs", object(&[("runs", json!({"type": "array", "items": runs.0.clone()}))], &[])),
+        Op::get("/api/v1/runs/{runId}", "getRun", "One hosted run, with its log")
+            .admin()
+            .path_id("runId", "run")
+            .no_query()
+            .answer(200, "the run and its capped log", runs.1)
+            .refusal(404, "not_found: no such run"),
+        Op::post("/api/v1/runs/{runId}/stop", "stopRun", "Stop a live hosted run")
+            .admin()
+            .path_id("runId", "run")
+            .no_query()
+            .answer(202, "the run is stopping (it ends failed, reason stopped)", object(&[("runId", uuid()), ("stopping", json!({"const": true}))], &[]))
+            .refusal(404, "not_found: no such run")
+            .refusal(409, "run_not_live (with state): the run has ended"),
         Op::get("/api/v1/webhooks/keys", "webhookKeys", "The public keys that sign the hub's webhooks")
             .anonymous()
             .no_query()

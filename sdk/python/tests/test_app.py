@@ -1,0 +1,100 @@
+"""switchboard_app against a real hub's runner: a signed package that
+carries the SDK, installed and run with the switchboard CLI (ADR 0031)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import switchboard_app
+
+from .hub import binary
+
+ENTRY = """
+import json
+from switchboard_app import App, CapabilityDenied, BadRequest
+
+app = App()
+me = app.whoami()
+app.remember("greeting", "hello")
+first = app.coord("turn", None, "alice")
+second = app.coord("turn", None, "bob")
+try:
+    app.send_message("00000000-0000-0000-0000-000000000000", "hi")
+    denied = None
+except CapabilityDenied as e:
+    denied = {"code": e.code, "message": e.message}
+try:
+    app.call("remember", key="k")
+    bad = None
+except BadRequest as e:
+    bad = e.code
+print(json.dumps({"me": me, "recalled": app.recall("greeting"), "first": first,
+                  "second": second, "denied": denied, "bad": bad}), flush=True)
+"""
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    # SWITCHBOARD_* is the hub's configuration: the test's own variable
+    # would be refused as an unknown key.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+    return subprocess.run([binary(), *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.fixture
+def package() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="sb-app-"))
+    pkg = root / "pkg"
+    (pkg / "switchboard_app").mkdir(parents=True)
+    shutil.copy(Path(switchboard_app.__file__), pkg / "switchboard_app" / "__init__.py")
+    (pkg / "main.py").write_text(ENTRY)
+    card = {
+        "schema": "muretai/app/1",
+        "id": "sdk-test",
+        "name": "SDK test",
+        "tagline": "the Python app SDK under the broker",
+        "description": "Calls the granted primitives and one outside the grant.",
+        "version": "1.0.0",
+        "category": "utility",
+        "primitives": ["whoami", "remember", "recall", "coord"],
+        "entry": {"scripts": ["main.py"], "integrity": {}},
+        "coreChanges": False,
+        "author": "did:key:placeholder",
+    }
+    (pkg / "app.json").write_text(json.dumps(card))
+    key = root / "author.key"
+    made = cli("card", "keygen", "--out", str(key))
+    assert made.returncode == 0, made.stderr
+    signed = cli("card", "sign", str(pkg), "--key", str(key))
+    assert signed.returncode == 0, signed.stderr
+    yield pkg
+    shutil.rmtree(root)
+
+
+def test_the_sdk_calls_the_grant_and_raises_capability_denied_outside_it(package: Path) -> None:
+    data = package.parent / "data"
+    installed = cli("card", "install", str(package), "--data-dir", str(data))
+    assert installed.returncode == 0, installed.stderr
+    ran = cli("app", "run", "sdk-test", "--data-dir", str(data))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert out["me"]["cardId"] == "sdk-test"
+    assert out["recalled"] == "hello"
+    assert out["first"] == {"swapped": True, "value": "alice", "version": 1}
+    assert out["second"] == {"swapped": False, "value": "alice", "version": 1}
+    assert out["denied"]["code"] == "capability_denied"
+    assert "send_message" in out["denied"]["message"]
+    assert out["bad"] == "bad_request"
+
+
+def test_every_error_code_has_its_exception() -> None:
+    codes = {cls.code for cls in switchboard_app._ERRORS.values()}
+    assert codes == {"bad_token", "capability_denied", "unknown_primitive", "too_large", "bad_request"}
+    assert issubclass(switchboard_app.CapabilityDenied, switchboard_app.BrokerError)
+    assert switchboard_app.HubError.code == "error"

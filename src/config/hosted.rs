@@ -1,0 +1,145 @@
+//! `[hosted]`: hosted App Card runs and their capability broker (ADR 0031).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostedConfig {
+    /// Longest a run may live before it ends `time_limit`.
+    pub wall_time_ms: u64,
+    /// Most resident memory of a run's child before it ends `memory_limit`.
+    pub memory_bytes: u64,
+    /// How often the child's resident memory is sampled.
+    pub memory_sample_ms: u64,
+    /// The kernel's address-space cap (`RLIMIT_AS`), the backstop between
+    /// two samples.
+    pub address_space_bytes: u64,
+    /// Most bytes of stdout and stderr together before the run ends
+    /// `output_limit`; also the per-run log's cap.
+    pub output_max_bytes: u64,
+    /// `RLIMIT_NOFILE` of the child.
+    pub max_open_files: u64,
+    /// Longest broker request line; a longer one is `too_large`.
+    pub broker_max_line_bytes: usize,
+    /// How often a running run reads its row for a stop another process
+    /// requested.
+    pub control_interval_ms: u64,
+    /// Most keys of one app's `remember` memory.
+    pub memory_max_keys: u64,
+    /// Longest `remember`/`recall`/`coord` key, in bytes.
+    pub memory_key_max_bytes: usize,
+    /// Longest `remember`/`coord` value, in bytes.
+    pub memory_value_max_bytes: usize,
+    /// The interpreter of a `.py` entry, resolved on the hub's `PATH`.
+    pub python: String,
+    /// Where each run's fresh copy of its files is made (default: the
+    /// system's temp dir).
+    pub work_dir: Option<PathBuf>,
+    /// Start runs without their own network namespace when the kernel
+    /// refuses one (recorded on the run as `isolated: false`).
+    pub allow_unisolated: bool,
+    /// Most runs one hub process keeps alive at once.
+    pub max_live_runs: usize,
+    /// What a run's child may read and execute beside its own copy (its
+    /// interpreter's install tree is added); it writes only its copy.
+    pub read_paths: Vec<PathBuf>,
+}
+
+impl Default for HostedConfig {
+    fn default() -> Self {
+        HostedConfig {
+            wall_time_ms: 300_000,
+            memory_bytes: 256 << 20,
+            memory_sample_ms: 20,
+            address_space_bytes: 4 << 30,
+            output_max_bytes: 1 << 20,
+            max_open_files: 64,
+            broker_max_line_bytes: 65_536,
+            control_interval_ms: 500,
+            memory_max_keys: 1_000,
+            memory_key_max_bytes: 128,
+            memory_value_max_bytes: 16_384,
+            python: "python3".into(),
+            work_dir: None,
+            allow_unisolated: false,
+            max_live_runs: 16,
+            read_paths: ["/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc"]
+                .into_iter()
+                .map(PathBuf::from)
+                .collect(),
+        }
+    }
+}
+
+/// The broker reads a line into memory: 16 MiB bounds what one run costs.
+const LINE_LIMIT: usize = 16 << 20;
+/// Stored with the run: 64 MiB bounds one row.
+const OUTPUT_LIMIT: u64 = 64 << 20;
+
+impl HostedConfig {
+    pub(super) fn validate(&self) -> anyhow::Result<()> {
+        super::require_positive(&[
+            ("hosted.wall_time_ms", self.wall_time_ms),
+            ("hosted.memory_bytes", self.memory_bytes),
+            ("hosted.memory_sample_ms", self.memory_sample_ms),
+            ("hosted.address_space_bytes", self.address_space_bytes),
+            ("hosted.output_max_bytes", self.output_max_bytes),
+            ("hosted.max_open_files", self.max_open_files),
+            ("hosted.control_interval_ms", self.control_interval_ms),
+            ("hosted.memory_max_keys", self.memory_max_keys),
+            (
+                "hosted.memory_key_max_bytes",
+                self.memory_key_max_bytes as u64,
+            ),
+            (
+                "hosted.memory_value_max_bytes",
+                self.memory_value_max_bytes as u64,
+            ),
+            ("hosted.max_live_runs", self.max_live_runs as u64),
+        ])?;
+        if !(2..=LINE_LIMIT).contains(&self.broker_max_line_bytes) {
+            anyhow::bail!("hosted.broker_max_line_bytes must be from 2 to {LINE_LIMIT}");
+        }
+        if self.output_max_bytes > OUTPUT_LIMIT {
+            anyhow::bail!("hosted.output_max_bytes must be at most {OUTPUT_LIMIT}");
+        }
+        if self.address_space_bytes < self.memory_bytes {
+            anyhow::bail!("hosted.address_space_bytes must be at least hosted.memory_bytes");
+        }
+        if let Some(p) = self.read_paths.iter().find(|p| !p.is_absolute()) {
+            anyhow::bail!(
+                "hosted.read_paths entries must be absolute ({})",
+                p.display()
+            );
+        }
+        if self.python.is_empty() {
+            anyhow::bail!("hosted.python must name an interpreter");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_are_checked_naming_their_keys() {
+        let err = |c: &HostedConfig| c.validate().unwrap_err().to_string();
+        let mut c = HostedConfig::default();
+        c.validate().unwrap();
+        c.wall_time_ms = 0;
+        assert!(err(&c).contains("hosted.wall_time_ms"));
+        c = HostedConfig::default();
+        c.broker_max_line_bytes = LINE_LIMIT + 1;
+        assert!(err(&c).contains("hosted.broker_max_line_bytes"));
+        c = HostedConfig::default();
+        c.address_space_bytes = c.memory_bytes - 1;
+        assert!(err(&c).contains("hosted.address_space_bytes"));
+        c = HostedConfig::default();
+        c.output_max_bytes = OUTPUT_LIMIT + 1;
+        assert!(err(&c).contains("hosted.output_max_bytes"));
+    }
+}

@@ -1,0 +1,229 @@
+//! The served primitives on the hub's operations, as the app principal
+//! (ADR 0031 §6): the gateway's own handlers and the one decision
+//! (`access`) on a request context without a socket, and the app's memory
+//! and registers in the store. Each answer's `text` is a JSON document.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::access::{self, Refused, Target};
+use crate::domain::authz::Action;
+use crate::domain::hosted::primitives::Params;
+use crate::domain::hosted::wire::{ErrorCode, Failure};
+use crate::domain::message::Part;
+use crate::domain::{Principal, PrincipalKind};
+use crate::handlers::task_conversations;
+use crate::hub::{ConnectionInfo, Hub, RequestContext};
+use crate::identity::Authenticated;
+use crate::protocol::conversations::MessageSendParams;
+use crate::protocol::RateClass;
+use crate::rpc::{ErrorKind, Peer, RpcError};
+use crate::store::StoreError;
+
+/// Who the broker acts as, and for which run.
+pub struct Caller {
+    pub hub: Arc<Hub>,
+    pub app: Uuid,
+    pub run: Uuid,
+    pub card_id: String,
+    pub version: String,
+    pub name: String,
+}
+
+type Answer = Result<Value, (ErrorCode, String)>;
+
+impl Caller {
+    fn principal(&self) -> Principal {
+        Principal {
+            id: self.app,
+            kind: PrincipalKind::App,
+        }
+    }
+
+    /// A handler's context: the app's session on a peer no socket drains
+    /// (the message handlers never call the caller), as REST does.
+    fn context(&self) -> RequestContext {
+        let (peer, _unread) = Peer::new("hosted-", 1);
+        let session = OnceLock::new();
+        let _ = session.set(Authenticated {
+            principal: self.principal(),
+            key_id: String::new(),
+        });
+        RequestContext {
+            hub: self.hub.clone(),
+            conn: Arc::new(ConnectionInfo {
+                id: Uuid::new_v4(),
+                peer,
+                session,
+                event_start: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// Serves one decoded call; a refusal keeps the request's id.
+    pub async fn serve(&self, id: &Value, params: Params) -> Result<String, Failure> {
+        let class = match params {
+            Params::SendMessage { .. } => RateClass::Message,
+            _ => RateClass::Default,
+        };
+        let answer = match self.hub.limiters.check(class, self.app) {
+            Err(wait) => Err((
+                ErrorCode::Error,
+                format!(
+                    "rate limited (ratelimit.{}): retry after {} ms",
+                    class.as_str(),
+                    wait.as_millis().max(1)
+                ),
+            )),
+            Ok(()) => self.answer(params).await,
+        };
+        answer
+            .map(|v| v.to_string())
+            .map_err(|(code, message)| Failure::new(id.clone(), code, message))
+    }
+
+    async fn answer(&self, params: Params) -> Answer {
+        match params {
+            Params::Whoami => Ok(json!({
+                "appId": self.app,
+                "cardId": self.card_id,
+                "version": self.version,
+                "runId": self.run,
+                "name": self.name,
+            })),
+            Params::SendMessage { to, text } => self.send_message(to, text).await,
+            Params::ReadInbox { after_id, limit } => self.read_inbox(after_id, limit, 0).await,
+            Params::WaitForMessage { timeout, after_id } => {
+                self.read_inbox(after_id, None, timeout).await
+            }
+            Params::Remember { key, value } => {
+                let max = self.hub.config.hosted.memory_max_keys;
+                match self
+                    .hub
+                    .store
+                    .remember(self.app, &key, &value, max, crate::domain::now_millis())
+                    .await
+                {
+                    Ok(()) => Ok(json!({"key": key, "stored": true})),
+                    Err(StoreError::Conflict(m)) => Err((ErrorCode::Error, m)),
+                    Err(e) => Err(store_failure(e)),
+                }
+            }
+            Params::Recall { key } => {
+                let value = self
+                    .hub
+                    .store
+                    .recall(self.app, &key)
+                    .await
+                    .map_err(store_failure)?;
+                Ok(json!({"key": key, "value": value}))
+            }
+            Params::Coord { key, expect, value } => {
+                let out = self
+                    .hub
+                    .store
+                    .coord(self.app, &key, expect.as_deref(), value.as_deref())
+                    .await
+                    .map_err(store_failure)?;
+                Ok(json!({"swapped": out.swapped, "value": out.value, "version": out.version}))
+            }
+        }
+    }
+
+    /// The app's send into one of its conversations: the gateway's
+    /// `app/message/send`, decision, gates and fan-out included.
+    async fn send_message(&self, to: Uuid, text: String) -> Answer {
+        let params = MessageSendParams {
+            conversation_id: to,
+            parts: vec![Part::Text { text }],
+            client_msg_id: None,
+            reply_to: None,
+            thread_id: None,
+            components: None,
+            card_use: None,
+        };
+        let sent = task_conversations::app_message_send(self.context(), params)
+            .await
+            .map_err(rpc_failure)?;
+        Ok(json!({"messageId": sent.message.id, "conversationId": to}))
+    }
+
+    /// The app's own event stream after `after_id` (default: its acked
+    /// seq), waiting up to `wait` seconds for the first event.
+    async fn read_inbox(&self, after_id: Option<u64>, limit: Option<u32>, wait: u64) -> Answer {
+        let hub = &self.hub;
+        access::check_rest(
+            hub,
+            self.principal(),
+            Action::EventRead,
+            Target::stream(self.app),
+        )
+        .await
+        .map_err(refused)?;
+        let pos = hub
+            .store
+            .stream_position(self.app)
+            .await
+            .map_err(store_failure)?;
+        let after = after_id.unwrap_or(pos.acked_seq);
+        if after > pos.last_seq && wait == 0 {
+            return Err((
+                ErrorCode::BadRequest,
+                format!(
+                    "params.after_id ({after}) is beyond the latest seq ({})",
+                    pos.last_seq
+                ),
+            ));
+        }
+        let limit = limit.unwrap_or(hub.config.events.page_default);
+        let notify = hub.events.waiter(self.app);
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let mut events = hub
+            .store
+            .events_after(self.app, after, limit)
+            .await
+            .map_err(store_failure)?;
+        if events.is_empty() && wait > 0 {
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
+                _ = hub.shutdown.cancelled() => {}
+            }
+            events = hub
+                .store
+                .events_after(self.app, after, limit)
+                .await
+                .map_err(store_failure)?;
+        }
+        let next_after = events.last().map_or(after, |e| e.seq);
+        let envelopes: Vec<_> = events.iter().map(|e| e.envelope_ref()).collect();
+        Ok(json!({"events": envelopes, "nextAfter": next_after}))
+    }
+}
+
+fn store_failure(e: StoreError) -> (ErrorCode, String) {
+    tracing::error!(error = %e, "store failure in a hosted call");
+    (ErrorCode::Error, "internal error".into())
+}
+
+fn refused(r: Refused) -> (ErrorCode, String) {
+    match r {
+        Refused::Denied(refusal) => rpc_failure(refusal.rpc()),
+        Refused::Store(e) => store_failure(e),
+    }
+}
+
+/// A hub refusal keeps its message; bad params are the caller's.
+fn rpc_failure(e: RpcError) -> (ErrorCode, String) {
+    let code = if e.code == ErrorKind::InvalidParams.code() {
+        ErrorCode::BadRequest
+    } else {
+        ErrorCode::Error
+    };
+    (code, e.message)
+}

@@ -1,0 +1,427 @@
+//! Hosted App Card runs (ADR 0031): the app principal of each card id, the
+//! runs, and each app's `remember` memory and `coord` registers. Written
+//! once for both dialects; `coord` is one conditional statement per case,
+//! so it holds no lock across a read.
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::sql::{Arg, Database, Row};
+use super::{StoreError, StoreResult};
+use crate::domain::hosted::RunState;
+use crate::domain::Millis;
+
+/// A run as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRecord {
+    pub id: Uuid,
+    pub card_id: String,
+    pub version: String,
+    pub app_id: Uuid,
+    pub state: RunState,
+    pub reason: Option<String>,
+    pub exit_code: Option<i64>,
+    pub isolated: bool,
+    pub stop_requested: bool,
+    pub created_at: Millis,
+    pub ended_at: Option<Millis>,
+    /// stdout and stderr, capped; present once the run ended.
+    pub log: Option<Vec<u8>>,
+}
+
+/// How a run ended.
+#[derive(Clone, Debug)]
+pub struct RunEnd<'a> {
+    pub state: RunState,
+    pub reason: Option<&'static str>,
+    pub exit_code: Option<i64>,
+    pub log: &'a [u8],
+    pub at: Millis,
+}
+
+/// A `coord` answer: whether the swap happened, and the register after it
+/// (or as found).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoordOutcome {
+    pub swapped: bool,
+    pub value: Option<String>,
+    pub version: i64,
+}
+
+#[async_trait]
+pub trait HostedStore: Send + Sync + 'static {
+    /// The app principal made for a card id, if any.
+    async fn hosted_app(&self, card_id: &str) -> StoreResult<Option<Uuid>>;
+
+    /// Binds `app_id` to the card id unless one is bound already; answers
+    /// the bound one (the first binder wins).
+    async fn bind_hosted_app(&self, card_id: &str, app_id: Uuid, now: Millis) -> StoreResult<Uuid>;
+
+    /// A new run in `starting`.
+    async fn create_run(&self, run: &RunRecord) -> StoreResult<()>;
+
+    /// `starting` to `running`, with whether the child has its own network
+    /// namespace; false when the row is no longer starting.
+    async fn mark_running(&self, id: Uuid, isolated: bool) -> StoreResult<bool>;
+
+    /// A live run's end; false when it had ended already.
+    async fn finish_run(&self, id: Uuid, end: &RunEnd<'_>) -> StoreResult<bool>;
+
+    async fn run(&self, id: Uuid) -> StoreResult<Option<RunRecord>>;
+
+    /// The newest runs first, of one card or all; logs left out.
+    async fn runs(&self, card_id: Option<&str>, limit: u32) -> StoreResult<Vec<RunRecord>>;
+
+    /// Asks the process running a live run to stop it; false when the run
+    /// is missing or ended.
+    async fn request_stop(&self, id: Uuid) -> StoreResult<bool>;
+
+    /// Whether another process asked to stop the run.
+    async fn stop_requested(&self, id: Uuid) -> StoreResult<bool>;
+
+    /// Sets a key of the app's memory; `Conflict` when a new key would pass
+    /// `max_keys`.
+    async fn remember(
+        &self,
+        app_id: Uuid,
+        key: &str,
+        value: &str,
+        max_keys: u64,
+        now: Millis,
+    ) -> StoreResult<()>;
+
+    async fn recall(&self, app_id: Uuid, key: &str) -> StoreResult<Option<String>>;
+
+    /// Compare-and-set on the app's register `key` (ADR 0031 §7).
+    async fn coord(
+        &self,
+        app_id: Uuid,
+        key: &str,
+        expect: Option<&str>,
+        value: Option<&str>,
+    ) -> StoreResult<CoordOutcome>;
+}
+
+const RUN_COLUMNS: &str = "id, card_id, version, app_id, state, reason, exit_code, isolated, \
+                           stop_requested, created_at, ended_at";
+
+fn run_row(r: &Row, with_log: bool) -> StoreResult<RunRecord> {
+    let state = r.text("state")?;
+    Ok(RunRecord {
+        id: r.id("id")?,
+        card_id: r.text("card_id")?,
+        version: r.text("version")?,
+        app_id: r.id("app_id")?,
+        state: RunState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("run state {state:?}")))?,
+        reason: r.opt_text("reason")?,
+        exit_code: r.opt_int("exit_code")?,
+        isolated: r.int("isolated")? == 1,
+        stop_requested: r.int("stop_requested")? == 1,
+        created_at: r.int("created_at")?,
+        ended_at: r.opt_int("ended_at")?,
+        log: if with_log {
+            r.opt_int("has_log")?
+                .filter(|n| *n == 1)
+                .map(|_| r.bytes("log"))
+                .transpose()?
+        } else {
+            None
+        },
+    })
+}
+
+async fn coord_read(
+    db: &(impl Database + ?Sized),
+    app: Uuid,
+    key: &str,
+) -> StoreResult<(Option<String>, i64)> {
+    let row = db
+        .read()
+        .await?
+        .fetch_optional(
+            "SELECT value, version FROM app_coord WHERE app_id = $1 AND key = $2",
+            &[Arg::Id(app), Arg::Text(key)],
+        )
+        .await?;
+    Ok(match row {
+        Some(r) => (Some(r.text("value")?), r.int("version")?),
+        None => (None, 0),
+    })
+}
+
+#[async_trait]
+impl<D: Database> HostedStore for D {
+    async fn hosted_app(&self, card_id: &str) -> StoreResult<Option<Uuid>> {
+        let row = self
+            .read()
+            .await?
+            .fetch_optional(
+                "SELECT app_id FROM hosted_apps WHERE card_id = $1",
+                &[Arg::Text(card_id)],
+            )
+            .await?;
+        row.map(|r| r.id("app_id")).transpose()
+    }
+
+    async fn bind_hosted_app(&self, card_id: &str, app_id: Uuid, now: Millis) -> StoreResult<Uuid> {
+        let mut tx = self.begin().await?;
+        tx.execute(
+            "INSERT INTO hosted_apps (card_id, app_id, created_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (card_id) DO NOTHING",
+            &[Arg::Text(card_id), Arg::Id(app_id), Arg::Int(now)],
+        )
+        .await?;
+        let row = tx
+            .fetch_optional(
+                "SELECT app_id FROM hosted_apps WHERE card_id = $1",
+                &[Arg::Text(card_id)],
+            )
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        let bound = row.id("app_id")?;
+        tx.commit().await?;
+        Ok(bound)
+    }
+
+    async fn create_run(&self, run: &RunRecord) -> StoreResult<()> {
+        let mut tx = self.begin().await?;
+        tx.execute(
+            "INSERT INTO app_runs (id, card_id, version, app_id, state, isolated, stop_requested, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, 0, $7)",
+            &[
+                Arg::Id(run.id),
+                Arg::Text(&run.card_id),
+                Arg::Text(&run.version),
+                Arg::Id(run.app_id),
+                Arg::Text(run.state.as_str()),
+                Arg::Int(i64::from(run.isolated)),
+                Arg::Int(run.created_at),
+            ],
+        )
+        .await?;
+        tx.commit().await
+    }
+
+    async fn mark_running(&self, id: Uuid, isolated: bool) -> StoreResult<bool> {
+        let mut tx = self.begin().await?;
+        let n = tx
+            .execute(
+                "UPDATE app_runs SET state = 'running', isolated = $1 WHERE id = $2 AND state = 'starting'",
+                &[Arg::Int(i64::from(isolated)), Arg::Id(id)],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(n == 1)
+    }
+
+    async fn finish_run(&self, id: Uuid, end: &RunEnd<'_>) -> StoreResult<bool> {
+        let mut tx = self.begin().await?;
+        let n = tx
+            .execute(
+                "UPDATE app_runs SET state = $1, reason = $2, exit_code = $3, log = $4, ended_at = $5 \
+                 WHERE id = $6 AND state IN ('starting', 'running')",
+                &[
+                    Arg::Text(end.state.as_str()),
+                    Arg::OptText(end.reason),
+                    Arg::OptInt(end.exit_code),
+                    Arg::Bytes(end.log),
+                    Arg::Int(end.at),
+                    Arg::Id(id),
+                ],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(n == 1)
+    }
+
+    async fn run(&self, id: Uuid) -> StoreResult<Option<RunRecord>> {
+        let row = self
+            .read()
+            .await?
+            .fetch_optional(
+                &format!(
+                    "SELECT {RUN_COLUMNS}, CASE WHEN log IS NULL THEN 0 ELSE 1 END AS has_log, log \
+                     FROM app_runs WHERE id = $1"
+                ),
+                &[Arg::Id(id)],
+            )
+            .await?;
+        row.map(|r| run_row(&r, true)).transpose()
+    }
+
+    async fn runs(&self, card_id: Option<&str>, limit: u32) -> StoreResult<Vec<RunRecord>> {
+        let rows = self
+            .read()
+            .await?
+            .fetch_all(
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM app_runs WHERE ($1 IS NULL OR card_id = $1) \
+                     ORDER BY created_at DESC, id LIMIT $2"
+                ),
+                &[Arg::OptText(card_id), Arg::Int(i64::from(limit))],
+            )
+            .await?;
+        rows.iter().map(|r| run_row(r, false)).collect()
+    }
+
+    async fn request_stop(&self, id: Uuid) -> StoreResult<bool> {
+        let mut tx = self.begin().await?;
+        let n = tx
+            .execute(
+                "UPDATE app_runs SET stop_requested = 1 \
+                 WHERE id = $1 AND state IN ('starting', 'running')",
+                &[Arg::Id(id)],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(n == 1)
+    }
+
+    async fn stop_requested(&self, id: Uuid) -> StoreResult<bool> {
+        let row = self
+            .read()
+            .await?
+            .fetch_optional(
+                "SELECT stop_requested FROM app_runs WHERE id = $1",
+                &[Arg::Id(id)],
+            )
+            .await?;
+        Ok(match row {
+            Some(r) => r.int("stop_requested")? == 1,
+            None => false,
+        })
+    }
+
+    async fn remember(
+        &self,
+        app_id: Uuid,
+        key: &str,
+        value: &str,
+        max_keys: u64,
+        now: Millis,
+    ) -> StoreResult<()> {
+        let mut tx = self.begin().await?;
+        let updated = tx
+            .execute(
+                "UPDATE app_memory SET value = $1, updated_at = $2 WHERE app_id = $3 AND key = $4",
+                &[
+                    Arg::Text(value),
+                    Arg::Int(now),
+                    Arg::Id(app_id),
+                    Arg::Text(key),
+                ],
+            )
+            .await?;
+        if updated == 0 {
+            // A new key: counted inside the write transaction (SQLite's
+            // writer lock; on PostgreSQL two racing inserts may both pass
+            // the count by one, which bounds the overshoot by the racers).
+            let count = tx
+                .fetch_optional(
+                    "SELECT COUNT(*) AS n FROM app_memory WHERE app_id = $1",
+                    &[Arg::Id(app_id)],
+                )
+                .await?
+                .map(|r| r.int("n"))
+                .transpose()?
+                .unwrap_or(0);
+            if count as u64 >= max_keys {
+                return Err(StoreError::Conflict(format!(
+                    "the app's memory holds hosted.memory_max_keys ({max_keys}) keys"
+                )));
+            }
+            tx.execute(
+                "INSERT INTO app_memory (app_id, key, value, updated_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (app_id, key) DO UPDATE SET value = $3, updated_at = $4",
+                &[
+                    Arg::Id(app_id),
+                    Arg::Text(key),
+                    Arg::Text(value),
+                    Arg::Int(now),
+                ],
+            )
+            .await?;
+        }
+        tx.commit().await
+    }
+
+    async fn recall(&self, app_id: Uuid, key: &str) -> StoreResult<Option<String>> {
+        let row = self
+            .read()
+            .await?
+            .fetch_optional(
+                "SELECT value FROM app_memory WHERE app_id = $1 AND key = $2",
+                &[Arg::Id(app_id), Arg::Text(key)],
+            )
+            .await?;
+        row.map(|r| r.text("value")).transpose()
+    }
+
+    async fn coord(
+        &self,
+        app_id: Uuid,
+        key: &str,
+        expect: Option<&str>,
+        value: Option<&str>,
+    ) -> StoreResult<CoordOutcome> {
+        let (id, k) = (Arg::Id(app_id), Arg::Text(key));
+        let swapped_version = match (expect, value) {
+            (None, None) => {
+                let (current, version) = coord_read(self, app_id, key).await?;
+                return Ok(CoordOutcome {
+                    swapped: current.is_none(),
+                    value: current,
+                    version,
+                });
+            }
+            (None, Some(v)) => {
+                let mut w = self.write().await?;
+                let n = w
+                    .execute(
+                        "INSERT INTO app_coord (app_id, key, value, version) VALUES ($1, $2, $3, 1) \
+                         ON CONFLICT (app_id, key) DO NOTHING",
+                        &[id, k, Arg::Text(v)],
+                    )
+                    .await?;
+                (n == 1).then_some(1)
+            }
+            (Some(e), Some(v)) => {
+                let mut w = self.write().await?;
+                w.fetch_optional(
+                    "UPDATE app_coord SET value = $1, version = version + 1 \
+                     WHERE app_id = $2 AND key = $3 AND value = $4 RETURNING version",
+                    &[Arg::Text(v), id, k, Arg::Text(e)],
+                )
+                .await?
+                .map(|r| r.int("version"))
+                .transpose()?
+            }
+            (Some(e), None) => {
+                let mut w = self.write().await?;
+                let n = w
+                    .execute(
+                        "DELETE FROM app_coord WHERE app_id = $1 AND key = $2 AND value = $3",
+                        &[id, k, Arg::Text(e)],
+                    )
+                    .await?;
+                (n == 1).then_some(0)
+            }
+        };
+        match swapped_version {
+            Some(version) => Ok(CoordOutcome {
+                swapped: true,
+                value: value.map(str::to_string),
+                version,
+            }),
+            None => {
+                let (current, version) = coord_read(self, app_id, key).await?;
+                Ok(CoordOutcome {
+                    swapped: false,
+                    value: current,
+                    version,
+                })
+            }
+        }
+    }
+}

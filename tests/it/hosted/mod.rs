@@ -1,0 +1,187 @@
+//! Issue 18's hosted App Cards (ADR 0031): real packages signed with the
+//! author CLI, real child processes (Python entries) under the per-run
+//! broker, runs through `switchboard app run` and a real hub's REST.
+
+mod broker;
+mod catalogue;
+mod isolation;
+mod limits;
+mod primitives;
+mod runs;
+mod store;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+/// The entries' client: the seed's wire over fd 3, nothing more.
+const SB_PY: &str = r#"import json, os, socket
+_sock = socket.socket(fileno=int(os.environ["SWITCHBOARD_BROKER_FD"]))
+_f = _sock.makefile("rwb")
+TOKEN = os.environ["SWITCHBOARD_RUN_TOKEN"]
+_n = 0
+
+def raw(line):
+    _f.write(line)
+    _f.flush()
+    return json.loads(_f.readline())
+
+def call(method, params=None, token=None):
+    global _n
+    _n += 1
+    req = {"token": TOKEN if token is None else token, "id": _n, "method": method, "params": params or {}}
+    return raw(json.dumps(req).encode() + b"\n")
+
+def text(method, params=None):
+    r = call(method, params)
+    assert r["ok"], r
+    return json.loads(r["text"])
+
+def out(**kw):
+    print(json.dumps(kw), flush=True)
+"#;
+
+/// A signed package of one card in its own directory, with a data dir
+/// for the hub's database.
+pub struct Card {
+    pub root: TempDir,
+}
+
+impl Card {
+    pub fn dir(&self) -> PathBuf {
+        self.root.path().join("pkg")
+    }
+
+    pub fn data(&self) -> PathBuf {
+        self.root.path().join("data")
+    }
+}
+
+fn cli_sync(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(args)
+        .output()
+        .expect("run the switchboard CLI");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Writes `main.py` (with `sb.py` beside it and `extra` files), an
+/// app.json with `primitives`, and signs it with a new key.
+pub fn card(id: &str, primitives: &[&str], main: &str, extra: &[(&str, &str)]) -> Card {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("pkg");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("main.py"), main).unwrap();
+    std::fs::write(dir.join("sb.py"), SB_PY).unwrap();
+    for (name, body) in extra {
+        std::fs::write(dir.join(name), body).unwrap();
+    }
+    let doc = json!({
+        "schema": "muretai/app/1",
+        "id": id,
+        "name": format!("Test {id}"),
+        "tagline": "a hosted test app",
+        "description": "An entry script under the broker.",
+        "version": "1.0.0",
+        "category": "utility",
+        "primitives": primitives,
+        "entry": {"scripts": ["main.py"], "integrity": {}},
+        "coreChanges": false,
+        "author": "did:key:placeholder"
+    });
+    std::fs::write(dir.join("app.json"), doc.to_string()).unwrap();
+    let key = root.path().join("author.key");
+    let (ok, _, err) = cli_sync(&["card", "keygen", "--out", key.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = cli_sync(&[
+        "card",
+        "sign",
+        dir.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    Card { root }
+}
+
+/// `card install DIR` into `data`.
+pub fn install(card: &Card, data: &Path) {
+    let (ok, out, err) = cli_sync(&[
+        "card",
+        "install",
+        card.dir().to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert!(ok && out.contains("installed"), "{out}{err}");
+}
+
+/// What a finished `app run` showed.
+pub struct Ran {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    /// The JSON lines the entry printed.
+    pub fn lines(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The first printed line with `key`.
+    pub fn line(&self, key: &str) -> Value {
+        self.lines()
+            .into_iter()
+            .find(|l| l.get(key).is_some())
+            .unwrap_or_else(|| panic!("no line with {key:?}:\n{}\n{}", self.stdout, self.stderr))
+    }
+
+    /// The run's end line (`run ID CARD VERSION STATE ...`) on stderr.
+    pub fn end(&self) -> String {
+        self.stderr
+            .lines()
+            .rfind(|l| l.starts_with("run "))
+            .unwrap_or_else(|| panic!("no end line: {}", self.stderr))
+            .to_string()
+    }
+}
+
+/// The `app run` command for `target` on `data`, with `env` set.
+pub fn run_command(target: &str, data: &Path, env: &[(&str, &str)]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    cmd.args(["app", "run", target, "--data-dir", data.to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// `app run TARGET` to its end (bounded: a run that never ends fails the
+/// test, not the suite).
+pub async fn run(target: &str, data: &Path, env: &[(&str, &str)]) -> Ran {
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        run_command(target, data, env).output(),
+    )
+    .await
+    .expect("the run ends")
+    .expect("run the CLI");
+    Ran {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
