@@ -11,9 +11,10 @@ use uuid::Uuid;
 use super::{invalid, store_failure, threads};
 use crate::access::unknown_command;
 use crate::access::{self, Target};
-use crate::domain::authz::Action;
+use crate::domain::authz::{Action, Reason};
 use crate::domain::command::validate_options;
 use crate::domain::event::NewEvent;
+use crate::domain::installation::{InstallationFacts, InstallationState};
 use crate::domain::manifest::validate_command;
 use crate::domain::now_millis;
 use crate::hub::{Membership, RequestContext};
@@ -27,7 +28,7 @@ use crate::protocol::Notification;
 use crate::rpc::RpcError;
 use crate::store::{
     CommandRecord, IdempotencyRecord, InvocationRecord, Invoked, NewCommand, NewInvocation,
-    StoreError, COMMAND_LIMIT,
+    Registered, StoreError, COMMAND_LIMIT,
 };
 
 pub fn view(c: &CommandRecord) -> CommandView {
@@ -209,11 +210,22 @@ fn answer(
             (invocation, false)
         }
         Invoked::Duplicate(first) => (first, true),
-        Invoked::Unreachable => {
-            return Err(unknown_command(command, conversation, Action::CommandInvoke).rpc())
-        }
+        Invoked::Unreachable => return Err(unreachable(ctx, command, conversation)),
     };
     Ok(result_of(&invocation, duplicate))
+}
+
+/// A command out of reach by the time the invoke's transaction held its
+/// owner's installation: refused, counted and audited as the decision
+/// refuses a hidden command, and answered as an unknown one.
+fn unreachable(ctx: &RequestContext, command: Uuid, conversation: Uuid) -> RpcError {
+    let action = Action::CommandInvoke;
+    let refusal = unknown_command(command, conversation, action);
+    let target = Target::command(command, conversation);
+    let subject = access::subject_of(ctx.principal());
+    let (kind, id) = (target.kind(), target.requested_id());
+    access::record_denial(&ctx.hub, &subject, action, kind, id, refusal.reason);
+    refusal.rpc()
 }
 
 /// `app/command/register`: the manifest's rules for one command, the
@@ -242,7 +254,10 @@ pub async fn register(
         now: now_millis(),
     };
     let command = match ctx.hub.store.register_command(&new).await {
-        Ok(c) => c,
+        Ok(Registered::Written(c)) => c,
+        // The installation changed since the decision: refused as the
+        // decision would refuse it now.
+        Ok(Registered::Refused(facts)) => return Err(register_refused(&ctx, facts)),
         Err(StoreError::Conflict(m)) if m == COMMAND_LIMIT => {
             return Err(RpcError::new(
                 crate::rpc::ErrorKind::Conflict,
@@ -254,22 +269,32 @@ pub async fn register(
             return Err(RpcError::new(crate::rpc::ErrorKind::Conflict, m)
                 .with_data(serde_json::json!({"field": "command.name"})))
         }
-        // The installation went meanwhile: as the decision would answer.
-        Err(StoreError::NotFound) => {
-            return Err(RpcError::new(
-                crate::rpc::ErrorKind::Forbidden,
-                "command.register refused: app_not_installed",
-            )
-            .with_data(serde_json::json!({
-                "reason": "app_not_installed",
-                "action": Action::CommandRegister.as_str(),
-            })))
-        }
         Err(e) => return Err(store_failure(e)),
     };
     Ok(CommandRegisterResult {
         command: view(&command),
     })
+}
+
+/// A register whose transaction found the app's installation not active
+/// with `commands:write`: the decision's reason for it, counted and
+/// audited, in the decision's 403.
+fn register_refused(ctx: &RequestContext, facts: Option<InstallationFacts>) -> RpcError {
+    let reason = match facts {
+        Some(f) if f.state == InstallationState::Active => Reason::ScopeMissing,
+        Some(f) if f.state == InstallationState::Suspended => Reason::AppSuspended,
+        _ => Reason::AppNotInstalled,
+    };
+    let action = Action::CommandRegister;
+    let target = Target::hub();
+    let subject = access::subject_of(ctx.principal());
+    let (kind, id) = (target.kind(), target.requested_id());
+    access::record_denial(&ctx.hub, &subject, action, kind, id, reason);
+    RpcError::new(
+        crate::rpc::ErrorKind::Forbidden,
+        format!("{action} refused: {}", reason.as_str()),
+    )
+    .with_data(serde_json::json!({"reason": reason.as_str(), "action": action.as_str()}))
 }
 
 /// `app/command/remove`: one of the app's own; another's is unknown.
