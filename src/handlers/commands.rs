@@ -12,7 +12,7 @@ use super::{invalid, store_failure, threads};
 use crate::access::unknown_command;
 use crate::access::{self, Target};
 use crate::domain::authz::{Action, Reason};
-use crate::domain::command::validate_options;
+use crate::domain::command::{validate_options, OptionRules};
 use crate::domain::event::NewEvent;
 use crate::domain::installation::{InstallationFacts, InstallationState};
 use crate::domain::manifest::validate_command;
@@ -22,7 +22,7 @@ use crate::protocol::commands::{
     AppCommandListParams, CommandInvokeParams, CommandInvokeResult, CommandInvoked,
     CommandInvokedPayload, CommandListParams, CommandListResult, CommandRegisterParams,
     CommandRegisterResult, CommandRemoveParams, CommandRemoveResult, CommandView, Invocation,
-    InvokedBy, CLIENT_INVOCATION_ID_MAX,
+    InvokedBy,
 };
 use crate::protocol::Notification;
 use crate::rpc::RpcError;
@@ -98,7 +98,11 @@ pub async fn invoke_with(
     p: CommandInvokeParams,
     idem: Option<InvokeRecord<'_>>,
 ) -> Result<CommandInvokeResult, RpcError> {
-    check_client_id(p.client_invocation_id.as_deref())?;
+    let cfg = &ctx.hub.config.command;
+    check_client_id(
+        p.client_invocation_id.as_deref(),
+        cfg.client_invocation_id_max_chars,
+    )?;
     let (command, _, thread) = checked(
         &ctx,
         Action::CommandInvoke,
@@ -108,14 +112,7 @@ pub async fn invoke_with(
     )
     .await?;
     let options = p.options.unwrap_or_default();
-    let referenced =
-        validate_options(&command.options, &options).map_err(|e| invalid(&e.field, e.message))?;
-    // A channel the caller cannot read is hidden as everywhere: the app
-    // is never handed a place the caller could not name.
-    for channel in referenced.channels {
-        let target = Target::conversation(channel).called("channel");
-        access::check(&ctx, Action::ConversationRead, target).await?;
-    }
+    checked_options(&ctx, &command, &options, true).await?;
     let me = ctx.principal();
     let invocation = InvocationRecord {
         id: Uuid::now_v7(),
@@ -141,6 +138,30 @@ pub async fn invoke_with(
     answer(&ctx, invoked, p.command_id, p.conversation_id)
 }
 
+/// The options against the command's declaration (complete for an invoke,
+/// typed so far for an autocomplete), bounded by
+/// `command.option_value_max_chars`. A channel the caller cannot read is
+/// hidden as everywhere: the app is never handed a place the caller could
+/// not name.
+pub async fn checked_options(
+    ctx: &RequestContext,
+    command: &CommandRecord,
+    options: &Map<String, Value>,
+    complete: bool,
+) -> Result<(), RpcError> {
+    let rules = OptionRules {
+        value_max_chars: ctx.hub.config.command.option_value_max_chars,
+        complete,
+    };
+    let referenced = validate_options(&command.options, options, rules)
+        .map_err(|e| invalid(&e.field, e.message))?;
+    for channel in referenced.channels {
+        let target = Target::conversation(channel).called("channel");
+        access::check(ctx, Action::ConversationRead, target).await?;
+    }
+    Ok(())
+}
+
 /// A concurrent request with the same `Idempotency-Key` won: the caller
 /// answers the stored replay (REST only).
 fn replayed() -> RpcError {
@@ -162,11 +183,11 @@ fn result_of(i: &InvocationRecord, duplicate: bool) -> CommandInvokeResult {
     }
 }
 
-fn check_client_id(id: Option<&str>) -> Result<(), RpcError> {
+fn check_client_id(id: Option<&str>, max: usize) -> Result<(), RpcError> {
     match id {
-        Some(id) if id.is_empty() || id.chars().count() > CLIENT_INVOCATION_ID_MAX => Err(invalid(
+        Some(id) if id.is_empty() || id.chars().count() > max => Err(invalid(
             "clientInvocationId",
-            format!("must be 1 to {CLIENT_INVOCATION_ID_MAX} characters"),
+            format!("must be 1 to {max} characters"),
         )),
         _ => Ok(()),
     }

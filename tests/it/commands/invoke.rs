@@ -301,6 +301,42 @@ async fn replays_write_no_second_event(options: Options) {
     assert_eq!(two["result"]["invocationId"], one["result"]["invocationId"]);
     assert!(one["result"].get("duplicate").is_none());
     assert_eq!(invoked_events(&s).await.len(), 2);
+    // Both are the caller's per command: on another command the same key
+    // and the same client id are new invokes, never the first's answers.
+    let ballot = json!({"command": {"name": "ballot", "description": "Another vote",
+        "options": [{"name": "choice", "type": "string", "description": "Anything"}]}});
+    let own = format!("/api/v1/apps/{}/commands", s.poll.id);
+    let made =
+        crate::support::world::expect(&s.w.hub, Method::POST, &own, &s.poll.key, Some(ballot), 201)
+            .await;
+    let ballot = made["command"]["commandId"].as_str().unwrap().to_string();
+    let elsewhere =
+        s.w.hub
+            .http
+            .post(format!(
+                "{}/api/v1/commands/{ballot}/invocations",
+                s.w.hub.base
+            ))
+            .bearer_auth(&s.w.alex.key)
+            .header("Idempotency-Key", "invoke-1")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(elsewhere.status().as_u16(), 202);
+    assert!(elsewhere.headers().get("idempotent-replayed").is_none());
+    let elsewhere: Value = elsewhere.json().await.unwrap();
+    assert_eq!(elsewhere["commandId"], json!(ballot), "{elsewhere}");
+    assert_ne!(elsewhere["invocationId"], first["invocationId"]);
+    let params = json!({"commandId": ballot, "conversationId": s.w.general,
+        "options": {"choice": "yes"}, "clientInvocationId": "c-1"});
+    let three = alex.call(json!(3), "person/command/invoke", params).await;
+    assert!(three["result"].get("duplicate").is_none(), "{three}");
+    assert_ne!(
+        three["result"]["invocationId"],
+        one["result"]["invocationId"]
+    );
+    assert_eq!(invoked_events(&s).await.len(), 4);
 }
 
 /// TestLifecycleRacesInvoke: invokes racing a suspend are each either 202
