@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::require_positive;
 use crate::domain::manifest;
+use crate::protocol::commands::{AUTOCOMPLETE_VALUE_MAX, CLIENT_INVOCATION_ID_MAX};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -18,6 +19,14 @@ pub struct CommandConfig {
     pub autocomplete_timeout_ms: u64,
     /// Most autocomplete choices an asker is shown.
     pub autocomplete_max_choices: usize,
+    /// Longest string option value an invoke or an autocomplete passes, in
+    /// characters: the value is kept in the app's durable event.
+    pub option_value_max_chars: usize,
+    /// Longest `clientInvocationId` (the schema carries its default, 64).
+    pub client_invocation_id_max_chars: usize,
+    /// Longest value an asker types for autocomplete (the schema carries
+    /// its default, 100).
+    pub autocomplete_value_max_chars: usize,
 }
 
 impl Default for CommandConfig {
@@ -27,6 +36,9 @@ impl Default for CommandConfig {
             description_max_chars: manifest::DEFAULT_DESCRIPTION_MAX_CHARS,
             autocomplete_timeout_ms: 3_000,
             autocomplete_max_choices: 25,
+            option_value_max_chars: 1_000,
+            client_invocation_id_max_chars: CLIENT_INVOCATION_ID_MAX,
+            autocomplete_value_max_chars: AUTOCOMPLETE_VALUE_MAX,
         }
     }
 }
@@ -37,6 +49,10 @@ const DESCRIPTION_MAX_CHARS_LIMIT: usize = 2_000;
 /// An asker is a person typing: longer than this is no autocomplete.
 const AUTOCOMPLETE_TIMEOUT_LIMIT_MS: u64 = 30_000;
 const AUTOCOMPLETE_MAX_CHOICES_LIMIT: usize = 100;
+/// One value stays a small part of an event.
+const OPTION_VALUE_MAX_CHARS_LIMIT: usize = 10_000;
+const CLIENT_INVOCATION_ID_MAX_CHARS_LIMIT: usize = 255;
+const AUTOCOMPLETE_VALUE_MAX_CHARS_LIMIT: usize = 1_000;
 
 impl CommandConfig {
     pub(super) fn validate(&self) -> anyhow::Result<()> {
@@ -54,7 +70,40 @@ impl CommandConfig {
                 "command.autocomplete_max_choices",
                 self.autocomplete_max_choices as u64,
             ),
+            (
+                "command.option_value_max_chars",
+                self.option_value_max_chars as u64,
+            ),
+            (
+                "command.client_invocation_id_max_chars",
+                self.client_invocation_id_max_chars as u64,
+            ),
+            (
+                "command.autocomplete_value_max_chars",
+                self.autocomplete_value_max_chars as u64,
+            ),
         ])?;
+        for (key, value, limit) in [
+            (
+                "command.option_value_max_chars",
+                self.option_value_max_chars,
+                OPTION_VALUE_MAX_CHARS_LIMIT,
+            ),
+            (
+                "command.client_invocation_id_max_chars",
+                self.client_invocation_id_max_chars,
+                CLIENT_INVOCATION_ID_MAX_CHARS_LIMIT,
+            ),
+            (
+                "command.autocomplete_value_max_chars",
+                self.autocomplete_value_max_chars,
+                AUTOCOMPLETE_VALUE_MAX_CHARS_LIMIT,
+            ),
+        ] {
+            if value > limit {
+                anyhow::bail!("{key} must be at most {limit}");
+            }
+        }
         if self.autocomplete_timeout_ms > AUTOCOMPLETE_TIMEOUT_LIMIT_MS {
             anyhow::bail!(
                 "command.autocomplete_timeout_ms must be at most {AUTOCOMPLETE_TIMEOUT_LIMIT_MS}"

@@ -101,23 +101,45 @@ pub struct Referenced {
     pub channels: Vec<Uuid>,
 }
 
-/// The options an invoke gives, against the declaration: every given option
-/// is declared, every required one is given, each value has the option's
-/// type and, with choices, is one of them. The first problem, in the
-/// declaration's order (unknown names after).
+/// How options are checked: an invoke's are complete, an autocomplete's
+/// are those typed so far (no option is required yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptionRules {
+    /// `command.option_value_max_chars`: the longest string value.
+    pub value_max_chars: usize,
+    pub complete: bool,
+}
+
+impl OptionRules {
+    /// The same bounds for options typed so far.
+    pub fn partial(self) -> OptionRules {
+        OptionRules {
+            complete: false,
+            ..self
+        }
+    }
+}
+
+/// The options an invoke (or an autocomplete, typed so far) gives, against
+/// the declaration: every given option is declared, every required one is
+/// given (when complete), each value has the option's type, a string at
+/// most `value_max_chars` characters and, with choices, is one of them. The
+/// first problem, in the declaration's order (unknown names after).
 pub fn validate_options(
     decl: &[OptionDecl],
     values: &Map<String, Value>,
+    rules: OptionRules,
 ) -> Result<Referenced, OptionProblem> {
     let mut referenced = Referenced::default();
     for o in decl {
         let Some(value) = values.get(&o.name) else {
-            if o.required {
+            if o.required && rules.complete {
                 return Err(OptionProblem::at(&o.name, "is required"));
             }
             continue;
         };
         check_value(o, value, &mut referenced)?;
+        check_length(o, value, rules.value_max_chars)?;
     }
     let declared: HashSet<&str> = decl.iter().map(|o| o.name.as_str()).collect();
     let mut unknown: Vec<&String> = values
@@ -160,6 +182,18 @@ fn check_value(o: &OptionDecl, value: &Value, refs: &mut Referenced) -> Result<(
         return Err(OptionProblem::at(&o.name, "must be one of its choices"));
     }
     Ok(())
+}
+
+/// A string value of at most `max` characters (the durable event carries
+/// it: no unbounded value reaches the log).
+fn check_length(o: &OptionDecl, value: &Value, max: usize) -> Result<(), OptionProblem> {
+    match (o.kind, value.as_str()) {
+        (OptionType::String, Some(s)) if s.chars().count() > max => Err(OptionProblem::at(
+            &o.name,
+            format!("must be at most {max} characters (command.option_value_max_chars)"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn choice_is(choice: &ChoiceValue, value: &Value) -> bool {

@@ -53,6 +53,37 @@ fn a_changed_level_or_option_is_a_change() {
     assert_eq!(diff(&[a], &[c]).changed.len(), 1);
 }
 
+const RULES: OptionRules = OptionRules {
+    value_max_chars: 20,
+    complete: true,
+};
+
+#[test]
+fn string_values_are_bounded_and_partial_options_need_no_required_one() {
+    let decl = options(json!([
+        {"name": "who", "type": "principal", "description": "Who", "required": true},
+        {"name": "note", "type": "string", "description": "N"}
+    ]));
+    let long = "x".repeat(21);
+    let p = validate_options(&decl, &map(json!({"note": long})), RULES.partial()).unwrap_err();
+    assert_eq!(p.field, "options.note");
+    assert!(p.message.contains("at most 20"), "{}", p.message);
+    let fits = map(json!({"note": "x".repeat(20)}));
+    assert!(validate_options(&decl, &fits, RULES.partial()).is_ok());
+    assert_eq!(
+        validate_options(&decl, &fits, RULES).unwrap_err().field,
+        "options.who"
+    );
+    // Partial still refuses what is not declared and what is mistyped.
+    let p = validate_options(&decl, &map(json!({"zzz": 1})), RULES.partial()).unwrap_err();
+    assert_eq!(p.field, "options.zzz");
+    let p = validate_options(&decl, &map(json!({"who": 7})), RULES.partial()).unwrap_err();
+    assert_eq!(
+        (p.field.as_str(), p.message.as_str()),
+        ("options.who", "must be an id")
+    );
+}
+
 #[test]
 fn options_are_checked_by_type_and_named() {
     let decl = options(json!([
@@ -68,11 +99,12 @@ fn options_are_checked_by_type_and_named() {
     let ok = validate_options(
         &decl,
         &map(json!({"who": id, "n": 3, "x": 1.5, "flag": true, "color": "red", "room": id})),
+        RULES,
     )
     .unwrap();
     assert_eq!(ok.principals, [id]);
     assert_eq!(ok.channels, [id]);
-    let problem = |v| validate_options(&decl, &map(v)).unwrap_err();
+    let problem = |v| validate_options(&decl, &map(v), RULES).unwrap_err();
     let secret = "canary-value-42";
     let cases = [
         (json!({}), "options.who", "is required"),

@@ -1,15 +1,17 @@
-//! Autocomplete (ADR 0027 §8): the invoke's checks, then, holding no
-//! transaction, the hub asks the owning app and answers the asker by the
-//! deadline (`command.autocomplete_timeout_ms`) at the latest. The app
-//! answers at once or defers and answers with `app/autocomplete/answer`.
-//! Nothing is stored; the value reaches the app only.
+//! Autocomplete (ADR 0027 §8): the invoke's checks (the options typed so
+//! far included), then, holding no transaction, the hub asks the owning
+//! app and answers the asker by the deadline
+//! (`command.autocomplete_timeout_ms`) at the latest. The app answers at
+//! once or defers and answers with `app/autocomplete/answer`. Nothing is
+//! stored; the value reaches the app only. The open request closes with
+//! the asker, however it ends.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::commands::checked;
+use super::commands::{checked, checked_options};
 use super::invalid;
 use crate::access::{self, Target};
 use crate::domain::authz::Action;
@@ -20,7 +22,6 @@ use crate::hub::RequestContext;
 use crate::protocol::commands::{
     AppCommandAutocomplete, AutocompleteAnswerParams, AutocompleteAnswerResult,
     AutocompleteCallback, CommandAutocompleteParams, CommandAutocompleteResult, InvokedBy,
-    AUTOCOMPLETE_VALUE_MAX,
 };
 use crate::rpc::RpcError;
 use crate::telemetry::names;
@@ -32,10 +33,11 @@ pub async fn ask(
 ) -> Result<CommandAutocompleteResult, RpcError> {
     let cfg = &ctx.hub.config.command;
     let deadline = Instant::now() + Duration::from_millis(cfg.autocomplete_timeout_ms);
-    if p.value.chars().count() > AUTOCOMPLETE_VALUE_MAX {
+    let value_max = cfg.autocomplete_value_max_chars;
+    if p.value.chars().count() > value_max {
         return Err(invalid(
             "value",
-            format!("must be at most {AUTOCOMPLETE_VALUE_MAX} characters"),
+            format!("must be at most {value_max} characters"),
         ));
     }
     let action = Action::CommandAutocomplete;
@@ -51,10 +53,13 @@ pub async fn ask(
             "is not an autocomplete option of this command",
         ));
     };
+    let options = p.options.unwrap_or_default();
+    checked_options(&ctx, &command, &options, false).await?;
     let me = ctx.principal();
     let request_id = Uuid::now_v7();
     let max = cfg.autocomplete_max_choices;
-    let late = ctx
+    // Closed when this drops, whichever way the ask ends.
+    let mut open = ctx
         .hub
         .autocomplete
         .open(request_id, command.owner_id, option.kind, max);
@@ -64,7 +69,7 @@ pub async fn ask(
         command_name: command.name.clone(),
         option: option.name.clone(),
         value: p.value,
-        options: p.options.unwrap_or_default(),
+        options,
         conversation_id: p.conversation_id,
         thread_id: thread,
         invoked_by: InvokedBy {
@@ -82,7 +87,7 @@ pub async fn ask(
                 Some(c) => (c, "answered"),
                 None => (Vec::new(), "invalid"),
             },
-            (None, true) => match tokio::time::timeout_at(deadline, late).await {
+            (None, true) => match tokio::time::timeout_at(deadline, &mut open.late).await {
                 Ok(Ok(choices)) => (choices, "deferred_answered"),
                 _ => (Vec::new(), "timeout"),
             },
@@ -93,7 +98,6 @@ pub async fn ask(
         HookOutcome::BadResult(_) => (Vec::new(), "invalid"),
         HookOutcome::RemoteError(_) => (Vec::new(), "error"),
     };
-    ctx.hub.autocomplete.close(request_id);
     metrics::counter!(names::AUTOCOMPLETES, "outcome" => label).increment(1);
     Ok(CommandAutocompleteResult { choices })
 }

@@ -11,9 +11,10 @@ use uuid::Uuid;
 use super::{invalid, store_failure, threads};
 use crate::access::unknown_command;
 use crate::access::{self, Target};
-use crate::domain::authz::Action;
-use crate::domain::command::validate_options;
+use crate::domain::authz::{Action, Reason};
+use crate::domain::command::{validate_options, OptionRules};
 use crate::domain::event::NewEvent;
+use crate::domain::installation::{InstallationFacts, InstallationState};
 use crate::domain::manifest::validate_command;
 use crate::domain::now_millis;
 use crate::hub::{Membership, RequestContext};
@@ -21,13 +22,13 @@ use crate::protocol::commands::{
     AppCommandListParams, CommandInvokeParams, CommandInvokeResult, CommandInvoked,
     CommandInvokedPayload, CommandListParams, CommandListResult, CommandRegisterParams,
     CommandRegisterResult, CommandRemoveParams, CommandRemoveResult, CommandView, Invocation,
-    InvokedBy, CLIENT_INVOCATION_ID_MAX,
+    InvokedBy,
 };
 use crate::protocol::Notification;
 use crate::rpc::RpcError;
 use crate::store::{
     CommandRecord, IdempotencyRecord, InvocationRecord, Invoked, NewCommand, NewInvocation,
-    StoreError, COMMAND_LIMIT,
+    Registered, StoreError, COMMAND_LIMIT,
 };
 
 pub fn view(c: &CommandRecord) -> CommandView {
@@ -97,7 +98,11 @@ pub async fn invoke_with(
     p: CommandInvokeParams,
     idem: Option<InvokeRecord<'_>>,
 ) -> Result<CommandInvokeResult, RpcError> {
-    check_client_id(p.client_invocation_id.as_deref())?;
+    let cfg = &ctx.hub.config.command;
+    check_client_id(
+        p.client_invocation_id.as_deref(),
+        cfg.client_invocation_id_max_chars,
+    )?;
     let (command, _, thread) = checked(
         &ctx,
         Action::CommandInvoke,
@@ -107,14 +112,7 @@ pub async fn invoke_with(
     )
     .await?;
     let options = p.options.unwrap_or_default();
-    let referenced =
-        validate_options(&command.options, &options).map_err(|e| invalid(&e.field, e.message))?;
-    // A channel the caller cannot read is hidden as everywhere: the app
-    // is never handed a place the caller could not name.
-    for channel in referenced.channels {
-        let target = Target::conversation(channel).called("channel");
-        access::check(&ctx, Action::ConversationRead, target).await?;
-    }
+    checked_options(&ctx, &command, &options, true).await?;
     let me = ctx.principal();
     let invocation = InvocationRecord {
         id: Uuid::now_v7(),
@@ -140,6 +138,30 @@ pub async fn invoke_with(
     answer(&ctx, invoked, p.command_id, p.conversation_id)
 }
 
+/// The options against the command's declaration (complete for an invoke,
+/// typed so far for an autocomplete), bounded by
+/// `command.option_value_max_chars`. A channel the caller cannot read is
+/// hidden as everywhere: the app is never handed a place the caller could
+/// not name.
+pub async fn checked_options(
+    ctx: &RequestContext,
+    command: &CommandRecord,
+    options: &Map<String, Value>,
+    complete: bool,
+) -> Result<(), RpcError> {
+    let rules = OptionRules {
+        value_max_chars: ctx.hub.config.command.option_value_max_chars,
+        complete,
+    };
+    let referenced = validate_options(&command.options, options, rules)
+        .map_err(|e| invalid(&e.field, e.message))?;
+    for channel in referenced.channels {
+        let target = Target::conversation(channel).called("channel");
+        access::check(ctx, Action::ConversationRead, target).await?;
+    }
+    Ok(())
+}
+
 /// A concurrent request with the same `Idempotency-Key` won: the caller
 /// answers the stored replay (REST only).
 fn replayed() -> RpcError {
@@ -161,11 +183,11 @@ fn result_of(i: &InvocationRecord, duplicate: bool) -> CommandInvokeResult {
     }
 }
 
-fn check_client_id(id: Option<&str>) -> Result<(), RpcError> {
+fn check_client_id(id: Option<&str>, max: usize) -> Result<(), RpcError> {
     match id {
-        Some(id) if id.is_empty() || id.chars().count() > CLIENT_INVOCATION_ID_MAX => Err(invalid(
+        Some(id) if id.is_empty() || id.chars().count() > max => Err(invalid(
             "clientInvocationId",
-            format!("must be 1 to {CLIENT_INVOCATION_ID_MAX} characters"),
+            format!("must be 1 to {max} characters"),
         )),
         _ => Ok(()),
     }
@@ -209,11 +231,22 @@ fn answer(
             (invocation, false)
         }
         Invoked::Duplicate(first) => (first, true),
-        Invoked::Unreachable => {
-            return Err(unknown_command(command, conversation, Action::CommandInvoke).rpc())
-        }
+        Invoked::Unreachable => return Err(unreachable(ctx, command, conversation)),
     };
     Ok(result_of(&invocation, duplicate))
+}
+
+/// A command out of reach by the time the invoke's transaction held its
+/// owner's installation: refused, counted and audited as the decision
+/// refuses a hidden command, and answered as an unknown one.
+fn unreachable(ctx: &RequestContext, command: Uuid, conversation: Uuid) -> RpcError {
+    let action = Action::CommandInvoke;
+    let refusal = unknown_command(command, conversation, action);
+    let target = Target::command(command, conversation);
+    let subject = access::subject_of(ctx.principal());
+    let (kind, id) = (target.kind(), target.requested_id());
+    access::record_denial(&ctx.hub, &subject, action, kind, id, refusal.reason);
+    refusal.rpc()
 }
 
 /// `app/command/register`: the manifest's rules for one command, the
@@ -242,7 +275,10 @@ pub async fn register(
         now: now_millis(),
     };
     let command = match ctx.hub.store.register_command(&new).await {
-        Ok(c) => c,
+        Ok(Registered::Written(c)) => c,
+        // The installation changed since the decision: refused as the
+        // decision would refuse it now.
+        Ok(Registered::Refused(facts)) => return Err(register_refused(&ctx, facts)),
         Err(StoreError::Conflict(m)) if m == COMMAND_LIMIT => {
             return Err(RpcError::new(
                 crate::rpc::ErrorKind::Conflict,
@@ -254,22 +290,32 @@ pub async fn register(
             return Err(RpcError::new(crate::rpc::ErrorKind::Conflict, m)
                 .with_data(serde_json::json!({"field": "command.name"})))
         }
-        // The installation went meanwhile: as the decision would answer.
-        Err(StoreError::NotFound) => {
-            return Err(RpcError::new(
-                crate::rpc::ErrorKind::Forbidden,
-                "command.register refused: app_not_installed",
-            )
-            .with_data(serde_json::json!({
-                "reason": "app_not_installed",
-                "action": Action::CommandRegister.as_str(),
-            })))
-        }
         Err(e) => return Err(store_failure(e)),
     };
     Ok(CommandRegisterResult {
         command: view(&command),
     })
+}
+
+/// A register whose transaction found the app's installation not active
+/// with `commands:write`: the decision's reason for it, counted and
+/// audited, in the decision's 403.
+fn register_refused(ctx: &RequestContext, facts: Option<InstallationFacts>) -> RpcError {
+    let reason = match facts {
+        Some(f) if f.state == InstallationState::Active => Reason::ScopeMissing,
+        Some(f) if f.state == InstallationState::Suspended => Reason::AppSuspended,
+        _ => Reason::AppNotInstalled,
+    };
+    let action = Action::CommandRegister;
+    let target = Target::hub();
+    let subject = access::subject_of(ctx.principal());
+    let (kind, id) = (target.kind(), target.requested_id());
+    access::record_denial(&ctx.hub, &subject, action, kind, id, reason);
+    RpcError::new(
+        crate::rpc::ErrorKind::Forbidden,
+        format!("{action} refused: {}", reason.as_str()),
+    )
+    .with_data(serde_json::json!({"reason": reason.as_str(), "action": action.as_str()}))
 }
 
 /// `app/command/remove`: one of the app's own; another's is unknown.

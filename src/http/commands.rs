@@ -4,8 +4,9 @@
 //!
 //! - `GET /api/v1/conversations/{id}/commands`: `*/command/list`;
 //! - `POST /api/v1/commands/{commandId}/invocations`: `*/command/invoke`,
-//!   202, with `Idempotency-Key` (the record written in the invoke's
-//!   transaction, so a replay answers the stored 202 and writes nothing);
+//!   202, with `Idempotency-Key` (the caller's, per command; the record
+//!   written in the invoke's transaction, so a replay answers the stored
+//!   202 and writes nothing);
 //! - `POST /api/v1/commands/{commandId}/autocomplete`;
 //! - `GET|POST /api/v1/apps/{appId}/commands`,
 //!   `DELETE /api/v1/apps/{appId}/commands/{commandId}`: the app's own.
@@ -85,13 +86,17 @@ pub async fn invoke(
 ) -> Result<Response, ApiError> {
     let ctx = context(&hub, &headers, remote, RateClass::Trigger).await?;
     let client = Client::principal(ctx.principal().id);
-    let idem = Idempotency::from_request("command.invoke", &client, &headers, &body)?;
+    let command = path_id(&command);
+    // The key is the caller's for this command: the same key on another
+    // command is another request, never this one's replay.
+    let idem = Idempotency::from_request("command.invoke", &client, &headers, &body)?
+        .map(|i| i.for_target(command));
     if let Some(idem) = &idem {
         if let Some(replay) = idem.replay(&hub).await? {
             return Ok(replay);
         }
     }
-    let id = path_id(&command).to_string();
+    let id = command.to_string();
     let params: CommandInvokeParams = typed(with_path(&body, &headers, &[("commandId", id)])?)?;
     let record = |answer: &crate::protocol::commands::CommandInvokeResult| {
         let idem = idem.as_ref().expect("only called with a key");

@@ -1,7 +1,9 @@
 //! Open autocomplete requests (ADR 0027 §8): in memory only, never stored.
 //! An asker opens one, the app may answer it later with
-//! `app/autocomplete/answer`, and the asker's handler closes it at the
-//! deadline whatever happened, so nothing outlives it.
+//! `app/autocomplete/answer`, and the request closes when the asker's
+//! [`OpenRequest`] drops: at the deadline, on its answer, or when the
+//! asker's future is dropped (its HTTP client went away), so nothing
+//! outlives the asker and no late answer is taken for nobody.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -36,17 +38,25 @@ pub struct OpenRequests {
     open: Mutex<HashMap<Uuid, Open>>,
 }
 
+/// One open request, closed when dropped. `late` gets the choices of a
+/// late answer.
+pub struct OpenRequest<'a> {
+    requests: &'a OpenRequests,
+    id: Uuid,
+    pub late: oneshot::Receiver<Vec<Choice>>,
+}
+
+impl Drop for OpenRequest<'_> {
+    fn drop(&mut self) {
+        self.requests.close(self.id);
+    }
+}
+
 impl OpenRequests {
-    /// Opens request `id` for `app_id`'s option of `kind`: the receiver
-    /// gets the choices of a late answer.
-    pub fn open(
-        &self,
-        id: Uuid,
-        app_id: Uuid,
-        kind: OptionType,
-        max: usize,
-    ) -> oneshot::Receiver<Vec<Choice>> {
-        let (reply, rx) = oneshot::channel();
+    /// Opens request `id` for `app_id`'s option of `kind`, until the
+    /// returned guard drops.
+    pub fn open(&self, id: Uuid, app_id: Uuid, kind: OptionType, max: usize) -> OpenRequest<'_> {
+        let (reply, late) = oneshot::channel();
         let entry = Open {
             app_id,
             kind,
@@ -57,11 +67,15 @@ impl OpenRequests {
             .lock()
             .expect("autocomplete map")
             .insert(id, entry);
-        rx
+        OpenRequest {
+            requests: self,
+            id,
+            late,
+        }
     }
 
-    /// Closes request `id` (its deadline passed, or it was answered).
-    pub fn close(&self, id: Uuid) {
+    /// Closes request `id` (its asker is done with it).
+    fn close(&self, id: Uuid) {
         self.open.lock().expect("autocomplete map").remove(&id);
     }
 
@@ -108,15 +122,17 @@ mod tests {
     fn only_the_owning_app_answers_once() {
         let requests = OpenRequests::default();
         let (id, app, other) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-        let mut rx = requests.open(id, app, OptionType::String, 1);
+        let mut open = requests.open(id, app, OptionType::String, 1);
         assert_eq!(
             requests.answer(id, other, &[choice("a")]),
             Answered::Unknown
         );
         let answer = [choice("a"), choice("b")];
         assert_eq!(requests.answer(id, app, &answer), Answered::Accepted);
-        assert_eq!(rx.try_recv().unwrap(), vec![choice("a")]);
+        assert_eq!(open.late.try_recv().unwrap(), vec![choice("a")]);
         assert_eq!(requests.answer(id, app, &answer), Answered::Unknown);
+        assert!(requests.is_empty());
+        drop(open);
         assert!(requests.is_empty());
     }
 
@@ -124,11 +140,28 @@ mod tests {
     fn an_invalid_or_closed_answer_gives_nothing() {
         let requests = OpenRequests::default();
         let (id, app) = (Uuid::now_v7(), Uuid::now_v7());
-        let mut rx = requests.open(id, app, OptionType::Integer, 5);
+        let mut open = requests.open(id, app, OptionType::Integer, 5);
         assert_eq!(requests.answer(id, app, &[choice("a")]), Answered::Invalid);
-        assert_eq!(rx.try_recv().unwrap(), Vec::<Choice>::new());
-        let _rx = requests.open(id, app, OptionType::String, 5);
-        requests.close(id);
+        assert_eq!(open.late.try_recv().unwrap(), Vec::<Choice>::new());
+        drop(open);
+        let open = requests.open(id, app, OptionType::String, 5);
+        drop(open);
+        assert_eq!(requests.answer(id, app, &[choice("a")]), Answered::Unknown);
+    }
+
+    /// An asker's future dropped while it waits (its client went away):
+    /// the request closes with it, and a late answer finds nothing.
+    #[tokio::test]
+    async fn a_dropped_asker_closes_its_request() {
+        let requests = OpenRequests::default();
+        let (id, app) = (Uuid::now_v7(), Uuid::now_v7());
+        let asker = async {
+            let mut open = requests.open(id, app, OptionType::String, 5);
+            let _ = (&mut open.late).await;
+        };
+        let gone = tokio::time::timeout(std::time::Duration::from_millis(1), asker).await;
+        assert!(gone.is_err(), "the asker waited for an answer");
+        assert!(requests.is_empty());
         assert_eq!(requests.answer(id, app, &[choice("a")]), Answered::Unknown);
     }
 }

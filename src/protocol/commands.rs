@@ -58,8 +58,10 @@ pub struct CommandInvokeParams {
     /// By option name, each of its declared type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Map<String, Value>>,
-    /// 1 to 64 characters, unique per caller: a repeat answers the first
-    /// invocation with `duplicate: true` and writes nothing.
+    /// 1 to `command.client_invocation_id_max_chars` characters (the schema
+    /// carries its default, 64), unique per caller and command: a repeat
+    /// answers the first invocation with `duplicate: true` and writes
+    /// nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = CLIENT_INVOCATION_ID_MAX))]
     pub client_invocation_id: Option<String>,
@@ -93,10 +95,13 @@ pub struct CommandAutocompleteParams {
     pub thread_id: Option<Uuid>,
     /// The option being typed: declared with `autocomplete: true`.
     pub option: String,
-    /// What the caller typed so far (at most 100 characters).
+    /// What the caller typed so far (at most
+    /// `command.autocomplete_value_max_chars` characters; the schema carries
+    /// its default, 100).
     #[schemars(length(max = AUTOCOMPLETE_VALUE_MAX))]
     pub value: String,
-    /// The other options typed so far, passed to the app as they are.
+    /// The other options typed so far, checked as an invoke's are (none
+    /// required yet), then passed to the app.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Map<String, Value>>,
 }

@@ -4,19 +4,24 @@
 //! `apps`, `uninstall`), so commands come and go with the installation.
 //! An invoke writes its row, the app's event and the job in one
 //! transaction that holds the owner's installation (shared), so a suspend
-//! either waits for it or is seen by it.
+//! either waits for it or is seen by it. A register holds it exclusively,
+//! so two registers count the owner's commands one after the other.
+//! Every transaction here that ends without writing rolls back at once,
+//! before the SQLite writer lock passes on (a dropped transaction only
+//! queues its rollback).
 
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::installations::{shared, InstallationDialect};
+use super::installations::{locked, shared, InstallationDialect};
 use super::jobs::{insert_job, JobKind, NewJob};
+use super::sql::Tx;
 use super::sql::{is_unique_violation, parsed, to_json, Arg, Database, Executor, Row};
 use super::{StoreError, StoreResult};
 use crate::domain::authz::Level;
 use crate::domain::command::{diff, name_key};
 use crate::domain::event::{NewEvent, StoredEvent};
-use crate::domain::installation::Scope;
+use crate::domain::installation::{InstallationFacts, InstallationState, Scope};
 use crate::domain::manifest::{CommandDecl, OptionDecl};
 use crate::domain::Millis;
 
@@ -86,8 +91,9 @@ pub struct InvocationRecord {
     pub created_at: Millis,
 }
 
-/// An invoke to write: its row and the app's event (written only while
-/// the installation sends events to the app's stream).
+/// An invoke to write: its row and the app's event, always written (the
+/// durable record of the options, which issue 17's job sends to an app
+/// without a gateway; reading it still needs `events:subscribe`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewInvocation {
     pub invocation: InvocationRecord,
@@ -104,12 +110,23 @@ pub enum Invoked {
         invocation: InvocationRecord,
         events: Vec<StoredEvent>,
     },
-    /// The actor's `clientInvocationId` names an earlier invocation.
+    /// The actor's `clientInvocationId` names an earlier invocation of
+    /// the same command.
     Duplicate(InvocationRecord),
     /// The command was removed, or its owner is no longer active with
     /// `commands:write`, by the time the transaction held its
     /// installation: answered as an unknown command.
     Unreachable,
+}
+
+/// How a register ended in its transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Registered {
+    Written(CommandRecord),
+    /// The owner's installation, as the transaction held it, is not active
+    /// with `commands:write` (`None`: not installed): refused as the
+    /// decision refuses it.
+    Refused(Option<InstallationFacts>),
 }
 
 /// What one install, upgrade or uninstall did to the app's commands, by
@@ -146,9 +163,10 @@ pub trait CommandStore: Send + Sync + 'static {
     /// the guard's (ADR 0027 §3).
     async fn commands_offered(&self, conversation: Uuid) -> StoreResult<Vec<CommandRecord>>;
 
-    /// Registers an API command. `Conflict("command_limit")` past
-    /// `new.max`, `Conflict` for a live name of the owner in that place.
-    async fn register_command(&self, new: &NewCommand) -> StoreResult<CommandRecord>;
+    /// Registers an API command while the owner's installation is active
+    /// with `commands:write`. `Conflict("command_limit")` past `new.max`,
+    /// `Conflict` for a live name of the owner in that place.
+    async fn register_command(&self, new: &NewCommand) -> StoreResult<Registered>;
 
     /// Removes a live command of `owner`; `NotFound` for another's, a
     /// removed or an unknown one.
@@ -289,7 +307,10 @@ pub(super) async fn install_manifest(
 /// Upgrade: the diff of the manifest's commands applied to the app's
 /// `manifest` rows (API rows stay), in the upgrade's transaction. The
 /// manifest's own count is bounded by its validation; a name the app
-/// registered through the API is a `Conflict` naming it.
+/// registered through the API is a `Conflict` naming it. The app may have
+/// removed manifest commands itself (`app/command/remove`), so the answer
+/// says what the rows saw: a removed one that is gone already is not
+/// removed again, and a changed one that is gone comes back, added.
 pub(super) async fn apply_upgrade(
     ex: &mut dyn Executor,
     owner: Uuid,
@@ -300,17 +321,43 @@ pub(super) async fn apply_upgrade(
     let d = diff(old, new);
     let mut out = CommandChanges::default();
     for c in &d.removed {
-        ex.execute(
-            "UPDATE commands SET removed_at = $1, updated_at = $1 WHERE owner_id = $2 AND name_key = $3 \
-             AND source = 'manifest' AND conversation_id IS NULL AND removed_at IS NULL",
-            &[Arg::Int(now), Arg::Id(owner), Arg::Text(&name_key(&c.name))],
-        )
-        .await?;
-        out.removed.push(c.name.clone());
+        let removed = ex
+            .execute(
+                "UPDATE commands SET removed_at = $1, updated_at = $1 WHERE owner_id = $2 AND name_key = $3 \
+                 AND source = 'manifest' AND conversation_id IS NULL AND removed_at IS NULL",
+                &[Arg::Int(now), Arg::Id(owner), Arg::Text(&name_key(&c.name))],
+            )
+            .await?;
+        if removed > 0 {
+            out.removed.push(c.name.clone());
+        }
     }
     for c in &d.changed {
-        let options = to_json(&c.options)?;
-        ex.execute(
+        if change(ex, owner, c, now).await? {
+            out.changed.push(c.name.clone());
+        } else {
+            insert(ex, c, owner, CommandSource::Manifest, None, now).await?;
+            out.added.push(c.name.clone());
+        }
+    }
+    for c in &d.added {
+        insert(ex, c, owner, CommandSource::Manifest, None, now).await?;
+        out.added.push(c.name.clone());
+    }
+    Ok(out)
+}
+
+/// The live manifest row of `c`'s name takes `c`'s declaration; `false`
+/// when there is none (the app removed it).
+async fn change(
+    ex: &mut dyn Executor,
+    owner: Uuid,
+    c: &CommandDecl,
+    now: Millis,
+) -> StoreResult<bool> {
+    let options = to_json(&c.options)?;
+    let changed = ex
+        .execute(
             "UPDATE commands SET name = $1, description = $2, required_level = $3, options = $4, \
              version = version + 1, updated_at = $5 WHERE owner_id = $6 AND name_key = $7 \
              AND source = 'manifest' AND conversation_id IS NULL AND removed_at IS NULL",
@@ -325,13 +372,7 @@ pub(super) async fn apply_upgrade(
             ],
         )
         .await?;
-        out.changed.push(c.name.clone());
-    }
-    for c in &d.added {
-        insert(ex, c, owner, CommandSource::Manifest, None, now).await?;
-        out.added.push(c.name.clone());
-    }
-    Ok(out)
+    Ok(changed > 0)
 }
 
 /// Uninstall: every live command of the app removed, in the uninstall's
@@ -359,20 +400,25 @@ pub(super) async fn remove_all(
     })
 }
 
-/// The invocation an actor's `clientInvocationId` names, if any.
+/// The invocation of the same command an actor's `clientInvocationId`
+/// names, if any (the id is the actor's, per command).
 async fn by_client_id(
     ex: &mut dyn Executor,
-    actor: Uuid,
-    client_id: Option<&str>,
+    i: &InvocationRecord,
 ) -> StoreResult<Option<InvocationRecord>> {
-    let Some(client_id) = client_id else {
+    let Some(client_id) = i.client_invocation_id.as_deref() else {
         return Ok(None);
     };
     ex.fetch_optional(
         &format!(
-            "SELECT {INVOCATION_COLUMNS} FROM command_invocations WHERE actor_id = $1 AND client_invocation_id = $2"
+            "SELECT {INVOCATION_COLUMNS} FROM command_invocations \
+             WHERE actor_id = $1 AND command_id = $2 AND client_invocation_id = $3"
         ),
-        &[Arg::Id(actor), Arg::Text(client_id)],
+        &[
+            Arg::Id(i.actor_id),
+            Arg::Id(i.command_id),
+            Arg::Text(client_id),
+        ],
     )
     .await?
     .map(|r| invocation_row(&r))
@@ -382,7 +428,7 @@ async fn by_client_id(
 async fn insert_invocation(
     ex: &mut dyn Executor,
     i: &InvocationRecord,
-    event: Option<Uuid>,
+    event: Uuid,
 ) -> StoreResult<()> {
     ex.execute(
         &format!(
@@ -397,11 +443,102 @@ async fn insert_invocation(
             Arg::OptId(i.thread_id),
             Arg::OptText(i.client_invocation_id.as_deref()),
             Arg::Int(i.created_at),
-            Arg::OptId(event),
+            Arg::Id(event),
         ],
     )
     .await?;
     Ok(())
+}
+
+/// A register's checks and row, in its transaction: the installation held
+/// exclusively (two registers at `max - 1` count one after the other),
+/// active with `commands:write`, then the count and the row.
+async fn register_in<D: InstallationDialect>(
+    ex: &mut dyn Executor,
+    new: &NewCommand,
+) -> StoreResult<Registered> {
+    let live = locked::<D>(ex, LIVE, Arg::Id(new.owner_id)).await?;
+    let facts = live.map(|i| i.facts());
+    if !facts.is_some_and(|f| reaches(&f)) {
+        return Ok(Registered::Refused(facts));
+    }
+    if live_count(ex, new.owner_id).await? >= new.max {
+        return Err(over_limit());
+    }
+    let record = insert(
+        ex,
+        &new.decl,
+        new.owner_id,
+        CommandSource::Api,
+        new.conversation_id,
+        new.now,
+    )
+    .await?;
+    Ok(Registered::Written(record))
+}
+
+/// The owner's live installation row.
+const LIVE: &str = "app_id = $1 AND state <> 'uninstalled'";
+
+/// An installation through which the app's commands are live.
+fn reaches(f: &InstallationFacts) -> bool {
+    f.state == InstallationState::Active && f.scopes.contains(Scope::CommandsWrite)
+}
+
+/// An invoke's checks and writes, in its transaction (see [`Invoked`]).
+async fn invoke_in<D: InstallationDialect>(
+    ex: &mut dyn Executor,
+    new: &NewInvocation,
+) -> StoreResult<Invoked> {
+    let i = &new.invocation;
+    let live = shared::<D>(ex, LIVE, Arg::Id(i.app_id)).await?;
+    if !live.is_some_and(|l| reaches(&l.facts())) {
+        return Ok(Invoked::Unreachable);
+    }
+    let command = ex
+        .fetch_optional(
+            "SELECT id FROM commands WHERE id = $1 AND removed_at IS NULL",
+            &[Arg::Id(i.command_id)],
+        )
+        .await?;
+    if command.is_none() {
+        return Ok(Invoked::Unreachable);
+    }
+    if let Some(first) = by_client_id(ex, i).await? {
+        return Ok(Invoked::Duplicate(first));
+    }
+    super::identity::insert_idempotency(ex, new.idem.as_ref(), i.created_at).await?;
+    insert_invocation(ex, i, new.event.id).await?;
+    let events = ex
+        .append_events(std::slice::from_ref(&new.event), i.created_at)
+        .await?;
+    let job = NewJob::new(JobKind::AppCommandDispatch, i.id, i.created_at);
+    insert_job(ex, &job, i.created_at).await?;
+    Ok(Invoked::Written {
+        invocation: i.clone(),
+        events,
+    })
+}
+
+/// Commits `tx` when `wrote`; otherwise (every early answer and every
+/// error) rolls it back now, before the SQLite writer lock passes on.
+async fn finish<T>(tx: Tx, outcome: StoreResult<T>, wrote: impl Fn(&T) -> bool) -> StoreResult<T> {
+    match outcome {
+        Ok(done) if wrote(&done) => {
+            tx.commit().await?;
+            Ok(done)
+        }
+        Ok(done) => {
+            tx.rollback().await?;
+            Ok(done)
+        }
+        Err(e) => {
+            // The error is the answer; a connection whose rollback failed
+            // is the pool's to drop.
+            let _ = tx.rollback().await;
+            Err(e)
+        }
+    }
 }
 
 #[async_trait]
@@ -451,33 +588,10 @@ where
         rows.iter().map(command_row).collect()
     }
 
-    async fn register_command(&self, new: &NewCommand) -> StoreResult<CommandRecord> {
+    async fn register_command(&self, new: &NewCommand) -> StoreResult<Registered> {
         let mut tx = self.begin().await?;
-        // The installation first, as every writer of the app's rows holds
-        // it: an uninstall cannot miss the command written here.
-        let live = shared::<D>(
-            &mut *tx,
-            "app_id = $1 AND state <> 'uninstalled'",
-            Arg::Id(new.owner_id),
-        )
-        .await?;
-        if !live.is_some_and(|i| i.facts().scopes.contains(Scope::CommandsWrite)) {
-            return Err(StoreError::NotFound);
-        }
-        if live_count(&mut *tx, new.owner_id).await? >= new.max {
-            return Err(over_limit());
-        }
-        let record = insert(
-            &mut *tx,
-            &new.decl,
-            new.owner_id,
-            CommandSource::Api,
-            new.conversation_id,
-            new.now,
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(record)
+        let outcome = register_in::<D>(&mut *tx, new).await;
+        finish(tx, outcome, |r| matches!(r, Registered::Written(_))).await
     }
 
     async fn remove_command(&self, owner: Uuid, id: Uuid, now: Millis) -> StoreResult<()> {
@@ -497,48 +611,19 @@ where
     }
 
     async fn invoke(&self, new: &NewInvocation) -> StoreResult<Invoked> {
-        let i = &new.invocation;
         let mut tx = self.begin().await?;
-        let live = shared::<D>(
-            &mut *tx,
-            "app_id = $1 AND state <> 'uninstalled'",
-            Arg::Id(i.app_id),
-        )
-        .await?;
-        let Some(live) = live.filter(|l| {
-            l.state == crate::domain::installation::InstallationState::Active
-                && l.effective().contains(Scope::CommandsWrite)
-        }) else {
-            return Ok(Invoked::Unreachable);
-        };
-        let command = tx
-            .fetch_optional(
-                "SELECT id FROM commands WHERE id = $1 AND removed_at IS NULL",
-                &[Arg::Id(i.command_id)],
-            )
-            .await?;
-        if command.is_none() {
-            return Ok(Invoked::Unreachable);
+        let outcome = invoke_in::<D>(&mut *tx, new).await;
+        let outcome = finish(tx, outcome, |i| matches!(i, Invoked::Written { .. })).await;
+        match outcome {
+            // A concurrent twin with the same `clientInvocationId` (on
+            // PostgreSQL both can miss the other's row): its row is the
+            // answer.
+            Err(e) if is_unique_violation(&e) && new.invocation.client_invocation_id.is_some() => {
+                let first = by_client_id(&mut *self.read().await?, &new.invocation).await?;
+                first.map(Invoked::Duplicate).ok_or(e)
+            }
+            other => other,
         }
-        let client_id = i.client_invocation_id.as_deref();
-        if let Some(first) = by_client_id(&mut *tx, i.actor_id, client_id).await? {
-            return Ok(Invoked::Duplicate(first));
-        }
-        let written: Vec<NewEvent> = if live.receives_events() {
-            vec![new.event.clone()]
-        } else {
-            Vec::new()
-        };
-        super::identity::insert_idempotency(&mut *tx, new.idem.as_ref(), i.created_at).await?;
-        insert_invocation(&mut *tx, i, written.first().map(|e| e.id)).await?;
-        let events = tx.append_events(&written, i.created_at).await?;
-        let job = NewJob::new(JobKind::AppCommandDispatch, i.id, i.created_at);
-        insert_job(&mut *tx, &job, i.created_at).await?;
-        tx.commit().await?;
-        Ok(Invoked::Written {
-            invocation: i.clone(),
-            events,
-        })
     }
 
     async fn invocation(&self, id: Uuid) -> StoreResult<Option<InvocationRecord>> {

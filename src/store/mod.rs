@@ -58,7 +58,7 @@ pub use audit::{AuditFilter, AuditRecord, AuditStore, DenialRecord};
 pub use cards::{CardRecord, CardStore};
 pub use commands::{
     CommandChanges, CommandRecord, CommandSource, CommandStore, InvocationRecord, Invoked,
-    NewCommand, NewInvocation, COMMAND_LIMIT,
+    NewCommand, NewInvocation, Registered, COMMAND_LIMIT,
 };
 pub use commit_feed::{CommitFeed, CommitListener};
 pub use components::{ComponentChange, ComponentChanged, ComponentStore, NewCard};

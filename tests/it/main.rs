@@ -44,6 +44,7 @@ mod server_calls;
 mod slow_consumer;
 mod store_audit;
 mod store_cards;
+mod store_command_races;
 mod store_commands;
 mod store_contract;
 mod store_installations;

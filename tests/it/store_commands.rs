@@ -7,12 +7,12 @@
 use serde_json::json;
 use switchboard::config::Config;
 use switchboard::domain::event::NewEvent;
-use switchboard::domain::installation::{Actor, Scope, ScopeSet, Transition};
+use switchboard::domain::installation::{Actor, InstallationState, Scope, ScopeSet, Transition};
 use switchboard::domain::manifest::{self, CommandDecl, Manifest};
 use switchboard::domain::PrincipalKind;
 use switchboard::store::{
     ActionFilter, DynStore, IdempotencyRecord, IdempotentResponse, InstallationRecord,
-    InvocationRecord, Invoked, NewChannel, NewCommand, NewInvocation, NewSpace,
+    InvocationRecord, Invoked, NewChannel, NewCommand, NewInvocation, NewSpace, Registered,
     RegistrationInstall, StoreError, COMMAND_LIMIT,
 };
 use uuid::Uuid;
@@ -41,16 +41,16 @@ contract!(
 
 const T: i64 = 1_700_000_000_000;
 
-fn poll() -> Manifest {
+pub(crate) fn poll() -> Manifest {
     manifest::validate(&poll_manifest(), &Config::default().manifest_bounds()).unwrap()
 }
 
-fn no_events(_: &InstallationRecord) -> Vec<NewEvent> {
+pub(crate) fn no_events(_: &InstallationRecord) -> Vec<NewEvent> {
     Vec::new()
 }
 
 /// The Poll app, installed at registration (`registration.install = "auto"`).
-async fn poll_app(store: &DynStore, manifest: &Manifest) -> Uuid {
+pub(crate) async fn poll_app(store: &DynStore, manifest: &Manifest) -> Uuid {
     let p = principal(PrincipalKind::App, "Poll");
     let (_, key) = new_key(PrincipalKind::App);
     let install = RegistrationInstall::new(p.id, manifest, Actor::Operator, T);
@@ -66,7 +66,7 @@ fn names(mut n: Vec<String>) -> Vec<String> {
     n
 }
 
-async fn live_names(store: &DynStore, app: Uuid) -> Vec<String> {
+pub(crate) async fn live_names(store: &DynStore, app: Uuid) -> Vec<String> {
     names(
         store
             .commands_of(app)
@@ -78,7 +78,7 @@ async fn live_names(store: &DynStore, app: Uuid) -> Vec<String> {
     )
 }
 
-fn decl(name: &str) -> CommandDecl {
+pub(crate) fn decl(name: &str) -> CommandDecl {
     serde_json::from_value(json!({"name": name, "description": "An API command"})).unwrap()
 }
 
@@ -92,7 +92,10 @@ async fn install_upgrade_and_uninstall_carry_the_manifest_commands(store: DynSto
         max: 10,
         now: T + 1,
     };
-    store.register_command(&api).await.unwrap();
+    assert!(matches!(
+        store.register_command(&api).await.unwrap(),
+        Registered::Written(_)
+    ));
     let vote = store
         .commands_of(app)
         .await
@@ -181,10 +184,13 @@ async fn api_commands_keep_their_limit_and_one_name_per_place(store: DynStore, _
     let (_, key) = new_key(PrincipalKind::Person);
     store.create_person(&person, &key, None).await.unwrap();
     let place = channel(&store, person.id).await;
-    let scoped = store
+    let Registered::Written(scoped) = store
         .register_command(&new("vote", Some(place), 10))
         .await
-        .unwrap();
+        .unwrap()
+    else {
+        panic!("not registered");
+    };
     assert_eq!(scoped.conversation_id, Some(place));
     conflict(
         store.register_command(&new("vote", Some(place), 10)).await,
@@ -207,7 +213,8 @@ async fn api_commands_keep_their_limit_and_one_name_per_place(store: DynStore, _
         store.remove_command(app, scoped.id, T).await,
         Err(StoreError::NotFound)
     ));
-    // Without commands:write, nothing is registered.
+    // Without commands:write, or suspended, nothing is registered: the
+    // refusal says what the transaction held.
     store
         .set_scopes(
             app,
@@ -218,10 +225,34 @@ async fn api_commands_keep_their_limit_and_one_name_per_place(store: DynStore, _
         )
         .await
         .unwrap();
-    assert!(matches!(
-        store.register_command(&new("late", None, 10)).await,
-        Err(StoreError::NotFound)
-    ));
+    let refused = store.register_command(&new("late", None, 10)).await;
+    let Ok(Registered::Refused(Some(facts))) = refused else {
+        panic!("not refused: {refused:?}");
+    };
+    assert_eq!(facts.state, InstallationState::Active);
+    assert!(!facts.scopes.contains(Scope::CommandsWrite));
+    let all = ScopeSet::of([Scope::CommandsWrite, Scope::EventsSubscribe]);
+    store
+        .set_scopes(app, all, Actor::Operator, T + 2, &no_events)
+        .await
+        .unwrap();
+    let live = store.installation(app).await.unwrap().unwrap();
+    store
+        .transition(
+            live.id,
+            Transition::Suspend,
+            Actor::Operator,
+            T + 3,
+            &no_events,
+        )
+        .await
+        .unwrap();
+    let refused = store.register_command(&new("late", None, 10)).await;
+    let Ok(Registered::Refused(Some(facts))) = refused else {
+        panic!("not refused: {refused:?}");
+    };
+    assert_eq!(facts.state, InstallationState::Suspended);
+    assert_eq!(live_names(&store, app).await, ["find", "purge", "vote"]);
 }
 
 /// A channel, for a command scoped to it.
@@ -243,7 +274,7 @@ async fn channel(store: &DynStore, creator: Uuid) -> Uuid {
     store.create_channel(&c).await.unwrap().id
 }
 
-fn invocation(app: Uuid, command: Uuid, client: Option<&str>) -> NewInvocation {
+pub(crate) fn invocation(app: Uuid, command: Uuid, client: Option<&str>) -> NewInvocation {
     let i = InvocationRecord {
         id: Uuid::now_v7(),
         command_id: command,
@@ -265,7 +296,7 @@ fn invocation(app: Uuid, command: Uuid, client: Option<&str>) -> NewInvocation {
     }
 }
 
-async fn jobs(raw: &LegacyDb) -> usize {
+pub(crate) async fn jobs(raw: &LegacyDb) -> usize {
     raw.texts(
         "SELECT subject AS t FROM jobs WHERE kind = 'app_command_dispatch'",
         "SELECT subject::text AS t FROM jobs WHERE kind = 'app_command_dispatch'",
@@ -323,7 +354,25 @@ async fn an_invoke_writes_its_row_event_and_job_or_nothing(store: DynStore, raw:
         Err(StoreError::IdempotencyTaken)
     ));
     assert_eq!(jobs(&raw).await, 2);
-    // Without events:subscribe the job is written, the event is not.
+    // The same client id on another command is another invoke.
+    let find = store
+        .commands_of(app)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.name == "find")
+        .unwrap();
+    let elsewhere = invocation(app, find.id, Some("c-1"));
+    let Invoked::Written {
+        invocation: row, ..
+    } = store.invoke(&elsewhere).await.unwrap()
+    else {
+        panic!("another command's client id answered as a duplicate");
+    };
+    assert_eq!(row.command_id, find.id);
+    assert_eq!(jobs(&raw).await, 3);
+    // Without events:subscribe the job and the event are written (the
+    // event is the options' durable record; reading it needs the scope).
     store
         .set_scopes(
             app,
@@ -334,13 +383,22 @@ async fn an_invoke_writes_its_row_event_and_job_or_nothing(store: DynStore, raw:
         )
         .await
         .unwrap();
-    let Invoked::Written { events, .. } =
-        store.invoke(&invocation(app, vote.id, None)).await.unwrap()
-    else {
+    let unsubscribed = invocation(app, vote.id, None);
+    let Invoked::Written { events, .. } = store.invoke(&unsubscribed).await.unwrap() else {
         panic!("not written");
     };
-    assert!(events.is_empty());
-    assert_eq!(jobs(&raw).await, 3);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].id, unsubscribed.event.id);
+    let id = unsubscribed.invocation.id.to_string();
+    let linked = raw
+        .texts(
+            "SELECT event_id AS t FROM command_invocations WHERE id = $1",
+            "SELECT event_id::text AS t FROM command_invocations WHERE id = $1::uuid",
+            Some(&id),
+        )
+        .await;
+    assert_eq!(linked, [unsubscribed.event.id.to_string()]);
+    assert_eq!(jobs(&raw).await, 4);
     // Without commands:write, suspended, or removed: unreachable, nothing.
     store
         .set_scopes(
@@ -401,5 +459,5 @@ async fn an_invoke_writes_its_row_event_and_job_or_nothing(store: DynStore, raw:
         store.invoke(&invocation(app, vote.id, None)).await.unwrap(),
         Invoked::Unreachable
     );
-    assert_eq!(jobs(&raw).await, 3);
+    assert_eq!(jobs(&raw).await, 4);
 }

@@ -24,7 +24,7 @@ async fn records(hub: &TestHub, who: &Member) -> Vec<Value> {
 
 /// The denials of `action` counted over every record: one window's denials
 /// are one record, and two refusals may fall in two flush windows.
-fn total(all: &[Value], action: &str) -> i64 {
+pub(super) fn total(all: &[Value], action: &str) -> i64 {
     all.iter()
         .filter(|r| r["action"] == json!(action))
         .map(|r| r["count"].as_i64().unwrap())
@@ -32,7 +32,11 @@ fn total(all: &[Value], action: &str) -> i64 {
 }
 
 /// Polls until the records of each `(action, count)` add up to it.
-async fn until_totals(hub: &TestHub, who: &Member, wanted: &[(&str, i64)]) -> Vec<Value> {
+pub(super) async fn until_totals(
+    hub: &TestHub,
+    who: &Member,
+    wanted: &[(&str, i64)],
+) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let all = records(hub, who).await;

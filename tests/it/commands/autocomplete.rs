@@ -1,7 +1,9 @@
 //! TestAppAutocomplete over the gateway (ADR 0027 §8): the app answers
 //! directly, or defers and answers with `app/autocomplete/answer`; at the
 //! deadline the asker gets `[]` and never waits past it; an invalid answer
-//! gives `[]`. Nothing is stored.
+//! gives `[]`; more choices than `command.autocomplete_max_choices` are
+//! cut to it. The options typed so far are checked as an invoke's are.
+//! Nothing is stored.
 
 use std::time::{Duration, Instant};
 
@@ -13,9 +15,16 @@ use crate::support::hub::Options;
 use crate::support::RawSocket;
 
 const TIMEOUT_MS: u64 = 800;
+/// How late past the deadline an answer may come on a busy 2-core
+/// machine and still count as "at the deadline": the hub answers on its
+/// timer, this is only the scheduler's slack.
+const SLACK: Duration = Duration::from_secs(5);
+const MAX_CHOICES: usize = 2;
 
 fn fast(options: Options) -> Options {
-    options.env("SWITCHBOARD_COMMAND__AUTOCOMPLETE_TIMEOUT_MS", TIMEOUT_MS)
+    options
+        .env("SWITCHBOARD_COMMAND__AUTOCOMPLETE_TIMEOUT_MS", TIMEOUT_MS)
+        .env("SWITCHBOARD_COMMAND__AUTOCOMPLETE_MAX_CHOICES", MAX_CHOICES)
 }
 
 fn ask(find: Uuid, conversation: Uuid, value: &str) -> Value {
@@ -57,7 +66,7 @@ async fn app_autocomplete(options: Options) {
     let mut app = RawSocket::connect_app(&s.w.hub.ws_url(), &s.poll.key).await;
     let mut alex = s.w.connect(&s.w.alex).await;
 
-    // Directly: more than the maximum is cut to it... here three of three.
+    // Directly: three choices, cut to command.autocomplete_max_choices.
     send_ask(&mut alex, "a1", ask(find, s.w.general, "ro")).await;
     let call = hub_call(&mut app).await;
     let p = &call["params"];
@@ -73,10 +82,13 @@ async fn app_autocomplete(options: Options) {
         json!({"principalId": s.w.alex.id, "kind": "person"})
     );
     assert_eq!(p["deadlineMs"], json!(TIMEOUT_MS));
-    let choices = json!([{"name": "Robin", "value": "robin"}, {"name": "Rowan", "value": "rowan"}]);
+    let choices = json!([{"name": "Robin", "value": "robin"}, {"name": "Rowan", "value": "rowan"},
+                         {"name": "Roy", "value": "roy"}]);
     reply(&mut app, &call, json!({"choices": choices})).await;
     let r = answer_of(&mut alex, "a1").await;
-    assert_eq!(r["result"]["choices"], choices, "{r}");
+    let shown = json!([{"name": "Robin", "value": "robin"}, {"name": "Rowan", "value": "rowan"}]);
+    assert_eq!(r["result"]["choices"], shown, "{r}");
+    assert_eq!(shown.as_array().unwrap().len(), MAX_CHOICES);
 
     // Deferred, then answered before the deadline.
     send_ask(&mut alex, "a2", ask(find, s.w.general, "sa")).await;
@@ -117,7 +129,7 @@ async fn app_autocomplete(options: Options) {
         "{waited:?}"
     );
     assert!(
-        waited < Duration::from_millis(TIMEOUT_MS + 1_500),
+        waited < Duration::from_millis(TIMEOUT_MS) + SLACK,
         "{waited:?}"
     );
 
@@ -129,7 +141,7 @@ async fn app_autocomplete(options: Options) {
     reply(&mut app, &call, json!({"deferred": true})).await;
     let r = answer_of(&mut alex, "a4").await;
     assert_eq!(r["result"]["choices"], json!([]), "{r}");
-    assert!(started.elapsed() < Duration::from_millis(TIMEOUT_MS + 1_500));
+    assert!(started.elapsed() < Duration::from_millis(TIMEOUT_MS) + SLACK);
     let a = app
         .call(
             json!("ans3"),
@@ -159,6 +171,56 @@ async fn app_autocomplete(options: Options) {
         .call(json!("a6"), "person/command/autocomplete", params)
         .await;
     assert_eq!(r["error"]["data"]["field"], json!("option"), "{r}");
+}
+
+/// The options typed so far are checked as an invoke's are (none required
+/// yet): a mistyped or too long one is refused naming it, and a channel the
+/// asker cannot read is hidden exactly as an unknown one; the app is never
+/// asked.
+async fn typed_options_are_checked_as_an_invoke_s(options: Options) {
+    let s = setup(fast(options).env("SWITCHBOARD_COMMAND__OPTION_VALUE_MAX_CHARS", 8)).await;
+    let find = s.command_id("find").await;
+    let mut app = RawSocket::connect_app(&s.w.hub.ws_url(), &s.poll.key).await;
+    let mut sam = s.w.connect(&s.w.sam).await;
+    let canary = "canary-typed-5c2a";
+    for (typed, field) in [
+        (json!({"n": canary}), "options.n"),
+        (json!({"zzz": 1}), "options.zzz"),
+        (json!({"who": "nine char"}), "options.who"),
+    ] {
+        let mut params = ask(find, s.w.general, "ro");
+        params["options"] = typed;
+        let r = sam
+            .call(json!("t"), "person/command/autocomplete", params)
+            .await;
+        assert_eq!(r["error"]["data"]["field"], json!(field), "{r}");
+        assert!(!r.to_string().contains(canary), "{r}");
+    }
+    let params = |room: Uuid| {
+        let mut p = ask(find, s.w.general, "ro");
+        p["options"] = json!({"room": room});
+        p
+    };
+    crate::support::raw::same_answer(
+        &mut sam,
+        "person/command/autocomplete",
+        "NotFoundError",
+        s.w.notes,
+        params,
+    )
+    .await;
+    // A readable channel and a value of eight are passed on.
+    let mut params = ask(find, s.w.general, "ro");
+    params["options"] = json!({"room": s.w.general, "who": "eight ch"});
+    send_ask(&mut sam, "ok", params).await;
+    let call = hub_call(&mut app).await;
+    assert_eq!(
+        call["params"]["options"],
+        json!({"room": s.w.general, "who": "eight ch"})
+    );
+    reply(&mut app, &call, json!({"choices": []})).await;
+    let r = answer_of(&mut sam, "ok").await;
+    assert_eq!(r["result"]["choices"], json!([]), "{r}");
 }
 
 /// Another app cannot answer a request that is not its own.
@@ -229,6 +291,7 @@ async fn the_sdk_answers_with_a_handler(options: Options) {
 
 both!(
     app_autocomplete,
+    typed_options_are_checked_as_an_invoke_s,
     an_answer_for_another_app_is_unknown,
     the_sdk_answers_with_a_handler,
 );

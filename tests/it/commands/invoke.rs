@@ -4,6 +4,9 @@
 //! second event; a suspend racing invokes never lets one reach the app.
 
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
 
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -12,6 +15,7 @@ use uuid::Uuid;
 use super::{both, setup, Setup};
 use crate::support::event_reader::rest_events;
 use crate::support::hub::Options;
+use crate::support::raw::RawEvent;
 use crate::support::world::{call, method_for, text};
 use crate::support::RawSocket;
 
@@ -301,54 +305,162 @@ async fn replays_write_no_second_event(options: Options) {
     assert_eq!(two["result"]["invocationId"], one["result"]["invocationId"]);
     assert!(one["result"].get("duplicate").is_none());
     assert_eq!(invoked_events(&s).await.len(), 2);
+    // Both are the caller's per command: on another command the same key
+    // and the same client id are new invokes, never the first's answers.
+    let ballot = json!({"command": {"name": "ballot", "description": "Another vote",
+        "options": [{"name": "choice", "type": "string", "description": "Anything"}]}});
+    let own = format!("/api/v1/apps/{}/commands", s.poll.id);
+    let made =
+        crate::support::world::expect(&s.w.hub, Method::POST, &own, &s.poll.key, Some(ballot), 201)
+            .await;
+    let ballot = made["command"]["commandId"].as_str().unwrap().to_string();
+    let elsewhere =
+        s.w.hub
+            .http
+            .post(format!(
+                "{}/api/v1/commands/{ballot}/invocations",
+                s.w.hub.base
+            ))
+            .bearer_auth(&s.w.alex.key)
+            .header("Idempotency-Key", "invoke-1")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(elsewhere.status().as_u16(), 202);
+    assert!(elsewhere.headers().get("idempotent-replayed").is_none());
+    let elsewhere: Value = elsewhere.json().await.unwrap();
+    assert_eq!(elsewhere["commandId"], json!(ballot), "{elsewhere}");
+    assert_ne!(elsewhere["invocationId"], first["invocationId"]);
+    let params = json!({"commandId": ballot, "conversationId": s.w.general,
+        "options": {"choice": "yes"}, "clientInvocationId": "c-1"});
+    let three = alex.call(json!(3), "person/command/invoke", params).await;
+    assert!(three["result"].get("duplicate").is_none(), "{three}");
+    assert_ne!(
+        three["result"]["invocationId"],
+        one["result"]["invocationId"]
+    );
+    assert_eq!(invoked_events(&s).await.len(), 4);
 }
 
-/// TestLifecycleRacesInvoke: invokes racing a suspend are each either 202
-/// with their one event written while the app was active, or the unknown
-/// command's 404; after the suspend every invoke is 404, and the app's
-/// stream holds exactly the 202s.
+/// How many invoke loops run at once against the suspend.
+const LOOPS: usize = 4;
+
+/// One REST invoke of a loop: whether the suspend had returned before it
+/// was sent, and its answer.
+struct Sent {
+    after_suspend: bool,
+    status: u16,
+    body: Value,
+}
+
+/// TestLifecycleRacesInvoke: loops of invokes run before, across and
+/// after a suspend. Each answer is 202 with its one event written while
+/// the app was active, or the unknown command's 404, audited as a denial
+/// whichever check refused it (the decision, or the transaction that found
+/// the app suspended); every invoke sent after the suspend returned is
+/// 404. The app's socket gets only accepted invocations, then the
+/// suspend's close; its stream holds exactly the 202s.
 async fn lifecycle_races_invoke(options: Options) {
-    let s = setup(options).await;
+    let s = setup(options.env("SWITCHBOARD_AUDIT__FLUSH_INTERVAL_MS", 100)).await;
     let vote = s.command_id("vote").await;
-    let hub = &s.w.hub;
-    let key = s.w.alex.key.clone();
-    let general = s.w.general;
-    let invokes = (0..24).map(|_| {
-        let request = hub
-            .http
-            .post(format!("{}/api/v1/commands/{vote}/invocations", hub.base))
-            .bearer_auth(&key)
-            .json(&json!({"conversationId": general, "options": {"choice": "yes"}}));
+    let mut app = RawSocket::connect_app(&s.w.hub.ws_url(), &s.poll.key).await;
+    let (suspended_tx, suspended) = watch::channel(false);
+    let (landed_tx, mut landed) = watch::channel(0usize);
+    let invoke_loop = || {
+        let (hub, key, general) = (&s.w.hub, s.w.alex.key.clone(), s.w.general);
+        let (suspended, landed_tx) = (suspended.clone(), landed_tx.clone());
         async move {
-            let r = request.send().await.unwrap();
-            (r.status().as_u16(), r.json::<Value>().await.unwrap())
-        }
-    });
-    let (answers, ()) = tokio::join!(
-        futures_util::future::join_all(invokes),
-        s.lifecycle("suspend")
-    );
-    let mut accepted = HashSet::new();
-    for (status, body) in &answers {
-        match status {
-            202 => {
-                accepted.insert(body["invocationId"].as_str().unwrap().to_string());
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let mut sent = Vec::new();
+            loop {
+                assert!(Instant::now() < deadline, "the loop never saw the suspend");
+                let after_suspend = *suspended.borrow();
+                let r = hub
+                    .http
+                    .post(format!("{}/api/v1/commands/{vote}/invocations", hub.base))
+                    .bearer_auth(&key)
+                    .json(&json!({"conversationId": general, "options": {"choice": "yes"}}))
+                    .send()
+                    .await
+                    .unwrap();
+                let status = r.status().as_u16();
+                let body: Value = r.json().await.unwrap();
+                if status == 202 {
+                    landed_tx.send_modify(|n| *n += 1);
+                }
+                let done = after_suspend && status == 404;
+                sent.push(Sent {
+                    after_suspend,
+                    status,
+                    body,
+                });
+                if done {
+                    return sent;
+                }
             }
-            404 => assert_eq!(body["error"]["code"], json!("not_found"), "{body}"),
-            other => panic!("{other}: {body}"),
+        }
+    };
+    let suspend = async {
+        // Some invokes landed first: the loops run on both sides of it.
+        landed.wait_for(|n| *n >= LOOPS).await.unwrap();
+        s.lifecycle("suspend").await;
+        suspended_tx.send(true).unwrap();
+    };
+    let loops = futures_util::future::join_all((0..LOOPS).map(|_| invoke_loop()));
+    let (sent, ()) = tokio::join!(loops, suspend);
+    let sent: Vec<Sent> = sent.into_iter().flatten().collect();
+    let mut accepted = HashSet::new();
+    let mut refused: i64 = 0;
+    for one in &sent {
+        match one.status {
+            202 => {
+                assert!(
+                    !one.after_suspend,
+                    "accepted after the suspend: {}",
+                    one.body
+                );
+                accepted.insert(one.body["invocationId"].as_str().unwrap().to_string());
+            }
+            404 => {
+                assert_eq!(
+                    one.body["error"]["code"],
+                    json!("not_found"),
+                    "{}",
+                    one.body
+                );
+                refused += 1;
+            }
+            other => panic!("{other}: {}", one.body),
         }
     }
-    let mut alex = s.w.connect(&s.w.alex).await;
-    let r = s
-        .invoke(
-            &mut alex,
-            &s.w.alex,
-            vote,
-            general,
-            json!({"choice": "yes"}),
-        )
-        .await;
-    assert_eq!(r["error"]["_tag"], json!("NotFoundError"), "{r}");
+    assert!(
+        accepted.len() >= LOOPS && refused >= LOOPS as i64,
+        "{} {refused}",
+        accepted.len()
+    );
+    // The app's socket: accepted invocations only, then the suspend's close.
+    loop {
+        match app.next_event().await {
+            RawEvent::Text(f) if f["method"] == json!("app/command/invoked") => {
+                let id = f["params"]["payload"]["invocation"]["invocationId"].as_str();
+                let id = id.unwrap_or_else(|| panic!("{f}")).to_string();
+                assert!(
+                    accepted.contains(&id),
+                    "a refused invoke reached the app: {f}"
+                );
+            }
+            RawEvent::Text(_) => continue,
+            RawEvent::Close(c) => {
+                assert_eq!(c, Some((4012, "app_suspended".into())));
+                break;
+            }
+            RawEvent::Ended => panic!("the app's socket ended without the suspend's close"),
+        }
+    }
+    // Every 404 is one audited denial of command.invoke.
+    let all = super::audit::until_totals(&s.w.hub, &s.w.alex, &[("command.invoke", refused)]).await;
+    assert_eq!(super::audit::total(&all, "command.invoke"), refused);
     s.lifecycle("resume").await;
     let stored: HashSet<String> = invoked_events(&s)
         .await

@@ -28,7 +28,7 @@ class AgentCommandInvoke(BaseModel):
     clientInvocationId: Annotated[
         str | None,
         Field(
-            description='1 to 64 characters, unique per caller: a repeat answers the first\ninvocation with `duplicate: true` and writes nothing.',
+            description='1 to `command.client_invocation_id_max_chars` characters (the schema\ncarries its default, 64), unique per caller and command: a repeat\nanswers the first invocation with `duplicate: true` and writes\nnothing.',
             max_length=64,
             min_length=1,
         ),

@@ -25,13 +25,13 @@ class PersonCommandAutocomplete(BaseModel):
     value: Annotated[
         str,
         Field(
-            description='What the caller typed so far (at most 100 characters).',
+            description='What the caller typed so far (at most\n`command.autocomplete_value_max_chars` characters; the schema carries\nits default, 100).',
             max_length=100,
         ),
     ]
     options: Annotated[
         dict[str, Any] | None,
         Field(
-            description='The other options typed so far, passed to the app as they are.'
+            description="The other options typed so far, checked as an invoke's are (none\nrequired yet), then passed to the app."
         ),
     ] = None

@@ -604,11 +604,14 @@ export interface AgentCommandAutocompleteParams {
    */
   option: string;
   /**
-   * What the caller typed so far (at most 100 characters).
+   * What the caller typed so far (at most
+   * `command.autocomplete_value_max_chars` characters; the schema carries
+   * its default, 100).
    */
   value: string;
   /**
-   * The other options typed so far, passed to the app as they are.
+   * The other options typed so far, checked as an invoke's are (none
+   * required yet), then passed to the app.
    */
   options?: {
     [k: string]: unknown;
@@ -634,8 +637,10 @@ export interface AgentCommandInvokeParams {
     [k: string]: unknown;
   } | null;
   /**
-   * 1 to 64 characters, unique per caller: a repeat answers the first
-   * invocation with `duplicate: true` and writes nothing.
+   * 1 to `command.client_invocation_id_max_chars` characters (the schema
+   * carries its default, 64), unique per caller and command: a repeat
+   * answers the first invocation with `duplicate: true` and writes
+   * nothing.
    */
   clientInvocationId?: string | null;
 }
@@ -2402,11 +2407,14 @@ export interface PersonCommandAutocompleteParams {
    */
   option: string;
   /**
-   * What the caller typed so far (at most 100 characters).
+   * What the caller typed so far (at most
+   * `command.autocomplete_value_max_chars` characters; the schema carries
+   * its default, 100).
    */
   value: string;
   /**
-   * The other options typed so far, passed to the app as they are.
+   * The other options typed so far, checked as an invoke's are (none
+   * required yet), then passed to the app.
    */
   options?: {
     [k: string]: unknown;
@@ -2432,8 +2440,10 @@ export interface PersonCommandInvokeParams {
     [k: string]: unknown;
   } | null;
   /**
-   * 1 to 64 characters, unique per caller: a repeat answers the first
-   * invocation with `duplicate: true` and writes nothing.
+   * 1 to `command.client_invocation_id_max_chars` characters (the schema
+   * carries its default, 64), unique per caller and command: a repeat
+   * answers the first invocation with `duplicate: true` and writes
+   * nothing.
    */
   clientInvocationId?: string | null;
 }
