@@ -76,8 +76,13 @@ impl Canaries {
 
     fn secret(&mut self, what: &'static str, value: &str) {
         self.secrets.push((what, value.to_string()));
-        // A key's secret part, after its public id, on its own too.
-        if let Some(secret) = value.rsplit('_').next().filter(|s| s.len() >= 32) {
+        // A key's secret part, after its public id, on its own too
+        // (`sbk_<kind>_<id>_<secret>`: the secret's own alphabet has `_`).
+        let part = match value.starts_with("sbk_") {
+            true => value.splitn(4, '_').nth(3),
+            false => value.rsplit('_').next(),
+        };
+        if let Some(secret) = part.filter(|s| s.len() >= 32) {
             self.secrets.push((what, secret.to_string()));
         }
     }
