@@ -144,6 +144,7 @@ pub enum AppCommand {
     },
     /// Stop a live hosted run (the process running it ends it).
     Stop {
+        /// The run's id (`switchboard app runs`).
         #[arg(long)]
         run: Uuid,
     },
