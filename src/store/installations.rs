@@ -518,14 +518,16 @@ where
         NewAction::of(actor, transition.action(), Some(&before), &after)
             .record(&mut *tx)
             .await?;
-        let mut events = tx.append_events(&events(&after), now).await?;
+        let mut new_events = events(&after);
         // A suspend disables the app's cards in its transaction (ADR 0027
-        // §7); a resume leaves them disabled.
+        // §7); a resume leaves them disabled. One append, after the cards'
+        // locks (`components`).
         if transition == Transition::Suspend {
             let (_cards, cards) =
-                super::components::disable_authored_by(&mut *tx, before.app_id, now).await?;
-            events.extend(cards);
+                super::components::disable_authored_by(&mut *tx, before.app_id).await?;
+            new_events.extend(cards);
         }
+        let events = tx.append_events(&new_events, now).await?;
         tx.commit().await?;
         Ok(Committed {
             change: Transitioned::Moved(Changed { before, after }),

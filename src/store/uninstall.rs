@@ -56,10 +56,11 @@ where
         .await?;
     // Cards stay with their author; their components are disabled (ADR
     // 0027 §7), each card's `message.updated` written here.
-    let (_cards, mut card_events) = disable_authored_by(&mut *tx, app_id, now).await?;
-    let new_events: Vec<NewEvent> = failed_tasks.iter().flat_map(events).collect();
-    let mut events = tx.append_events(&new_events, now).await?;
-    events.append(&mut card_events);
+    // One append for both, after the cards' locks (`components`).
+    let (_cards, card_events) = disable_authored_by(&mut *tx, app_id).await?;
+    let mut new_events: Vec<NewEvent> = failed_tasks.iter().flat_map(events).collect();
+    new_events.extend(card_events);
+    let events = tx.append_events(&new_events, now).await?;
     tx.commit().await?;
     Ok(Uninstalled {
         change: Changed { before, after },
