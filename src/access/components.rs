@@ -8,11 +8,13 @@ use uuid::Uuid;
 
 use super::load::{grants_of, place_of, Loaded, Loading, Reads, Source};
 use super::Target;
-use crate::domain::authz::{level, ComponentOn, Facts, Level, OwnerFacts, Resource};
+use crate::domain::authz::{
+    level, Action, Answer, ComponentOn, Denial, Facts, Level, OwnerFacts, Reason, Resource,
+};
 use crate::domain::component::Component;
 use crate::domain::message::Message;
 use crate::domain::{now_millis, PrincipalKind};
-use crate::hub::Membership;
+use crate::hub::{Membership, RequestContext};
 use crate::rpc::RpcError;
 use crate::store::StoreResult;
 
@@ -46,14 +48,17 @@ pub struct GrantedComponent {
 
 /// The card, its conversation, whether it reached `me`, and its author's
 /// installation: always these four reads, in this order (a missing card
-/// reads the nil conversation and the nil app).
+/// reads the nil conversation and the nil app), all from the store, so the
+/// decision takes one pass either way. The caller names a card, not its
+/// place: a cached conversation or author behind a hidden card would cost
+/// less than the uncacheable nil ones of a missing card, and the second
+/// pass a denial from the cache takes would cost more.
 pub(super) async fn component(
     hub: &impl Reads,
     me: Uuid,
     target: &Target,
     message_id: Uuid,
     component_id: Uuid,
-    source: Source,
 ) -> StoreResult<Loading> {
     let message = hub
         .message(message_id)
@@ -62,16 +67,15 @@ pub(super) async fn component(
     let (conversation, author) = message.as_ref().map_or((Uuid::nil(), Uuid::nil()), |m| {
         (m.conversation_id, m.sender_id)
     });
-    let fetched = hub.membership(conversation, source).await?;
+    let fetched = hub.membership(conversation, Source::Store).await?;
     let recipient = hub.is_recipient(message_id, me).await?;
-    let (installation, installation_from_store) = hub.installation(author, source).await?;
-    let from_store = fetched.from_store && installation_from_store;
+    let (installation, _) = hub.installation(author, Source::Store).await?;
     let found = match (fetched.membership, message) {
         (Some(m), Some(msg)) => place_of(&m).map(|place| (m, msg, place)),
         _ => None,
     };
     let Some((membership, message, place)) = found else {
-        return Ok(Loading::missing(target, Vec::new()).on_store(from_store));
+        return Ok(Loading::missing(target, Vec::new()).on_store(true));
     };
     let component = message
         .card
@@ -110,8 +114,31 @@ pub(super) async fn component(
             membership,
             component,
         })),
-        from_store,
+        from_store: true,
     })
+}
+
+/// The refusal of a store that re-checked, with the card or the
+/// installation held, what the decision granted, and found it changed
+/// since (the card used meanwhile, the app suspended or uninstalled, a
+/// scope taken): answered, counted and audited as the decision's own
+/// denial for `reason` is, so one refusal has one shape whichever side
+/// saw it (ADR 0027 §3).
+pub fn refused_in_store(
+    ctx: &RequestContext,
+    action: Action,
+    target: &Target,
+    reason: Reason,
+) -> RpcError {
+    let subject = super::subject_of(ctx.principal());
+    let (kind, id) = (target.kind(), target.requested_id());
+    super::record_denial(&ctx.hub, &subject, action, kind, id, reason);
+    let denial = Denial {
+        reason,
+        answer: Answer::Forbidden,
+        named: None,
+    };
+    super::reject(target, action, denial).rpc()
 }
 
 /// An interaction, known to its card's app only.

@@ -208,3 +208,64 @@ async fn a_hidden_command_costs_the_statements_of_an_unknown_one() {
         same_cost(&w, action, w.conversation, hidden, missing).await;
     }
 }
+
+/// A card in a place the caller cannot read, by an installed app whose
+/// installation is cached, costs what a missing card costs, for a press by
+/// an agent and for another app's update, with the caller's place and
+/// installation cold or warm: the author's installation is read from the
+/// store either way (a missing card reads the nil app's).
+#[tokio::test]
+async fn a_hidden_card_costs_the_statements_of_a_missing_one() {
+    use crate::domain::authz::Level;
+    use crate::domain::component::{Card, CardUse, Component, ComponentKind, ComponentState};
+    use crate::domain::installation::{InstallationFacts, InstallationState, Scope, ScopeSet};
+    let mut w = world();
+    let (author, other) = (w.fake.tasks[&w.task].app_id, Uuid::new_v4());
+    let (card, component) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut message = w.fake.messages[&w.message].clone();
+    message.id = card;
+    message.sender_id = author;
+    message.origin = Origin::App;
+    message.card = Some(Card {
+        version: 1,
+        card_use: CardUse::Once,
+        components: vec![Component {
+            component_id: component,
+            custom_id: "yes".into(),
+            kind: ComponentKind::Button,
+            definition: Default::default(),
+            trigger: Level::Write,
+            required_capability: None,
+            restricted_to: None,
+            state: ComponentState::Active,
+            expires_at: "2999-01-01T00:00:00.000Z".into(),
+        }],
+    });
+    w.fake.messages.insert(card, message);
+    let active = InstallationFacts {
+        state: InstallationState::Active,
+        scopes: ScopeSet::of(Scope::ALL),
+    };
+    w.fake.installations.insert(author, active);
+    w.fake.installations.insert(other, active);
+    let hidden = Target::component(card, component);
+    let missing = Target::component(Uuid::new_v4(), Uuid::new_v4());
+    let cases = [
+        (w.me, PrincipalKind::Agent, Action::InteractionCreate),
+        (other, PrincipalKind::App, Action::ComponentUpdate),
+    ];
+    for (me, kind, action) in cases {
+        for warm in [false, true] {
+            let mut cost = Vec::new();
+            for target in [&hidden, &missing] {
+                let cached = if warm { vec![author, other] } else { vec![] };
+                *w.fake.cached_installations.lock().unwrap() = cached.into_iter().collect();
+                let conversations = if warm { vec![w.conversation] } else { vec![] };
+                *w.fake.cached.lock().unwrap() = conversations.into_iter().collect();
+                cost.push(statements_as(&w, me, kind, action, target.clone()).await);
+            }
+            assert!(cost[1] > 0, "{action}: no statement");
+            assert_eq!(cost[0], cost[1], "{action} warm {warm}: hidden vs missing");
+        }
+    }
+}

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 pub use commands::{offered_commands, owner_facts, unknown_autocomplete_request, unknown_command};
-pub use components::GrantedComponent;
+pub use components::{refused_in_store, GrantedComponent};
 pub use load::{place_of_conversation, Loaded};
 pub use places::{channel_conversation, readable_channels};
 pub use reject::{reject, Refusal, RefusalKind, COMPONENT_USED, THREAD_UNKNOWN};
@@ -511,7 +511,7 @@ async fn decide_on(
             commands::load(reads, me, target, id, conversation, source).await?
         }
         What::Component { message, component } => {
-            components::component(reads, me, target, message, component, source).await?
+            components::component(reads, me, target, message, component).await?
         }
         What::Interaction(id) => components::interaction(reads, target, id).await?,
         _ => load::load(reads, me, target, source).await?,

@@ -258,7 +258,9 @@ pub fn displayable(name: &str) -> bool {
     (1..=CHOICE_NAME_MAX).contains(&count) && !name.chars().any(disallowed)
 }
 
-fn disallowed(c: char) -> bool {
+/// A character no display-checked text holds (choices here, a card's
+/// labels in `component`): a control, a bidi override or isolate.
+pub(crate) fn disallowed(c: char) -> bool {
     c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 

@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::invalid;
 use crate::domain::authz::Level;
 use crate::domain::component::{
-    validate_components, Card, CardUse, Component, ComponentLimits, ComponentState, NewComponent,
+    validate_components, Card, CardUse, Component, ComponentState, NewComponent,
 };
 use crate::domain::event::rfc3339;
 use crate::domain::message::PartError;
@@ -42,11 +42,7 @@ pub(super) fn posted(
             None => Ok(None),
         };
     };
-    let cfg = &ctx.hub.config.component;
-    let limits = ComponentLimits {
-        max_per_message: cfg.max_per_message,
-        ttl_seconds: cfg.default_ttl_seconds,
-    };
+    let limits = ctx.hub.config.component.limits();
     validate_components(&posted, &limits).map_err(invalid_at)?;
     let now = now_millis();
     let expires: Vec<i64> = posted

@@ -1,6 +1,8 @@
 //! Operating a component, the app's answer, and the app's changes to its
 //! card (ADR 0027 §3, §5, §6). Every right is `access::check`; the store
-//! re-checks the component with the card locked.
+//! re-checks the component with the card locked and the installation held,
+//! and its refusals answer as the decision's would
+//! ([`access::refused_in_store`]).
 
 use serde_json::json;
 use uuid::Uuid;
@@ -10,8 +12,10 @@ use super::conversations::app_fanout;
 use super::{invalid, store_failure};
 use crate::access::{self, Target};
 use crate::config::MessagesConfig;
-use crate::domain::authz::Action;
-use crate::domain::component::{validate_values, ComponentKind, ComponentState, InvokedBy};
+use crate::domain::authz::{Action, Reason};
+use crate::domain::component::{
+    check_label, validate_values, ComponentKind, ComponentState, InvokedBy,
+};
 use crate::domain::message::{self, Origin, PartLimits};
 use crate::domain::now_millis;
 use crate::hub::RequestContext;
@@ -22,28 +26,20 @@ use crate::store::{
     NewMessage, Responded,
 };
 
-/// The answer to a component that cannot be used (used, disabled,
-/// expired, its app unreachable): one answer for all (ADR 0027 §3).
-pub fn component_used(component_id: Uuid) -> RpcError {
-    RpcError::conflict("the component cannot be used: component_used").with_data(json!({
-        "reason": "component_used",
-        "componentId": component_id,
-    }))
-}
-
 /// `agent|person/interaction/create`.
 pub async fn create(
     ctx: RequestContext,
     p: InteractionCreateParams,
 ) -> Result<InteractionResult, RpcError> {
     let target = Target::component(p.message_id, p.component_id);
-    let granted = access::check(&ctx, Action::InteractionCreate, target)
+    let granted = access::check(&ctx, Action::InteractionCreate, target.clone())
         .await?
         .component()?;
     let Some(component) = granted.component else {
         return Err(invalid("componentId", "names no component of this card"));
     };
-    let values = validate_values(&component, p.values.as_ref()).map_err(invalid_at)?;
+    let limits = ctx.hub.config.component.limits();
+    let values = validate_values(&component, p.values.as_ref(), &limits).map_err(invalid_at)?;
     let hub = &ctx.hub;
     let me = ctx.principal();
     let app = granted.message.sender_id;
@@ -53,16 +49,12 @@ pub async fn create(
         id,
         message_id: p.message_id,
         component_id: p.component_id,
+        app_id: app,
         actor: InvokedBy {
             principal_id: me.id,
             kind: me.kind,
         },
         values,
-        app_event: hub
-            .installations
-            .receives_events(app)
-            .await
-            .map_err(store_failure)?,
         job: NewJob::new(JobKind::AppInteractionDispatch, id, now),
         now,
     };
@@ -80,9 +72,14 @@ pub async fn create(
             hub.events.publish(&events);
             Ok(InteractionResult { interaction })
         }
-        InteractionCreated::Used | InteractionCreated::NotFound => {
-            Err(component_used(p.component_id))
-        }
+        // Used meanwhile, or its app no longer answering: the decision's
+        // `component_inactive`, one 409 `component_used`.
+        InteractionCreated::Used | InteractionCreated::NotFound => Err(access::refused_in_store(
+            &ctx,
+            Action::InteractionCreate,
+            &target,
+            Reason::ComponentInactive,
+        )),
     }
 }
 
@@ -92,15 +89,15 @@ pub async fn respond(
     p: InteractionRespondParams,
 ) -> Result<InteractionRespondResult, RpcError> {
     let target = Target::interaction(p.interaction_id);
-    let interaction = access::check(&ctx, Action::InteractionRespond, target)
+    let interaction = access::check(&ctx, Action::InteractionRespond, target.clone())
         .await?
         .interaction()?;
     let app = ctx.principal().id;
     let reply = match p.reply {
         Some(reply) => {
             check_reply(&ctx.hub.config.messages, &reply)?;
-            let target = Target::conversation(interaction.conversation_id);
-            let conversation = access::check(&ctx, Action::MessageCreate, target)
+            let place = Target::conversation(interaction.conversation_id);
+            let conversation = access::check(&ctx, Action::MessageCreate, place)
                 .await?
                 .membership()?;
             Some(NewMessage {
@@ -155,6 +152,12 @@ pub async fn respond(
         ))
         .with_data(json!({ "interactionId": p.interaction_id, "state": state }))),
         Responded::NotFound => Err(RpcError::internal()),
+        Responded::Refused(reason) => Err(access::refused_in_store(
+            &ctx,
+            Action::InteractionRespond,
+            &target,
+            reason,
+        )),
     }
 }
 
@@ -181,7 +184,7 @@ pub async fn update(
         return Err(invalid("state", "give state, label or both"));
     }
     let target = Target::component(p.message_id, p.component_id);
-    let granted = access::check(&ctx, Action::ComponentUpdate, target)
+    let granted = access::check(&ctx, Action::ComponentUpdate, target.clone())
         .await?
         .component()?;
     let Some(component) = granted.component else {
@@ -191,13 +194,8 @@ pub async fn update(
         if component.kind != ComponentKind::Button {
             return Err(invalid("label", "only a button has a label"));
         }
-        let n = label.chars().count();
-        if n == 0 || n > 80 || label.chars().any(char::is_control) {
-            return Err(invalid(
-                "label",
-                "must be 1 to 80 characters without control characters",
-            ));
-        }
+        check_label("label".into(), label, &ctx.hub.config.component.limits())
+            .map_err(invalid_at)?;
     }
     let change = ComponentChange {
         app_id: ctx.principal().id,
@@ -222,5 +220,11 @@ pub async fn update(
             Ok(MessageResult { message })
         }
         ComponentChanged::NotFound => Err(RpcError::internal()),
+        ComponentChanged::Refused(reason) => Err(access::refused_in_store(
+            &ctx,
+            Action::ComponentUpdate,
+            &target,
+            reason,
+        )),
     }
 }

@@ -2,6 +2,13 @@
 //! message, the card locked for a change, the `message.updated` events of
 //! each new version, and the lifecycle's `disable_authored_by`.
 //!
+//! Every writer of a card holds its app's installation (shared) first,
+//! then locks its cards in ascending message id, and appends all of its
+//! transaction's events in one `append_events` call after the last card
+//! lock: PostgreSQL then takes installation, card and stream row locks in
+//! one order everywhere (streams in audience order within that call), so a
+//! suspend, a click and a send cannot wait on each other in a cycle.
+//!
 //! `message_components` holds the states that are decided on;
 //! `messages.card` is the card as readers see it, rewritten with every
 //! version in the same transaction, so every read of a message carries it
@@ -12,12 +19,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use super::installations::{shared, InstallationDialect};
 use super::messages::{message_row, NewMessage, MESSAGE_COLUMNS};
 use super::place_levels::channel_levels;
 use super::sql::{parsed, to_json, Arg, Database, Executor};
 use super::{StoreError, StoreResult};
+use crate::domain::authz::{installation_refusal, Reason};
 use crate::domain::component::{Card, ComponentState, MESSAGE_UPDATED, PERSON_MESSAGE_UPDATED};
 use crate::domain::event::{NewEvent, StoredEvent};
+use crate::domain::installation::Scope;
 use crate::domain::message::Message;
 use crate::domain::{Millis, PrincipalKind};
 
@@ -48,6 +58,10 @@ pub enum ComponentChanged {
     Changed(Message, Vec<StoredEvent>),
     /// No card of this app has that message, or it has no such component.
     NotFound,
+    /// The installation, held in the transaction, no longer lets the app
+    /// change its cards (a suspend, an uninstall or a scope change
+    /// committed after the decision): the decision's reason.
+    Refused(Reason),
 }
 
 #[async_trait]
@@ -58,9 +72,13 @@ pub trait ComponentStore: Send + Sync + 'static {
 }
 
 #[async_trait]
-impl<D: Database> ComponentStore for D {
+impl<D: Database + InstallationDialect> ComponentStore for D {
     async fn update_component(&self, change: &ComponentChange) -> StoreResult<ComponentChanged> {
         let mut tx = self.begin().await?;
+        if let Some(reason) = app_refusal::<D>(&mut *tx, change.app_id).await? {
+            tx.rollback().await?;
+            return Ok(ComponentChanged::Refused(reason));
+        }
         let Some(mut locked) = lock_card(&mut *tx, change.message_id).await? else {
             tx.rollback().await?;
             return Ok(ComponentChanged::NotFound);
@@ -83,10 +101,27 @@ impl<D: Database> ComponentStore for D {
         if let Some(label) = &change.label {
             component.definition.label = Some(label.clone());
         }
-        let events = next_version(&mut *tx, &mut locked, change.now).await?;
+        let updated = next_version(&mut *tx, &mut locked).await?;
+        let events = tx.append_events(&updated, change.now).await?;
         tx.commit().await?;
         Ok(ComponentChanged::Changed(locked.into_message(), events))
     }
+}
+
+/// Holds the app's live installation (shared) until commit, first of the
+/// card's locks, and says why it no longer lets the app's cards act
+/// (`None`: active with `components:write`). A suspend's or uninstall's
+/// compare-and-swap on the row waits for this transaction, or this one
+/// sees its outcome.
+pub(super) async fn app_refusal<D: InstallationDialect>(
+    ex: &mut dyn Executor,
+    app: Uuid,
+) -> StoreResult<Option<Reason>> {
+    let live = shared::<D>(ex, "app_id = $1 AND state <> 'uninstalled'", Arg::Id(app)).await?;
+    Ok(installation_refusal(
+        live.map(|i| i.facts()),
+        Some(Scope::ComponentsWrite),
+    ))
 }
 
 /// A card read inside a write transaction with its message row locked
@@ -145,13 +180,13 @@ pub(super) async fn lock_card(ex: &mut dyn Executor, id: Uuid) -> StoreResult<Op
     Ok(Some(LockedCard { message, card }))
 }
 
-/// Writes the locked card as its next version: the component rows, the
-/// readers' card, and one `message.updated` to each reader.
+/// Writes the locked card as its next version: the component rows and the
+/// readers' card; returns one `message.updated` to each reader, for the
+/// caller's one append after its last card lock.
 pub(super) async fn next_version(
     ex: &mut dyn Executor,
     locked: &mut LockedCard,
-    now: Millis,
-) -> StoreResult<Vec<StoredEvent>> {
+) -> StoreResult<Vec<NewEvent>> {
     locked.card.version += 1;
     for c in &locked.card.components {
         ex.execute(
@@ -178,8 +213,7 @@ pub(super) async fn next_version(
         card: Some(locked.card.clone()),
         ..locked.message.clone()
     };
-    let events = updated_events(ex, &message).await?;
-    ex.append_events(&events, now).await
+    updated_events(ex, &message).await
 }
 
 /// One `message.updated` for every reader of the card's place but its
@@ -299,15 +333,15 @@ pub(super) async fn write_card(ex: &mut dyn Executor, m: &NewMessage) -> StoreRe
 }
 
 /// Suspend and uninstall (ADR 0027 §7), inside their transaction: every
-/// card of `app` with an active component gets them disabled, its version
-/// one more and one `message.updated` per card to its readers. Cards are
-/// locked in ascending message id. Returns how many components it
-/// disabled (the audit row's `componentsDisabled`) and the events.
+/// card of `app` with an active component gets them disabled and its
+/// version one more. Cards are locked in ascending message id. Returns how
+/// many components it disabled (the audit row's `componentsDisabled`) and
+/// the cards' `message.updated` events (one per card to each reader), which
+/// the caller appends with its own in one call, after the last card lock.
 pub(super) async fn disable_authored_by(
     ex: &mut dyn Executor,
     app: Uuid,
-    now: Millis,
-) -> StoreResult<(u32, Vec<StoredEvent>)> {
+) -> StoreResult<(u32, Vec<NewEvent>)> {
     let rows = ex
         .fetch_all(
             "SELECT DISTINCT c.message_id FROM message_components c \
@@ -323,7 +357,7 @@ pub(super) async fn disable_authored_by(
         };
         let on_card = locked.card.disable_all();
         if on_card > 0 {
-            events.extend(next_version(ex, &mut locked, now).await?);
+            events.extend(next_version(ex, &mut locked).await?);
             disabled += on_card;
         }
     }

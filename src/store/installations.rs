@@ -515,14 +515,15 @@ where
                 events: Vec::new(),
             });
         };
-        let mut events = tx.append_events(&events(&after), now).await?;
+        let mut new_events = events(&after);
         // A suspend disables the app's cards in its transaction (ADR 0027
         // §7), the count in its audit row; a resume leaves them disabled.
+        // One append, after the cards' locks (`components`).
         let mut disabled = 0;
         if transition == Transition::Suspend {
             let (count, cards) =
-                super::components::disable_authored_by(&mut *tx, before.app_id, now).await?;
-            events.extend(cards);
+                super::components::disable_authored_by(&mut *tx, before.app_id).await?;
+            new_events.extend(cards);
             disabled = count;
         }
         let details = ActionDetails {
@@ -533,6 +534,7 @@ where
             .with_details(details)
             .record(&mut *tx)
             .await?;
+        let events = tx.append_events(&new_events, now).await?;
         tx.commit().await?;
         Ok(Committed {
             change: Transitioned::Moved(Changed { before, after }),

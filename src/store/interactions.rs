@@ -1,6 +1,8 @@
 //! Interactions (ADR 0027 §6): the one transaction that records a
 //! principal operating a component, and the compare-and-swap moves of its
-//! state (the app's respond, the dispatch job's failure).
+//! state (the app's respond, the dispatch job's failure). The create and
+//! the respond hold the app's installation (shared) first, as every
+//! writer of its cards does (`components`).
 
 use std::sync::Arc;
 
@@ -8,11 +10,13 @@ use async_trait::async_trait;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::components::{lock_card, next_version};
+use super::components::{app_refusal, lock_card, next_version};
+use super::installations::InstallationDialect;
 use super::jobs::{insert_job, NewJob};
 use super::messages::{insert_one, InsertedMessage, NewMessage};
 use super::sql::{parsed, to_json, Arg, Database, Executor, Row};
 use super::{StoreError, StoreResult};
+use crate::domain::authz::Reason;
 use crate::domain::component::{
     CardUse, Interaction, InteractionState, InvokedBy, INTERACTION_CREATED,
 };
@@ -26,11 +30,11 @@ pub struct NewInteraction {
     pub id: Uuid,
     pub message_id: Uuid,
     pub component_id: Uuid,
+    /// The card's author, as the decision read it: its installation is
+    /// held before the card is locked.
+    pub app_id: Uuid,
     pub actor: InvokedBy,
     pub values: Option<Value>,
-    /// Write `app/interaction/created` to the app's stream (its
-    /// installation receives events).
-    pub app_event: bool,
     pub job: NewJob,
     pub now: Millis,
 }
@@ -45,8 +49,9 @@ pub enum InteractionCreated {
         card: Message,
         events: Vec<StoredEvent>,
     },
-    /// The component is no longer usable, or this principal used the card
-    /// already (`once_per_principal`): 409 `component_used`.
+    /// The component is no longer usable, this principal used the card
+    /// already (`once_per_principal`), or the app's installation, held in
+    /// the transaction, can no longer answer: 409 `component_used`.
     Used,
     /// No card with that component (it went meanwhile).
     NotFound,
@@ -74,6 +79,10 @@ pub enum Responded {
     /// The interaction is in this state already: no move from it.
     Conflict(InteractionState),
     NotFound,
+    /// The installation, held in the transaction, no longer lets the app
+    /// answer (it changed after the decision): the decision's reason;
+    /// nothing written.
+    Refused(Reason),
 }
 
 #[async_trait]
@@ -179,12 +188,17 @@ async fn move_state(
 }
 
 #[async_trait]
-impl<D: Database> InteractionStore for D {
+impl<D: Database + InstallationDialect> InteractionStore for D {
     async fn create_interaction(&self, new: &NewInteraction) -> StoreResult<InteractionCreated> {
         let mut tx = self.begin().await?;
         // Every early answer rolls back before the writer lock passes on
         // (a dropped transaction only queues its rollback).
-        let Some(mut locked) = lock_card(&mut *tx, new.message_id).await? else {
+        if app_refusal::<D>(&mut *tx, new.app_id).await?.is_some() {
+            tx.rollback().await?;
+            return Ok(InteractionCreated::Used);
+        }
+        let locked = lock_card(&mut *tx, new.message_id).await?;
+        let Some(mut locked) = locked.filter(|l| l.message.sender_id == new.app_id) else {
             tx.rollback().await?;
             return Ok(InteractionCreated::NotFound);
         };
@@ -211,10 +225,13 @@ impl<D: Database> InteractionStore for D {
             reason: None,
             created_at: rfc3339(new.now),
         };
-        let mut events = app_event(&mut *tx, new, &interaction).await?;
+        let mut written = vec![app_event(&mut *tx, new, &interaction).await?];
         if locked.card.use_up() {
-            events.extend(next_version(&mut *tx, &mut locked, new.now).await?);
+            written.extend(next_version(&mut *tx, &mut locked).await?);
         }
+        // One append, after the card's lock: the streams' row locks in
+        // audience order, as a send's.
+        let events = tx.append_events(&written, new.now).await?;
         insert_job(&mut *tx, &new.job, new.now).await?;
         tx.commit().await?;
         Ok(InteractionCreated::Created {
@@ -230,6 +247,10 @@ impl<D: Database> InteractionStore for D {
 
     async fn respond_interaction(&self, r: &InteractionResponse) -> StoreResult<Responded> {
         let mut tx = self.begin().await?;
+        if let Some(reason) = app_refusal::<D>(&mut *tx, r.app_id).await? {
+            tx.rollback().await?;
+            return Ok(Responded::Refused(reason));
+        }
         let Some(current) = read(&mut *tx, r.interaction_id).await? else {
             tx.rollback().await?;
             return Ok(Responded::NotFound);
@@ -291,13 +312,15 @@ async fn used_by(
     Ok(row.is_some())
 }
 
-/// The interaction's row and, when the app receives events, its
-/// `app/interaction/created` (the values go only there).
+/// The interaction's row and its `app/interaction/created` (the values go
+/// only there), always written, so `event_id` names a written event: the
+/// installation held is active (the caller checked), and reading the
+/// app's stream still needs `events:subscribe`.
 async fn app_event(
     ex: &mut dyn Executor,
     new: &NewInteraction,
     interaction: &Interaction,
-) -> StoreResult<Vec<StoredEvent>> {
+) -> StoreResult<NewEvent> {
     let event = NewEvent::new(
         interaction.app_id,
         INTERACTION_CREATED,
@@ -323,8 +346,5 @@ async fn app_event(
         ],
     )
     .await?;
-    if !new.app_event {
-        return Ok(Vec::new());
-    }
-    ex.append_events(&[event], new.now).await
+    Ok(event)
 }

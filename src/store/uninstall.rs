@@ -53,7 +53,7 @@ where
     // Cards stay with their author; their components are disabled (ADR
     // 0027 §7), each card's `message.updated` written here, the count in
     // the audit row.
-    let (disabled, mut card_events) = disable_authored_by(&mut *tx, app_id, now).await?;
+    let (disabled, card_events) = disable_authored_by(&mut *tx, app_id).await?;
     let details = ActionDetails {
         components_disabled: disabled,
         ..commands.details()
@@ -62,9 +62,11 @@ where
         .with_details(details)
         .record(&mut *tx)
         .await?;
-    let new_events: Vec<NewEvent> = failed_tasks.iter().flat_map(events).collect();
-    let mut events = tx.append_events(&new_events, now).await?;
-    events.append(&mut card_events);
+    // One append for the tasks' and the cards' events, after the cards'
+    // locks (`components`), so streams are locked in one order.
+    let mut new_events: Vec<NewEvent> = failed_tasks.iter().flat_map(events).collect();
+    new_events.extend(card_events);
+    let events = tx.append_events(&new_events, now).await?;
     tx.commit().await?;
     Ok(Uninstalled {
         change: Changed { before, after },

@@ -297,14 +297,25 @@ fn check_installation(
     else {
         return Ok(());
     };
-    match installation.map(|i| i.state) {
-        Some(InstallationState::Active) => Ok(()),
-        Some(InstallationState::Suspended) => {
-            Err(Denial::of(Reason::AppSuspended, Answer::Forbidden))
-        }
-        None | Some(InstallationState::Uninstalled) => {
-            Err(Denial::of(Reason::AppNotInstalled, Answer::Forbidden))
-        }
+    match installation_refusal(installation, None) {
+        Some(reason) => Err(Denial::of(reason, Answer::Forbidden)),
+        None => Ok(()),
+    }
+}
+
+/// Why an app cannot act through `installation` (steps 2b and 4b), or
+/// `None` when it is active and holds `scope`: the decision's reason, and
+/// the store's when a transaction holding the row finds it changed since.
+pub fn installation_refusal(
+    installation: Option<InstallationFacts>,
+    scope: Option<Scope>,
+) -> Option<Reason> {
+    match installation {
+        Some(i) if i.state == InstallationState::Active => scope
+            .filter(|s| !i.scopes.contains(*s))
+            .map(|_| Reason::ScopeMissing),
+        Some(i) if i.state == InstallationState::Suspended => Some(Reason::AppSuspended),
+        _ => Some(Reason::AppNotInstalled),
     }
 }
 

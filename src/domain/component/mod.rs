@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::domain::authz::Level;
 
 pub use interaction::{Interaction, InteractionState, InvokedBy};
-pub use validate::{validate_components, ComponentLimits, NewComponent};
+pub use validate::{check_label, validate_components, ComponentLimits, NewComponent};
 pub use values::validate_values;
 
 /// The events of a card's life, under the catalogue's names (the protocol
@@ -23,11 +23,16 @@ pub const MESSAGE_UPDATED: &str = "agent/message/updated";
 pub const PERSON_MESSAGE_UPDATED: &str = "person/message/updated";
 pub const INTERACTION_CREATED: &str = "app/interaction/created";
 
-/// The most options a select holds, and fields a form.
-pub const MAX_SELECT_OPTIONS: usize = 25;
-pub const MAX_FORM_FIELDS: usize = 10;
 /// The default of `component.max_per_message`.
 pub const DEFAULT_MAX_PER_MESSAGE: usize = 25;
+/// The defaults of the other `component.*` bounds (the schemas carry
+/// these; the running hub checks its configured ones).
+pub const DEFAULT_LABEL_MAX_CHARS: usize = 80;
+pub const DEFAULT_TEXT_MAX_CHARS: usize = 100;
+pub const DEFAULT_SELECT_MAX_OPTIONS: usize = 25;
+pub const DEFAULT_FORM_MAX_FIELDS: usize = 10;
+pub const DEFAULT_FIELD_MAX_LENGTH: u32 = 4000;
+pub const DEFAULT_FIELD_NAME_MAX_CHARS: usize = 64;
 /// The default of `component.default_ttl_seconds` (a day).
 pub const DEFAULT_TTL_SECONDS: u64 = 86_400;
 
@@ -66,11 +71,11 @@ pub enum ButtonStyle {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SelectOption {
-    /// 1 to 100 characters.
-    #[schemars(length(min = 1, max = 100))]
+    /// 1 to `component.text_max_chars` characters.
+    #[schemars(length(min = 1, max = DEFAULT_TEXT_MAX_CHARS))]
     pub label: String,
-    /// 1 to 100 characters, unique in the select.
-    #[schemars(length(min = 1, max = 100))]
+    /// 1 to `component.text_max_chars` characters, unique in the select.
+    #[schemars(length(min = 1, max = DEFAULT_TEXT_MAX_CHARS))]
     pub value: String,
 }
 
@@ -86,18 +91,24 @@ pub enum FieldType {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FormField {
-    /// 1 to 64 characters of `[A-Za-z0-9_-]`, unique in the form.
-    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9_-]+$"))]
+    /// 1 to `component.field_name_max_chars` characters of
+    /// `[A-Za-z0-9_-]`, unique in the form.
+    #[schemars(
+        length(min = 1, max = DEFAULT_FIELD_NAME_MAX_CHARS),
+        regex(pattern = r"^[A-Za-z0-9_-]+$")
+    )]
     pub name: String,
-    #[schemars(length(min = 1, max = 100))]
+    /// 1 to `component.text_max_chars` characters.
+    #[schemars(length(min = 1, max = DEFAULT_TEXT_MAX_CHARS))]
     pub label: String,
     #[serde(rename = "type")]
     pub field_type: FieldType,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub required: bool,
-    /// A string field's longest value, in characters (1 to 4000).
+    /// A string field's longest value, in characters: 1 to
+    /// `component.field_max_length`, which is also the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 4000))]
+    #[schemars(range(min = 1, max = DEFAULT_FIELD_MAX_LENGTH))]
     pub max_length: Option<u32>,
 }
 

@@ -7,6 +7,12 @@ use crate::domain::authz::Level;
 const LIMITS: ComponentLimits = ComponentLimits {
     max_per_message: 3,
     ttl_seconds: 60,
+    label_max_chars: 80,
+    text_max_chars: 100,
+    select_max_options: 25,
+    form_max_fields: 10,
+    field_max_length: 4000,
+    field_name_max_chars: 64,
 };
 
 fn decoded(v: serde_json::Value) -> Vec<NewComponent> {
@@ -84,9 +90,9 @@ fn component(kind: ComponentKind, definition: Definition) -> Component {
 #[test]
 fn values_are_checked_by_kind_naming_the_member_never_the_value() {
     let button = component(ComponentKind::Button, Definition::default());
-    assert_eq!(validate_values(&button, None).unwrap(), None);
+    assert_eq!(validate_values(&button, None, &LIMITS).unwrap(), None);
     assert_eq!(
-        validate_values(&button, Some(&json!({})))
+        validate_values(&button, Some(&json!({})), &LIMITS)
             .unwrap_err()
             .field,
         "values"
@@ -102,8 +108,8 @@ fn values_are_checked_by_kind_naming_the_member_never_the_value() {
             ..Definition::default()
         },
     );
-    assert!(validate_values(&select, Some(&json!({"selected": ["v1"]}))).is_ok());
-    let e = validate_values(&select, Some(&json!({"selected": ["SECRET"]}))).unwrap_err();
+    assert!(validate_values(&select, Some(&json!({"selected": ["v1"]})), &LIMITS).is_ok());
+    let e = validate_values(&select, Some(&json!({"selected": ["SECRET"]})), &LIMITS).unwrap_err();
     assert_eq!(e.field, "values.selected[0]");
     assert!(!e.message.contains("SECRET"));
 
@@ -120,16 +126,18 @@ fn values_are_checked_by_kind_naming_the_member_never_the_value() {
             ..Definition::default()
         },
     );
-    assert!(validate_values(&form, Some(&json!({"age": 3}))).is_ok());
+    assert!(validate_values(&form, Some(&json!({"age": 3})), &LIMITS).is_ok());
     assert_eq!(
-        validate_values(&form, Some(&json!({}))).unwrap_err().field,
+        validate_values(&form, Some(&json!({})), &LIMITS)
+            .unwrap_err()
+            .field,
         "values.age"
     );
-    let e = validate_values(&form, Some(&json!({"age": "SECRET"}))).unwrap_err();
+    let e = validate_values(&form, Some(&json!({"age": "SECRET"})), &LIMITS).unwrap_err();
     assert_eq!(e.field, "values.age");
     assert!(!e.message.contains("SECRET"));
     assert_eq!(
-        validate_values(&form, Some(&json!({"age": 1, "other": 2})))
+        validate_values(&form, Some(&json!({"age": 1, "other": 2})), &LIMITS)
             .unwrap_err()
             .field,
         "values.other"
@@ -171,4 +179,72 @@ fn interaction_states_move_forward_only() {
     assert!(!InteractionState::can_move(Acknowledged, Rejected));
     assert!(!InteractionState::can_move(Dispatched, Received));
     assert!(!InteractionState::can_move(Failed, Failed));
+}
+
+/// A label shows as written: a bidi override or isolate is refused as a
+/// command's choices refuse it, whether posted or changed later, and each
+/// bound is the configured one, named in the error.
+#[test]
+fn labels_refuse_bidi_overrides_and_bounds_come_from_the_limits() {
+    for evil in ["evil\u{202E}txt", "a\u{2066}b", "x\u{202A}"] {
+        let posted = decoded(json!([{"kind": "button", "customId": "a", "label": evil}]));
+        let e = validate_components(&posted, &LIMITS).unwrap_err();
+        assert_eq!(e.field, "components[0].label");
+        assert!(e.message.contains("bidirectional"), "{}", e.message);
+        assert_eq!(
+            check_label("label".into(), evil, &LIMITS)
+                .unwrap_err()
+                .field,
+            "label"
+        );
+        let option = json!([{"kind": "select", "customId": "s",
+                             "options": [{"label": evil, "value": "v"}]}]);
+        assert_eq!(field_of(option), "components[0].options[0].label");
+    }
+    assert!(check_label("label".into(), &"é".repeat(80), &LIMITS).is_ok());
+    let narrow = ComponentLimits {
+        label_max_chars: 3,
+        select_max_options: 1,
+        form_max_fields: 1,
+        field_max_length: 5,
+        ..LIMITS
+    };
+    assert!(check_label("label".into(), "four", &narrow).is_err());
+    let two_options = decoded(json!([{"kind": "select", "customId": "s",
+        "options": [{"label": "x", "value": "1"}, {"label": "y", "value": "2"}]}]));
+    let e = validate_components(&two_options, &narrow).unwrap_err();
+    assert!(
+        e.message.contains("component.select_max_options"),
+        "{}",
+        e.message
+    );
+    let long = decoded(json!([{"kind": "form", "customId": "f", "title": "T",
+        "fields": [{"name": "n", "label": "N", "type": "string", "maxLength": 6}]}]));
+    let e = validate_components(&long, &narrow).unwrap_err();
+    assert_eq!(e.field, "components[0].fields[0].maxLength");
+    // A string field without its own maxLength takes the configured one.
+    let form = Component {
+        component_id: Uuid::now_v7(),
+        custom_id: "f".into(),
+        kind: ComponentKind::Form,
+        definition: Definition {
+            title: Some("T".into()),
+            fields: Some(vec![FormField {
+                name: "n".into(),
+                label: "N".into(),
+                field_type: FieldType::String,
+                required: false,
+                max_length: None,
+            }]),
+            ..Definition::default()
+        },
+        trigger: Level::Write,
+        required_capability: None,
+        restricted_to: None,
+        state: ComponentState::Active,
+        expires_at: String::new(),
+    };
+    assert!(validate_values(&form, Some(&json!({"n": "12345"})), &narrow).is_ok());
+    let e = validate_values(&form, Some(&json!({"n": "123456"})), &narrow).unwrap_err();
+    assert_eq!(e.field, "values.n");
 }

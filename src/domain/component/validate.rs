@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     ButtonStyle, Capability, ComponentKind, Definition, FormField, Restriction, SelectOption,
-    MAX_FORM_FIELDS, MAX_SELECT_OPTIONS,
+    DEFAULT_FORM_MAX_FIELDS, DEFAULT_LABEL_MAX_CHARS, DEFAULT_SELECT_MAX_OPTIONS,
+    DEFAULT_TEXT_MAX_CHARS,
 };
 use crate::domain::authz::Level;
+use crate::domain::command::disallowed;
 use crate::domain::message::PartError;
 
 /// A component as an app posts it: the members of every kind, the
@@ -19,21 +21,25 @@ use crate::domain::message::PartError;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewComponent {
     pub kind: ComponentKind,
-    /// The app's own name for it: 1 to 100 characters, unique on the card.
-    #[schemars(length(min = 1, max = 100))]
+    /// The app's own name for it: 1 to `component.text_max_chars`
+    /// characters, unique on the card.
+    #[schemars(length(min = 1, max = DEFAULT_TEXT_MAX_CHARS))]
     pub custom_id: String,
-    /// A button's text (required for a button, 1 to 80 characters).
+    /// A button's text (required for a button): 1 to
+    /// `component.label_max_chars` characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 80))]
+    #[schemars(length(min = 1, max = DEFAULT_LABEL_MAX_CHARS))]
     pub label: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub style: Option<ButtonStyle>,
+    /// 1 to `component.text_max_chars` characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(length(min = 1, max = DEFAULT_TEXT_MAX_CHARS))]
     pub placeholder: Option<String>,
-    /// A select's options (required for a select): 1 to 25, values unique.
+    /// A select's options (required for a select): 1 to
+    /// `component.select_max_options`, values unique.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = MAX_SELECT_OPTIONS))]
+    #[schemars(length(min = 1, max = DEFAULT_SELECT_MAX_OPTIONS))]
     pub options: Option<Vec<SelectOption>>,
     /// At least this many options chosen (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -41,13 +47,15 @@ pub struct NewComponent {
     /// At most this many (default 1, at most the number of options).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_values: Option<u32>,
-    /// A form's title (required for a form, 1 to 100 characters).
+    /// A form's title (required for a form): 1 to
+    /// `component.text_max_chars` characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(length(min = 1, max = DEFAULT_TEXT_MAX_CHARS))]
     pub title: Option<String>,
-    /// A form's fields (required for a form): 1 to 10, names unique.
+    /// A form's fields (required for a form): 1 to
+    /// `component.form_max_fields`, names unique.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = MAX_FORM_FIELDS))]
+    #[schemars(length(min = 1, max = DEFAULT_FORM_MAX_FIELDS))]
     pub fields: Option<Vec<FormField>>,
     /// The level needed to operate it; default `write`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,12 +87,27 @@ impl NewComponent {
     }
 }
 
+/// The `component.*` bounds a card is checked against.
 #[derive(Clone, Copy, Debug)]
 pub struct ComponentLimits {
     /// `component.max_per_message`.
     pub max_per_message: usize,
     /// `component.default_ttl_seconds`: the default and the longest.
     pub ttl_seconds: u64,
+    /// `component.label_max_chars`: a button's label.
+    pub label_max_chars: usize,
+    /// `component.text_max_chars`: custom ids, placeholders, titles, the
+    /// labels and values of options, the labels of fields.
+    pub text_max_chars: usize,
+    /// `component.select_max_options`.
+    pub select_max_options: usize,
+    /// `component.form_max_fields`.
+    pub form_max_fields: usize,
+    /// `component.field_max_length`: a string field's longest
+    /// `maxLength`, and its default.
+    pub field_max_length: u32,
+    /// `component.field_name_max_chars`.
+    pub field_name_max_chars: usize,
 }
 
 fn err(field: String, rule: impl std::fmt::Display) -> PartError {
@@ -94,16 +117,25 @@ fn err(field: String, rule: impl std::fmt::Display) -> PartError {
     }
 }
 
-/// A text of `min..=max` characters without control characters.
+/// A text of `1..=max` characters a client shows as it is: no control
+/// characters and no bidirectional overrides or isolates (which could make
+/// one label look like another), the check a command's choices pass.
 fn text(field: String, value: &str, max: usize) -> Result<(), PartError> {
     let n = value.chars().count();
-    if n == 0 || n > max || value.chars().any(char::is_control) {
+    if n == 0 || n > max || value.chars().any(disallowed) {
         return Err(err(
             field,
-            format_args!("must be 1 to {max} characters without control characters"),
+            format_args!(
+                "must be 1 to {max} characters without control or bidirectional-override characters"
+            ),
         ));
     }
     Ok(())
+}
+
+/// A button's label, posted or changed by `app/component/update`.
+pub fn check_label(field: String, label: &str, limits: &ComponentLimits) -> Result<(), PartError> {
+    text(field, label, limits.label_max_chars)
 }
 
 /// Checks a card's components; the error names the member at fault.
@@ -126,7 +158,7 @@ pub fn validate_components(
     let mut ids = HashSet::new();
     for (i, c) in components.iter().enumerate() {
         let at = |member: &str| format!("components[{i}].{member}");
-        text(at("customId"), &c.custom_id, 100)?;
+        text(at("customId"), &c.custom_id, limits.text_max_chars)?;
         if !ids.insert(c.custom_id.as_str()) {
             return Err(err(at("customId"), "is used twice on this card"));
         }
@@ -142,9 +174,9 @@ pub fn validate_components(
             }
         }
         match c.kind {
-            ComponentKind::Button => button(c, &at)?,
-            ComponentKind::Select => select(c, &at)?,
-            ComponentKind::Form => form(c, &at)?,
+            ComponentKind::Button => button(c, &at, limits)?,
+            ComponentKind::Select => select(c, &at, limits)?,
+            ComponentKind::Form => form(c, &at, limits)?,
         }
     }
     Ok(())
@@ -174,32 +206,36 @@ fn only(c: &NewComponent, allowed: &[&str], at: &dyn Fn(&str) -> String) -> Resu
     }
 }
 
-fn button(c: &NewComponent, at: &dyn Fn(&str) -> String) -> Result<(), PartError> {
+type At<'a> = &'a dyn Fn(&str) -> String;
+
+fn button(c: &NewComponent, at: At, limits: &ComponentLimits) -> Result<(), PartError> {
     only(c, &["label", "style"], at)?;
     match &c.label {
-        Some(label) => text(at("label"), label, 80),
+        Some(label) => check_label(at("label"), label, limits),
         None => Err(err(at("label"), "is required for a button")),
     }
 }
 
-fn select(c: &NewComponent, at: &dyn Fn(&str) -> String) -> Result<(), PartError> {
+fn select(c: &NewComponent, at: At, limits: &ComponentLimits) -> Result<(), PartError> {
     only(c, &["placeholder", "options", "minValues", "maxValues"], at)?;
+    let max = limits.text_max_chars;
     if let Some(p) = &c.placeholder {
-        text(at("placeholder"), p, 100)?;
+        text(at("placeholder"), p, max)?;
     }
     let Some(options) = &c.options else {
         return Err(err(at("options"), "is required for a select"));
     };
-    if options.is_empty() || options.len() > MAX_SELECT_OPTIONS {
+    let most = limits.select_max_options;
+    if options.is_empty() || options.len() > most {
         return Err(err(
             at("options"),
-            format_args!("must have 1 to {MAX_SELECT_OPTIONS} entries"),
+            format_args!("must have 1 to {most} entries (component.select_max_options)"),
         ));
     }
     let mut values = HashSet::new();
     for (j, o) in options.iter().enumerate() {
-        text(at(&format!("options[{j}].label")), &o.label, 100)?;
-        text(at(&format!("options[{j}].value")), &o.value, 100)?;
+        text(at(&format!("options[{j}].label")), &o.label, max)?;
+        text(at(&format!("options[{j}].value")), &o.value, max)?;
         if !values.insert(o.value.as_str()) {
             return Err(err(at(&format!("options[{j}].value")), "is used twice"));
         }
@@ -217,43 +253,39 @@ fn select(c: &NewComponent, at: &dyn Fn(&str) -> String) -> Result<(), PartError
     Ok(())
 }
 
-fn form(c: &NewComponent, at: &dyn Fn(&str) -> String) -> Result<(), PartError> {
+fn form(c: &NewComponent, at: At, limits: &ComponentLimits) -> Result<(), PartError> {
     only(c, &["title", "fields"], at)?;
     match &c.title {
-        Some(title) => text(at("title"), title, 100)?,
+        Some(title) => text(at("title"), title, limits.text_max_chars)?,
         None => return Err(err(at("title"), "is required for a form")),
     }
     let Some(fields) = &c.fields else {
         return Err(err(at("fields"), "is required for a form"));
     };
-    if fields.is_empty() || fields.len() > MAX_FORM_FIELDS {
+    let most = limits.form_max_fields;
+    if fields.is_empty() || fields.len() > most {
         return Err(err(
             at("fields"),
-            format_args!("must have 1 to {MAX_FORM_FIELDS} entries"),
+            format_args!("must have 1 to {most} entries (component.form_max_fields)"),
         ));
     }
     let mut names = HashSet::new();
     for (j, f) in fields.iter().enumerate() {
-        let name_ok = !f.name.is_empty()
-            && f.name.len() <= 64
-            && f.name
-                .chars()
-                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-');
-        if !name_ok {
-            return Err(err(
-                at(&format!("fields[{j}].name")),
-                "must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -",
-            ));
-        }
+        field_name(at(&format!("fields[{j}].name")), &f.name, limits)?;
         if !names.insert(f.name.as_str()) {
             return Err(err(at(&format!("fields[{j}].name")), "is used twice"));
         }
-        text(at(&format!("fields[{j}].label")), &f.label, 100)?;
+        text(
+            at(&format!("fields[{j}].label")),
+            &f.label,
+            limits.text_max_chars,
+        )?;
+        let longest = limits.field_max_length;
         match f.max_length {
-            Some(n) if !(1..=4000).contains(&n) => {
+            Some(n) if !(1..=longest).contains(&n) => {
                 return Err(err(
                     at(&format!("fields[{j}].maxLength")),
-                    "must be from 1 to 4000",
+                    format_args!("must be from 1 to {longest} (component.field_max_length)"),
                 ))
             }
             Some(_) if f.field_type != super::FieldType::String => {
@@ -266,4 +298,20 @@ fn form(c: &NewComponent, at: &dyn Fn(&str) -> String) -> Result<(), PartError> 
         }
     }
     Ok(())
+}
+
+fn field_name(field: String, name: &str, limits: &ComponentLimits) -> Result<(), PartError> {
+    let max = limits.field_name_max_chars;
+    let ok = !name.is_empty()
+        && name.len() <= max
+        && name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-');
+    if ok {
+        return Ok(());
+    }
+    Err(err(
+        field,
+        format_args!("must be 1 to {max} characters of A-Z, a-z, 0-9, _ and -"),
+    ))
 }

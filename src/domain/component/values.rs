@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use super::{Component, ComponentKind, FieldType, FormField};
+use super::{Component, ComponentKind, ComponentLimits, FieldType, FormField};
 use crate::domain::message::PartError;
 
 fn err(field: String, rule: impl std::fmt::Display) -> PartError {
@@ -16,10 +16,13 @@ fn err(field: String, rule: impl std::fmt::Display) -> PartError {
     }
 }
 
-/// The values as stored and sent to the app (`None` for a button).
+/// The values as stored and sent to the app (`None` for a button); a
+/// string field without its own `maxLength` takes
+/// `component.field_max_length`.
 pub fn validate_values(
     component: &Component,
     values: Option<&Value>,
+    limits: &ComponentLimits,
 ) -> Result<Option<Value>, PartError> {
     match component.kind {
         ComponentKind::Button => match values {
@@ -27,7 +30,7 @@ pub fn validate_values(
             Some(_) => Err(err("values".into(), "must be absent for a button")),
         },
         ComponentKind::Select => select(component, object(values)?).map(Some),
-        ComponentKind::Form => form(component, object(values)?).map(Some),
+        ComponentKind::Form => form(component, object(values)?, limits).map(Some),
     }
 }
 
@@ -81,7 +84,11 @@ fn select(component: &Component, values: &Map<String, Value>) -> Result<Value, P
     Ok(Value::Object(values.clone()))
 }
 
-fn form(component: &Component, values: &Map<String, Value>) -> Result<Value, PartError> {
+fn form(
+    component: &Component,
+    values: &Map<String, Value>,
+    limits: &ComponentLimits,
+) -> Result<Value, PartError> {
     let fields = component.definition.fields.as_deref().unwrap_or_default();
     if let Some(unknown) = values
         .keys()
@@ -98,18 +105,18 @@ fn form(component: &Component, values: &Map<String, Value>) -> Result<Value, Par
                 return Err(err(format!("values.{}", f.name), "is required"))
             }
             None => {}
-            Some(v) => field(f, v)?,
+            Some(v) => field(f, v, limits.field_max_length)?,
         }
     }
     Ok(Value::Object(values.clone()))
 }
 
-fn field(f: &FormField, v: &Value) -> Result<(), PartError> {
+fn field(f: &FormField, v: &Value, default_max: u32) -> Result<(), PartError> {
     let at = || format!("values.{}", f.name);
     let ok = match f.field_type {
         FieldType::String => match v.as_str() {
             Some(s) => {
-                let max = f.max_length.unwrap_or(4000) as usize;
+                let max = f.max_length.unwrap_or(default_max) as usize;
                 if s.chars().count() > max {
                     return Err(err(at(), format_args!("must be at most {max} characters")));
                 }

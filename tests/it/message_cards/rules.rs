@@ -11,6 +11,7 @@ both!(
     a_card_carries_its_components_and_a_press_reaches_the_app,
     a_once_card_is_used_by_its_first_interaction,
     a_once_per_principal_card_takes_one_interaction_each,
+    every_refusal_of_a_used_card_is_one_answer,
 );
 
 async fn a_card_carries_its_components_and_a_press_reaches_the_app(options: Options) {
@@ -188,4 +189,58 @@ async fn posting_a_card_needs_messages_write_and_write_on_the_channel(options: O
         .await;
     assert_eq!(hidden["error"]["code"], json!(-32004), "{hidden}");
     assert_eq!(hidden["error"]["message"], missing["error"]["message"]);
+}
+
+/// Eight people press one `once` card at once: one press lands, and every
+/// other answer is the same 409 `component_used` with one data shape,
+/// whether the decision refused it (the card read used) or the store (the
+/// card locked and found used), as is a later press (ADR 0027 §3).
+async fn every_refusal_of_a_used_card_is_one_answer(options: Options) {
+    use crate::support::hub::ADMIN_TOKEN;
+    use crate::support::world::{grant, on_channel, person, principal};
+    let t = table(options, ALL_SCOPES).await;
+    let mut app = t.connect(&t.bot).await;
+    let mut voters = Vec::new();
+    for i in 0..8 {
+        let who = person(&t.hub, &format!("Voter {i}")).await;
+        grant(
+            &t.hub,
+            ADMIN_TOKEN,
+            principal(who.id),
+            on_channel(t.general),
+            "write",
+        )
+        .await;
+        let socket = t.connect(&who).await;
+        voters.push((who, socket));
+    }
+    let card = t.post(&mut app, buttons(), "once").await["message"].clone();
+    let yes = component_id(&card, "yes");
+    let presses = voters.into_iter().map(|(who, mut socket)| {
+        let (id, yes) = (card["id"].clone(), yes.clone());
+        tokio::spawn(async move {
+            let answer = press(&mut socket, &who, &id, &yes, None).await;
+            (answer, socket, who)
+        })
+    });
+    let mut refusals = Vec::new();
+    let mut landed = 0;
+    let mut last = None;
+    for p in presses.collect::<Vec<_>>() {
+        let (answer, socket, who) = p.await.unwrap();
+        match answer.get("result") {
+            Some(_) => landed += 1,
+            None => refusals.push(answer["error"].clone()),
+        }
+        last = Some((socket, who));
+    }
+    assert_eq!(landed, 1, "{refusals:?}");
+    let (mut socket, who) = last.unwrap();
+    let later = press(&mut socket, &who, &card["id"], &yes, None).await;
+    refusals.push(later["error"].clone());
+    let expected = json!({"reason": "component_used", "action": "interaction.create"});
+    for r in &refusals {
+        assert_eq!(r["data"], expected, "{refusals:?}");
+        assert_eq!(r, &refusals[0], "one answer: {refusals:?}");
+    }
 }

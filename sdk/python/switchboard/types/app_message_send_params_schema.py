@@ -50,12 +50,17 @@ class SelectOption(BaseModel):
         extra='forbid',
     )
     label: Annotated[
-        str, Field(description='1 to 100 characters.', max_length=100, min_length=1)
+        str,
+        Field(
+            description='1 to `component.text_max_chars` characters.',
+            max_length=100,
+            min_length=1,
+        ),
     ]
     value: Annotated[
         str,
         Field(
-            description='1 to 100 characters, unique in the select.',
+            description='1 to `component.text_max_chars` characters, unique in the select.',
             max_length=100,
             min_length=1,
         ),
@@ -118,19 +123,26 @@ class FormField(BaseModel):
     name: Annotated[
         str,
         Field(
-            description='1 to 64 characters of `[A-Za-z0-9_-]`, unique in the form.',
+            description='1 to `component.field_name_max_chars` characters of\n`[A-Za-z0-9_-]`, unique in the form.',
             max_length=64,
             min_length=1,
             pattern='^[A-Za-z0-9_-]+$',
         ),
     ]
-    label: Annotated[str, Field(max_length=100, min_length=1)]
+    label: Annotated[
+        str,
+        Field(
+            description='1 to `component.text_max_chars` characters.',
+            max_length=100,
+            min_length=1,
+        ),
+    ]
     type: FieldType
     required: bool | None = None
     maxLength: Annotated[
         int | None,
         Field(
-            description="A string field's longest value, in characters (1 to 4000).",
+            description="A string field's longest value, in characters: 1 to\n`component.field_max_length`, which is also the default.",
             ge=1,
             le=4000,
         ),
@@ -145,7 +157,7 @@ class NewComponent(BaseModel):
     customId: Annotated[
         str,
         Field(
-            description="The app's own name for it: 1 to 100 characters, unique on the card.",
+            description="The app's own name for it: 1 to `component.text_max_chars`\ncharacters, unique on the card.",
             max_length=100,
             min_length=1,
         ),
@@ -153,17 +165,24 @@ class NewComponent(BaseModel):
     label: Annotated[
         str | None,
         Field(
-            description="A button's text (required for a button, 1 to 80 characters).",
+            description="A button's text (required for a button): 1 to\n`component.label_max_chars` characters.",
             max_length=80,
             min_length=1,
         ),
     ] = None
     style: ButtonStyle | None = None
-    placeholder: Annotated[str | None, Field(max_length=100, min_length=1)] = None
+    placeholder: Annotated[
+        str | None,
+        Field(
+            description='1 to `component.text_max_chars` characters.',
+            max_length=100,
+            min_length=1,
+        ),
+    ] = None
     options: Annotated[
         list[SelectOption] | None,
         Field(
-            description="A select's options (required for a select): 1 to 25, values unique.",
+            description="A select's options (required for a select): 1 to\n`component.select_max_options`, values unique.",
             max_length=25,
             min_length=1,
         ),
@@ -182,7 +201,7 @@ class NewComponent(BaseModel):
     title: Annotated[
         str | None,
         Field(
-            description="A form's title (required for a form, 1 to 100 characters).",
+            description="A form's title (required for a form): 1 to\n`component.text_max_chars` characters.",
             max_length=100,
             min_length=1,
         ),
@@ -190,7 +209,7 @@ class NewComponent(BaseModel):
     fields: Annotated[
         list[FormField] | None,
         Field(
-            description="A form's fields (required for a form): 1 to 10, names unique.",
+            description="A form's fields (required for a form): 1 to\n`component.form_max_fields`, names unique.",
             max_length=10,
             min_length=1,
         ),

@@ -66,12 +66,17 @@ class SelectOption(BaseModel):
         extra='forbid',
     )
     label: Annotated[
-        str, Field(description='1 to 100 characters.', max_length=100, min_length=1)
+        str,
+        Field(
+            description='1 to `component.text_max_chars` characters.',
+            max_length=100,
+            min_length=1,
+        ),
     ]
     value: Annotated[
         str,
         Field(
-            description='1 to 100 characters, unique in the select.',
+            description='1 to `component.text_max_chars` characters, unique in the select.',
             max_length=100,
             min_length=1,
         ),
@@ -145,19 +150,26 @@ class FormField(BaseModel):
     name: Annotated[
         str,
         Field(
-            description='1 to 64 characters of `[A-Za-z0-9_-]`, unique in the form.',
+            description='1 to `component.field_name_max_chars` characters of\n`[A-Za-z0-9_-]`, unique in the form.',
             max_length=64,
             min_length=1,
             pattern='^[A-Za-z0-9_-]+$',
         ),
     ]
-    label: Annotated[str, Field(max_length=100, min_length=1)]
+    label: Annotated[
+        str,
+        Field(
+            description='1 to `component.text_max_chars` characters.',
+            max_length=100,
+            min_length=1,
+        ),
+    ]
     type: FieldType
     required: bool | None = None
     maxLength: Annotated[
         int | None,
         Field(
-            description="A string field's longest value, in characters (1 to 4000).",
+            description="A string field's longest value, in characters: 1 to\n`component.field_max_length`, which is also the default.",
             ge=1,
             le=4000,
         ),

@@ -1176,11 +1176,11 @@ export interface Component {
  */
 export interface SelectOption {
   /**
-   * 1 to 100 characters.
+   * 1 to `component.text_max_chars` characters.
    */
   label: string;
   /**
-   * 1 to 100 characters, unique in the select.
+   * 1 to `component.text_max_chars` characters, unique in the select.
    */
   value: string;
 }
@@ -1190,14 +1190,19 @@ export interface SelectOption {
  */
 export interface FormField {
   /**
-   * 1 to 64 characters of `[A-Za-z0-9_-]`, unique in the form.
+   * 1 to `component.field_name_max_chars` characters of
+   * `[A-Za-z0-9_-]`, unique in the form.
    */
   name: string;
+  /**
+   * 1 to `component.text_max_chars` characters.
+   */
   label: string;
   type: FieldType;
   required?: boolean;
   /**
-   * A string field's longest value, in characters (1 to 4000).
+   * A string field's longest value, in characters: 1 to
+   * `component.field_max_length`, which is also the default.
    */
   maxLength?: number | null;
 }
@@ -1255,17 +1260,23 @@ export interface AgentMessageSendParams {
 export interface NewComponent {
   kind: ComponentKind;
   /**
-   * The app's own name for it: 1 to 100 characters, unique on the card.
+   * The app's own name for it: 1 to `component.text_max_chars`
+   * characters, unique on the card.
    */
   customId: string;
   /**
-   * A button's text (required for a button, 1 to 80 characters).
+   * A button's text (required for a button): 1 to
+   * `component.label_max_chars` characters.
    */
   label?: string | null;
   style?: ButtonStyle | null;
+  /**
+   * 1 to `component.text_max_chars` characters.
+   */
   placeholder?: string | null;
   /**
-   * A select's options (required for a select): 1 to 25, values unique.
+   * A select's options (required for a select): 1 to
+   * `component.select_max_options`, values unique.
    *
    * @minItems 1
    * @maxItems 25
@@ -1280,11 +1291,13 @@ export interface NewComponent {
    */
   maxValues?: number | null;
   /**
-   * A form's title (required for a form, 1 to 100 characters).
+   * A form's title (required for a form): 1 to
+   * `component.text_max_chars` characters.
    */
   title?: string | null;
   /**
-   * A form's fields (required for a form): 1 to 10, names unique.
+   * A form's fields (required for a form): 1 to
+   * `component.form_max_fields`, names unique.
    *
    * @minItems 1
    * @maxItems 10
