@@ -17,6 +17,7 @@ mod apps;
 mod audit;
 mod audit_actions;
 mod cards;
+mod command_manifest;
 mod commands;
 mod commit_feed;
 mod components;

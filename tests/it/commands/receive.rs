@@ -3,7 +3,8 @@
 //! stored; two connected apps never receive each other's; an app's key on
 //! the agents' event and dispatch calls is `subject_kind_not_allowed`; the
 //! catch-up of an app without `events:subscribe` is 403 `scope_missing`,
-//! and what is invoked meanwhile is not written to its stream.
+//! and what is invoked meanwhile is written all the same and read once the
+//! scope is back.
 
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -159,8 +160,9 @@ async fn personal_events_reach_app_on_catch_up(options: Options) {
         event["payload"]["invocation"]["options"],
         json!({"choice": "yes"})
     );
-    // Without events:subscribe the catch-up is refused, and an invoke
-    // (still offered: commands:write stays) is written to no stream.
+    // Without events:subscribe the catch-up is refused; an invoke (still
+    // offered: commands:write stays) is written all the same, the durable
+    // record of it, and is read once the scope is back.
     let path = format!("/api/v1/apps/{}/installation/scopes", s.poll.id);
     let scopes = |list: Value| Some(json!({ "scopes": list }));
     let a = call(
@@ -175,7 +177,7 @@ async fn personal_events_reach_app_on_catch_up(options: Options) {
     let (status, body) = rest_events(&s.w.hub, &s.poll.key, "after=0").await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["reason"], json!("scope_missing"), "{body}");
-    invoked(&s, &mut alex, vote, json!({"choice": "no"})).await;
+    let second = invoked(&s, &mut alex, vote, json!({"choice": "no"})).await;
     let a = call(
         &s.w.hub,
         Method::PUT,
@@ -185,5 +187,5 @@ async fn personal_events_reach_app_on_catch_up(options: Options) {
     )
     .await;
     assert_eq!(a.status, 200, "{}", a.body);
-    assert_eq!(stored(&s, &s.poll.key).await, [first]);
+    assert_eq!(stored(&s, &s.poll.key).await, [first, second]);
 }

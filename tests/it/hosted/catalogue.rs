@@ -33,6 +33,7 @@ async fn a_card_is_installed_by_id_from_a_signed_catalogue() {
     ]);
     assert!(ok, "{err}");
     let hub_b = c.root.path().join("hub-b");
+    crate::support::migrate(&hub_b, None);
     let install_from = |id: &str, signer: &str| {
         cli_sync(&[
             "card",

@@ -75,6 +75,8 @@ fn cli_sync(args: &[&str]) -> (bool, String, String) {
 /// app.json with `primitives`, and signs it with a new key.
 pub fn card(id: &str, primitives: &[&str], main: &str, extra: &[(&str, &str)]) -> Card {
     let root = tempfile::tempdir().expect("tempdir");
+    // The card's own hub database, as an operator would make it.
+    crate::support::migrate(&root.path().join("data"), None);
     let dir = root.path().join("pkg");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("main.py"), main).unwrap();
@@ -110,8 +112,10 @@ pub fn card(id: &str, primitives: &[&str], main: &str, extra: &[(&str, &str)]) -
     Card { root }
 }
 
-/// `card install DIR` into `data`.
+/// `card install DIR` into `data`, migrated first (operator commands never
+/// create a database; migrating one that exists changes nothing).
 pub fn install(card: &Card, data: &Path) {
+    crate::support::migrate(data, None);
     let (ok, out, err) = cli_sync(&[
         "card",
         "install",
