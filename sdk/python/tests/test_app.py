@@ -79,6 +79,9 @@ def package() -> Path:
 
 def test_the_sdk_calls_the_grant_and_raises_capability_denied_outside_it(package: Path) -> None:
     data = package.parent / "data"
+    # Operator commands never create a database: make the hub's first.
+    migrated = cli("migrate", "--data-dir", str(data))
+    assert migrated.returncode == 0, migrated.stderr
     installed = cli("card", "install", str(package), "--data-dir", str(data))
     assert installed.returncode == 0, installed.stderr
     ran = cli("app", "run", "sdk-test", "--data-dir", str(data))
