@@ -4,7 +4,6 @@
 //! and registers in the store. Each answer's `text` is a JSON document.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -179,27 +178,10 @@ impl Caller {
             ));
         }
         let limit = limit.unwrap_or(hub.config.events.page_default);
-        let notify = hub.events.waiter(self.app);
-        let notified = notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let mut events = hub
-            .store
-            .events_after(self.app, after, limit)
+        let events = hub
+            .events_after_waiting(self.app, after, limit, wait)
             .await
             .map_err(store_failure)?;
-        if events.is_empty() && wait > 0 {
-            tokio::select! {
-                _ = &mut notified => {}
-                _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
-                _ = hub.shutdown.cancelled() => {}
-            }
-            events = hub
-                .store
-                .events_after(self.app, after, limit)
-                .await
-                .map_err(store_failure)?;
-        }
         let next_after = events.last().map_or(after, |e| e.seq);
         let envelopes: Vec<_> = events.iter().map(|e| e.envelope_ref()).collect();
         Ok(json!({"events": envelopes, "nextAfter": next_after}))

@@ -3,7 +3,6 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -12,7 +11,6 @@ use serde_json::json;
 
 use super::error::ApiError;
 use super::identity::bearer;
-use uuid::Uuid;
 
 use super::query::QueryParams;
 use crate::access::{self, Target};
@@ -69,7 +67,11 @@ pub async fn catch_up(
         .await
         .map_err(store_failure)?;
     let after = check_cursor(&hub, &query, &pos)?;
-    let events = read_page(&hub, audience, after, limit, wait).await?;
+    // `limit` is within `events.page_max`, a u32.
+    let events = hub
+        .events_after_waiting(audience, after, limit as u32, wait)
+        .await
+        .map_err(store_failure)?;
     if events.first().is_some_and(|e| e.seq != after + 1) {
         // Retention passed the cursor between the check and the read.
         let pos = hub
@@ -221,39 +223,6 @@ fn check_cursor(
         ));
     }
     Ok(after)
-}
-
-/// Reads the page; an empty one waits up to `wait` seconds for the
-/// audience's next publish (registered before the read, so none is missed).
-async fn read_page(
-    hub: &Hub,
-    audience: Uuid,
-    after: u64,
-    limit: u64,
-    wait: u64,
-) -> Result<Vec<StoredEvent>, ApiError> {
-    let notify = hub.events.waiter(audience);
-    let notified = notify.notified();
-    tokio::pin!(notified);
-    notified.as_mut().enable();
-    let mut events = hub
-        .store
-        .events_after(audience, after, limit as u32)
-        .await
-        .map_err(store_failure)?;
-    if events.is_empty() && wait > 0 {
-        tokio::select! {
-            _ = &mut notified => {}
-            _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
-            _ = hub.shutdown.cancelled() => {}
-        }
-        events = hub
-            .store
-            .events_after(audience, after, limit as u32)
-            .await
-            .map_err(store_failure)?;
-    }
-    Ok(events)
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod denials;
 pub mod hook_health;
 pub mod installation_cache;
 pub mod installations;
+mod long_poll;
 pub mod membership;
 pub mod rate;
 pub mod registry;
