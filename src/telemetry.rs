@@ -53,6 +53,8 @@ pub mod names {
     pub const AUDIT_DENIALS_DROPPED: &str = "switchboard_audit_denials_dropped_total";
     /// Installation lifecycle actions by `action` (ADR 0023 §11).
     pub const APP_LIFECYCLE: &str = "switchboard_app_lifecycle_total";
+    /// Console logins by `outcome` (`accepted`, `refused`, `rate_limited`).
+    pub const CONSOLE_LOGINS: &str = "switchboard_console_logins_total";
 }
 
 pub fn init_logging(config: &LogConfig) {
@@ -96,6 +98,10 @@ fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_gauge!(names::CONNECTIONS, "Open WebSocket connections by kind");
     describe_counter!(names::RPC_CALLS, "Peer-to-hub calls by method and outcome");
+    describe_counter!(
+        names::CONSOLE_LOGINS,
+        "Console logins by outcome (accepted, refused, rate_limited)"
+    );
     describe_histogram!(names::RPC_DURATION, "Peer-to-hub call latency by method");
     describe_counter!(
         names::SERVER_CALLS,

@@ -8,6 +8,7 @@
 mod audit;
 mod command;
 mod component;
+mod console;
 mod events;
 mod gateway;
 mod hooks;
@@ -33,6 +34,7 @@ use crate::domain::manifest::ManifestBounds;
 pub use audit::AuditConfig;
 pub use command::CommandConfig;
 pub use component::ComponentConfig;
+pub use console::ConsoleConfig;
 pub use events::{EventsConfig, JobsConfig, LeasesConfig, MessagesConfig};
 pub use gateway::GatewayConfig;
 pub use hooks::{HooksConfig, LimitsConfig};
@@ -68,6 +70,7 @@ pub struct Config {
     pub component: ComponentConfig,
     pub installation: InstallationConfig,
     pub hosted: HostedConfig,
+    pub console: ConsoleConfig,
 }
 
 /// Refuses the first key whose value is 0, naming it.
@@ -138,6 +141,7 @@ impl Config {
         self.component.validate()?;
         self.installation.validate()?;
         self.hosted.validate()?;
+        self.console.validate()?;
         // A handler's job is locked from before its insert: the lock must
         // outlast the wait for the writer, the hook and the grace period.
         if self.jobs.lock_ms

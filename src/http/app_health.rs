@@ -47,9 +47,20 @@ pub async fn health(
     let access = (RateClass::Default, Action::AppHealthRead);
     operator_or_app(&hub, &headers, remote, app, access).await?;
     let record = app_record(&hub, app).await?;
-    let mut figures = hub.hook_health.snapshot(app);
+    Ok(Json(json!({
+        "appId": app,
+        "windowSeconds": hub.hook_health.window().as_secs(),
+        "methods": health_methods(&hub, &record),
+    })))
+}
+
+/// Per method, the app's figures of the window: the three gates always,
+/// with their policy (and `timeoutMs` for a hook); other methods only
+/// when called in the window. The console shows the same list.
+pub(super) fn health_methods(hub: &Hub, record: &AppRecord) -> Vec<Value> {
+    let mut figures = hub.hook_health.snapshot(record.principal.id);
     let mut methods = Vec::new();
-    for (gate, method, policy) in gates(&record) {
+    for (gate, method, policy) in gates(record) {
         let found = figures.iter().position(|f| f.method == method);
         let figure = found.map(|i| figures.remove(i));
         let mut entry = method_view(method, figure.as_ref());
@@ -63,11 +74,7 @@ pub async fn health(
     for figure in &figures {
         methods.push(Value::Object(method_view(figure.method, Some(figure))));
     }
-    Ok(Json(json!({
-        "appId": app,
-        "windowSeconds": hub.hook_health.window().as_secs(),
-        "methods": methods,
-    })))
+    methods
 }
 
 /// The manifest's gates: name, method and policy as the manifest has it.
@@ -123,8 +130,14 @@ pub async fn check(
     let access = (RateClass::Write, Action::AppCheck);
     operator_or_app(&hub, &headers, remote, app, access).await?;
     object_body(&headers, &body, &[])?;
-    let record = app_record(&hub, app).await?;
-    let gates = check_app(&hub, &record).await.map_err(store_failure)?;
+    Ok(Json(check_answer(&hub, app).await?))
+}
+
+/// The check's answer, `{appId, ok, gates}`: the REST route's and the
+/// console's "run check".
+pub(super) async fn check_answer(hub: &Arc<Hub>, app: uuid::Uuid) -> Result<Value, ApiError> {
+    let record = app_record(hub, app).await?;
+    let gates = check_app(hub, &record).await.map_err(store_failure)?;
     let ok = gates.iter().all(|g| g.kind == CheckOutcome::Ok);
-    Ok(Json(json!({ "appId": app, "ok": ok, "gates": gates })))
+    Ok(json!({ "appId": app, "ok": ok, "gates": gates }))
 }

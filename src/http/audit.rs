@@ -41,7 +41,7 @@ fn page_query(query: &QueryParams, hub: &Hub) -> Result<PageQuery, ApiError> {
     })
 }
 
-fn record_json(r: &AuditRecord) -> Value {
+pub(super) fn record_json(r: &AuditRecord) -> Value {
     let d = &r.denial;
     json!({
         "id": r.id,

@@ -295,12 +295,20 @@ async fn transition(
     check_admin(&hub, &headers, remote).await?;
     let app = app_id(&raw)?;
     object_body(&headers, &body, &[])?;
-    let installation = Lifecycle::of(&hub)
+    Ok(Json(operator_transition(&hub, app, transition).await?))
+}
+
+/// The operator's suspend or resume, `{installation}`: the REST routes'
+/// and the console's, one path with its audit row.
+pub(super) async fn operator_transition(
+    hub: &Hub,
+    app: Uuid,
+    transition: Transition,
+) -> Result<Value, ApiError> {
+    let installation = Lifecycle::of(hub)
         .transition(app, transition, Actor::Operator)
         .await?;
-    Ok(Json(
-        json!({ "installation": installation_view(&installation) }),
-    ))
+    Ok(json!({ "installation": installation_view(&installation) }))
 }
 
 /// `POST /api/v1/apps/{appId}/installation/suspend` (operator): the app's

@@ -6,6 +6,7 @@ mod audit;
 mod body;
 mod cards;
 mod commands;
+pub mod console;
 mod error;
 mod events;
 mod grants;
@@ -152,6 +153,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
+        .merge(console::routes(&hub))
         .fallback(|| async { ApiError::not_found("no such route") })
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(

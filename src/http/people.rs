@@ -235,15 +235,26 @@ pub async fn revoke_agent_keys(
         revoke_as_owner(&hub, &headers, remote, agent).await?
     } else {
         check_admin(&hub, &headers, remote).await?;
-        let record = hub.store.principal(agent).await.map_err(store_failure)?;
-        if record.is_none_or(|r| r.kind != PrincipalKind::Agent) {
-            return Err(unknown_agent());
-        }
-        identity::revoke(hub.store.as_ref(), agent).await?
+        return revoke_as_operator(&hub, agent)
+            .await
+            .map(|_| StatusCode::NO_CONTENT);
     };
     close_revoked(&hub, agent, &revoked);
     info!(%agent, by_owner, revoked = revoked.len(), "agent keys revoked");
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The operator's revoke of every key of an agent, its sockets closed with
+/// 4003: the REST route's and the console's. Returns the keys revoked.
+pub(super) async fn revoke_as_operator(hub: &Hub, agent: Uuid) -> Result<Vec<String>, ApiError> {
+    let record = hub.store.principal(agent).await.map_err(store_failure)?;
+    if record.is_none_or(|r| r.kind != PrincipalKind::Agent) {
+        return Err(unknown_agent());
+    }
+    let revoked = identity::revoke(hub.store.as_ref(), agent).await?;
+    close_revoked(hub, agent, &revoked);
+    info!(%agent, by_owner = false, revoked = revoked.len(), "agent keys revoked");
+    Ok(revoked)
 }
 
 /// The owner's revoke: decided by `access`, then revoked only if the

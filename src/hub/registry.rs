@@ -18,6 +18,8 @@ pub struct Connection {
     pub principal: Principal,
     pub key_id: String,
     pub peer: Peer,
+    /// When the socket authenticated (the console shows its age).
+    pub connected_at: crate::domain::Millis,
     order: u64,
 }
 
@@ -38,6 +40,7 @@ impl Registry {
                 principal,
                 key_id,
                 peer,
+                connected_at: crate::domain::now_millis(),
                 order,
             });
         metrics::gauge!(names::CONNECTIONS, "kind" => principal.kind.as_str()).increment(1.0);
@@ -101,6 +104,24 @@ impl Registry {
             c.peer.close(code, reason);
         }
         open.len()
+    }
+
+    /// Every open socket of every principal, oldest first (the console's
+    /// view of who is connected).
+    pub fn all(&self) -> Vec<Connection> {
+        let mut open: Vec<Connection> = self
+            .by_principal
+            .iter()
+            .flat_map(|e| {
+                e.value()
+                    .iter()
+                    .filter(|c| !c.peer.is_closed())
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        open.sort_by_key(|c| c.order);
+        open
     }
 
     pub fn len(&self) -> usize {

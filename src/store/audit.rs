@@ -61,14 +61,14 @@ pub trait AuditStore: Send + Sync + 'static {
     async fn prune_denials(&self, before: Millis) -> StoreResult<u64>;
 }
 
-const COLUMNS: &str =
+pub(super) const COLUMNS: &str =
     "id, actor_id, actor_kind, action, reason, resource_kind, resource_id, first_at, last_at, count";
 const ARGS_PER_ROW: usize = 10;
 /// Rows per upsert statement: 500 placeholders, far below either dialect's
 /// limit, and one round trip for a typical flush.
 const ROWS_PER_STATEMENT: usize = 50;
 
-fn audit_row(r: &Row) -> StoreResult<AuditRecord> {
+pub(super) fn audit_row(r: &Row) -> StoreResult<AuditRecord> {
     Ok(AuditRecord {
         id: r.id("id")?,
         denial: DenialRecord {

@@ -3,7 +3,7 @@
 //!
 //! A caller names the area it uses: [`IdentityStore`], [`EventStore`],
 //! [`ConversationStore`], [`TaskStore`], [`JobStore`], [`CardStore`],
-//! [`SigningKeyStore`], [`PlaceStore`], [`AuditStore`], [`InstallationStore`], with [`BaseStore`] for what concerns the database
+//! [`SigningKeyStore`], [`PlaceStore`], [`AuditStore`], [`InstallationStore`], [`OverviewStore`], with [`BaseStore`] for what concerns the database
 //! itself. [`Store`] is all of them, and the hub holds one [`DynStore`].
 //!
 //! Each area module holds its trait, its records and its SQL, written once
@@ -37,6 +37,7 @@ mod interactions;
 mod jobs;
 mod leases;
 mod messages;
+mod overview;
 mod people;
 mod place_levels;
 mod places;
@@ -85,6 +86,9 @@ pub use leases::{CreatedLease, LeaseAccess, LeaseChange, NewLease};
 pub use messages::{
     Fanout, InsertedMessage, MessageDecided, MessageOutcome, MessagePage, NewMessage, PagePlace,
     PersonCopies, Verdict,
+};
+pub use overview::{
+    AppOverview, EventBacklog, JobBacklog, LiveLease, Overview, OverviewStore, WaitingTask,
 };
 pub use places::{
     actor_of, ChannelLevels, ChannelRecord, GrantRecord, NewChannel, NewGrant, NewGroup, NewSpace,
@@ -157,6 +161,7 @@ pub trait Store:
     + ComponentStore
     + InteractionStore
     + HostedStore
+    + OverviewStore
 {
 }
 
@@ -176,6 +181,7 @@ impl<T> Store for T where
         + ComponentStore
         + InteractionStore
         + HostedStore
+        + OverviewStore
 {
 }
 

@@ -1,0 +1,184 @@
+//! `GET /console/api/stream`: the live view over server-sent events. One
+//! reader per hub (`Feed`) reads the view every `console.poll_interval_ms`
+//! while at least one console is open, whatever the number of tabs; each
+//! stream sends a `snapshot` (every section), then a `changes` event with
+//! only the sections that changed, and ends with `ended {reason}` when its
+//! session ends (idle, expired, logged out) or the hub shuts down.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use futures_util::stream::{self, Stream};
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::session::operator;
+use super::view::{self, Sections};
+use super::Console;
+use crate::http::error::ApiError;
+use crate::hub::Hub;
+
+type Latest = Option<Arc<Sections>>;
+
+/// The hub's one reader of the view, shared by every open stream.
+pub struct Feed {
+    latest: watch::Sender<Latest>,
+    /// Whether the reader runs; changed only under this lock, with the
+    /// subscriber count read under it too, so a new stream never finds a
+    /// reader that is about to stop.
+    running: Mutex<bool>,
+}
+
+impl Default for Feed {
+    fn default() -> Self {
+        Feed {
+            latest: watch::channel(None).0,
+            running: Mutex::new(false),
+        }
+    }
+}
+
+impl Feed {
+    /// A receiver of the view, starting the reader if none runs.
+    fn subscribe(self: &Arc<Self>, hub: &Arc<Hub>, node: Arc<str>) -> watch::Receiver<Latest> {
+        let mut running = self.running.lock().expect("feed lock");
+        let receiver = self.latest.subscribe();
+        if !*running {
+            *running = true;
+            hub.tasks
+                .spawn(read_while_watched(self.clone(), hub.clone(), node));
+        }
+        receiver
+    }
+
+    /// Stops the reader when no stream is left; says whether it stopped.
+    fn stop_if_unwatched(&self) -> bool {
+        let mut running = self.running.lock().expect("feed lock");
+        if self.latest.receiver_count() > 0 {
+            return false;
+        }
+        *running = false;
+        // The next first stream waits for a fresh read, never this one.
+        self.latest.send_replace(None);
+        true
+    }
+}
+
+async fn read_while_watched(feed: Arc<Feed>, hub: Arc<Hub>, node: Arc<str>) {
+    let interval = Duration::from_millis(hub.config.console.poll_interval_ms);
+    loop {
+        match view::read(&hub, &node).await {
+            Ok(sections) => {
+                feed.latest.send_replace(Some(Arc::new(sections)));
+            }
+            Err(e) => tracing::error!(error = %e, "reading the console's view failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = hub.shutdown.cancelled() => {}
+        }
+        if hub.shutdown.is_cancelled() {
+            *feed.running.lock().expect("feed lock") = false;
+            return;
+        }
+        if feed.stop_if_unwatched() {
+            return;
+        }
+    }
+}
+
+/// One stream's state between events.
+struct Watch {
+    hub: Arc<Hub>,
+    console: Arc<Console>,
+    session: String,
+    latest: watch::Receiver<Latest>,
+    sent: Option<Sections>,
+    done: bool,
+}
+
+fn ended(reason: &str) -> Event {
+    Event::default()
+        .event("ended")
+        .data(json!({ "reason": reason }).to_string())
+}
+
+impl Watch {
+    /// The next event: the snapshot, a change, or the end.
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if let Err(why) = self.console.sessions.check(&self.session, false) {
+                self.done = true;
+                return Some(ended(why.as_str()));
+            }
+            let current = self.latest.borrow_and_update().clone();
+            if let Some(event) = current.and_then(|c| self.event_for(&c)) {
+                return Some(event);
+            }
+            tokio::select! {
+                changed = self.latest.changed() => {
+                    if changed.is_err() {
+                        self.done = true;
+                        return Some(ended("shutdown"));
+                    }
+                }
+                _ = self.hub.shutdown.cancelled() => {
+                    self.done = true;
+                    return Some(ended("shutdown"));
+                }
+            }
+        }
+    }
+
+    fn event_for(&mut self, current: &Sections) -> Option<Event> {
+        let (name, body) = match &self.sent {
+            None => ("snapshot", current.clone()),
+            Some(sent) => ("changes", view::changed(sent, current)),
+        };
+        if body.is_empty() {
+            return None;
+        }
+        self.sent = Some(current.clone());
+        Some(
+            Event::default()
+                .event(name)
+                .data(serde_json::Value::Object(body).to_string()),
+        )
+    }
+}
+
+fn events(watch: Watch) -> impl Stream<Item = Result<Event, Infallible>> {
+    stream::unfold(watch, |mut w| async move {
+        let event = w.next().await?;
+        Some((Ok(event), w))
+    })
+}
+
+pub async fn stream(
+    State(hub): State<Arc<Hub>>,
+    Extension(console): Extension<Arc<Console>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let session = operator(&hub, &console, &headers, false)?;
+    let latest = console.feed.subscribe(&hub, console.node.clone());
+    let watch = Watch {
+        hub,
+        console,
+        session,
+        latest,
+        sent: None,
+        done: false,
+    };
+    Ok(Sse::new(events(watch))
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
