@@ -13,6 +13,7 @@ mod canaries;
 mod cards;
 mod chaos;
 mod commands;
+mod console;
 mod conversations;
 mod egress;
 mod event_index;

@@ -57,11 +57,54 @@ fn call_text(from: &str) -> &str {
 fn router_routes() -> BTreeSet<(String, String)> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/http/mod.rs");
     let src = std::fs::read_to_string(path).expect("src/http/mod.rs");
+    // The console's routes are merged from their own table: private,
+    // cookie-authenticated, and so not in the document (ADR 0030).
+    let src = src.replacen(CONSOLE_MERGE, "", 1);
     assert!(
         !src.contains(".merge(") && !src.contains(".nest("),
         "the router's routes must stay in src/http/mod.rs's one table for this scan"
     );
     routes_in(&src)
+}
+
+const CONSOLE_MERGE: &str = ".merge(console::routes(&hub))";
+
+/// The console's own table, in `src/http/console/mod.rs`.
+fn console_routes() -> BTreeSet<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let router = std::fs::read_to_string(root.join("src/http/mod.rs")).expect("src/http/mod.rs");
+    assert!(
+        router.contains(CONSOLE_MERGE),
+        "the console is merged as the scan expects"
+    );
+    let src = std::fs::read_to_string(root.join("src/http/console/mod.rs"))
+        .expect("src/http/console/mod.rs");
+    routes_in(&src)
+}
+
+#[test]
+fn the_console_routes_are_under_console_and_not_in_the_document() {
+    let console = console_routes();
+    assert!(
+        console.len() >= 9,
+        "the scan found too few console routes: {console:?}"
+    );
+    for (method, path) in &console {
+        assert!(
+            path == "/console" || path.starts_with("/console/"),
+            "{method} {path} is in the console's table but not under /console"
+        );
+    }
+    let documented = document_routes(&switchboard::http::openapi::document());
+    let shared: Vec<_> = console.intersection(&documented).collect();
+    assert!(
+        shared.is_empty(),
+        "console routes in the document: {shared:?}"
+    );
+    assert!(
+        documented.iter().all(|(_, p)| !p.starts_with("/console")),
+        "the document names a /console path"
+    );
 }
 
 /// The `(method, path)` pairs of the `.route(..)` calls in `src`.

@@ -1,0 +1,163 @@
+//! The console's live view over server-sent events: the snapshot, a
+//! change as it happens, an action's effect seen live, the end of the
+//! stream with its session.
+
+use std::time::Duration;
+
+use reqwest::header::COOKIE;
+use serde_json::{json, Value};
+
+use super::{action, console_hub, login, Login};
+use crate::support::hub::TestHub;
+use crate::support::RawSocket;
+
+/// An open `GET /console/api/stream`, read event by event.
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Events {
+    async fn open(hub: &TestHub, login: &Login) -> Events {
+        let response = hub
+            .http
+            .get(format!("{}/console/api/stream", hub.base))
+            .header(COOKIE, login.cookie_header())
+            .send()
+            .await
+            .expect("stream");
+        assert_eq!(response.status().as_u16(), 200);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        Events {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event's name and data; `None` when the stream ended.
+    async fn next(&mut self) -> Option<(String, Value)> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let (mut name, mut data) = (String::from("message"), String::new());
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event: ") {
+                        name = v.to_string();
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        data.push_str(v);
+                    }
+                }
+                if data.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                return Some((name, serde_json::from_str(&data).expect("json data")));
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(30), self.response.chunk())
+                .await
+                .expect("an event within 30 s")
+                .expect("read the stream")?;
+            self.buffer
+                .push_str(std::str::from_utf8(&chunk).expect("utf-8"));
+        }
+    }
+
+    /// Reads until a `changes` event whose `section` satisfies `until`.
+    async fn until(&mut self, section: &str, until: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let (name, data) = self.next().await.expect("the stream is open");
+            assert!(name == "changes" || name == "snapshot", "{name}: {data}");
+            if let Some(value) = data.get(section).filter(|v| until(v)) {
+                return value.clone();
+            }
+        }
+    }
+}
+
+fn rows_of(connections: &Value) -> Vec<Value> {
+    connections["rows"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_stream_shows_a_snapshot_then_each_change_and_ends_with_its_session() {
+    let hub = console_hub().await;
+    let l = login(&hub).await;
+    let mut events = Events::open(&hub, &l).await;
+    let (name, snapshot) = events.next().await.unwrap();
+    assert_eq!(name, "snapshot");
+    for section in [
+        "hub",
+        "connections",
+        "apps",
+        "tasks",
+        "leases",
+        "denials",
+        "backlog",
+        "names",
+    ] {
+        assert!(snapshot.get(section).is_some(), "{section}: {snapshot}");
+    }
+    assert_eq!(snapshot["connections"]["total"], json!(0));
+    assert_eq!(snapshot["hub"]["pollIntervalMs"], json!(100));
+
+    // An agent connects: the change names it, by kind and node.
+    let (agent, key) = hub.register_agent("console-watched").await;
+    let mut socket = RawSocket::connect_agent(&hub.ws_url(), &key).await;
+    let connections = events
+        .until("connections", |c| {
+            rows_of(c).iter().any(|r| r["principalId"] == json!(agent))
+        })
+        .await;
+    assert_eq!(connections["byKind"]["agent"], json!(1), "{connections}");
+    let row = &rows_of(&connections)[0];
+    assert_eq!(row["kind"], json!("agent"));
+    assert!(row["node"].as_str().is_some_and(|n| !n.is_empty()));
+    assert!(row["connectedAt"].as_str().is_some());
+
+    // Revoking its keys from the console closes its socket, seen live.
+    let (status, body) = action(
+        &hub,
+        &l,
+        &format!("/agents/{agent}/keys/revoke"),
+        Some(&l.csrf),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["revoked"], json!(1));
+    let closed = socket.closed().await.expect("a close frame");
+    assert_eq!(closed.0, 4003);
+    events
+        .until("connections", |c| c["total"] == json!(0))
+        .await;
+
+    // A logout ends the stream with its reason.
+    let logout = hub
+        .http
+        .delete(format!("{}/console/api/session", hub.base))
+        .header(COOKIE, l.cookie_header())
+        .header("X-Console-CSRF", &l.csrf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(logout.status().as_u16(), 204);
+    loop {
+        let (name, data) = events.next().await.expect("the ended event");
+        if name == "ended" {
+            assert_eq!(data, json!({ "reason": "logged_out" }));
+            break;
+        }
+    }
+    assert!(events.next().await.is_none(), "the stream ends after it");
+}
+
+#[tokio::test]
+async fn the_stream_needs_a_session() {
+    let hub = console_hub().await;
+    let r = hub
+        .http
+        .get(format!("{}/console/api/stream", hub.base))
+        .header(COOKIE, "sb_console=forged")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+}
