@@ -117,6 +117,11 @@ pub enum AppCommand {
         /// loopback for an unspecified address).
         #[arg(long, env = "SWITCHBOARD_HUB_URL")]
         hub: Option<String>,
+        /// Check as the app itself, with its own key (its own id only),
+        /// instead of with the operator token. Prefer the variable: a
+        /// process list shows the command line.
+        #[arg(long, env = "SWITCHBOARD_APP_KEY", hide_env_values = true)]
+        app_key: Option<String>,
     },
     /// Replace the app's manifest from a file, validated as at registration.
     Upgrade {
@@ -217,7 +222,7 @@ async fn register(
 /// the store.
 pub async fn app(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
     match command {
-        AppCommand::Check { id, hub } => super::check::check(id, hub, &cfg).await,
+        AppCommand::Check { id, hub, app_key } => super::check::check(id, hub, app_key, &cfg).await,
         AppCommand::Run { target } => super::runs::run(&target, cfg).await,
         AppCommand::Runs { card, log } => super::runs::list(card, log, cfg).await,
         AppCommand::Stop { run } => super::runs::stop(run, cfg).await,
@@ -265,7 +270,7 @@ async fn on_store(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        AppCommand::Check { id, hub } => super::check::check(id, hub, &cfg).await,
+        AppCommand::Check { id, hub, app_key } => super::check::check(id, hub, app_key, &cfg).await,
         AppCommand::Upgrade { id, manifest } => {
             let doc = read_manifest(&manifest)?;
             let up = life

@@ -2,7 +2,8 @@
 //! (`POST /api/v1/apps/{id}/check`), run through the running hub because
 //! only it holds the app's socket. It reads the same configuration as
 //! `serve`: the hub's address from `server.listen` (or `--hub`) and the
-//! operator token from `admin.token`; it opens no database.
+//! operator token from `admin.token`, or, with `--app-key` (`SWITCHBOARD_APP_KEY`),
+//! the app's own key; it opens no database.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -23,19 +24,38 @@ fn local_url(listen: SocketAddr) -> String {
     format!("http://{}", SocketAddr::new(ip, listen.port()))
 }
 
-pub(super) async fn check(id: Uuid, hub: Option<String>, config: &Config) -> anyhow::Result<()> {
+/// The bearer the check is sent with: the app's own key (`--app-key`,
+/// `SWITCHBOARD_APP_KEY`), or else the operator token.
+fn credential(app_key: Option<String>, config: &Config) -> anyhow::Result<String> {
+    if let Some(key) = app_key {
+        if key.trim().is_empty() {
+            anyhow::bail!("--app-key (SWITCHBOARD_APP_KEY) is empty");
+        }
+        return Ok(key.trim().to_string());
+    }
     let token = &config.admin.token;
     if token.is_empty() {
         anyhow::bail!(
             "admin.token is not set: the check goes through the running hub's operator API; \
-             give this command the hub's configuration (--config or SWITCHBOARD_ADMIN__TOKEN)"
+             give this command the hub's configuration (--config or SWITCHBOARD_ADMIN__TOKEN), \
+             or check as the app with its key (SWITCHBOARD_APP_KEY)"
         );
     }
+    Ok(token.clone())
+}
+
+pub(super) async fn check(
+    id: Uuid,
+    hub: Option<String>,
+    app_key: Option<String>,
+    config: &Config,
+) -> anyhow::Result<()> {
+    let token = credential(app_key, config)?;
     let base = hub.unwrap_or_else(|| local_url(config.server.listen));
     let url = format!("{}/api/v1/apps/{id}/check", base.trim_end_matches('/'));
     let response = reqwest::Client::new()
         .post(&url)
-        .bearer_auth(token)
+        .bearer_auth(&token)
         .send()
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach the hub at {base}: {e}"))?;

@@ -103,7 +103,8 @@ impl Config {
         figment = figment.merge(
             Env::prefixed("SWITCHBOARD_")
                 .split("__")
-                .ignore(&["config"]),
+                // Read by the command line, not configuration keys.
+                .ignore(&["config", "hub_url", "app_key"]),
         );
         if let Some(listen) = flags.listen {
             figment = figment.merge(Serialized::default("server.listen", listen));

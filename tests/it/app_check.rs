@@ -261,11 +261,22 @@ async fn serve_check(app: &mut RawSocket, answer: Answer) -> Vec<String> {
 /// folder with the hub's token in the environment: its exit code and
 /// output. The folder stays empty (the check opens no database).
 async fn run_check_cli(hub: &TestHub, app_id: &str) -> (i32, String) {
+    run_check_cli_with(hub, app_id, ("SWITCHBOARD_ADMIN__TOKEN", ADMIN_TOKEN)).await
+}
+
+/// `run_check_cli` with one credential variable: the operator token, or
+/// the app's own key (`SWITCHBOARD_APP_KEY`).
+async fn run_check_cli_with(
+    hub: &TestHub,
+    app_id: &str,
+    credential: (&str, &str),
+) -> (i32, String) {
     let folder = tempfile::tempdir().unwrap();
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .args(["app", "check", app_id, "--hub", &hub.base])
         .current_dir(folder.path())
-        .env("SWITCHBOARD_ADMIN__TOKEN", ADMIN_TOKEN)
+        .env_remove("SWITCHBOARD_ADMIN__TOKEN")
+        .env(credential.0, credential.1)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -442,4 +453,35 @@ async fn a_check_of_an_app_with_no_socket_says_so() {
         (status, body["error"]["message"].clone()),
         (404, json!("app not found"))
     );
+}
+
+#[tokio::test]
+async fn an_app_checks_itself_from_the_command_line_with_its_own_key() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let (app_id, app_key) = hub.register_app(&every_gate_hooked()).await;
+    let (other_id, _) = hub.register_app(&every_gate_hooked()).await;
+    let mut app = RawSocket::connect_app(&hub.ws_url(), &app_key).await;
+    let (cli, methods) = tokio::join!(
+        run_check_cli_with(&hub, &app_id, ("SWITCHBOARD_APP_KEY", &app_key)),
+        serve_check(&mut app, Answer::Well)
+    );
+    assert_eq!(methods.len(), 3);
+    let (code, text) = cli;
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("ok: every hook gate answered well in time"),
+        "{text}"
+    );
+    // Another app's key names no app here: the missing app's answer.
+    let (code, text) = run_check_cli_with(&hub, &other_id, ("SWITCHBOARD_APP_KEY", &app_key)).await;
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("404") && text.contains("app not found"),
+        "{text}"
+    );
+    assert!(!text.contains(&app_key), "the key is never printed: {text}");
+    // Without a key or a token it says how to give one.
+    let (code, text) = run_check_cli_with(&hub, &app_id, ("SWITCHBOARD_LOG__LEVEL", "info")).await;
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("SWITCHBOARD_APP_KEY"), "{text}");
 }

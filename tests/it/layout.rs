@@ -219,7 +219,7 @@ const NOT_FOUND_SPELLINGS: [&str; 6] = [
 
 /// The places outside `access` that may spell a NotFound, each with why:
 /// none of them answers about a resource a principal names.
-const NOT_FOUND_ALLOWED: [(&str, &str); 9] = [
+const NOT_FOUND_ALLOWED: [(&str, &str); 11] = [
     // The Refusal -> 404 translation of what `access::reject` decided.
     ("http/error.rs", "StatusCode::NOT_FOUND"),
     // REST messages run the gateway's handlers: their RpcError (built by
@@ -242,6 +242,10 @@ const NOT_FOUND_ALLOWED: [(&str, &str); 9] = [
     // The hosted runs' routes (ADR 0031): operator routes only.
     ("http/runs.rs", "ApiError::not_found("),
     ("http/runs.rs", "StatusCode::NOT_FOUND"),
+    // The operator's console (ADR 0030): a console without `admin.token`
+    // is "no such route", and a file name not in the embedded bundle.
+    ("http/console/session.rs", "ApiError::not_found("),
+    ("http/console/pages.rs", "ApiError::not_found("),
 ];
 
 /// The files that answer a principal's requests: the handlers and every

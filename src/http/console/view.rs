@@ -32,7 +32,11 @@ pub async fn read(hub: &Hub, node: &str) -> StoreResult<Sections> {
         connections_section(&connections, node, limit, &mut ids),
     );
     sections.insert("apps".into(), apps_section(hub, &apps, &mut ids));
-    sections.insert("tasks".into(), tasks_section(hub, &overview, now, &mut ids));
+    let stuck_ms = (hub.config.console.stuck_waiting_secs as i64).saturating_mul(1000);
+    sections.insert(
+        "tasks".into(),
+        tasks_section(stuck_ms, &overview, now, &mut ids),
+    );
     sections.insert("leases".into(), leases_section(&overview, &mut ids));
     sections.insert("denials".into(), denials_section(&overview, &mut ids));
     sections.insert("backlog".into(), backlog_section(&overview));
@@ -102,8 +106,9 @@ fn apps_section(hub: &Hub, apps: &[AppOverview], ids: &mut BTreeSet<Uuid>) -> Va
     json!({ "rows": rows })
 }
 
-fn tasks_section(hub: &Hub, o: &Overview, now: Millis, ids: &mut BTreeSet<Uuid>) -> Value {
-    let stuck_ms = (hub.config.console.stuck_waiting_secs as i64).saturating_mul(1000);
+/// Tasks by state and the longest waiting, each marked `stuck` once it has
+/// waited `stuck_ms` (`console.stuck_waiting_secs`).
+fn tasks_section(stuck_ms: i64, o: &Overview, now: Millis, ids: &mut BTreeSet<Uuid>) -> Value {
     let by_state: BTreeMap<&str, i64> = o.tasks.iter().map(|(s, n)| (s.as_str(), *n)).collect();
     let waiting: Vec<Value> = o
         .waiting
@@ -198,6 +203,35 @@ pub fn changed(sent: &Sections, next: &Sections) -> Sections {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::WaitingTask;
+
+    #[test]
+    fn a_task_waiting_past_the_threshold_is_marked_stuck() {
+        let task = |updated_at| WaitingTask {
+            id: Uuid::now_v7(),
+            app_id: Uuid::now_v7(),
+            initiator_id: Uuid::now_v7(),
+            created_at: 1_000,
+            updated_at,
+        };
+        let overview = Overview {
+            tasks: vec![("active".into(), 4), ("waiting".into(), 2)],
+            waiting: vec![task(10_000), task(69_001)],
+            ..Overview::default()
+        };
+        let mut ids = BTreeSet::new();
+        let view = tasks_section(60_000, &overview, 70_000, &mut ids);
+        assert_eq!(view["byState"], json!({"active": 4, "waiting": 2}));
+        let stuck: Vec<&Value> = view["waiting"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| &t["stuck"])
+            .collect();
+        assert_eq!(stuck, [&json!(true), &json!(false)]);
+        assert_eq!(view["stuckShown"], json!(1));
+        assert_eq!(ids.len(), 4, "apps and initiators are named");
+    }
 
     #[test]
     fn only_changed_sections_are_sent_again() {

@@ -88,7 +88,13 @@ pub async fn console_hub() -> TestHub {
 #[tokio::test]
 async fn without_an_admin_token_the_console_is_not_there() {
     let hub = TestHub::start_with(Options::default().env("SWITCHBOARD_ADMIN__TOKEN", "")).await;
-    for path in ["/console", "/console/api/session", "/console/api/stream"] {
+    for path in [
+        "/console",
+        "/console/",
+        "/console/assets/console-0000.js",
+        "/console/api/session",
+        "/console/api/stream",
+    ] {
         let r = hub
             .http
             .get(format!("{}{path}", hub.base))
