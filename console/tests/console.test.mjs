@@ -53,8 +53,11 @@ class Peer {
 
   onMessage(frame) {
     if (frame.method && frame.id !== undefined) {
-      const result = this.answer(frame.method, frame.params);
-      if (result !== undefined) this.ws.send(JSON.stringify({ jsonrpc: "2.0", id: frame.id, result }));
+      // An answer may be a value, a promise of one (an app that takes its
+      // time), or undefined (no answer at all).
+      Promise.resolve(this.answer(frame.method, frame.params)).then((result) => {
+        if (result !== undefined) this.ws.send(JSON.stringify({ jsonrpc: "2.0", id: frame.id, result }));
+      });
       return;
     }
     const waiting = frame.id !== undefined ? this.pending.get(frame.id) : undefined;
@@ -88,6 +91,7 @@ async function startHub() {
       ...inherited,
       SWITCHBOARD_ADMIN__TOKEN: TOKEN,
       SWITCHBOARD_CONSOLE__POLL_INTERVAL_MS: "100",
+      SWITCHBOARD_CONSOLE__STUCK_WAITING_SECS: "1",
       RUST_LOG: "switchboard=debug,info",
     },
     stdio: ["ignore", "pipe", "pipe"],
@@ -281,6 +285,41 @@ test("suspending an app, once confirmed, closes its sockets", async () => {
   await page.waitForSelector(`${card} [data-testid=sockets]:text("0 socket(s)")`, { timeout: WAIT_MS });
   await page.waitForSelector(`${card} [data-testid=resume]`, { timeout: WAIT_MS });
   await shot("apps-suspended");
+});
+
+test("a task left waiting by its app's hook is shown stuck", async () => {
+  let release;
+  const held = new Promise((resolve) => (release = resolve));
+  const manifest = {
+    name: "Slowpoke",
+    description: "holds its task_create answer until released",
+    limits: { maxParticipants: 8 },
+    conversations: [{ key: "main", name: "Main", participantFilter: "all" }],
+    hooks: { task_create: { kind: "hook", timeoutMs: 30000 }, message_authorize: { kind: "forwardAllExceptSender" }, dispatch_authorize: { kind: "grant" } },
+  };
+  const registered = await rest("POST", "/api/v1/apps/register", { manifest });
+  assert.equal(registered.status, 201, JSON.stringify(registered.body));
+  const slow = new Peer(wsUrl(), (method) =>
+    method === "app/task/create" ? held.then(() => ({ verdict: { decision: "Accept" } })) : undefined,
+  );
+  await slow.call("app/network/connect", { appKey: registered.body.appKey });
+  const carol = await registerAgent("carol");
+  const dave = await registerAgent("dave");
+  const c = await connectAgent(carol);
+  const requested = c.call("agent/task/request", { appId: registered.body.appId, invitedAgentIds: [dave.id] });
+
+  await show("tasks");
+  const stuck = `[data-testid=waiting-task][data-stuck=true]`;
+  await page.waitForSelector(stuck, { timeout: WAIT_MS });
+  assert.match(await page.getAttribute(stuck, "class"), /stuck/);
+  assert.match(await page.textContent(stuck), /Slowpoke/);
+  await shot("tasks-stuck");
+  release();
+  // Answered now: the task leaves `waiting` (the request itself may have
+  // returned it waiting already, after jobs.inline_grace_ms).
+  const task = await requested;
+  assert.ok(["active", "waiting"].includes(task.task.state), task.task.state);
+  await page.waitForSelector("[data-testid=waiting-task]", { state: "detached", timeout: WAIT_MS });
 });
 
 test("every page renders; no console error, and the token is in no URL and no log line", async () => {
