@@ -49,6 +49,7 @@ mod store_command_races;
 mod store_commands;
 mod store_contract;
 mod store_installations;
+mod store_overview;
 mod store_people;
 mod store_places;
 mod store_reads;
