@@ -12,11 +12,12 @@ use switchboard::store::{
 };
 use uuid::Uuid;
 
-use crate::store_contract::{agent_in, app_in, contract, postgres, sqlite};
+use crate::store_contract::{agent_in, app_in, contract, group_of, postgres, send_to, sqlite};
 
 contract!(
     an_empty_store_reads_as_nothing,
     the_overview_counts_whole_and_lists_bounded,
+    the_event_backlog_is_what_readers_have_not_acknowledged,
 );
 
 async fn an_empty_store_reads_as_nothing(store: DynStore) {
@@ -131,4 +132,33 @@ async fn the_overview_counts_whole_and_lists_bounded(store: DynStore) {
     assert_eq!(names.len(), 2);
     assert_eq!(names[&alice], "alice");
     assert_eq!(names[&app], "app");
+}
+
+async fn the_event_backlog_is_what_readers_have_not_acknowledged(store: DynStore) {
+    let a = agent_in(&store, "a").await;
+    let b = agent_in(&store, "b").await;
+    let c = agent_in(&store, "c").await;
+    let group = group_of(&store, &[a, b, c]).await;
+    for _ in 0..5 {
+        send_to(&store, group, a, &[b, c]).await;
+    }
+    let backlog = |o: Overview| o.events;
+    let read = backlog(store.overview(0, 10).await.unwrap());
+    assert_eq!(
+        read,
+        EventBacklog {
+            streams: 2,
+            unacked: 10
+        }
+    );
+    store.ack_events(b, 5).await.unwrap();
+    store.ack_events(c, 2).await.unwrap();
+    let read = backlog(store.overview(0, 10).await.unwrap());
+    assert_eq!(
+        read,
+        EventBacklog {
+            streams: 1,
+            unacked: 3
+        }
+    );
 }
