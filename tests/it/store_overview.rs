@@ -18,6 +18,7 @@ contract!(
     an_empty_store_reads_as_nothing,
     the_overview_counts_whole_and_lists_bounded,
     the_event_backlog_is_what_readers_have_not_acknowledged,
+    live_leases_are_counted_and_listed_oldest_first,
 );
 
 async fn an_empty_store_reads_as_nothing(store: DynStore) {
@@ -161,4 +162,59 @@ async fn the_event_backlog_is_what_readers_have_not_acknowledged(store: DynStore
             unacked: 3
         }
     );
+}
+
+async fn live_leases_are_counted_and_listed_oldest_first(store: DynStore) {
+    use switchboard::domain::lease::LeaseState;
+    use switchboard::store::{Effects, LeaseChange, NewLease};
+    let a = agent_in(&store, "a").await;
+    let b = agent_in(&store, "b").await;
+    let c = agent_in(&store, "c").await;
+    let group = group_of(&store, &[a, b, c]).await;
+    let events = send_to(&store, group, a, &[b, c]).await;
+    let message_id: Uuid = events[0].payload.to_value()["message"]["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut ids = Vec::new();
+    for (recipient, created_at) in [(c, 40), (b, 20)] {
+        let id = Uuid::now_v7();
+        let lease = NewLease {
+            id,
+            message_id,
+            conversation_id: group,
+            recipient_id: recipient,
+            created_at,
+        };
+        store
+            .create_lease(&lease, &NewJob::new(JobKind::DispatchAuthorize, id, 50))
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    let o = store.overview(0, 10).await.unwrap();
+    assert_eq!(o.leases, vec![("pending".to_string(), 2)]);
+    let listed: Vec<(Uuid, i64)> = o.live_leases.iter().map(|l| (l.id, l.created_at)).collect();
+    assert_eq!(listed, [(ids[1], 20), (ids[0], 40)], "oldest first");
+    assert_eq!(o.live_leases[0].recipient_id, b);
+    assert_eq!(o.live_leases[0].state, "pending");
+    // A lease granted (neither pending nor held) is no longer live here.
+    let grant = LeaseChange {
+        lease_id: ids[1],
+        from: vec![LeaseState::Pending],
+        to: LeaseState::Granted,
+        reason: None,
+        expires_at: Some(99),
+        now: 21,
+    };
+    store
+        .transition_lease(&grant, &Effects::default())
+        .await
+        .unwrap()
+        .unwrap();
+    let o = store.overview(0, 1).await.unwrap();
+    assert_eq!(o.leases, vec![("pending".to_string(), 1)]);
+    assert_eq!(o.live_leases.len(), 1);
+    assert_eq!(o.live_leases[0].id, ids[0]);
 }
