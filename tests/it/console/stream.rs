@@ -161,3 +161,28 @@ async fn the_stream_needs_a_session() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 401);
 }
+
+#[tokio::test]
+async fn an_unused_session_ends_its_stream_as_idle() {
+    let hub = TestHub::start_with(
+        TestHub::fast_options()
+            .env("SWITCHBOARD_CONSOLE__POLL_INTERVAL_MS", 100)
+            .env("SWITCHBOARD_CONSOLE__SESSION_IDLE_SECS", 1),
+    )
+    .await;
+    let l = login(&hub).await;
+    let mut events = Events::open(&hub, &l).await;
+    let (name, _) = events.next().await.unwrap();
+    assert_eq!(name, "snapshot");
+    // The stream's own updates do not count as use: it ends by itself.
+    loop {
+        let (name, data) = events.next().await.expect("the ended event");
+        if name == "ended" {
+            assert_eq!(data, json!({ "reason": "idle" }));
+            break;
+        }
+    }
+    assert!(events.next().await.is_none());
+    let (status, body) = action(&hub, &l, "/agents/x/keys/revoke", Some(&l.csrf)).await;
+    assert_eq!(status, 401, "an idle session is gone: {body}");
+}
