@@ -9,6 +9,7 @@
 //! `rpc::frame::notification` writes for the envelope (a test holds this):
 //! clients cannot tell the difference.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use crate::domain::event::{rfc3339, EventPayload, StoredEvent};
@@ -24,7 +25,9 @@ const PAYLOADS_KEPT: usize = 4;
 /// unique for its whole life.
 #[derive(Default)]
 pub struct FrameWriter<'a> {
-    payloads: Vec<(&'a EventPayload, String)>,
+    /// A stored payload's text is borrowed, not copied: a replayed page has
+    /// a distinct payload per event, so a copy would be pure cost.
+    payloads: Vec<(&'a EventPayload, Cow<'a, str>)>,
     event_type: Option<(&'a str, String)>,
     occurred_at: Option<(Millis, String)>,
 }
@@ -74,7 +77,7 @@ impl<'a> FrameWriter<'a> {
         if self.payloads.len() == PAYLOADS_KEPT {
             self.payloads.remove(0);
         }
-        self.payloads.push((payload, payload.json().into_owned()));
+        self.payloads.push((payload, payload.json()));
         self.payloads.len() - 1
     }
 

@@ -193,13 +193,20 @@ fn count_written(events: &[StoredEvent]) {
 }
 
 /// Replays the log onto one socket until it catches up, then goes live; goes
-/// back to replaying whenever a live offer finds a gap.
+/// back to replaying whenever a live offer finds a gap. While a full page
+/// is being sent the next one is already read, so the database and the
+/// socket work at once.
 async fn pump(store: DynStore, sub: Arc<Subscription>, batch: u32) {
     loop {
+        let mut prefetched = None;
         // Replay until caught up.
         loop {
             let after = sub.cursor.lock().expect("cursor lock").delivered;
-            let events = match store.events_after(sub.audience, after, batch).await {
+            let read = match prefetched.take() {
+                Some(page) => page,
+                None => read_page(store.clone(), sub.audience, after, batch).await,
+            };
+            let events = match read {
                 Ok(e) => e,
                 Err(e) => {
                     warn!(audience = %sub.audience, error = %e, "event replay failed; closing the socket so the client resumes");
@@ -218,18 +225,23 @@ async fn pump(store: DynStore, sub: Arc<Subscription>, batch: u32) {
                     return;
                 }
             }
-            // Events read from the log have a payload each, so this writer
-            // saves only the repeated type and timestamp texts.
-            let mut frames = FrameWriter::new();
-            for event in &events {
-                if sub.peer.send_bulk(frames.frame(event)).await.is_err() {
-                    return;
-                }
-                sub.cursor.lock().expect("cursor lock").delivered = event.seq;
-                metrics::counter!(names::EVENTS_DELIVERED, "path" => "replay").increment(1);
+            let next = (events.len() == batch as usize).then(|| {
+                let last = events.last().expect("a full page").seq;
+                tokio::spawn(read_page(store.clone(), sub.audience, last, batch))
+            });
+            if !send_page(&sub, &events).await {
+                return;
+            }
+            if let Some(next) = next {
+                prefetched = Some(next.await.unwrap_or_else(|e| {
+                    Err(crate::store::StoreError::Corrupt(format!(
+                        "replay read: {e}"
+                    )))
+                }));
+                continue;
             }
             let mut c = sub.cursor.lock().expect("cursor lock");
-            if events.len() < batch as usize && c.latest_known <= c.delivered {
+            if c.latest_known <= c.delivered {
                 c.live = true;
                 debug!(audience = %sub.audience, at = c.delivered, "subscription live");
                 break;
@@ -240,4 +252,30 @@ async fn pump(store: DynStore, sub: Arc<Subscription>, batch: u32) {
             _ = sub.peer.closing() => return,
         }
     }
+}
+
+async fn read_page(
+    store: DynStore,
+    audience: Uuid,
+    after: u64,
+    batch: u32,
+) -> crate::store::StoreResult<Vec<StoredEvent>> {
+    store.events_after(audience, after, batch).await
+}
+
+/// Sends a page of the log in order, moving the cursor with each event;
+/// false once the socket is gone.
+async fn send_page(sub: &Subscription, events: &[StoredEvent]) -> bool {
+    // Events read from the log have a payload each, so this writer saves
+    // only the repeated type and timestamp texts.
+    let mut frames = FrameWriter::new();
+    let replayed = metrics::counter!(names::EVENTS_DELIVERED, "path" => "replay");
+    for event in events {
+        if sub.peer.send_bulk(frames.frame(event)).await.is_err() {
+            return false;
+        }
+        sub.cursor.lock().expect("cursor lock").delivered = event.seq;
+        replayed.increment(1);
+    }
+    true
 }

@@ -45,7 +45,13 @@ pub(super) async fn check_admin(
     if presented.is_empty() {
         // Nothing was guessed, so nothing is spent: a web page can send a
         // request here without a preflight, but cannot add the header.
-        return Err(ApiError::unauthorized("a valid operator token is required"));
+        return Err(ApiError::unauthorized(
+            if super::identity::several_authorizations(headers) {
+                super::identity::SEVERAL_AUTHORIZATIONS
+            } else {
+                "a valid operator token is required"
+            },
+        ));
     }
     let attempt = hub
         .refused_keys

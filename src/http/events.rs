@@ -24,23 +24,36 @@ fn bad(code: &'static str, message: String) -> ApiError {
     ApiError::invalid(code, message, Vec::new())
 }
 
-fn number(query: &HashMap<String, String>, name: &str) -> Result<Option<u64>, ApiError> {
+/// A numeric parameter; one that is not a whole number within its range is
+/// refused with `range`, the parameter's own bounds in words.
+fn number(
+    query: &HashMap<String, String>,
+    name: &str,
+    max: u64,
+    range: impl FnOnce() -> String,
+) -> Result<Option<u64>, ApiError> {
     match query.get(name) {
         None => Ok(None),
-        // The same bound as the gateway's cursors: the log binds them as
-        // signed 64-bit integers.
         Some(v) => match v.parse::<u64>() {
-            Ok(n) if n <= MAX_CURSOR => Ok(Some(n)),
+            Ok(n) if n <= max => Ok(Some(n)),
             _ => Err(bad(
                 match name {
                     "after" => "invalid_cursor",
                     "limit" => "invalid_limit",
                     _ => "invalid_query",
                 },
-                format!("{name} must be an integer from 0 to {MAX_CURSOR}"),
+                range(),
             )),
         },
     }
+}
+
+/// A cursor: the same bound as the gateway's, since the log binds them as
+/// signed 64-bit integers.
+fn cursor(query: &HashMap<String, String>) -> Result<Option<u64>, ApiError> {
+    number(query, "after", MAX_CURSOR, || {
+        format!("after must be an integer from 0 to {MAX_CURSOR}")
+    })
 }
 
 fn store_failure(e: crate::store::StoreError) -> ApiError {
@@ -139,7 +152,7 @@ pub fn read_query(
 ) -> Result<(u64, u64, Option<u64>), ApiError> {
     let QueryParams(query) = QueryParams::parse(uri)?;
     let (limit, wait) = check_query(cfg, &query)?;
-    let after = number(&query, "after")?;
+    let after = cursor(&query)?;
     Ok((limit, wait, after))
 }
 
@@ -158,23 +171,19 @@ fn check_query(
             format!("unknown query parameter {unknown:?}"),
         ));
     }
-    let limit = number(query, "limit")?.unwrap_or(cfg.page_default as u64);
-    if limit == 0 || limit > cfg.page_max as u64 {
-        return Err(bad(
-            "invalid_limit",
-            format!("limit must be from 1 to {} (events.page_max)", cfg.page_max),
-        ));
+    let limits = || format!("limit must be from 1 to {} (events.page_max)", cfg.page_max);
+    let limit =
+        number(query, "limit", cfg.page_max as u64, limits)?.unwrap_or(cfg.page_default as u64);
+    if limit == 0 {
+        return Err(bad("invalid_limit", limits()));
     }
-    let wait = number(query, "wait")?.unwrap_or(0);
-    if wait > cfg.max_wait_seconds {
-        return Err(bad(
-            "invalid_query",
-            format!(
-                "wait must be at most {} seconds (events.max_wait_seconds)",
-                cfg.max_wait_seconds
-            ),
-        ));
-    }
+    let wait = number(query, "wait", cfg.max_wait_seconds, || {
+        format!(
+            "wait must be from 0 to {} seconds (events.max_wait_seconds)",
+            cfg.max_wait_seconds
+        )
+    })?
+    .unwrap_or(0);
     Ok((limit, wait))
 }
 
@@ -202,7 +211,7 @@ fn check_cursor(
             return Err(resync(hub, pos, "the event log's syncEpoch changed; fetch current state and read from oldestSeq - 1".into()));
         }
     }
-    let after = number(query, "after")?.unwrap_or(pos.acked_seq);
+    let after = cursor(query)?.unwrap_or(pos.acked_seq);
     if after > pos.last_seq {
         return Err(bad(
             "invalid_cursor",

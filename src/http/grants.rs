@@ -93,8 +93,14 @@ fn one_id(
         .copied()
         .filter(|n| obj.contains_key(*n))
         .collect();
-    let [name] = present[..] else {
-        return Err(bad_field(at, wanted));
+    let name = match present[..] {
+        [name] => name,
+        [] => return Err(bad_field(at, wanted)),
+        _ => {
+            let given = present.join(" and ");
+            let problem = format!("names {given}: give exactly one of {}", names.join(", "));
+            return Err(bad_field(at, problem));
+        }
     };
     let id = obj[name]
         .as_str()

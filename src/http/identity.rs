@@ -430,15 +430,33 @@ pub async fn register_app(
 }
 
 /// The credentials of an `Authorization: Bearer <token>` header. The scheme
-/// name is case-insensitive (RFC 9110, section 11.1).
+/// name is case-insensitive (RFC 9110, section 11.1). A request carrying
+/// several `Authorization` headers has no credentials: a proxy in front of
+/// the hub may pick another one than the hub would, so none is taken.
 pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let value = values.next()?.to_str().ok()?;
+    if values.next().is_some() {
+        return None;
+    }
     let (scheme, token) = value.split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")
         .then(|| token.trim())
         .filter(|t| !t.is_empty())
 }
+
+/// Whether a request carries more than one `Authorization` header, which
+/// counts as none (see `bearer_token`) and is named as such in the refusal.
+pub fn several_authorizations(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .nth(1)
+        .is_some()
+}
+
+pub const SEVERAL_AUTHORIZATIONS: &str = "send one Authorization header: this request has several";
 
 /// The principal behind an `Authorization: Bearer <key>` header. A refused
 /// key spends the source address's budget of failed key checks, shared with
@@ -449,7 +467,11 @@ pub async fn bearer(
     remote: SocketAddr,
 ) -> Result<Authenticated, ApiError> {
     let token = bearer_token(headers).ok_or_else(|| {
-        ApiError::unauthorized("an Authorization: Bearer <key> header is required")
+        ApiError::unauthorized(if several_authorizations(headers) {
+            SEVERAL_AUTHORIZATIONS
+        } else {
+            "an Authorization: Bearer <key> header is required"
+        })
     })?;
     let key_id = crate::domain::keys::parse(token).map(|k| k.key_id);
     let attempt = hub

@@ -164,17 +164,44 @@ pub(super) fn api_error(e: RpcError) -> ApiError {
         Some(ErrorKind::RateLimited) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
         _ => return ApiError::internal(),
     };
-    let mut api = ApiError::new(status, code, e.message.clone());
-    if let Some(field) = text("field") {
-        api.details = vec![FieldProblem {
-            pointer: pointer_of(&field),
-            message: e.message,
-        }];
-    }
+    let mut api = match text("field") {
+        Some(field) if e.kind() == Some(ErrorKind::InvalidParams) => ApiError::invalid(
+            code,
+            "the request has invalid fields",
+            vec![FieldProblem {
+                pointer: pointer_of(&field),
+                message: problem_of(&e.message, &field),
+            }],
+        ),
+        Some(field) => {
+            let mut api = ApiError::new(status, code, e.message.clone());
+            api.details = vec![FieldProblem {
+                pointer: pointer_of(&field),
+                message: e.message,
+            }];
+            api
+        }
+        None if e.kind() == Some(ErrorKind::InvalidParams) => {
+            ApiError::new(status, code, problem_of(&e.message, ""))
+        }
+        None => ApiError::new(status, code, e.message),
+    };
     if let Some(reason) = text("reason") {
         api.extra = Some(Box::new(serde_json::json!({ "reason": reason })));
     }
     api
+}
+
+/// A gateway params message in REST's words: without the JSON-RPC
+/// "Invalid params: " label, and without the field's name where the
+/// detail's pointer already names it (`parts is required` → `is required`).
+fn problem_of(message: &str, field: &str) -> String {
+    let text = message.strip_prefix("Invalid params: ").unwrap_or(message);
+    let named = |sep: &str| text.strip_prefix(field)?.strip_prefix(sep);
+    match (field.is_empty(), named(": ").or_else(|| named(" "))) {
+        (false, Some(rest)) if !rest.is_empty() => rest.to_string(),
+        _ => text.to_string(),
+    }
 }
 
 /// A gateway field path (`parts[0].text`) as a JSON pointer
@@ -197,5 +224,26 @@ mod tests {
     fn a_field_path_is_a_json_pointer() {
         assert_eq!(super::pointer_of("threadId"), "/threadId");
         assert_eq!(super::pointer_of("parts[0].text"), "/parts/0/text");
+    }
+
+    #[test]
+    fn a_params_message_loses_its_json_rpc_label_and_the_pointers_name() {
+        let problem = super::problem_of;
+        assert_eq!(
+            problem("Invalid params: parts is required", "parts"),
+            "is required"
+        );
+        assert_eq!(
+            problem("Invalid params: state: unknown variant `x`", "state"),
+            "unknown variant `x`"
+        );
+        assert_eq!(
+            problem("Invalid params: the body is empty", ""),
+            "the body is empty"
+        );
+        assert_eq!(
+            problem("Invalid params: threadIdx is bad", "threadId"),
+            "threadIdx is bad"
+        );
     }
 }

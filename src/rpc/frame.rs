@@ -197,10 +197,16 @@ fn top_level_count(text: &str, member: &str) -> usize {
 /// fraction while lying outside both 64-bit ranges (`u64::MAX as f64` is
 /// 2^64 and `i64::MIN as f64` is -2^63, both exact; an integer written as
 /// -2^63 - 1 rounds to -2^63 and, unlike -2^63 itself, arrives as a float).
+/// `-0` arrives as a float too, and is named as such.
 fn id_problem(id: &Value) -> &'static str {
     match id.as_f64() {
         Some(f) if f.fract() == 0.0 && (f >= u64::MAX as f64 || f <= i64::MIN as f64) => {
             "id is beyond 64 bits: ids are limited to 64-bit integers or strings"
+        }
+        // serde_json reads `-0` as the float -0.0: it has no fraction, so
+        // "no fraction" would not say what is wrong with it.
+        Some(f) if f == 0.0 && f.is_sign_negative() => {
+            "id -0 cannot be echoed as written; send 0 or a string"
         }
         Some(_) => "id must be a string or an integer (no fraction or exponent)",
         None => "id must be a string or an integer",

@@ -16,11 +16,10 @@ use crate::support::agents::{
     agent, direct, expect_sequence, next_of, send, send_many, text, Agent,
 };
 use crate::support::event_reader::rest_events;
-use crate::support::hub::Options;
-use crate::support::{pg, TestHub};
+use crate::support::TestHub;
 
 /// Reads every event through REST pages of `page`.
-async fn rest_all(hub: &TestHub, key: &str, page: u32) -> Vec<Value> {
+pub(crate) async fn rest_all(hub: &TestHub, key: &str, page: u32) -> Vec<Value> {
     let mut after = 0;
     let mut out = Vec::new();
     loop {
@@ -35,7 +34,7 @@ async fn rest_all(hub: &TestHub, key: &str, page: u32) -> Vec<Value> {
     }
 }
 
-async fn pair(hub: &TestHub) -> (Agent, Agent, AgentClient, Uuid) {
+pub(crate) async fn pair(hub: &TestHub) -> (Agent, Agent, AgentClient, Uuid) {
     let a = agent(hub, "sender").await;
     let b = agent(hub, "receiver").await;
     let client = AgentClient::connect(&hub.base, &a.key).await.unwrap();
@@ -446,121 +445,6 @@ async fn a_retried_registration_with_the_same_idempotency_key_writes_once() {
     );
 }
 
-/// Sends until the hub dies; returns the ids of the sends it acknowledged.
-async fn send_until_killed(
-    hub: &TestHub,
-    a: &Agent,
-    conversation: Uuid,
-) -> (
-    tokio::task::JoinHandle<Vec<Uuid>>,
-    tokio::sync::oneshot::Receiver<()>,
-) {
-    let client = AgentClient::connect(&hub.base, &a.key).await.unwrap();
-    let (enough_tx, enough_rx) = tokio::sync::oneshot::channel();
-    let task = tokio::spawn(async move {
-        let mut acked = Vec::new();
-        let mut enough = Some(enough_tx);
-        for i in 0.. {
-            match client
-                .call::<AgentMessageSend>(MessageSendParams {
-                    conversation_id: conversation,
-                    parts: text(&format!("crash-{i}")),
-                    client_msg_id: None,
-                    reply_to: None,
-                    thread_id: None,
-                    components: None,
-                    card_use: None,
-                })
-                .await
-            {
-                Ok(r) => acked.push(r.message.id),
-                Err(_) => break,
-            }
-            if acked.len() == 100 {
-                if let Some(tx) = enough.take() {
-                    let _ = tx.send(());
-                }
-            }
-        }
-        acked
-    });
-    (task, enough_rx)
-}
-
-async fn crash_and_restart(signal: i32, options: impl Fn() -> Options) {
-    let dir = tempfile::tempdir().unwrap();
-    let with_dir = || {
-        let mut o = options();
-        o.dir = Some(dir.path().to_path_buf());
-        o
-    };
-    let mut hub = TestHub::start_with(with_dir()).await;
-    let (a, b, sender, conversation) = pair(&hub).await;
-    drop(sender);
-    let (task, enough) = send_until_killed(&hub, &a, conversation).await;
-    enough.await.unwrap();
-    hub.signal(signal);
-    let acked = task.await.unwrap();
-    hub.wait_exit(Duration::from_secs(60)).await;
-    assert!(acked.len() >= 100);
-
-    let hub = TestHub::start_with(with_dir()).await;
-    let events = rest_all(&hub, &b.key, 1000).await;
-    let delivered: HashSet<Uuid> = events
-        .iter()
-        .filter(|e| e["type"] == json!("agent/message/received"))
-        .map(|e| {
-            e["payload"]["message"]["id"]
-                .as_str()
-                .unwrap()
-                .parse()
-                .unwrap()
-        })
-        .collect();
-    for id in &acked {
-        assert!(
-            delivered.contains(id),
-            "acknowledged message {id} is missing after the restart"
-        );
-    }
-    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-    assert_eq!(
-        seqs,
-        (1..=seqs.len() as u64).collect::<Vec<_>>(),
-        "the log has no gaps"
-    );
-}
-
-#[tokio::test]
-async fn nothing_acknowledged_is_lost_when_sqlite_hub_is_killed() {
-    crash_and_restart(libc::SIGKILL, TestHub::fast_options).await;
-}
-
-#[tokio::test]
-async fn nothing_acknowledged_is_lost_when_sqlite_hub_is_terminated() {
-    crash_and_restart(libc::SIGTERM, TestHub::fast_options).await;
-}
-
-#[tokio::test]
-async fn nothing_acknowledged_is_lost_when_postgres_hub_is_killed() {
-    let url = pg::fresh_database().await;
-    crash_and_restart(libc::SIGKILL, move || Options {
-        database_url: Some(url.clone()),
-        ..TestHub::fast_options()
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn nothing_acknowledged_is_lost_when_postgres_hub_is_terminated() {
-    let url = pg::fresh_database().await;
-    crash_and_restart(libc::SIGTERM, move || Options {
-        database_url: Some(url.clone()),
-        ..TestHub::fast_options()
-    })
-    .await;
-}
-
 /// Every seq, cursor and limit that arrives as a u64 is refused above
 /// i64::MAX at decoding, with an error naming the field: the store binds them
 /// as signed 64-bit integers, where u64::MAX would wrap to -1.
@@ -628,18 +512,29 @@ async fn cursors_beyond_i64_are_refused_naming_the_field() {
         .await;
     assert_eq!(f["result"]["messages"].as_array().unwrap().len(), 3, "{f}");
 
-    for (query, code) in [
-        ("after=18446744073709551615", "invalid_cursor"),
-        ("limit=18446744073709551615", "invalid_limit"),
-        ("wait=18446744073709551615", "invalid_query"),
+    // Each parameter names its own range: a cursor the log's, `limit` and
+    // `wait` their config keys'.
+    for (query, code, range) in [
+        (
+            "after=18446744073709551615",
+            "invalid_cursor",
+            "from 0 to 9223372036854775807",
+        ),
+        (
+            "limit=18446744073709551615",
+            "invalid_limit",
+            "(events.page_max)",
+        ),
+        (
+            "wait=18446744073709551615",
+            "invalid_query",
+            "(events.max_wait_seconds)",
+        ),
     ] {
         let (status, body) = rest_events(&hub, &a.key, query).await;
         assert_eq!(status, 400, "{query}: {body}");
         assert_eq!(body["error"]["code"], json!(code), "{query}: {body}");
         let message = body["error"]["message"].as_str().unwrap();
-        assert!(
-            message.contains("9223372036854775807"),
-            "{query}: {message}"
-        );
+        assert!(message.contains(range), "{query}: {message}");
     }
 }

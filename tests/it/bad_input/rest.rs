@@ -90,6 +90,8 @@ fn row(
 }
 
 const NEED_BEARER: &str = "an Authorization: Bearer <key> header is required";
+/// Two `Authorization` headers count as none, even when they agree.
+const SEVERAL: &str = "send one Authorization header: this request has several";
 const BAD_KEY: &str = "invalid or revoked key";
 const NEED_OPERATOR: &str = "a valid operator token is required";
 
@@ -149,20 +151,21 @@ fn body_rows() -> Vec<Row> {
         row("POST", "/api/v1/spaces", Operator, Some(r#"{"name":""}"#), 400, invalid_field("/name", name_rule)),
         row("PATCH", "/api/v1/channels/{Z}", Operator, Some("{}"), 400, invalid_field("/name", "name or state is required")),
         row("PATCH", "/api/v1/channels/{Z}", Operator, Some(r#"{"state":"bogus"}"#), 400, invalid_field("/state", "must be open, read_only or archived")),
-        row("POST", "/api/v1/conversations/{Z}/messages", Agent, Some("{}"), 400, fields("invalid_request", "Invalid params: parts is required", "/parts", "Invalid params: parts is required")),
-        row("POST", "/api/v1/messages/{Z}/interactions", Agent, Some("{}"), 400, fields("invalid_request", "Invalid params: componentId is required", "/componentId", "Invalid params: componentId is required")),
+        row("POST", "/api/v1/conversations/{Z}/messages", Agent, Some("{}"), 400, fields("invalid_request", "the request has invalid fields", "/parts", "is required")),
+        row("POST", "/api/v1/messages/{Z}/interactions", Agent, Some("{}"), 400, fields("invalid_request", "the request has invalid fields", "/componentId", "is required")),
         row("POST", "/api/v1/messages/{Z}/interactions", Agent, Some(r#"{"messageId":"x"}"#), 400, invalid_field("/messageId", "is the path's: leave it out")),
-        row("PATCH", "/api/v1/messages/{Z}/components/{Z}", Agent, Some(r#"{"state":"used"}"#), 400, fields("invalid_request", "Invalid params: state: unknown variant `used`, expected `active` or `disabled`", "/state", "Invalid params: state: unknown variant `used`, expected `active` or `disabled`")),
+        row("PATCH", "/api/v1/messages/{Z}/components/{Z}", Agent, Some(r#"{"state":"used"}"#), 400, fields("invalid_request", "the request has invalid fields", "/state", "unknown variant `used`, expected `active` or `disabled`")),
         row("POST", "/api/v1/grants", Operator, Some("{}"), 400, invalid_field("/subject", "is required: an object with one of principalId, groupId")),
+        row("POST", "/api/v1/grants", Operator, Some(r#"{"subject":{"principalId":"00000000-0000-0000-0000-000000000000","groupId":"00000000-0000-0000-0000-000000000000"}}"#), 400, invalid_field("/subject", "names principalId and groupId: give exactly one of principalId, groupId")),
         row("POST", "/api/v1/grants", Operator, Some(r#"{"subject":{"principalId":"00000000-0000-0000-0000-000000000000"},"place":{"spaceId":"00000000-0000-0000-0000-000000000000"},"level":"x"}"#), 400, invalid_field("/level", "is required: read, write, trigger or admin")),
         row("POST", "/api/v1/groups", Operator, Some("{}"), 400, invalid_field("/name", name_rule)),
         row("POST", "/api/v1/webhooks/test", Operator, Some("{}"), 400, fields("invalid_body", "the body is invalid: url is required", "/url", "is required")),
         row("POST", "/api/v1/webhooks/test", Operator, Some(r#"{"url":5}"#), 400, fields("invalid_body", "the body is invalid: url: invalid type: integer `5`, expected a string", "/url", "invalid type: integer `5`, expected a string")),
         row("POST", "/api/v1/webhooks/test", Operator, Some("[]"), 400, fields("invalid_body", "the body is invalid: the body must be a JSON object", "", "must be an object")),
-        row("POST", "/api/v1/commands/{Z}/invocations", Agent, Some("{}"), 400, fields("invalid_request", "Invalid params: conversationId is required", "/conversationId", "Invalid params: conversationId is required")),
+        row("POST", "/api/v1/commands/{Z}/invocations", Agent, Some("{}"), 400, fields("invalid_request", "the request has invalid fields", "/conversationId", "is required")),
         row("POST", "/api/v1/commands/{Z}/invocations", Agent, Some(r#"{"commandId":"00000000-0000-0000-0000-000000000000"}"#), 400, invalid_field("/commandId", "is the path's: leave it out")),
-        row("POST", "/api/v1/commands/{Z}/invocations", Agent, Some(r#"{"conversationId":"00000000-0000-0000-0000-000000000000","clientInvocationId":""}"#), 400, fields("invalid_request", "Invalid params: clientInvocationId: must be 1 to 64 characters", "/clientInvocationId", "Invalid params: clientInvocationId: must be 1 to 64 characters")),
-        row("POST", "/api/v1/commands/{Z}/autocomplete", Agent, Some(r#"{"conversationId":"00000000-0000-0000-0000-000000000000","option":"o"}"#), 400, fields("invalid_request", "Invalid params: value is required", "/value", "Invalid params: value is required")),
+        row("POST", "/api/v1/commands/{Z}/invocations", Agent, Some(r#"{"conversationId":"00000000-0000-0000-0000-000000000000","clientInvocationId":""}"#), 400, fields("invalid_request", "the request has invalid fields", "/clientInvocationId", "must be 1 to 64 characters")),
+        row("POST", "/api/v1/commands/{Z}/autocomplete", Agent, Some(r#"{"conversationId":"00000000-0000-0000-0000-000000000000","option":"o"}"#), 400, fields("invalid_request", "the request has invalid fields", "/value", "is required")),
         row("POST", "/api/v1/webhooks/test", Operator, Some(r#"{"url":"http://127.0.0.1:1/x"}"#), 400, json!({"error": {"code": "invalid_url", "message": "url cannot be sent to: not_https", "details": [{"pointer": "/url", "message": "is refused (not_https)"}], "reason": "not_https"}})),
     ]
 }
@@ -218,9 +221,11 @@ fn query_rows() -> Vec<Row> {
         row("GET", "/api/v1/events?after=abc", Agent, Option::None, 400, cursor.clone()),
         row("GET", "/api/v1/events?after=99999999999999999999", Agent, Option::None, 400, cursor),
         row("GET", "/api/v1/events?after=1&after=2", Agent, Option::None, 400, query("after", "is given more than once")),
-        row("GET", "/api/v1/events?wait=99999", Agent, Option::None, 400, err("invalid_query", "wait must be at most 30 seconds (events.max_wait_seconds)")),
-        row("GET", "/api/v1/events?wait=-1", Agent, Option::None, 400, err("invalid_query", "wait must be an integer from 0 to 9223372036854775807")),
+        row("GET", "/api/v1/events?wait=99999", Agent, Option::None, 400, err("invalid_query", "wait must be from 0 to 30 seconds (events.max_wait_seconds)")),
+        row("GET", "/api/v1/events?wait=-1", Agent, Option::None, 400, err("invalid_query", "wait must be from 0 to 30 seconds (events.max_wait_seconds)")),
         row("GET", "/api/v1/events?limit=0", Agent, Option::None, 400, err("invalid_limit", "limit must be from 1 to 1000 (events.page_max)")),
+        row("GET", "/api/v1/events?limit=1001", Agent, Option::None, 400, err("invalid_limit", "limit must be from 1 to 1000 (events.page_max)")),
+        row("GET", "/api/v1/events?limit=-1", Agent, Option::None, 400, err("invalid_limit", "limit must be from 1 to 1000 (events.page_max)")),
         row("GET", "/api/v1/events?zz=1", Agent, Option::None, 400, err("invalid_query", "unknown query parameter \"zz\"")),
         row("GET", "/api/v1/cards?zz=1", None, Option::None, 400, query("zz", none_here)),
         row("GET", "/api/v1/webhooks/keys?zz=1", None, Option::None, 400, query("zz", none_here)),
@@ -244,6 +249,8 @@ fn header_rows() -> Vec<Row> {
         row("POST", "/api/v1/conversations/{Z}/messages", Agent, Some(r#"{"parts":[]}"#), 400, err("idempotency_key_not_taken", "Idempotency-Key is not taken by a send: give clientMsgId (a retry with the same one returns the original message)")).with("idempotency-key", "abc"),
         row("POST", "/api/v1/commands/{Z}/invocations", Agent, Some("{}"), 400, err("invalid_idempotency_key", "Idempotency-Key must be 1 to 255 printable ASCII characters")).with("idempotency-key", "a b"),
         row("POST", register, Agent, Some(r#"{"name":"x"}"#), 403, err("forbidden", "only a person's key registers agents it owns; register without Authorization")),
+        row("POST", "/api/v1/keys/rotate", Agent, Option::None, 401, err("unauthorized", SEVERAL)).with("authorization", "Bearer sbk_agent_x_y"),
+        row("GET", "/api/v1/audit", Operator, Option::None, 401, err("unauthorized", SEVERAL)).with("authorization", format!("Bearer {ADMIN_TOKEN}")),
         row("GET", "/ws", None, Option::None, 400, err("invalid_request", "Connection header did not include 'upgrade'")),
         row("GET", "/ws", None, Option::None, 400, err("invalid_request", "`Sec-WebSocket-Key` header missing")).with("upgrade", "websocket").with("connection", "upgrade"),
     ]
