@@ -53,6 +53,10 @@ pub mod names {
     pub const AUDIT_DENIALS_DROPPED: &str = "switchboard_audit_denials_dropped_total";
     /// Installation lifecycle actions by `action` (ADR 0023 §11).
     pub const APP_LIFECYCLE: &str = "switchboard_app_lifecycle_total";
+    /// Requests to apps' `interactionsUrl` by `app` (its id), `kind`
+    /// (`command`, `interaction`, `autocomplete`, `verification`),
+    /// `outcome` and `reason` (ADR 0032 §6).
+    pub const INTERACTION_DELIVERIES: &str = "switchboard_interaction_deliveries_total";
 }
 
 pub fn init_logging(config: &LogConfig) {
@@ -156,6 +160,10 @@ fn describe() {
     describe_counter!(
         names::AUDIT_DENIALS_DROPPED,
         "Denials not audited because audit.max_open_records were open"
+    );
+    describe_counter!(
+        names::INTERACTION_DELIVERIES,
+        "Requests to apps' interactionsUrl by app, kind, outcome and reason"
     );
 }
 

@@ -24,6 +24,34 @@ fn local_url(listen: SocketAddr) -> String {
 }
 
 pub(super) async fn check(id: Uuid, hub: Option<String>, config: &Config) -> anyhow::Result<()> {
+    let body = post_operator(&format!("/api/v1/apps/{id}/check"), hub, config).await?;
+    report(&body)
+}
+
+/// `switchboard app verify-url ID` (ADR 0032 §2): the check of the app's
+/// interactionsUrl, run by the hub; exit code 2 when it stays unverified.
+pub(super) async fn verify_url(
+    id: Uuid,
+    hub: Option<String>,
+    config: &Config,
+) -> anyhow::Result<()> {
+    let path = format!("/api/v1/apps/{id}/interactions-url/verify");
+    let body = post_operator(&path, hub, config).await?;
+    match (body["state"].as_str(), body["reason"].as_str()) {
+        (Some("verified"), _) => {
+            println!("verified");
+            Ok(())
+        }
+        (_, reason) => {
+            println!("unverified: {}", reason.unwrap_or("unknown"));
+            Err(Exit(2).into())
+        }
+    }
+}
+
+/// POSTs to the running hub's operator API with `admin.token`; the JSON
+/// answer of a 2xx, an error naming the hub's message otherwise.
+async fn post_operator(path: &str, hub: Option<String>, config: &Config) -> anyhow::Result<Value> {
     let token = &config.admin.token;
     if token.is_empty() {
         anyhow::bail!(
@@ -32,7 +60,7 @@ pub(super) async fn check(id: Uuid, hub: Option<String>, config: &Config) -> any
         );
     }
     let base = hub.unwrap_or_else(|| local_url(config.server.listen));
-    let url = format!("{}/api/v1/apps/{id}/check", base.trim_end_matches('/'));
+    let url = format!("{}{path}", base.trim_end_matches('/'));
     let response = reqwest::Client::new()
         .post(&url)
         .bearer_auth(token)
@@ -48,7 +76,7 @@ pub(super) async fn check(id: Uuid, hub: Option<String>, config: &Config) -> any
         let message = body["error"]["message"].as_str().unwrap_or("no message");
         anyhow::bail!("the hub refused the check ({status}): {message}");
     }
-    report(&body)
+    Ok(body)
 }
 
 /// Prints one line per gate and ends with the worst gate's exit code.

@@ -12,6 +12,7 @@ mod grants;
 mod identity;
 mod installations;
 mod interactions;
+mod interactions_url;
 mod manage;
 mod messages;
 pub mod openapi;
@@ -64,6 +65,14 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route(
             "/api/v1/apps/{app_id}/installation/resume",
             post(installations::resume),
+        )
+        .route(
+            "/api/v1/apps/{app_id}/interactions-url",
+            get(interactions_url::read),
+        )
+        .route(
+            "/api/v1/apps/{app_id}/interactions-url/verify",
+            post(interactions_url::verify),
         )
         .route(
             "/api/v1/apps/{app_id}/manifest",

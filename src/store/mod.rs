@@ -13,6 +13,7 @@
 //! contract test suite runs the same cases against both.
 
 mod app_grants;
+mod app_urls;
 mod apps;
 mod audit;
 mod audit_actions;
@@ -54,6 +55,7 @@ use async_trait::async_trait;
 
 use crate::config::Config;
 
+pub use app_urls::{AppUrlStore, UrlCheck};
 pub use apps::{AppRecord, RegistrationInstall};
 pub use audit::{AuditFilter, AuditRecord, AuditStore, DenialRecord};
 pub use cards::{CardRecord, CardStore};
@@ -157,6 +159,7 @@ pub trait Store:
     + ComponentStore
     + InteractionStore
     + HostedStore
+    + AppUrlStore
 {
 }
 
@@ -176,6 +179,7 @@ impl<T> Store for T where
         + ComponentStore
         + InteractionStore
         + HostedStore
+        + AppUrlStore
 {
 }
 
