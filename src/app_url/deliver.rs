@@ -111,8 +111,7 @@ pub async fn interaction(
 /// never audited, the component's state left out (the press used it).
 pub async fn recheck_press(hub: &Hub, interaction: &Interaction) -> Result<bool, StoreError> {
     let by = interaction.invoked_by;
-    let target =
-        Target::component(interaction.message_id, interaction.component_id).delivering();
+    let target = Target::component(interaction.message_id, interaction.component_id).delivering();
     access::recheck(
         hub,
         actor(by.principal_id, by.kind),

@@ -25,8 +25,8 @@ use crate::domain::Millis;
 use crate::store::SigningKeyStore;
 use crate::telemetry::names;
 use crate::webhooks::egress::{EgressClient, Outcome, Resolver, Settings, SystemResolver};
-use crate::webhooks::signature::{self, SigningSecret};
 use crate::webhooks::keys;
+use crate::webhooks::signature::{self, SigningSecret};
 
 /// The egress client of the `interactions` purpose: the egress rules,
 /// `app.interaction_timeout_ms` and the answer's cap.
@@ -74,8 +74,12 @@ impl Client {
             .max_http_body_bytes
             .min(config.egress.max_response_bytes);
         let allowlist = settings.allowlist.clone();
-        let egress = EgressClient::new("interactions", settings, resolver)
-            .map_err(|e| anyhow::anyhow!("egress.extra_ca_file {:?}: {e}", config.egress.extra_ca_file))?;
+        let egress = EgressClient::new("interactions", settings, resolver).map_err(|e| {
+            anyhow::anyhow!(
+                "egress.extra_ca_file {:?}: {e}",
+                config.egress.extra_ca_file
+            )
+        })?;
         Ok(Client {
             egress,
             allowlist,
@@ -171,7 +175,13 @@ pub fn event_body(event: &StoredEvent, sync_epoch: &str) -> Vec<u8> {
 
 /// An envelope that is stored nowhere (the ping, an autocomplete request):
 /// no `seq`.
-pub fn ephemeral_body(id: Uuid, event_type: &str, audience: Uuid, payload: Value, sync_epoch: &str) -> Vec<u8> {
+pub fn ephemeral_body(
+    id: Uuid,
+    event_type: &str,
+    audience: Uuid,
+    payload: Value,
+    sync_epoch: &str,
+) -> Vec<u8> {
     let envelope = serde_json::json!({
         "id": id,
         "type": event_type,
@@ -209,6 +219,8 @@ pub fn record(app: Uuid, kind: &'static str, url: &str, outcome: Delivered) {
         Delivered::Failed(_) => {
             tracing::warn!(app = %app, kind, outcome = label, reason, host = %host, "interactions_url request")
         }
-        _ => tracing::info!(app = %app, kind, outcome = label, host = %host, "interactions_url request"),
+        _ => {
+            tracing::info!(app = %app, kind, outcome = label, host = %host, "interactions_url request")
+        }
     }
 }

@@ -66,10 +66,7 @@ async fn check(
     url: &str,
 ) -> Result<(), Reason> {
     let (id, nonce, body) = ping(app_id, sync_epoch);
-    match client
-        .post(store, url, &id, body, Signing::Hub, None)
-        .await
-    {
+    match client.post(store, url, &id, body, Signing::Hub, None).await {
         Sent::Answer(answer) => match decode::<NonceEcho>(&answer) {
             Ok(echo) if echo.nonce == nonce => {}
             _ => return Err(Reason::NonceMismatch),

@@ -294,7 +294,10 @@ async fn on_store(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
             println!("granted: {}", names(up.granted));
             println!("awaiting consent: {}", names(up.awaiting_consent()));
             if let Some(url) = &up.interactions_url {
-                println!("interactionsUrl: {}", url["state"].as_str().unwrap_or("unverified"));
+                println!(
+                    "interactionsUrl: {}",
+                    url["state"].as_str().unwrap_or("unverified")
+                );
             }
             Ok(())
         }

@@ -17,12 +17,12 @@ use crate::access::{self, Target};
 use crate::app_url::ask::{self, Asked, Bounds};
 use crate::app_url::deliver::{self, Way};
 use crate::domain::app_reply::Reason;
-use crate::domain::manifest::OptionType;
-use crate::hub::autocomplete::OpenRequest;
 use crate::domain::authz::Action;
 use crate::domain::command::{checked_choices, Choice};
+use crate::domain::manifest::OptionType;
 use crate::hooks::{self, HookOutcome};
 use crate::hub::autocomplete::Answered;
+use crate::hub::autocomplete::OpenRequest;
 use crate::hub::RequestContext;
 use crate::protocol::commands::{
     AppCommandAutocomplete, AutocompleteAnswerParams, AutocompleteAnswerResult,
@@ -105,7 +105,18 @@ pub async fn ask(
         }
         // Nothing goes to an unverified URL: no choices, at once.
         Way::Unverified => (Vec::new(), "unavailable"),
-        Way::Gateway | Way::Inactive => by_socket(&ctx, command.owner_id, &call, left, (option.kind, max), deadline, &mut open).await,
+        Way::Gateway | Way::Inactive => {
+            by_socket(
+                &ctx,
+                command.owner_id,
+                &call,
+                left,
+                (option.kind, max),
+                deadline,
+                &mut open,
+            )
+            .await
+        }
     };
     metrics::counter!(names::AUTOCOMPLETES, "outcome" => label).increment(1);
     Ok(CommandAutocompleteResult { choices })

@@ -30,8 +30,18 @@ fn no_url() -> ApiError {
 
 /// The app's URL state now; `None` without a URL.
 async fn state(hub: &Hub, app: Uuid) -> Result<Value, ApiError> {
-    let record = hub.store.app(app).await.map_err(store_failure)?.ok_or_else(app_not_found)?;
-    let check = hub.store.url_check(app).await.map_err(store_failure)?.unwrap_or_default();
+    let record = hub
+        .store
+        .app(app)
+        .await
+        .map_err(store_failure)?
+        .ok_or_else(app_not_found)?;
+    let check = hub
+        .store
+        .url_check(app)
+        .await
+        .map_err(store_failure)?
+        .unwrap_or_default();
     verify::view(&record.manifest, &check).ok_or_else(no_url)
 }
 

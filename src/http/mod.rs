@@ -98,6 +98,10 @@ pub fn router(hub: Arc<Hub>) -> Router {
             "/api/v1/commands/{command_id}/autocomplete",
             post(commands::autocomplete),
         )
+        .route(
+            "/api/v1/autocomplete/{request_id}/answer",
+            post(commands::autocomplete_answer),
+        )
         .route("/api/v1/people", post(people::create))
         .route("/api/v1/people/me/agents", get(people::my_agents))
         .route("/api/v1/people/{person_id}/disable", post(people::disable))

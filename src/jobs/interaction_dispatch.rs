@@ -58,7 +58,12 @@ async fn to_url(hub: &Arc<Hub>, interaction: &Interaction, url: &str) -> Result<
     }
     let denied = Reason::Denied;
     if !deliver::recheck_press(hub, interaction).await? {
-        record(interaction.app_id, "interaction", url, Delivered::Failed(denied));
+        record(
+            interaction.app_id,
+            "interaction",
+            url,
+            Delivered::Failed(denied),
+        );
         return fail(hub, interaction, denied.as_str()).await;
     }
     let id = interaction.interaction_id;

@@ -9,7 +9,12 @@ use crate::hub::Hub;
 use crate::store::{Job, StoreError};
 
 pub(super) async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
-    crate::app_url::verify::run(hub.store.as_ref(), &hub.interactions, &hub.sync_epoch, job.subject)
-        .await?;
+    crate::app_url::verify::run(
+        hub.store.as_ref(),
+        &hub.interactions,
+        &hub.sync_epoch,
+        job.subject,
+    )
+    .await?;
     hub.store.finish_job(job.id).await
 }

@@ -47,8 +47,11 @@ pub trait AppUrlStore: Send + Sync + 'static {
     ) -> StoreResult<()>;
 
     /// One event of `audience`'s stream by its id, as catch-up reads it.
-    async fn stream_event(&self, audience: Uuid, event_id: Uuid)
-        -> StoreResult<Option<StoredEvent>>;
+    async fn stream_event(
+        &self,
+        audience: Uuid,
+        event_id: Uuid,
+    ) -> StoreResult<Option<StoredEvent>>;
 
     /// The event an invocation wrote (none before migration 0014).
     async fn invocation_event(&self, invocation_id: Uuid) -> StoreResult<Option<Uuid>>;
