@@ -7,11 +7,12 @@ use std::time::Duration;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{ephemeral_body, record, status_reason, Delivered, Sent, Signing};
+use super::{record, Delivered};
 use crate::domain::app_reply::{decode, ChoicesAnswer, Reason};
 use crate::domain::command::{checked_choices, Choice};
 use crate::domain::manifest::OptionType;
 use crate::hub::Hub;
+use crate::webhooks::interactions::{ephemeral_body, status_reason, Sent, Signing};
 
 /// The request's event type: the socket call's method name.
 pub const AUTOCOMPLETE: &str = "app/command/autocomplete";

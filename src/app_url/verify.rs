@@ -9,12 +9,13 @@ use rand::RngCore;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::{ephemeral_body, record, status_reason, Client, Delivered, Sent, Signing};
+use super::{record, Delivered};
 use crate::domain::app_reply::{decode, NonceEcho, Reason};
 use crate::domain::event::rfc3339;
 use crate::domain::manifest::Manifest;
 use crate::domain::{now_millis, Millis};
 use crate::store::{Store, StoreResult, UrlCheck};
+use crate::webhooks::interactions::{ephemeral_body, status_reason, Client, Sent, Signing};
 
 /// The ping's event type.
 pub const PING: &str = "app/interactions_url/ping";

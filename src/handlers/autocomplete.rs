@@ -15,7 +15,7 @@ use super::commands::{checked, checked_options};
 use super::{invalid, store_failure};
 use crate::access::{self, Target};
 use crate::app_url::ask::{self, Asked, Bounds};
-use crate::app_url::deliver::{self, Way};
+use crate::app_url::{self, Way};
 use crate::domain::app_reply::Reason;
 use crate::domain::authz::Action;
 use crate::domain::command::{checked_choices, Choice};
@@ -84,7 +84,7 @@ pub async fn ask(
         deadline_ms: cfg.autocomplete_timeout_ms,
     };
     let left = deadline.saturating_duration_since(Instant::now());
-    let way = deliver::way(&ctx.hub, command.owner_id)
+    let way = app_url::way(&ctx.hub, command.owner_id)
         .await
         .map_err(store_failure)?;
     let (choices, label) = match way {

@@ -71,7 +71,7 @@ pub struct Hub {
     /// The hosted App Card runs this process keeps alive (ADR 0031).
     pub runs: runs::LiveRuns,
     /// Requests to apps' `interactionsUrl` (ADR 0032).
-    pub interactions: crate::app_url::Client,
+    pub interactions: crate::webhooks::interactions::Client,
 }
 
 impl Hub {
@@ -90,7 +90,7 @@ impl Hub {
         let sync_epoch = store.sync_epoch().await?;
         let webhook_egress =
             crate::webhooks::egress::EgressClient::from_config("webhook", &config.egress)?;
-        let interactions = crate::app_url::Client::from_config(&config)?;
+        let interactions = crate::webhooks::interactions::Client::from_config(&config)?;
         let store_for_events = store.clone();
         let replay_batch = config.events.replay_batch;
         let memberships = MembershipCache::new(config.messages.membership_cache_entries);

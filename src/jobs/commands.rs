@@ -10,7 +10,8 @@
 
 use std::sync::Arc;
 
-use crate::app_url::deliver::{self, Way};
+use super::deliver;
+use crate::app_url::{self, Way};
 use crate::hub::Hub;
 use crate::store::{Job, StoreError};
 use crate::telemetry::names;
@@ -18,7 +19,7 @@ use crate::telemetry::names;
 pub(super) async fn dispatch(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
     let outcome = match hub.store.invocation(job.subject).await? {
         None => "missing",
-        Some(invocation) => match deliver::way(hub, invocation.app_id).await? {
+        Some(invocation) => match app_url::way(hub, invocation.app_id).await? {
             Way::Inactive => "inactive",
             Way::Gateway => "gateway",
             Way::Unverified => {

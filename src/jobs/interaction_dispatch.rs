@@ -12,8 +12,8 @@
 
 use std::sync::Arc;
 
-use crate::app_url::deliver::{self, Way};
-use crate::app_url::{record, Delivered};
+use super::deliver;
+use crate::app_url::{self, record, Delivered, Way};
 use crate::domain::app_reply::Reason;
 use crate::domain::component::{Interaction, InteractionState};
 use crate::domain::now_millis;
@@ -29,7 +29,7 @@ pub async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         return hub.store.finish_job(job.id).await;
     };
     let app_id = interaction.app_id;
-    match deliver::way(hub, app_id).await? {
+    match app_url::way(hub, app_id).await? {
         Way::Gateway => {}
         Way::Inactive => fail(hub, &interaction, APP_INACTIVE).await?,
         Way::Unverified => {

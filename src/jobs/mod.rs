@@ -6,6 +6,7 @@
 //! failure.
 
 mod commands;
+mod deliver;
 mod interaction_dispatch;
 mod url_verify;
 

@@ -8,12 +8,11 @@ use std::sync::{Arc, OnceLock};
 
 use uuid::Uuid;
 
-use super::{event_body, record, status_reason, Delivered, Sent, Signing};
 use crate::access::{self, Target};
+use crate::app_url::{record, Delivered};
 use crate::domain::app_reply::{decode_reply, AppReply, Reason};
 use crate::domain::authz::Action;
 use crate::domain::component::Interaction;
-use crate::domain::installation::InstallationState;
 use crate::domain::{Principal, PrincipalKind};
 use crate::hub::{ConnectionInfo, Hub, RequestContext};
 use crate::identity::Authenticated;
@@ -21,45 +20,7 @@ use crate::protocol::conversations::MessageSendParams;
 use crate::protocol::interactions::{InteractionReply, InteractionRespondParams, RespondState};
 use crate::rpc::{ErrorKind, Peer, RpcError};
 use crate::store::{InvocationRecord, StoreError};
-
-/// How an app receives its commands and interactions now.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Way {
-    /// Over its socket: the event written with the invocation is the
-    /// delivery.
-    Gateway,
-    /// The installation is not active (or the app is gone).
-    Inactive,
-    /// A URL that has not passed its check: nothing is sent.
-    Unverified,
-    /// Its verified URL.
-    Url(String),
-}
-
-/// The app's way, from its cached installation, its manifest and its
-/// URL's last check.
-pub async fn way(hub: &Hub, app_id: Uuid) -> Result<Way, StoreError> {
-    let active = hub
-        .installations
-        .get(app_id)
-        .await?
-        .is_some_and(|i| i.state == InstallationState::Active);
-    if !active {
-        return Ok(Way::Inactive);
-    }
-    let Some(app) = hub.store.app(app_id).await? else {
-        return Ok(Way::Inactive);
-    };
-    let Some(url) = app.manifest.delivery.interactions_url else {
-        return Ok(Way::Gateway);
-    };
-    let check = hub.store.url_check(app_id).await?.unwrap_or_default();
-    Ok(if check.verifies(&url) {
-        Way::Url(url)
-    } else {
-        Way::Unverified
-    })
-}
+use crate::webhooks::interactions::{event_body, status_reason, Sent, Signing};
 
 /// A person, agent or app as the subject of a re-check.
 fn actor(id: Uuid, kind: PrincipalKind) -> Principal {
