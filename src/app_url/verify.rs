@@ -6,15 +6,13 @@
 //! REST route); never inside a transaction.
 
 use rand::RngCore;
-use serde_json::{json, Value};
+use serde_json::json;
 use uuid::Uuid;
 
 use super::{record, Delivered};
 use crate::domain::app_reply::{decode, NonceEcho, Reason};
-use crate::domain::event::rfc3339;
-use crate::domain::manifest::Manifest;
 use crate::domain::{now_millis, Millis};
-use crate::store::{Store, StoreResult, UrlCheck};
+use crate::store::{Store, StoreResult};
 use crate::webhooks::interactions::{ephemeral_body, status_reason, Client, Sent, Signing};
 
 /// The ping's event type.
@@ -96,19 +94,4 @@ fn ping(app_id: Uuid, sync_epoch: &str) -> (String, String, Vec<u8>) {
     let id = Uuid::now_v7();
     let body = ephemeral_body(id, PING, app_id, json!({ "nonce": nonce }), sync_epoch);
     (id.to_string(), nonce, body)
-}
-
-/// `{state, reason?, checkedAt?}` of the app's current URL, as the REST
-/// routes and the registration answer show it. `None` without a URL.
-pub fn view(manifest: &Manifest, check: &UrlCheck) -> Option<Value> {
-    let url = manifest.delivery.interactions_url.as_deref()?;
-    let verified = check.verifies(url);
-    let mut view = json!({ "state": if verified { "verified" } else { "unverified" } });
-    if let (false, Some(reason)) = (verified, &check.reason) {
-        view["reason"] = json!(reason);
-    }
-    if let Some(at) = check.checked_at {
-        view["checkedAt"] = json!(rfc3339(at));
-    }
-    Some(view)
 }

@@ -427,7 +427,7 @@ pub async fn register_app(
         body["installation"] = installation_summary(installation);
     }
     // A new URL is unverified: its check is the job the registration wrote.
-    if let Some(url) = crate::app_url::verify::view(&app.manifest, &Default::default()) {
+    if let Some(url) = crate::store::UrlCheck::default().view(&app.manifest) {
         body["interactionsUrl"] = url;
     }
     Ok(created_with_key(body))

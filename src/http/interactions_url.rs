@@ -19,10 +19,11 @@ use crate::domain::authz::Action;
 use crate::hub::Hub;
 use crate::protocol::RateClass;
 
-/// 404 `no_interactions_url`: the app is reached over its socket.
+/// 409 `no_interactions_url`: the app is reached over its socket, so its
+/// state has no URL to show or check.
 fn no_url() -> ApiError {
     ApiError::new(
-        StatusCode::NOT_FOUND,
+        StatusCode::CONFLICT,
         "no_interactions_url",
         "the app's manifest names no interactionsUrl (delivery.mode is gateway)",
     )
@@ -42,7 +43,7 @@ async fn state(hub: &Hub, app: Uuid) -> Result<Value, ApiError> {
         .await
         .map_err(store_failure)?
         .unwrap_or_default();
-    verify::view(&record.manifest, &check).ok_or_else(no_url)
+    check.view(&record.manifest).ok_or_else(no_url)
 }
 
 /// `GET /api/v1/apps/{appId}/interactions-url`: `{state, reason?,

@@ -423,7 +423,7 @@ impl<'a> Lifecycle<'a> {
             Some(c) => (c.after.requested, c.after.granted),
             None => (manifest.requested_scopes(), ScopeSet::EMPTY),
         };
-        let check = match upgraded.url_check {
+        let check: crate::store::UrlCheck = match upgraded.url_check {
             true => Default::default(),
             false => self.store.url_check(app_id).await?.unwrap_or_default(),
         };
@@ -432,7 +432,7 @@ impl<'a> Lifecycle<'a> {
             requested,
             granted,
             commands: upgraded.commands,
-            interactions_url: crate::app_url::verify::view(&manifest, &check),
+            interactions_url: check.view(&manifest),
         })
     }
 }

@@ -28,6 +28,23 @@ impl UrlCheck {
     pub fn verifies(&self, url: &str) -> bool {
         self.verified_url.as_deref() == Some(url)
     }
+
+    /// `{state, reason?, checkedAt?}` of `manifest`'s URL, as the REST
+    /// routes and the registration and upgrade answers show it; `None`
+    /// without a URL.
+    pub fn view(&self, manifest: &Manifest) -> Option<serde_json::Value> {
+        use serde_json::json;
+        let url = manifest.delivery.interactions_url.as_deref()?;
+        let verified = self.verifies(url);
+        let mut view = json!({ "state": if verified { "verified" } else { "unverified" } });
+        if let (false, Some(reason)) = (verified, &self.reason) {
+            view["reason"] = json!(reason);
+        }
+        if let Some(at) = self.checked_at {
+            view["checkedAt"] = json!(crate::domain::event::rfc3339(at));
+        }
+        Some(view)
+    }
 }
 
 #[async_trait]

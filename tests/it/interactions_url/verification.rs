@@ -112,7 +112,7 @@ async fn a_url_is_verified_only_by_an_app_that_checks_signatures(options: Option
 
     // An app on the gateway has no URL to check.
     let path = format!("/api/v1/apps/{}/interactions-url", s.w.bot.id);
-    let none = expect(hub, Method::GET, &path, ADMIN_TOKEN, None, 404).await;
+    let none = expect(hub, Method::GET, &path, ADMIN_TOKEN, None, 409).await;
     assert_eq!(none["error"]["code"], "no_interactions_url", "{none}");
 }
 

@@ -194,7 +194,8 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             .refusal(404, "not_found: app not found (also any other app's id with an app's key)"),
     ]);
     let state = url_state(c);
-    let no_url = "not_found: app not found (also any other app's id with an app's key), or no_interactions_url: its delivery.mode is gateway";
+    let no_app = "not_found: app not found (also any other app's id with an app's key)";
+    let no_url = "no_interactions_url: the app's delivery.mode is gateway";
     ops.extend([
         Op::get("/api/v1/apps/{appId}/interactions-url", "readInteractionsUrl", "Read the state of an app's interactionsUrl")
             .describe("verified once the app echoed the hub's signed ping and refused a request with a bad signature (401); an upgrade that changes the URL resets it (ADR 0032).")
@@ -203,7 +204,8 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             .path_id("appId", "app")
             .answer(200, "the state", state.clone())
             .refusal(403, "forbidden: another kind of key, or the app's installation is not active")
-            .refusal(404, no_url),
+            .refusal(404, no_app)
+            .refusal(409, no_url),
         Op::post("/api/v1/apps/{appId}/interactions-url/verify", "verifyInteractionsUrl", "Check an app's interactionsUrl again")
             .describe("Sends the signed ping (its nonce must be echoed) and a request with a bad signature (it must get 401), each within app.interaction_timeout_ms, and answers the state they leave.")
             .admin()
@@ -211,7 +213,8 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             .path_id("appId", "app")
             .answer(200, "the state the check left", state)
             .refusal(403, "forbidden: another kind of key, or the app's installation is not active")
-            .refusal(404, no_url),
+            .refusal(404, no_app)
+            .refusal(409, no_url),
     ]);
     ops
 }
