@@ -90,7 +90,7 @@ async fn a_rerun_after_a_crash_repeats_the_webhook_id(options: Options) {
 }
 
 /// The same hub again, on the same database.
-async fn restart(s: &Setup) -> TestHub {
+pub(super) async fn restart(s: &Setup) -> TestHub {
     let options = Options {
         database_url: s.database_url.clone(),
         ..TestHub::fast_options()
