@@ -9,6 +9,7 @@
 //! `domain` is pure rules with no I/O.
 
 pub mod access;
+pub mod app_url;
 pub mod bench;
 pub mod cards;
 pub mod cli;

@@ -55,6 +55,10 @@ pub mod names {
     pub const APP_LIFECYCLE: &str = "switchboard_app_lifecycle_total";
     /// Console logins by `outcome` (`accepted`, `refused`, `rate_limited`).
     pub const CONSOLE_LOGINS: &str = "switchboard_console_logins_total";
+    /// Requests to apps' `interactionsUrl` by `app` (its id), `kind`
+    /// (`command`, `interaction`, `autocomplete`, `verification`),
+    /// `outcome` and `reason` (ADR 0032 §6).
+    pub const INTERACTION_DELIVERIES: &str = "switchboard_interaction_deliveries_total";
 }
 
 pub fn init_logging(config: &LogConfig) {
@@ -162,6 +166,10 @@ fn describe() {
     describe_counter!(
         names::AUDIT_DENIALS_DROPPED,
         "Denials not audited because audit.max_open_records were open"
+    );
+    describe_counter!(
+        names::INTERACTION_DELIVERIES,
+        "Requests to apps' interactionsUrl by app, kind, outcome and reason"
     );
 }
 

@@ -94,7 +94,9 @@ pub(super) async fn component(
         author,
         recipient,
         on_card: component.is_some(),
-        usable: component.as_ref().is_some_and(|c| c.usable(now_millis())),
+        usable: component
+            .as_ref()
+            .is_some_and(|c| target.delivering || c.usable(now_millis())),
         trigger: component.as_ref().map_or(Level::Write, |c| c.trigger),
         capability: component.as_ref().and_then(|c| c.required_capability),
         restricted_to: component.as_ref().and_then(|c| c.restricted_to),

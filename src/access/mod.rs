@@ -169,6 +169,33 @@ pub async fn check_operator(hub: &Hub, action: Action, target: Target) -> Result
     }
 }
 
+/// A job's re-check of what a request was granted (ADR 0032 §3): the same
+/// loads and decision on the rights of this moment, in Filter mode, so a
+/// denial is counted and never audited (the principal made no request
+/// now). True when allowed.
+pub async fn recheck(
+    hub: &Hub,
+    principal: Principal,
+    action: Action,
+    target: Target,
+) -> Result<bool, StoreError> {
+    let subject = subject_of(principal);
+    Ok(
+        match decide_with(hub, principal.id, &subject, action, &target).await? {
+            Outcome::Allowed { stale, .. } => {
+                if let Some(id) = stale {
+                    hub.memberships.invalidate(id);
+                }
+                true
+            }
+            Outcome::Denied(denial) => {
+                count(action, denial.reason, Mode::Filter);
+                false
+            }
+        },
+    )
+}
+
 /// Why [`check_rest`] did not grant.
 #[derive(Debug)]
 pub enum Refused {

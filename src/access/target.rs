@@ -14,6 +14,10 @@ pub struct Target {
     /// What a NotFound calls the target, when the route names it otherwise
     /// than its kind (a channel is a conversation).
     pub(super) called: Option<&'static str>,
+    /// A delivery's re-check of a press (ADR 0032 §3): the component's
+    /// state and expiry were the press's to decide, and the press used
+    /// it; the rights of this moment are judged alone.
+    pub(super) delivering: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,7 +70,15 @@ impl Target {
             named: Vec::new(),
             field: None,
             called: None,
+            delivering: false,
         }
+    }
+
+    /// A component target for a delivery's re-check: its state and
+    /// expiry are not judged again.
+    pub fn delivering(mut self) -> Target {
+        self.delivering = true;
+        self
     }
 
     /// The hub itself: creations.

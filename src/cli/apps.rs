@@ -153,6 +153,19 @@ pub enum AppCommand {
         #[arg(long)]
         run: Uuid,
     },
+    /// Check the app's interactionsUrl again, through the running hub
+    /// (POST /api/v1/apps/{id}/interactions-url/verify with admin.token):
+    /// a signed ping whose nonce it must echo, and a request with a bad
+    /// signature it must refuse with 401. Prints the state; exit code 0
+    /// only when verified, 2 when unverified (1: the check did not run).
+    VerifyUrl {
+        /// The app's id.
+        id: Uuid,
+        /// The running hub's base URL (default: http:// and server.listen,
+        /// loopback for an unspecified address).
+        #[arg(long, env = "SWITCHBOARD_HUB_URL")]
+        hub: Option<String>,
+    },
 }
 
 fn read_manifest(path: &Path) -> anyhow::Result<serde_json::Value> {
@@ -213,6 +226,9 @@ async fn register(
             app.registered.id
         ),
     }
+    if app.manifest.delivery.interactions_url.is_some() {
+        println!("interactionsUrl: unverified (the running hub checks it now; `switchboard app verify-url {}`)", app.registered.id);
+    }
     println!("The key is shown only once; store it now.");
     Ok(())
 }
@@ -226,6 +242,7 @@ pub async fn app(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
         AppCommand::Run { target } => super::runs::run(&target, cfg).await,
         AppCommand::Runs { card, log } => super::runs::list(card, log, cfg).await,
         AppCommand::Stop { run } => super::runs::stop(run, cfg).await,
+        AppCommand::VerifyUrl { id, hub } => super::check::verify_url(id, hub, &cfg).await,
         other => on_store(other, cfg).await,
     }
 }
@@ -281,9 +298,18 @@ async fn on_store(command: AppCommand, cfg: Config) -> anyhow::Result<()> {
             println!("requested: {}", names(up.requested));
             println!("granted: {}", names(up.granted));
             println!("awaiting consent: {}", names(up.awaiting_consent()));
+            if let Some(url) = &up.interactions_url {
+                println!(
+                    "interactionsUrl: {}",
+                    url["state"].as_str().unwrap_or("unverified")
+                );
+            }
             Ok(())
         }
-        AppCommand::Run { .. } | AppCommand::Runs { .. } | AppCommand::Stop { .. } => {
+        AppCommand::Run { .. }
+        | AppCommand::Runs { .. }
+        | AppCommand::Stop { .. }
+        | AppCommand::VerifyUrl { .. } => {
             unreachable!("served above")
         }
     }

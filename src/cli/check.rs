@@ -51,11 +51,51 @@ pub(super) async fn check(
     config: &Config,
 ) -> anyhow::Result<()> {
     let token = credential(app_key, config)?;
+    let body = post_to_hub(&format!("/api/v1/apps/{id}/check"), hub, &token, config).await?;
+    report(&body)
+}
+
+/// `switchboard app verify-url ID` (ADR 0032 §2): the check of the app's
+/// interactionsUrl, run by the hub; exit code 2 when it stays unverified.
+pub(super) async fn verify_url(
+    id: Uuid,
+    hub: Option<String>,
+    config: &Config,
+) -> anyhow::Result<()> {
+    let token = &config.admin.token;
+    if token.is_empty() {
+        anyhow::bail!(
+            "admin.token is not set: the check goes through the running hub's operator API; \
+             give this command the hub's configuration (--config or SWITCHBOARD_ADMIN__TOKEN)"
+        );
+    }
+    let path = format!("/api/v1/apps/{id}/interactions-url/verify");
+    let body = post_to_hub(&path, hub, token, config).await?;
+    match (body["state"].as_str(), body["reason"].as_str()) {
+        (Some("verified"), _) => {
+            println!("verified");
+            Ok(())
+        }
+        (_, reason) => {
+            println!("unverified: {}", reason.unwrap_or("unknown"));
+            Err(Exit(2).into())
+        }
+    }
+}
+
+/// POSTs to the running hub with `token` as Bearer; the JSON answer of a
+/// 2xx, an error naming the hub's message otherwise.
+async fn post_to_hub(
+    path: &str,
+    hub: Option<String>,
+    token: &str,
+    config: &Config,
+) -> anyhow::Result<Value> {
     let base = hub.unwrap_or_else(|| local_url(config.server.listen));
-    let url = format!("{}/api/v1/apps/{id}/check", base.trim_end_matches('/'));
+    let url = format!("{}{path}", base.trim_end_matches('/'));
     let response = reqwest::Client::new()
         .post(&url)
-        .bearer_auth(&token)
+        .bearer_auth(token)
         .send()
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach the hub at {base}: {e}"))?;
@@ -66,9 +106,9 @@ pub(super) async fn check(
         .map_err(|e| anyhow::anyhow!("the hub at {base} answered {status} without JSON: {e}"))?;
     if !status.is_success() {
         let message = body["error"]["message"].as_str().unwrap_or("no message");
-        anyhow::bail!("the hub refused the check ({status}): {message}");
+        anyhow::bail!("the hub refused the request ({status}): {message}");
     }
-    report(&body)
+    Ok(body)
 }
 
 /// Prints one line per gate and ends with the worst gate's exit code.

@@ -5,6 +5,7 @@
 //! One file per group of sections, each with its structs, defaults and the
 //! checks that need only that section; checks across sections live here.
 
+mod app;
 mod audit;
 mod command;
 mod component;
@@ -31,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::egress_policy::HostPort;
 use crate::domain::manifest::ManifestBounds;
 
+pub use app::AppConfig;
 pub use audit::AuditConfig;
 pub use command::CommandConfig;
 pub use component::ComponentConfig;
@@ -71,6 +73,7 @@ pub struct Config {
     pub installation: InstallationConfig,
     pub hosted: HostedConfig,
     pub console: ConsoleConfig,
+    pub app: AppConfig,
 }
 
 /// Refuses the first key whose value is 0, naming it.
@@ -143,6 +146,11 @@ impl Config {
         self.installation.validate()?;
         self.hosted.validate()?;
         self.console.validate()?;
+        self.app.validate()?;
+        // A verification job waits for two answers of the app (ADR 0032).
+        if self.jobs.lock_ms <= 2 * self.app.interaction_timeout_ms {
+            anyhow::bail!("jobs.lock_ms must exceed twice app.interaction_timeout_ms, or a slow app's verification would run twice");
+        }
         // A handler's job is locked from before its insert: the lock must
         // outlast the wait for the writer, the hook and the grace period.
         if self.jobs.lock_ms

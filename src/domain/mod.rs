@@ -2,6 +2,7 @@
 //! crate depends on this module; it depends on nothing of the crate.
 
 pub mod agent;
+pub mod app_reply;
 pub mod authz;
 pub mod card;
 pub mod command;

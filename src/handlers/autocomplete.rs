@@ -12,12 +12,17 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::commands::{checked, checked_options};
-use super::invalid;
+use super::{invalid, store_failure};
 use crate::access::{self, Target};
+use crate::app_url::ask::{self, Asked, Bounds};
+use crate::app_url::{self, Way};
+use crate::domain::app_reply::Reason;
 use crate::domain::authz::Action;
 use crate::domain::command::{checked_choices, Choice};
+use crate::domain::manifest::OptionType;
 use crate::hooks::{self, HookOutcome};
 use crate::hub::autocomplete::Answered;
+use crate::hub::autocomplete::OpenRequest;
 use crate::hub::RequestContext;
 use crate::protocol::commands::{
     AppCommandAutocomplete, AutocompleteAnswerParams, AutocompleteAnswerResult,
@@ -79,27 +84,77 @@ pub async fn ask(
         deadline_ms: cfg.autocomplete_timeout_ms,
     };
     let left = deadline.saturating_duration_since(Instant::now());
-    let outcome =
-        hooks::call_app::<AppCommandAutocomplete>(&ctx.hub, command.owner_id, &call, left).await;
-    let (choices, label) = match outcome {
+    let way = app_url::way(&ctx.hub, command.owner_id)
+        .await
+        .map_err(store_failure)?;
+    let (choices, label) = match way {
+        Way::Url(url) => {
+            let bounds = Bounds {
+                kind: option.kind,
+                max,
+            };
+            let payload = serde_json::to_value(&call).expect("params serialize");
+            let owner = (command.owner_id, url.as_str());
+            match ask::ask(&ctx.hub, owner, request_id, payload, bounds, left).await {
+                Asked::Choices(c) => (c, "answered"),
+                Asked::Deferred => late(deadline, &mut open).await,
+                Asked::Failed(Reason::Timeout) => (Vec::new(), "timeout"),
+                Asked::Failed(Reason::InvalidReply) => (Vec::new(), "invalid"),
+                Asked::Failed(_) => (Vec::new(), "unavailable"),
+            }
+        }
+        // Nothing goes to an unverified URL: no choices, at once.
+        Way::Unverified => (Vec::new(), "unavailable"),
+        Way::Gateway | Way::Inactive => {
+            by_socket(
+                &ctx,
+                command.owner_id,
+                &call,
+                left,
+                (option.kind, max),
+                deadline,
+                &mut open,
+            )
+            .await
+        }
+    };
+    metrics::counter!(names::AUTOCOMPLETES, "outcome" => label).increment(1);
+    Ok(CommandAutocompleteResult { choices })
+}
+
+/// A deferred request's late answer, by the asker's deadline.
+async fn late(deadline: Instant, open: &mut OpenRequest<'_>) -> (Vec<Choice>, &'static str) {
+    match tokio::time::timeout_at(deadline, &mut open.late).await {
+        Ok(Ok(choices)) => (choices, "deferred_answered"),
+        _ => (Vec::new(), "timeout"),
+    }
+}
+
+/// The owner's callback socket (ADR 0027 §8).
+async fn by_socket(
+    ctx: &RequestContext,
+    owner: Uuid,
+    call: &AutocompleteCallback,
+    left: Duration,
+    (kind, max): (OptionType, usize),
+    deadline: Instant,
+    open: &mut OpenRequest<'_>,
+) -> (Vec<Choice>, &'static str) {
+    let outcome = hooks::call_app::<AppCommandAutocomplete>(&ctx.hub, owner, call, left).await;
+    match outcome {
         HookOutcome::Ok(answer) => match (answer.choices, answer.deferred) {
-            (Some(choices), false) => match checked_choices(option.kind, &choices, max) {
+            (Some(choices), false) => match checked_choices(kind, &choices, max) {
                 Some(c) => (c, "answered"),
                 None => (Vec::new(), "invalid"),
             },
-            (None, true) => match tokio::time::timeout_at(deadline, &mut open.late).await {
-                Ok(Ok(choices)) => (choices, "deferred_answered"),
-                _ => (Vec::new(), "timeout"),
-            },
+            (None, true) => late(deadline, open).await,
             _ => (Vec::new(), "invalid"),
         },
         HookOutcome::Timeout => (Vec::new(), "timeout"),
         HookOutcome::Unavailable | HookOutcome::Disconnected => (Vec::new(), "unavailable"),
         HookOutcome::BadResult(_) => (Vec::new(), "invalid"),
         HookOutcome::RemoteError(_) => (Vec::new(), "error"),
-    };
-    metrics::counter!(names::AUTOCOMPLETES, "outcome" => label).increment(1);
-    Ok(CommandAutocompleteResult { choices })
+    }
 }
 
 /// `app/autocomplete/answer`: the late answer of a deferred request, the

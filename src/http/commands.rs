@@ -136,6 +136,23 @@ pub async fn autocomplete(
     Ok(Json(answered).into_response())
 }
 
+/// `POST /api/v1/autocomplete/{requestId}/answer` `{choices}`: an app's
+/// late answer to a request it deferred (202 at its `interactionsUrl`, or
+/// `{deferred: true}` on its socket), as `app/autocomplete/answer`.
+pub async fn autocomplete_answer(
+    State(hub): State<Arc<Hub>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path(request): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let ctx = context(&hub, &headers, remote, RateClass::AgentRuntime).await?;
+    let id = path_id(&request).to_string();
+    let params = typed(with_path(&body, &headers, &[("requestId", id)])?)?;
+    let answered = autocomplete::answer(ctx, params).await.map_err(api_error)?;
+    Ok(Json(answered).into_response())
+}
+
 /// `GET /api/v1/apps/{appId}/commands`: the app's own, `{commands}`.
 pub async fn app_list(
     State(hub): State<Arc<Hub>>,

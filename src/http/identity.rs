@@ -426,6 +426,10 @@ pub async fn register_app(
     if let Some(installation) = &app.installation {
         body["installation"] = installation_summary(installation);
     }
+    // A new URL is unverified: its check is the job the registration wrote.
+    if let Some(url) = crate::store::UrlCheck::default().view(&app.manifest) {
+        body["interactionsUrl"] = url;
+    }
     Ok(created_with_key(body))
 }
 

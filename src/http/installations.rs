@@ -379,7 +379,7 @@ pub async fn upgrade(
         }
         other => other?,
     };
-    Ok(Json(json!({
+    let mut answer = json!({
         "appId": app,
         "changed": upgraded.changed,
         "scopes": {
@@ -392,5 +392,9 @@ pub async fn upgrade(
             "changed": upgraded.commands.changed,
             "removed": upgraded.commands.removed,
         },
-    })))
+    });
+    if let Some(url) = upgraded.interactions_url {
+        answer["interactionsUrl"] = url;
+    }
+    Ok(Json(answer))
 }

@@ -13,6 +13,7 @@ mod grants;
 mod identity;
 mod installations;
 mod interactions;
+mod interactions_url;
 mod manage;
 mod messages;
 pub mod openapi;
@@ -67,6 +68,14 @@ pub fn router(hub: Arc<Hub>) -> Router {
             post(installations::resume),
         )
         .route(
+            "/api/v1/apps/{app_id}/interactions-url",
+            get(interactions_url::read),
+        )
+        .route(
+            "/api/v1/apps/{app_id}/interactions-url/verify",
+            post(interactions_url::verify),
+        )
+        .route(
             "/api/v1/apps/{app_id}/manifest",
             put(installations::upgrade),
         )
@@ -89,6 +98,10 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route(
             "/api/v1/commands/{command_id}/autocomplete",
             post(commands::autocomplete),
+        )
+        .route(
+            "/api/v1/autocomplete/{request_id}/answer",
+            post(commands::autocomplete_answer),
         )
         .route("/api/v1/people", post(people::create))
         .route("/api/v1/people/me/agents", get(people::my_agents))

@@ -88,6 +88,9 @@ pub struct UpgradeOutcome {
     pub granted: ScopeSet,
     /// The manifest commands it added, changed and removed, by name.
     pub commands: crate::store::CommandChanges,
+    /// `{state, ...}` of the manifest's `interactionsUrl`, if it names one:
+    /// a new URL is unverified until its check (a job) passes.
+    pub interactions_url: Option<serde_json::Value>,
 }
 
 impl UpgradeOutcome {
@@ -420,11 +423,16 @@ impl<'a> Lifecycle<'a> {
             Some(c) => (c.after.requested, c.after.granted),
             None => (manifest.requested_scopes(), ScopeSet::EMPTY),
         };
+        let check: crate::store::UrlCheck = match upgraded.url_check {
+            true => Default::default(),
+            false => self.store.url_check(app_id).await?.unwrap_or_default(),
+        };
         Ok(UpgradeOutcome {
             changed: changed_members(&upgraded.previous, &manifest),
             requested,
             granted,
             commands: upgraded.commands,
+            interactions_url: check.view(&manifest),
         })
     }
 }

@@ -70,6 +70,8 @@ pub struct Hub {
     pub hook_health: HookHealth,
     /// The hosted App Card runs this process keeps alive (ADR 0031).
     pub runs: runs::LiveRuns,
+    /// Requests to apps' `interactionsUrl` (ADR 0032).
+    pub interactions: crate::webhooks::interactions::Client,
 }
 
 impl Hub {
@@ -88,6 +90,7 @@ impl Hub {
         let sync_epoch = store.sync_epoch().await?;
         let webhook_egress =
             crate::webhooks::egress::EgressClient::from_config("webhook", &config.egress)?;
+        let interactions = crate::webhooks::interactions::Client::from_config(&config)?;
         let store_for_events = store.clone();
         let replay_batch = config.events.replay_batch;
         let memberships = MembershipCache::new(config.messages.membership_cache_entries);
@@ -126,6 +129,7 @@ impl Hub {
             autocomplete: autocomplete::OpenRequests::default(),
             hook_health,
             runs: runs::LiveRuns::default(),
+            interactions,
         }))
     }
 }

@@ -1,13 +1,21 @@
-//! The `app_interaction_dispatch` job (ADR 0027 §4, "The job"): hands an
+//! The `app_interaction_dispatch` job (ADR 0027 §4, ADR 0032 §3): hands an
 //! interaction to its app's way. Over the gateway the event written with
 //! the interaction is the delivery, so the job only finishes; an app whose
-//! installation is not active fails the interaction; an `interactions_url`
-//! is unverified until issue 17 verifies it, so nothing is sent and the
-//! interaction fails `url_unverified`. One attempt, never repeated.
+//! installation is not active fails the interaction; an unverified
+//! `interactionsUrl` gets nothing and the interaction fails
+//! `url_unverified`. A verified one: the rights of this moment re-checked,
+//! `received -> dispatched`, one signed POST of the stored event, and the
+//! state the answer gives (200 `acknowledged` with its reply, 202 stays
+//! `dispatched`, anything else `failed` with its reason). One attempt: the
+//! job is run again only when the store failed, and then sends the same
+//! `webhook-id`.
 
 use std::sync::Arc;
 
-use crate::domain::manifest::DeliveryMode;
+use super::deliver;
+use crate::app_url::{self, record, Delivered, Way};
+use crate::domain::app_reply::Reason;
+use crate::domain::component::{Interaction, InteractionState};
 use crate::domain::now_millis;
 use crate::hub::Hub;
 use crate::store::{Job, StoreError};
@@ -16,56 +24,61 @@ use crate::store::{Job, StoreError};
 pub const APP_INACTIVE: &str = "app_inactive";
 pub const URL_UNVERIFIED: &str = "url_unverified";
 
-/// The way the job takes for the interaction's app.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Way {
-    Gateway,
-    Inactive,
-    UrlUnverified,
-}
-
 pub async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
     let Some(interaction) = hub.store.interaction(job.subject).await? else {
         return hub.store.finish_job(job.id).await;
     };
     let app_id = interaction.app_id;
-    match way(hub, app_id).await? {
+    match app_url::way(hub, app_id).await? {
         Way::Gateway => {}
-        Way::Inactive => {
-            hub.store
-                .fail_interaction(interaction.interaction_id, APP_INACTIVE, now_millis())
-                .await?;
-        }
-        Way::UrlUnverified => {
+        Way::Inactive => fail(hub, &interaction, APP_INACTIVE).await?,
+        Way::Unverified => {
             tracing::warn!(app = %app_id, reason = URL_UNVERIFIED, "interaction not delivered");
-            hub.store
-                .fail_interaction(interaction.interaction_id, URL_UNVERIFIED, now_millis())
-                .await?;
+            fail(hub, &interaction, URL_UNVERIFIED).await?;
         }
+        Way::Url(url) => to_url(hub, &interaction, &url).await?,
     }
     hub.store.finish_job(job.id).await
 }
 
-/// Read from the app's cached installation and its manifest.
-async fn way(hub: &Arc<Hub>, app_id: uuid::Uuid) -> Result<Way, StoreError> {
-    let active = hub
-        .installations
-        .get(app_id)
-        .await?
-        .is_some_and(|i| i.state == crate::domain::installation::InstallationState::Active);
-    if !active {
-        return Ok(Way::Inactive);
+async fn fail(hub: &Hub, interaction: &Interaction, reason: &str) -> Result<(), StoreError> {
+    hub.store
+        .fail_interaction(interaction.interaction_id, reason, now_millis())
+        .await
+        .map(|_| ())
+}
+
+/// The URL's steps, in order: at an end (the app answered through the API
+/// meanwhile) nothing is sent; the re-check; the move to `dispatched` (a
+/// rerun finds it there and sends again, the same `webhook-id`); the
+/// request; the state its answer gives.
+async fn to_url(hub: &Arc<Hub>, interaction: &Interaction, url: &str) -> Result<(), StoreError> {
+    if interaction.state.is_final() {
+        return Ok(());
     }
-    let mode = hub
-        .store
-        .app(app_id)
-        .await?
-        .map(|a| a.manifest.delivery.mode);
-    Ok(match mode {
-        Some(DeliveryMode::InteractionsUrl) => Way::UrlUnverified,
-        Some(DeliveryMode::Gateway) => Way::Gateway,
-        None => Way::Inactive,
-    })
+    let denied = Reason::Denied;
+    if !deliver::recheck_press(hub, interaction).await? {
+        record(
+            interaction.app_id,
+            "interaction",
+            url,
+            Delivered::Failed(denied),
+        );
+        return fail(hub, interaction, denied.as_str()).await;
+    }
+    let id = interaction.interaction_id;
+    if interaction.state == InteractionState::Received
+        && !hub.store.dispatch_interaction(id, now_millis()).await?
+    {
+        return Ok(());
+    }
+    let Some(event_id) = hub.store.interaction_event(id).await? else {
+        return fail(hub, interaction, Reason::Inactive.as_str()).await;
+    };
+    match deliver::interaction(hub, interaction, event_id, url).await? {
+        Delivered::Answered | Delivered::Deferred => Ok(()),
+        Delivered::Failed(reason) => fail(hub, interaction, reason.as_str()).await,
+    }
 }
 
 /// A job that keeps failing (the store failed each time): the interaction

@@ -6,7 +6,9 @@
 //! failure.
 
 mod commands;
+mod deliver;
 mod interaction_dispatch;
+mod url_verify;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,6 +66,7 @@ pub async fn execute(hub: &Arc<Hub>, job: Job) {
     let ran = match job.kind {
         JobKind::AppCommandDispatch => commands::dispatch(hub, &job).await,
         JobKind::AppInteractionDispatch => interaction_dispatch::run(hub, &job).await,
+        JobKind::AppUrlVerify => url_verify::run(hub, &job).await,
         _ => crate::gates::run(hub, &job).await,
     };
     match ran {
@@ -78,6 +81,8 @@ pub async fn execute(hub: &Arc<Hub>, job: Job) {
                 // Nothing of a command is repeated or failed later: the
                 // invoker has its answer, the job only ends.
                 JobKind::AppCommandDispatch => hub.store.finish_job(job.id).await,
+                // The URL stays unverified; `verify-url` checks it again.
+                JobKind::AppUrlVerify => hub.store.finish_job(job.id).await,
                 _ => crate::gates::fail_closed(hub, &job).await,
             };
             match failed {

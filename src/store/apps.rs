@@ -84,6 +84,7 @@ pub(super) async fn create(
         &[Arg::Id(app.id), Arg::Json(&json), Arg::Int(app.created_at)],
     )
     .await?;
+    super::app_urls::check_after_commit(ex, app.id, None, manifest, app.created_at).await?;
     let Some(install) = install else {
         return Ok(None);
     };

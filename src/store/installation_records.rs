@@ -93,6 +93,9 @@ pub struct Upgraded {
     /// installation: the install creates them from the manifest it meets).
     pub commands: super::commands::CommandChanges,
     pub events: Vec<StoredEvent>,
+    /// A new `interactionsUrl`: unverified, its check a job written with
+    /// the upgrade (ADR 0032 §2).
+    pub url_check: bool,
 }
 
 /// A change and the events written in its transaction.

@@ -439,6 +439,9 @@ where
             &[Arg::Json(&json), Arg::Int(now), Arg::Id(app_id)],
         )
         .await?;
+        let url_check =
+            super::app_urls::check_after_commit(&mut *tx, app_id, Some(&previous), manifest, now)
+                .await?;
         let installation = match locked::<D>(&mut *tx, LIVE, Arg::Id(app_id)).await? {
             Some(before) => {
                 let requested = manifest.requested_scopes();
@@ -488,6 +491,7 @@ where
             installation,
             commands,
             events,
+            url_check,
         })
     }
 

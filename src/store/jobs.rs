@@ -25,6 +25,9 @@ pub enum JobKind {
     AppCommandDispatch,
     /// Hand an interaction to its app's way (ADR 0027 §4, "The job").
     AppInteractionDispatch,
+    /// Verify an app's `interactionsUrl` after the commit that named it
+    /// (ADR 0032 §2).
+    AppUrlVerify,
 }
 
 impl JobKind {
@@ -37,6 +40,7 @@ impl JobKind {
             JobKind::HoldExpire => "hold_expire",
             JobKind::AppCommandDispatch => "app_command_dispatch",
             JobKind::AppInteractionDispatch => "app_interaction_dispatch",
+            JobKind::AppUrlVerify => "app_url_verify",
         }
     }
 
@@ -49,6 +53,7 @@ impl JobKind {
             JobKind::HoldExpire,
             JobKind::AppCommandDispatch,
             JobKind::AppInteractionDispatch,
+            JobKind::AppUrlVerify,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)

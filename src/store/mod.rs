@@ -13,6 +13,7 @@
 //! contract test suite runs the same cases against both.
 
 mod app_grants;
+mod app_urls;
 mod apps;
 mod audit;
 mod audit_actions;
@@ -55,6 +56,7 @@ use async_trait::async_trait;
 
 use crate::config::Config;
 
+pub use app_urls::{AppUrlStore, UrlCheck};
 pub use apps::{AppRecord, RegistrationInstall};
 pub use audit::{AuditFilter, AuditRecord, AuditStore, DenialRecord};
 pub use cards::{CardRecord, CardStore};
@@ -162,6 +164,7 @@ pub trait Store:
     + InteractionStore
     + HostedStore
     + OverviewStore
+    + AppUrlStore
 {
 }
 
@@ -182,6 +185,7 @@ impl<T> Store for T where
         + InteractionStore
         + HostedStore
         + OverviewStore
+        + AppUrlStore
 {
 }
 

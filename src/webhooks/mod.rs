@@ -3,6 +3,7 @@
 //! them, and the sender that ties signing to sending.
 
 pub mod egress;
+pub mod interactions;
 /// The pure rules live in the domain (config checks them too); the name stays here.
 pub use crate::domain::egress_policy;
 pub mod keys;

@@ -23,6 +23,8 @@ use crate::support::hub::Options;
 
 #[path = "canaries_commands.rs"]
 mod commands;
+#[path = "canaries_interactions_url.rs"]
+mod interactions_url;
 use crate::support::{RawSocket, TestHub};
 
 const TOKEN: &str = "canary-operator-token-9f8e7d6c5b4a";
@@ -52,6 +54,8 @@ impl Canaries {
                 ("a space's name, created twice", tag("space")),
                 (commands::OPTION, tag("option")),
                 ("refused command option value", tag("refused-option")),
+                (interactions_url::OPTION, tag("url-option")),
+                (interactions_url::REPLY, tag("url-reply")),
             ],
             secrets: vec![
                 ("operator token", TOKEN.to_string()),
@@ -107,6 +111,18 @@ impl Findings {
             .content
             .iter()
             .filter(|(what, _)| !what.starts_with("manifest") && *what != commands::OPTION)
+            .cloned()
+            .collect();
+        self.scan(&others, output, text);
+        self.scan_secrets(c, output, text);
+    }
+
+    /// `output` may hold the content canary `allowed` and nothing else.
+    fn scan_except(&mut self, c: &Canaries, allowed: &str, output: &str, text: &str) {
+        let others: Vec<(&'static str, String)> = c
+            .content
+            .iter()
+            .filter(|(what, _)| *what != allowed)
             .cloned()
             .collect();
         self.scan(&others, output, text);
@@ -197,8 +213,11 @@ async fn frames_so_far(s: &mut RawSocket, identity: &str) -> String {
 async fn canary_hub(
     c: &mut Canaries,
     database_url: Option<String>,
+    fake: &crate::support::receiver::Receiver,
 ) -> (TestHub, tempfile::TempDir) {
     let root = tempfile::tempdir().unwrap();
+    let ca = root.path().join("ca.pem");
+    std::fs::write(&ca, &fake.ca.ca_pem).unwrap();
     let data = root.path().join("data");
     let signing = secret_key_string(&ed25519_dalek::SigningKey::from_bytes(&[0x5a; 32]));
     c.secret("webhook signing key", &signing);
@@ -218,10 +237,14 @@ async fn canary_hub(
     let out = rotate.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
+    let mut options = TestHub::fast_options();
+    for (k, v) in interactions_url::env(fake, &ca) {
+        options = options.env(&k, v);
+    }
     let hub = TestHub::start_with(Options {
         dir: Some(data),
         database_url,
-        ..TestHub::fast_options()
+        ..options
             .env("RUST_LOG", "debug")
             .env("SWITCHBOARD_ADMIN__TOKEN", TOKEN)
             .env("SWITCHBOARD_REGISTRATION__MODE", "secret")
@@ -426,10 +449,11 @@ async fn refused_inputs(
 /// ones hold nothing; the receiver's catch-up holds no secret.
 async fn scan_rest(hub: &TestHub, cast: &Cast, c: &Canaries, findings: &mut Findings) {
     let k = &cast.keys;
-    for (who, key) in [("mallory", &k.mallory), ("pat", &k.pat)] {
-        let (_, text) = rest(hub, Method::GET, "/api/v1/events", key, None).await;
-        findings.scan_all(c, &format!("{who}'s GET /api/v1/events"), &text);
-    }
+    let (_, text) = rest(hub, Method::GET, "/api/v1/events", &k.mallory, None).await;
+    findings.scan_all(c, "mallory's GET /api/v1/events", &text);
+    let (_, text) = rest(hub, Method::GET, "/api/v1/events", &k.pat, None).await;
+    let pat = "pat's GET /api/v1/events";
+    findings.scan_except(c, interactions_url::REPLY, pat, &text);
     let (_, text) = rest(hub, Method::GET, "/api/v1/events", &k.app, None).await;
     assert!(
         text.contains(c.get(commands::OPTION)),
@@ -456,13 +480,16 @@ async fn scan_rest(hub: &TestHub, cast: &Cast, c: &Canaries, findings: &mut Find
 /// Frames: of those who are not receivers, none; of the app, nothing but
 /// its manifest; of the two ends, no secret.
 async fn scan_frames(cast: &mut Cast, c: &Canaries, findings: &mut Findings) {
-    for (who, socket, identity) in [
-        ("mallory", &mut cast.mallory, "agent/identity/get"),
-        ("pat", &mut cast.pat, "person/identity/get"),
-    ] {
-        let frames = frames_so_far(socket, identity).await;
-        findings.scan_all(c, &format!("{who}'s frames"), &frames);
-    }
+    let frames = frames_so_far(&mut cast.mallory, "agent/identity/get").await;
+    findings.scan_all(c, "mallory's frames", &frames);
+    // Pat reads the channel the URL app answered in: its reply, nothing
+    // else.
+    let frames = frames_so_far(&mut cast.pat, "person/identity/get").await;
+    assert!(
+        frames.contains(c.get(interactions_url::REPLY)),
+        "pat read the app's reply"
+    );
+    findings.scan_except(c, interactions_url::REPLY, "pat's frames", &frames);
     let app_frames = frames_so_far(&mut cast.app, "app/identity/get").await;
     assert!(
         app_frames.contains(c.get("manifest name")),
@@ -508,14 +535,17 @@ async fn no_canary_reaches_an_output_it_must_not_on_postgres() {
 
 async fn scenario(database_url: Option<String>) {
     let mut c = Canaries::new();
-    let (hub, _data) = canary_hub(&mut c, database_url).await;
+    let fake = crate::support::receiver::Receiver::start().await;
+    let (hub, _data) = canary_hub(&mut c, database_url, &fake).await;
     let mut cast = cast(&hub, &mut c).await;
     let conversation = alice_writes_to_bob(&mut cast, &c).await;
     let mut errors = refused_inputs(&hub, &mut cast, &c, &conversation).await;
     errors.push_str(&commands::invoke(&hub, &mut cast, &c).await);
+    let requests = interactions_url::invoke(&hub, &mut cast, &c, &fake).await;
 
     let mut findings = Findings::default();
     findings.scan_all(&c, "error bodies", &errors);
+    findings.scan_secrets(&c, "the requests to the app's interactionsUrl", &requests);
     scan_rest(&hub, &cast, &c, &mut findings).await;
     scan_frames(&mut cast, &c, &mut findings).await;
     findings.scan_all(&c, "the audit", &written_audit(&hub).await);

@@ -28,6 +28,7 @@ mod hostile_ws;
 mod identity;
 mod installation_enforce;
 mod installations;
+mod interactions_url;
 mod layout;
 mod live_order;
 mod manifest_scopes;

@@ -16,6 +16,16 @@
 //! | `/slow-body`    | 200, one chunk, then nothing, ever                   |
 //! | `/verified`     | 200 if the signature verifies, 401 otherwise         |
 //! | `/hangup`       | the connection closes with no answer                 |
+//! | `/app/V/A`      | a scripted app at its `interactionsUrl` (below)      |
+//!
+//! A scripted app answers the hub's verification ping by `V` (`good`:
+//! echoes the nonce and refuses a bad signature with 401; `wrong-echo`:
+//! echoes something else; `no-check`: echoes whatever the signature) and
+//! every other request, once its signature verifies (401 otherwise), by
+//! `A`: `reply` (200 with a message, [`Receiver::set_reply_text`]),
+//! `choices` (200 with two choices), `bad-choices` (200 with an invalid
+//! one), `accepted` (202), `delay` (nothing, ever), `error` (500),
+//! `redirect` (302 to `/ok`), `big` ([`BIG`] bytes), `invalid-json`.
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -96,6 +106,8 @@ struct Shared {
     received: Mutex<Vec<Received>>,
     arrived: Notify,
     keys: Mutex<Vec<VerificationKey>>,
+    /// The text of a scripted app's `reply`.
+    reply_text: Mutex<String>,
 }
 
 pub struct Receiver {
@@ -182,6 +194,35 @@ impl Receiver {
     /// The keys signatures are checked with from now on.
     pub fn trust_keys(&self, keys: Vec<VerificationKey>) {
         *self.shared.keys.lock().unwrap() = keys;
+    }
+
+    /// The text a scripted app's `reply` carries from now on.
+    pub fn set_reply_text(&self, text: &str) {
+        *self.shared.reply_text.lock().unwrap() = text.to_string();
+    }
+
+    /// The requests that arrived on `path`.
+    pub fn received_on(&self, path: &str) -> Vec<Received> {
+        self.received()
+            .into_iter()
+            .filter(|r| r.path == path)
+            .collect()
+    }
+
+    /// Waits until `n` requests have arrived on `path`.
+    pub async fn wait_on(&self, path: &str, n: usize) -> Vec<Received> {
+        tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                let arrived = self.shared.arrived.notified();
+                let got = self.received_on(path);
+                if got.len() >= n {
+                    return got;
+                }
+                arrived.await;
+            }
+        })
+        .await
+        .expect("the scripted app got the requests")
     }
 
     pub fn connections(&self) -> usize {
@@ -286,13 +327,17 @@ async fn answer(
         300,
     );
     let ok = verified.is_ok();
+    let webhook_id = find("webhook-id");
     shared.received.lock().unwrap().push(Received {
         path: path.clone(),
         headers,
-        body,
+        body: body.clone(),
         verified,
     });
     shared.arrived.notify_waiters();
+    if let Some(script) = path.strip_prefix("/app/") {
+        return Some(scripted(script, &body, ok, &webhook_id, addr, &shared, stop).await);
+    }
     Some(match path.as_str() {
         "/hangup" => return None,
         "/ok" => full(200, r#"{"received":true}"#),
@@ -340,6 +385,71 @@ async fn answer(
         "/verified" => full(401, r#"{"verified":false}"#),
         _ => full(404, "{}"),
     })
+}
+
+fn json(status: u16, value: serde_json::Value) -> Response<Body> {
+    full(status, serde_json::to_vec(&value).unwrap())
+}
+
+/// A scripted app's answer: `script` is `V/A` of the module's table.
+async fn scripted(
+    script: &str,
+    body: &[u8],
+    signed: bool,
+    webhook_id: &str,
+    addr: SocketAddr,
+    shared: &Shared,
+    stop: CancellationToken,
+) -> Response<Body> {
+    use serde_json::json;
+    let (verify, answer) = script.split_once('/').unwrap_or((script, "reply"));
+    let event: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    if event["type"] == "app/interactions_url/ping" {
+        let nonce = event["payload"]["nonce"].clone();
+        return match verify {
+            "wrong-echo" => json(200, json!({"nonce": "not-the-nonce"})),
+            "no-check" => json(200, json!({ "nonce": nonce })),
+            _ if !signed => full(401, r#"{"verified":false}"#),
+            _ => json(200, json!({ "nonce": nonce })),
+        };
+    }
+    if !signed {
+        return full(401, r#"{"verified":false}"#);
+    }
+    match answer {
+        "reply" => {
+            let text = shared.reply_text.lock().unwrap().clone();
+            let text = if text.is_empty() {
+                "ticket filed".to_string()
+            } else {
+                text
+            };
+            json(
+                200,
+                json!({"clientMsgId": format!("reply-{webhook_id}"),
+                       "parts": [{"type": "text", "text": text}]}),
+            )
+        }
+        "choices" => json(
+            200,
+            json!({"choices": [{"name": "Alpha", "value": "alpha"}, {"name": "Beta", "value": "beta"}]}),
+        ),
+        "bad-choices" => json(200, json!({"choices": [{"name": "", "value": "x"}]})),
+        "accepted" => full(202, Bytes::new()),
+        "delay" => {
+            stop.cancelled().await;
+            full(200, "{}")
+        }
+        "error" => full(500, r#"{"error":"scripted"}"#),
+        "redirect" => Response::builder()
+            .status(302)
+            .header("location", format!("https://localhost:{}/ok", addr.port()))
+            .body(Full::new(Bytes::new()).boxed())
+            .unwrap(),
+        "big" => full(200, vec![b'x'; BIG]),
+        "invalid-json" => full(200, "{not json"),
+        _ => full(404, "{}"),
+    }
 }
 
 /// A test-only resolver: each name answers from its script in turn, and

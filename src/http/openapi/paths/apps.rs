@@ -57,8 +57,23 @@ fn names() -> Value {
     json!({"type": "array", "items": {"type": "string"}})
 }
 
+/// An app's `interactionsUrl` state (ADR 0032 §2).
+pub fn url_state(c: &mut Components) -> Value {
+    c.named(
+        "InteractionsUrlState",
+        object(
+            &[("state", one_of_names(["verified", "unverified"]))],
+            &[
+                ("reason", json!({"type": "string", "description": "Why the last check failed: nonce_mismatch, signature_not_checked, no_signing_key, timeout, transport, blocked, redirect, http_status, too_large."})),
+                ("checkedAt", json!({"type": "string", "format": "date-time"})),
+            ],
+        ),
+    )
+}
+
 /// A manifest upgrade's answer.
 fn manifest_upgraded(c: &mut Components) -> Value {
+    let url = url_state(c);
     c.named(
         "ManifestUpgraded",
         object(
@@ -91,7 +106,7 @@ fn manifest_upgraded(c: &mut Components) -> Value {
                     ),
                 ),
             ],
-            &[],
+            &[("interactionsUrl", url)],
         ),
     )
 }
@@ -177,6 +192,29 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             .refusal(400, "invalid_manifest: a pointer per problem")
             .refusal(403, "forbidden: another kind of key, or the app's installation is not active")
             .refusal(404, "not_found: app not found (also any other app's id with an app's key)"),
+    ]);
+    let state = url_state(c);
+    let no_app = "not_found: app not found (also any other app's id with an app's key)";
+    let no_url = "no_interactions_url: the app's delivery.mode is gateway";
+    ops.extend([
+        Op::get("/api/v1/apps/{appId}/interactions-url", "readInteractionsUrl", "Read the state of an app's interactionsUrl")
+            .describe("verified once the app echoed the hub's signed ping and refused a request with a bad signature (401); an upgrade that changes the URL resets it (ADR 0032).")
+            .admin()
+            .key()
+            .path_id("appId", "app")
+            .answer(200, "the state", state.clone())
+            .refusal(403, "forbidden: another kind of key, or the app's installation is not active")
+            .refusal(404, no_app)
+            .refusal(409, no_url),
+        Op::post("/api/v1/apps/{appId}/interactions-url/verify", "verifyInteractionsUrl", "Check an app's interactionsUrl again")
+            .describe("Sends the signed ping (its nonce must be echoed) and a request with a bad signature (it must get 401), each within app.interaction_timeout_ms, and answers the state they leave.")
+            .admin()
+            .key()
+            .path_id("appId", "app")
+            .answer(200, "the state the check left", state)
+            .refusal(403, "forbidden: another kind of key, or the app's installation is not active")
+            .refusal(404, no_app)
+            .refusal(409, no_url),
     ]);
     ops
 }

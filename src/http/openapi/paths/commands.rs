@@ -21,6 +21,11 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
     let ask =
         c.body_without::<CommandAutocompleteParams>("CommandAutocompleteBody", &["commandId"]);
     let choices = c.of::<CommandAutocompleteResult>();
+    let answer = c.body_without::<crate::protocol::commands::AutocompleteAnswerParams>(
+        "AutocompleteAnswerBody",
+        &["requestId"],
+    );
+    let answered = c.of::<crate::protocol::commands::AutocompleteAnswerResult>();
     let register = c.of::<CommandRegisterParams>();
     let registered = c.of::<CommandRegisterResult>();
     vec![
@@ -71,5 +76,14 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             .refusal(400, "invalid_request: the field named (/option, /value, ...)")
             .refusal(403, FORBIDDEN)
             .refusal(404, HIDDEN_COMMAND),
+        Op::post("/api/v1/autocomplete/{requestId}/answer", "answerAutocomplete", "Answer a deferred autocomplete request (as app/autocomplete/answer)")
+            .describe("The app's late answer to a request it deferred (202 at its interactionsUrl, or deferred over its socket), while the asker still waits; accepted is false for an invalid answer (the asker gets no choices).")
+            .key()
+            .path_id("requestId", "autocomplete request")
+            .json_body(answer, true)
+            .answer(200, "whether the choices were taken", answered)
+            .refusal(400, "invalid_request: the field named (/choices, ...)")
+            .refusal(403, "forbidden (with reason): not an app, scope_missing (commands:write), or the installation is not active")
+            .refusal(404, "not_found: no open request of this app with that id (unknown, expired or another app's)"),
     ]
 }

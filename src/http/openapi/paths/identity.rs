@@ -22,10 +22,11 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
         &[("ownerId", uuid())],
     );
     let summary = c.installation_summary();
+    let url = super::apps::url_state(c);
     let app = c.created_with_key(
         "AppRegistered",
         ("appId", "appKey", "app"),
-        &[("installation", summary)],
+        &[("installation", summary), ("interactionsUrl", url)],
     );
     let manifest = c.of::<crate::domain::manifest::Manifest>();
     let person = c.created_with_key("PersonCreated", ("personId", "personKey", "person"), &[]);
