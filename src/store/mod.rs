@@ -47,6 +47,8 @@ pub(crate) mod sql;
 mod sqlite;
 mod tasks;
 mod uninstall;
+mod webhook_deliveries;
+mod webhook_subscriptions;
 
 use std::sync::Arc;
 
@@ -95,6 +97,8 @@ pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
 pub use sql::count_statements;
 pub use sqlite::SqliteStore;
 pub use tasks::{NewTask, TaskRecord, TaskStore};
+pub use webhook_deliveries::{Attempt, Claimed, Next, WebhookDeliveryStore};
+pub use webhook_subscriptions::{NewSubscription, SubscriptionRecord, WebhookStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -157,6 +161,8 @@ pub trait Store:
     + ComponentStore
     + InteractionStore
     + HostedStore
+    + WebhookStore
+    + WebhookDeliveryStore
 {
 }
 
@@ -176,6 +182,8 @@ impl<T> Store for T where
         + ComponentStore
         + InteractionStore
         + HostedStore
+    + WebhookStore
+    + WebhookDeliveryStore
 {
 }
 

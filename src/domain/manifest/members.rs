@@ -186,11 +186,25 @@ pub(super) fn delivery(p: &mut Problems, value: Option<&Value>, bounds: &Manifes
 }
 
 fn interactions_url(p: &mut Problems, at: &str, value: Option<&Value>, bounds: &ManifestBounds) {
-    let Some(url) = p.string(at, value, 1, URL_MAX) else {
-        return;
-    };
-    if let Err(reason) = egress_policy::check_url(url, &bounds.egress_allowlist, &[]) {
-        p.push(at, url_problem(&reason));
+    https_target(p, at, value, &bounds.egress_allowlist);
+}
+
+/// A URL the hub will send to: 1 to 2048 characters, and the egress rules
+/// with `allowlist` (never the private override). Webhook subscriptions
+/// (ADR 0033) take their URL by the same rules.
+pub fn https_target<'v>(
+    p: &mut Problems,
+    at: &str,
+    value: Option<&'v Value>,
+    allowlist: &[egress_policy::HostPort],
+) -> Option<&'v str> {
+    let url = p.string(at, value, 1, URL_MAX)?;
+    match egress_policy::check_url(url, allowlist, &[]) {
+        Ok(_) => Some(url),
+        Err(reason) => {
+            p.push(at, url_problem(&reason));
+            None
+        }
     }
 }
 

@@ -21,7 +21,7 @@ pub use commands::{
     validate_command, ChoiceValue, CommandDecl, OptionChoice, OptionDecl, OptionType,
     DEFAULT_DESCRIPTION_MAX_CHARS, DEFAULT_MAX_COMMANDS,
 };
-pub use members::{AppDelivery, CallbackNames, ComponentKind, DeliveryMode};
+pub use members::{https_target, AppDelivery, CallbackNames, ComponentKind, DeliveryMode};
 
 /// The schema's `allOf` carries the one rule across members: a manifest
 /// that lists its scopes without `events:subscribe` has no hook gate and no
