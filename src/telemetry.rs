@@ -53,6 +53,12 @@ pub mod names {
     pub const AUDIT_DENIALS_DROPPED: &str = "switchboard_audit_denials_dropped_total";
     /// Installation lifecycle actions by `action` (ADR 0023 §11).
     pub const APP_LIFECYCLE: &str = "switchboard_app_lifecycle_total";
+    /// Webhook subscription attempts by `app` and `outcome` (ADR 0033).
+    pub const WEBHOOK_ATTEMPTS: &str = "switchboard_webhook_attempts_total";
+    /// Their duration by `outcome`.
+    pub const WEBHOOK_ATTEMPT_DURATION: &str = "switchboard_webhook_attempt_duration_seconds";
+    /// Subscriptions disabled, by `reason`.
+    pub const WEBHOOK_DISABLED: &str = "switchboard_webhook_subscriptions_disabled_total";
 }
 
 pub fn init_logging(config: &LogConfig) {
@@ -156,6 +162,18 @@ fn describe() {
     describe_counter!(
         names::AUDIT_DENIALS_DROPPED,
         "Denials not audited because audit.max_open_records were open"
+    );
+    describe_counter!(
+        names::WEBHOOK_ATTEMPTS,
+        "Webhook subscription delivery attempts by app and outcome"
+    );
+    describe_histogram!(
+        names::WEBHOOK_ATTEMPT_DURATION,
+        "Webhook subscription delivery attempt latency by outcome"
+    );
+    describe_counter!(
+        names::WEBHOOK_DISABLED,
+        "Webhook subscriptions disabled, by reason"
     );
 }
 

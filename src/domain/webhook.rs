@@ -85,10 +85,13 @@ pub enum Outcome {
     Blocked,
     /// Retention removed events the cursor had not reached.
     Pruned,
+    /// The hub could not sign (no signing key yet, or a `v1` secret that
+    /// does not open): nothing was sent.
+    Unsigned,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 9] = [
+    pub const ALL: [Outcome; 10] = [
         Outcome::Delivered,
         Outcome::HttpStatus,
         Outcome::Gone,
@@ -98,6 +101,7 @@ impl Outcome {
         Outcome::TooLarge,
         Outcome::Blocked,
         Outcome::Pruned,
+        Outcome::Unsigned,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -111,6 +115,7 @@ impl Outcome {
             Outcome::TooLarge => "too_large",
             Outcome::Blocked => "blocked",
             Outcome::Pruned => "pruned",
+            Outcome::Unsigned => "unsigned",
         }
     }
 

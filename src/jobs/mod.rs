@@ -7,6 +7,8 @@
 
 mod commands;
 mod interaction_dispatch;
+mod webhook_attempt;
+pub mod webhook_deliveries;
 
 use std::sync::Arc;
 use std::time::Duration;

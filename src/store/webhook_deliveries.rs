@@ -47,15 +47,23 @@ pub struct Attempt {
 /// What becomes of the subscription with an attempt.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Next {
-    /// Done with the log up to `cursor`; the claim is kept until
-    /// `keep_until` (the worker goes on) or released (`None`).
+    /// The event at `cursor` was delivered: the failure state clears. The
+    /// claim is kept until `keep_until` (the worker goes on) or released
+    /// (`None`).
     Advance {
         cursor: u64,
         keep_until: Option<Millis>,
     },
-    /// The same event again at `at`; the first failure starts the failing
-    /// time.
-    Retry { at: Millis },
+    /// Events up to `cursor` are not this subscription's (or are gone):
+    /// the cursor moves, the failure state of the event after it stays.
+    /// `cursor` at the subscription's own gives the claim back.
+    Skip {
+        cursor: u64,
+        keep_until: Option<Millis>,
+    },
+    /// The event after `cursor` again at `at`; the first failure starts
+    /// the failing time.
+    Retry { cursor: u64, at: Millis },
     Disable(DisabledReason),
 }
 
@@ -174,14 +182,20 @@ impl<D: Database + JobDialect> WebhookDeliveryStore for D {
         let held = "id = $1 AND claim_token = $2 AND claimed_until IS NOT NULL AND state = 'active'";
         let mut events = Vec::new();
         let changed = match next {
-            Next::Advance { cursor, keep_until } => {
+            Next::Advance { cursor, keep_until } | Next::Skip { cursor, keep_until } => {
                 let release = match keep_until {
                     Some(_) => "claimed_until = $5",
                     None => "claimed_until = NULL, claim_token = NULL",
                 };
+                let delivered = match next {
+                    Next::Advance { .. } => {
+                        "attempts = 0, failing_since = NULL, next_attempt_at = $4, "
+                    }
+                    _ => "",
+                };
                 let sql = format!(
-                    "UPDATE webhook_subscriptions SET cursor = $3, attempts = 0, failing_since = NULL, \
-                     next_attempt_at = $4, {release}, updated_at = $4 WHERE {held} AND cursor <= $3"
+                    "UPDATE webhook_subscriptions SET cursor = $3, {delivered}{release}, updated_at = $4 \
+                     WHERE {held} AND cursor <= $3"
                 );
                 let mut args = vec![
                     Arg::Id(id),
@@ -194,15 +208,21 @@ impl<D: Database + JobDialect> WebhookDeliveryStore for D {
                 }
                 tx.execute(&sql, &args).await?
             }
-            Next::Retry { at } => {
+            Next::Retry { cursor, at } => {
                 let sql = format!(
-                    "UPDATE webhook_subscriptions SET attempts = attempts + 1, \
+                    "UPDATE webhook_subscriptions SET cursor = $5, attempts = attempts + 1, \
                      failing_since = COALESCE(failing_since, $3), next_attempt_at = $4, \
-                     claimed_until = NULL, claim_token = NULL, updated_at = $3 WHERE {held}"
+                     claimed_until = NULL, claim_token = NULL, updated_at = $3 WHERE {held} AND cursor <= $5"
                 );
                 tx.execute(
                     &sql,
-                    &[Arg::Id(id), Arg::Id(token), Arg::Int(now), Arg::Int(at)],
+                    &[
+                        Arg::Id(id),
+                        Arg::Id(token),
+                        Arg::Int(now),
+                        Arg::Int(at),
+                        Arg::Int(cursor.min(i64::MAX as u64) as i64),
+                    ],
                 )
                 .await?
             }

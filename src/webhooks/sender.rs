@@ -3,7 +3,7 @@
 //! operator's test send share this path, so what a receiver verifies in a
 //! test is what it verifies in production.
 
-use super::egress::{EgressClient, Outcome};
+use super::egress::{Answered, EgressClient, Outcome};
 use super::{keys, signature};
 use crate::config::WebhooksConfig;
 use crate::domain::Millis;
@@ -46,4 +46,29 @@ pub async fn post_signed(
         webhook_id,
         outcome,
     })
+}
+
+/// Sends a stored event: `webhook-id` is the event's id (the receiver's
+/// key for deduplication, the same on every way and every attempt), signed
+/// with every key that signs now and, for a subscription with a `v1`
+/// secret, with it too. The answer keeps its `Retry-After`.
+pub async fn post_event(
+    store: &(impl SigningKeyStore + ?Sized),
+    cfg: &WebhooksConfig,
+    egress: &EgressClient,
+    url: &str,
+    webhook_id: &str,
+    hmac: Option<signature::SigningSecret>,
+    body: Vec<u8>,
+    now: Millis,
+) -> Result<Answered, SendError> {
+    let mut secrets = keys::signers(store, cfg, now).await?;
+    if secrets.is_empty() {
+        return Err(SendError::NoSigningKey);
+    }
+    secrets.extend(hmac);
+    let signed = signature::headers(webhook_id, now.div_euclid(1000), &body, &secrets);
+    let mut headers: Vec<(&str, &str)> = signed.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    headers.push(("content-type", "application/json"));
+    Ok(egress.post_answered(url, &headers, body).await)
 }
