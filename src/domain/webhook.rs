@@ -281,7 +281,9 @@ mod tests {
             vec!["/url", "/eventTypes"]
         );
         assert_eq!(
-            pointers(json!({"url": "https://other.example.com/", "eventTypes": ["app/command/invoked", "app/command/invoked", "app/nope", 3], "hmac": "yes", "extra": 1})),
+            pointers(
+                json!({"url": "https://other.example.com/", "eventTypes": ["app/command/invoked", "app/command/invoked", "app/nope", 3], "hmac": "yes", "extra": 1})
+            ),
             vec![
                 "/extra",
                 "/url",

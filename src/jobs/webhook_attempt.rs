@@ -193,7 +193,12 @@ fn next_state(
 
 /// The body is the stored envelope with `syncEpoch`, as on the gateway and
 /// in catch-up; `webhook-id` is the event id.
-async fn send(hub: &Arc<Hub>, sub: &SubscriptionRecord, event: &StoredEvent, now: Millis) -> Sending {
+async fn send(
+    hub: &Arc<Hub>,
+    sub: &SubscriptionRecord,
+    event: &StoredEvent,
+    now: Millis,
+) -> Sending {
     let sending = |outcome, status, retry_after_ms| Sending {
         outcome,
         status,
@@ -218,16 +223,24 @@ async fn send(hub: &Arc<Hub>, sub: &SubscriptionRecord, event: &StoredEvent, now
     let id = event.id.to_string();
     let cfg = &hub.config.webhooks;
     let store = hub.store.as_ref();
-    let answered =
-        match sender::post_event(store, cfg, &hub.webhook_egress, &sub.url, &id, hmac, body, now)
-            .await
-        {
-            Ok(a) => a,
-            Err(e) => {
-                warn!(subscription = %sub.id, error = %e, "webhook not sent");
-                return sending(Outcome::Unsigned, None, None);
-            }
-        };
+    let answered = match sender::post_event(
+        store,
+        cfg,
+        &hub.webhook_egress,
+        &sub.url,
+        &id,
+        hmac,
+        body,
+        now,
+    )
+    .await
+    {
+        Ok(a) => a,
+        Err(e) => {
+            warn!(subscription = %sub.id, error = %e, "webhook not sent");
+            return sending(Outcome::Unsigned, None, None);
+        }
+    };
     let retry_after = answered
         .retry_after
         .as_deref()

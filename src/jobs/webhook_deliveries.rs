@@ -26,9 +26,8 @@ pub async fn run(hub: Arc<Hub>) {
     }
     let mut tick = tokio::time::interval(Duration::from_millis(cfg.poll_interval_ms));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut prune = tokio::time::interval(Duration::from_millis(
-        hub.config.events.prune_interval_ms,
-    ));
+    let mut prune =
+        tokio::time::interval(Duration::from_millis(hub.config.events.prune_interval_ms));
     let running = Arc::new(tokio::sync::Semaphore::new(cfg.max_concurrent as usize));
     loop {
         tokio::select! {

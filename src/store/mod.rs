@@ -182,8 +182,8 @@ impl<T> Store for T where
         + ComponentStore
         + InteractionStore
         + HostedStore
-    + WebhookStore
-    + WebhookDeliveryStore
+        + WebhookStore
+        + WebhookDeliveryStore
 {
 }
 

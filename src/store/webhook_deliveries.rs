@@ -63,7 +63,10 @@ pub enum Next {
     },
     /// The event after `cursor` again at `at`; the first failure starts
     /// the failing time.
-    Retry { cursor: u64, at: Millis },
+    Retry {
+        cursor: u64,
+        at: Millis,
+    },
     Disable(DisabledReason),
 }
 
@@ -103,7 +106,8 @@ pub trait WebhookDeliveryStore: Send + Sync + 'static {
 
 /// The effective scopes hold `events:subscribe`: granted and still
 /// requested (ADR 0023).
-const HOLDS_EVENTS_SUBSCRIBE: &str = "(',' || i.granted_scopes || ',') LIKE '%,events:subscribe,%' \
+const HOLDS_EVENTS_SUBSCRIBE: &str =
+    "(',' || i.granted_scopes || ',') LIKE '%,events:subscribe,%' \
      AND (',' || i.requested_scopes || ',') LIKE '%,events:subscribe,%'";
 
 const ATTEMPT_COLUMNS: &str = "subscription_id, app_id, event_id, seq, attempt, at, duration_ms, \
@@ -179,7 +183,8 @@ impl<D: Database + JobDialect> WebhookDeliveryStore for D {
         now: Millis,
     ) -> StoreResult<Option<Vec<StoredEvent>>> {
         let mut tx = self.begin().await?;
-        let held = "id = $1 AND claim_token = $2 AND claimed_until IS NOT NULL AND state = 'active'";
+        let held =
+            "id = $1 AND claim_token = $2 AND claimed_until IS NOT NULL AND state = 'active'";
         let mut events = Vec::new();
         let changed = match next {
             Next::Advance { cursor, keep_until } | Next::Skip { cursor, keep_until } => {
@@ -286,7 +291,10 @@ impl<D: Database + JobDialect> WebhookDeliveryStore for D {
         let rows = self
             .read()
             .await?
-            .fetch_all(&sql, &[Arg::Id(subscription_id), Arg::Int(i64::from(limit))])
+            .fetch_all(
+                &sql,
+                &[Arg::Id(subscription_id), Arg::Int(i64::from(limit))],
+            )
             .await?;
         rows.iter().map(attempt_row).collect()
     }

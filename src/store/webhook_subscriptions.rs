@@ -184,7 +184,11 @@ impl<D: Database> WebhookStore for D {
         let types = serde_json::to_string(new.event_types).expect("strings serialize");
         // A NULL secret is written as a literal: a typed NULL argument
         // would be text, which PostgreSQL refuses for a bytea column.
-        let secret_value = if new.sealed_secret.is_some() { "$8" } else { "NULL" };
+        let secret_value = if new.sealed_secret.is_some() {
+            "$8"
+        } else {
+            "NULL"
+        };
         let sql = format!(
             "INSERT INTO webhook_subscriptions (id, app_id, source, url, event_types, sealed_secret, \
              state, cursor, next_attempt_at, created_at, updated_at) \
