@@ -223,18 +223,13 @@ async fn send(
     let id = event.id.to_string();
     let cfg = &hub.config.webhooks;
     let store = hub.store.as_ref();
-    let answered = match sender::post_event(
-        store,
-        cfg,
-        &hub.webhook_egress,
-        &sub.url,
-        &id,
+    let request = sender::EventRequest {
+        url: &sub.url,
+        webhook_id: &id,
         hmac,
         body,
-        now,
-    )
-    .await
-    {
+    };
+    let answered = match sender::post_event(store, cfg, &hub.webhook_egress, request, now).await {
         Ok(a) => a,
         Err(e) => {
             warn!(subscription = %sub.id, error = %e, "webhook not sent");

@@ -48,27 +48,36 @@ pub async fn post_signed(
     })
 }
 
-/// Sends a stored event: `webhook-id` is the event's id (the receiver's
-/// key for deduplication, the same on every way and every attempt), signed
-/// with every key that signs now and, for a subscription with a `v1`
-/// secret, with it too. The answer keeps its `Retry-After`.
+/// A stored event on its way to a receiver.
+pub struct EventRequest<'a> {
+    pub url: &'a str,
+    /// The event's id: the receiver's key for deduplication, the same on
+    /// every way and every attempt.
+    pub webhook_id: &'a str,
+    /// A subscription's `v1` secret, signing besides the hub's keys.
+    pub hmac: Option<signature::SigningSecret>,
+    pub body: Vec<u8>,
+}
+
+/// Sends a stored event, signed with every key that signs now (and the
+/// subscription's `v1` secret, if any). The answer keeps its `Retry-After`.
 pub async fn post_event(
     store: &(impl SigningKeyStore + ?Sized),
     cfg: &WebhooksConfig,
     egress: &EgressClient,
-    url: &str,
-    webhook_id: &str,
-    hmac: Option<signature::SigningSecret>,
-    body: Vec<u8>,
+    request: EventRequest<'_>,
     now: Millis,
 ) -> Result<Answered, SendError> {
     let mut secrets = keys::signers(store, cfg, now).await?;
     if secrets.is_empty() {
         return Err(SendError::NoSigningKey);
     }
-    secrets.extend(hmac);
-    let signed = signature::headers(webhook_id, now.div_euclid(1000), &body, &secrets);
+    secrets.extend(request.hmac);
+    let timestamp = now.div_euclid(1000);
+    let signed = signature::headers(request.webhook_id, timestamp, &request.body, &secrets);
     let mut headers: Vec<(&str, &str)> = signed.iter().map(|(n, v)| (*n, v.as_str())).collect();
     headers.push(("content-type", "application/json"));
-    Ok(egress.post_answered(url, &headers, body).await)
+    Ok(egress
+        .post_answered(request.url, &headers, request.body)
+        .await)
 }

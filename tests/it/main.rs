@@ -55,4 +55,5 @@ mod store_rights_version;
 mod store_statements;
 mod tasks;
 mod webhook_keys;
+mod webhook_subscriptions;
 mod werewolf;

@@ -16,6 +16,7 @@
 //! | `/slow-body`    | 200, one chunk, then nothing, ever                   |
 //! | `/verified`     | 200 if the signature verifies, 401 otherwise         |
 //! | `/hangup`       | the connection closes with no answer                 |
+//! | `/scripted`     | the next of [`Receiver::script`]'s answers; 200 after |
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -89,8 +90,20 @@ impl Received {
     }
 }
 
+/// One answer of `/scripted`.
+#[derive(Debug, Clone)]
+pub enum Scripted {
+    /// This status, with a `Retry-After` header if given.
+    Status(u16, Option<&'static str>),
+    /// No answer, ever (the request stays in flight).
+    Hang,
+    /// The connection closes with no answer.
+    HangUp,
+}
+
 #[derive(Default)]
 struct Shared {
+    script: Mutex<VecDeque<Scripted>>,
     /// TCP connections accepted.
     connections: AtomicUsize,
     received: Mutex<Vec<Received>>,
@@ -177,6 +190,45 @@ impl Receiver {
 
     pub fn url(&self, host: &str, path: &str) -> String {
         format!("https://{host}:{}{path}", self.port())
+    }
+
+    /// The answers `/scripted` gives next, in order; 200 once they are
+    /// spent.
+    pub fn script(&self, answers: &[Scripted]) {
+        self.shared
+            .script
+            .lock()
+            .unwrap()
+            .extend(answers.iter().cloned());
+    }
+
+    /// The requests that arrived on `path`, in order.
+    pub fn received_on(&self, path: &str) -> Vec<Received> {
+        self.received()
+            .into_iter()
+            .filter(|r| r.path == path)
+            .collect()
+    }
+
+    /// Waits until `n` requests have arrived on `path`.
+    pub async fn wait_on(&self, path: &str, n: usize) -> Vec<Received> {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let arrived = self.shared.arrived.notified();
+                let got = self.received_on(path);
+                if got.len() >= n {
+                    return got;
+                }
+                arrived.await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "{n} requests on {path}: got {}",
+                self.received_on(path).len()
+            )
+        })
     }
 
     /// The keys signatures are checked with from now on.
@@ -293,8 +345,28 @@ async fn answer(
         verified,
     });
     shared.arrived.notify_waiters();
+    let scripted = match path.as_str() {
+        "/scripted" => shared.script.lock().unwrap().pop_front(),
+        _ => None,
+    };
+    match scripted {
+        Some(Scripted::HangUp) => return None,
+        Some(Scripted::Hang) => {
+            stop.cancelled().await;
+            return None;
+        }
+        Some(Scripted::Status(status, retry_after)) => {
+            let mut r = full(status, r#"{"scripted":true}"#);
+            if let Some(v) = retry_after {
+                r.headers_mut().insert("retry-after", v.parse().unwrap());
+            }
+            return Some(r);
+        }
+        None => {}
+    }
     Some(match path.as_str() {
         "/hangup" => return None,
+        "/scripted" => full(200, r#"{"received":true}"#),
         "/ok" => full(200, r#"{"received":true}"#),
         "/accepted" => full(202, Bytes::new()),
         "/delay" => {
