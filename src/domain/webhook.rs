@@ -159,6 +159,38 @@ impl Backoff {
     }
 }
 
+/// What follows a failed attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// The same event again at this time.
+    RetryAt(Millis),
+    /// Failing for `webhooks.disable_after_hours`: disable.
+    Disable,
+}
+
+impl Backoff {
+    /// The subscription has failed since `failing_since` (`None`: this is
+    /// its first failure) and failed again at `now`, its `failures`-th
+    /// attempt at this event: disabled once it has failed for
+    /// `disable_after_ms`, otherwise retried after the backoff.
+    pub fn after_failure(
+        &self,
+        failing_since: Option<Millis>,
+        now: Millis,
+        disable_after_ms: i64,
+        failures: u32,
+        jitter: f64,
+        retry_after_ms: Option<u64>,
+    ) -> AfterFailure {
+        let failing_for = now - failing_since.unwrap_or(now);
+        if failing_for >= disable_after_ms {
+            return AfterFailure::Disable;
+        }
+        let delay = self.delay_ms(failures, jitter, retry_after_ms);
+        AfterFailure::RetryAt(now.saturating_add(delay.min(i64::MAX as u64) as i64))
+    }
+}
+
 /// A `Retry-After` value (RFC 9110 §10.2.3): delay seconds or an HTTP
 /// date, as milliseconds from `now`. Anything else is ignored.
 pub fn retry_after_ms(value: &str, now: Millis) -> Option<u64> {
@@ -310,6 +342,36 @@ mod tests {
         assert_eq!(b.delay_ms(u32::MAX, 0.5, None), 7_500);
         assert_eq!(b.delay_ms(1, 0.0, Some(3_000)), 3_000, "Retry-After wins");
         assert_eq!(b.delay_ms(1, 0.0, Some(60_000)), 10_000, "within the cap");
+    }
+
+    #[test]
+    fn a_subscription_failing_for_the_configured_time_is_disabled() {
+        let b = Backoff {
+            base_ms: 1_000,
+            max_delay_ms: 10_000,
+        };
+        let hour = 3_600_000;
+        let now = 100 * hour;
+        assert_eq!(
+            b.after_failure(None, now, 72 * hour, 1, 0.0, None),
+            AfterFailure::RetryAt(now + 500),
+            "the first failure starts the clock"
+        );
+        assert_eq!(
+            b.after_failure(
+                Some(now - 72 * hour + 1),
+                now,
+                72 * hour,
+                40,
+                1.0,
+                Some(2_000)
+            ),
+            AfterFailure::RetryAt(now + 2_000)
+        );
+        assert_eq!(
+            b.after_failure(Some(now - 72 * hour), now, 72 * hour, 41, 0.0, None),
+            AfterFailure::Disable
+        );
     }
 
     #[test]

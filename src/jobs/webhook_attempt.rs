@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::domain::egress_policy::{check_url, HostPort};
 use crate::domain::event::StoredEvent;
-use crate::domain::webhook::{retry_after_ms, Backoff, DisabledReason, Outcome};
+use crate::domain::webhook::{retry_after_ms, AfterFailure, Backoff, DisabledReason, Outcome};
 use crate::domain::{now_millis, Millis};
 use crate::hub::Hub;
 use crate::store::{Attempt, Next, StoreError, SubscriptionRecord};
@@ -175,19 +175,26 @@ fn next_state(
         Outcome::Gone => return Next::Disable(DisabledReason::Gone),
         _ => {}
     }
-    let failing_for = now - sub.failing_since.unwrap_or(now);
-    if failing_for >= (cfg.disable_after_hours as i64).saturating_mul(3_600_000) {
-        return Next::Disable(DisabledReason::Failing);
-    }
     let backoff = Backoff {
         base_ms: cfg.retry_base_ms,
         max_delay_ms: cfg.retry_max_delay_secs.saturating_mul(1_000),
     };
+    let disable_after = (cfg.disable_after_hours as i64).saturating_mul(3_600_000);
     let jitter: f64 = rand::thread_rng().gen();
-    let delay = backoff.delay_ms(number, jitter, sent.retry_after_ms);
-    Next::Retry {
-        cursor: event.seq - 1,
-        at: now.saturating_add(delay.min(i64::MAX as u64) as i64),
+    let failing_since = sub.failing_since;
+    match backoff.after_failure(
+        failing_since,
+        now,
+        disable_after,
+        number,
+        jitter,
+        sent.retry_after_ms,
+    ) {
+        AfterFailure::Disable => Next::Disable(DisabledReason::Failing),
+        AfterFailure::RetryAt(at) => Next::Retry {
+            cursor: event.seq - 1,
+            at,
+        },
     }
 }
 
