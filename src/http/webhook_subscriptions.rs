@@ -187,7 +187,13 @@ pub async fn create(
     if let Some(m) = minted {
         answer["secret"] = json!(m.shown);
     }
-    Ok((StatusCode::CREATED, Json(answer)).into_response())
+    let mut response = (StatusCode::CREATED, Json(answer)).into_response();
+    // The secret is shown this once: no cache keeps a copy.
+    response.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("no-store"),
+    );
+    Ok(response)
 }
 
 /// A subscription nobody can sign for is refused now, not failed later.
