@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::sql::{parsed, Arg, Database, Executor, Row};
 use super::{StoreError, StoreResult};
 use crate::domain::event::{NewEvent, StoredEvent};
+use crate::domain::manifest::Manifest;
 use crate::domain::webhook::{DisabledReason, Source, DISABLED_EVENT};
 use crate::domain::Millis;
 
@@ -149,6 +150,69 @@ pub(super) async fn disable_in(
     Ok(Some(tx.append_events(&[event], now).await?))
 }
 
+/// Keeps the app's manifest subscription in step with `manifest`, in the
+/// registration's or upgrade's transaction: made when the manifest names
+/// `delivery.eventsUrl` and `eventSubscriptions` (taking the events written
+/// after it), its URL and types replaced with its cursor and state kept,
+/// or deleted when the manifest drops either.
+pub(super) async fn follow_manifest(
+    tx: &mut dyn Executor,
+    app_id: Uuid,
+    manifest: &Manifest,
+    now: Millis,
+) -> StoreResult<()> {
+    let Some((url, types)) = manifest.events_subscription() else {
+        tx.execute(
+            "DELETE FROM webhook_subscriptions WHERE app_id = $1 AND source = 'manifest'",
+            &[Arg::Id(app_id)],
+        )
+        .await?;
+        return Ok(());
+    };
+    let types = serde_json::to_string(types).expect("strings serialize");
+    let changed = tx
+        .execute(
+            "UPDATE webhook_subscriptions SET url = $1, event_types = $2, updated_at = $3 \
+             WHERE app_id = $4 AND source = 'manifest'",
+            &[
+                Arg::Text(url),
+                Arg::Text(&types),
+                Arg::Int(now),
+                Arg::Id(app_id),
+            ],
+        )
+        .await?;
+    if changed > 0 {
+        return Ok(());
+    }
+    let cursor = last_seq(tx, app_id).await?;
+    tx.execute(
+        "INSERT INTO webhook_subscriptions (id, app_id, source, url, event_types, state, cursor, \
+         next_attempt_at, created_at, updated_at) \
+         VALUES ($1, $2, 'manifest', $3, $4, 'active', $5, $6, $6, $6)",
+        &[
+            Arg::Id(Uuid::now_v7()),
+            Arg::Id(app_id),
+            Arg::Text(url),
+            Arg::Text(&types),
+            Arg::Int(cursor),
+            Arg::Int(now),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The app's last seq (0 before its first event).
+async fn last_seq(tx: &mut dyn Executor, app_id: Uuid) -> StoreResult<i64> {
+    tx.fetch_optional(
+        "SELECT last_seq FROM event_streams WHERE audience = $1",
+        &[Arg::Id(app_id)],
+    )
+    .await?
+    .map_or(Ok(0), |r| r.int("last_seq"))
+}
+
 #[async_trait]
 impl<D: Database> WebhookStore for D {
     async fn create_subscription(
@@ -174,13 +238,7 @@ impl<D: Database> WebhookStore for D {
         if held >= i64::from(new.limit) {
             return Err(StoreError::Conflict("limit".into()));
         }
-        let cursor = tx
-            .fetch_optional(
-                "SELECT last_seq FROM event_streams WHERE audience = $1",
-                &[Arg::Id(new.app_id)],
-            )
-            .await?
-            .map_or(Ok(0), |r| r.int("last_seq"))?;
+        let cursor = last_seq(&mut *tx, new.app_id).await?;
         let types = serde_json::to_string(new.event_types).expect("strings serialize");
         // A NULL secret is written as a literal: a typed NULL argument
         // would be text, which PostgreSQL refuses for a bytea column.

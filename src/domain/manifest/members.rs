@@ -43,6 +43,13 @@ pub struct AppDelivery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = URL_MAX), regex(pattern = NO_CONTROL))]
     pub interactions_url: Option<String>,
+    /// Where the manifest's `eventSubscriptions` are delivered as signed
+    /// webhooks (ADR 0033), in any mode: `https`, no user info, its host
+    /// and port on `egress.allowlist`; 1 to 2048 characters. Needs
+    /// `eventSubscriptions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = URL_MAX), regex(pattern = NO_CONTROL))]
+    pub events_url: Option<String>,
 }
 
 impl Default for AppDelivery {
@@ -50,6 +57,7 @@ impl Default for AppDelivery {
         AppDelivery {
             mode: DeliveryMode::Gateway,
             interactions_url: None,
+            events_url: None,
         }
     }
 }
@@ -168,10 +176,17 @@ pub(super) fn components(p: &mut Problems, value: Option<&Value>) {
 /// `/delivery`: the mode, and the interactions URL exactly when the mode
 /// needs one, vetted by the egress rules (the private override is not
 /// consulted: it never widens the allowlist).
-pub(super) fn delivery(p: &mut Problems, value: Option<&Value>, bounds: &ManifestBounds) {
-    let Some(d) = p.object("/delivery", value, &["mode", "interactionsUrl"], false) else {
+pub(super) fn delivery(
+    p: &mut Problems,
+    value: Option<&Value>,
+    bounds: &ManifestBounds,
+    subscriptions: Option<&Value>,
+) {
+    let known = ["mode", "interactionsUrl", "eventsUrl"];
+    let Some(d) = p.object("/delivery", value, &known, false) else {
         return;
     };
+    events_url(p, d.get("eventsUrl"), bounds, subscriptions);
     let modes = ["gateway", "interactions_url"];
     enum_member(p, "/delivery/mode", d.get("mode"), &modes);
     let at = "/delivery/interactionsUrl";
@@ -182,6 +197,27 @@ pub(super) fn delivery(p: &mut Problems, value: Option<&Value>, bounds: &Manifes
         (Some("interactions_url"), url) => interactions_url(p, at, url, bounds),
         (Some("gateway"), Some(_)) => p.push(at, "is allowed only with mode \"interactions_url\""),
         _ => {}
+    }
+}
+
+/// `/delivery/eventsUrl`: a URL by the egress rules, for a manifest that
+/// names event types to deliver there.
+fn events_url(
+    p: &mut Problems,
+    value: Option<&Value>,
+    bounds: &ManifestBounds,
+    subscriptions: Option<&Value>,
+) {
+    let Some(value) = value else {
+        return;
+    };
+    let at = "/delivery/eventsUrl";
+    https_target(p, at, Some(value), &bounds.egress_allowlist);
+    let named = subscriptions
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if !named {
+        p.push(at, "needs event types in /eventSubscriptions");
     }
 }
 

@@ -5,6 +5,7 @@
 mod crash;
 mod delivery;
 mod lifecycle;
+mod manifest;
 mod signing;
 
 use std::path::{Path, PathBuf};

@@ -453,6 +453,13 @@ export type AppDelivery = {
    * characters.
    */
   interactionsUrl?: string | null;
+  /**
+   * Where the manifest's `eventSubscriptions` are delivered as signed
+   * webhooks (ADR 0033), in any mode: `https`, no user info, its host
+   * and port on `egress.allowlist`; 1 to 2048 characters. Needs
+   * `eventSubscriptions`.
+   */
+  eventsUrl?: string | null;
 };
 /**
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
