@@ -7,6 +7,7 @@ mod delivery;
 mod lifecycle;
 mod manifest;
 mod signing;
+mod store;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
