@@ -8,6 +8,7 @@ mod list;
 mod people;
 mod places;
 mod runs;
+mod webhooks;
 
 use std::path::PathBuf;
 
@@ -156,6 +157,13 @@ pub enum Command {
     Audit {
         #[command(subcommand)]
         command: AuditCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Apps' webhook subscriptions (ADR 0033).
+    Webhooks {
+        #[command(subcommand)]
+        command: webhooks::WebhooksCommand,
         #[command(flatten)]
         config: ConfigArgs,
     },
@@ -334,6 +342,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Grant { command, config } => places::grant(command, config.load()?).await,
         Command::Group { command, config } => places::group(command, config.load()?).await,
         Command::Audit { command, config } => audit(command, config.load()?).await,
+        Command::Webhooks { command, config } => webhooks::webhooks(command, config.load()?).await,
     }
 }
 

@@ -59,6 +59,12 @@ pub mod names {
     /// (`command`, `interaction`, `autocomplete`, `verification`),
     /// `outcome` and `reason` (ADR 0032 §6).
     pub const INTERACTION_DELIVERIES: &str = "switchboard_interaction_deliveries_total";
+    /// Webhook subscription attempts by `app` and `outcome` (ADR 0033).
+    pub const WEBHOOK_ATTEMPTS: &str = "switchboard_webhook_attempts_total";
+    /// Their duration by `outcome`.
+    pub const WEBHOOK_ATTEMPT_DURATION: &str = "switchboard_webhook_attempt_duration_seconds";
+    /// Subscriptions disabled, by `reason`.
+    pub const WEBHOOK_DISABLED: &str = "switchboard_webhook_subscriptions_disabled_total";
 }
 
 pub fn init_logging(config: &LogConfig) {
@@ -170,6 +176,18 @@ fn describe() {
     describe_counter!(
         names::INTERACTION_DELIVERIES,
         "Requests to apps' interactionsUrl by app, kind, outcome and reason"
+    );
+    describe_counter!(
+        names::WEBHOOK_ATTEMPTS,
+        "Webhook subscription delivery attempts by app and outcome"
+    );
+    describe_histogram!(
+        names::WEBHOOK_ATTEMPT_DURATION,
+        "Webhook subscription delivery attempt latency by outcome"
+    );
+    describe_counter!(
+        names::WEBHOOK_DISABLED,
+        "Webhook subscriptions disabled, by reason"
     );
 }
 

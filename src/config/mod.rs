@@ -161,6 +161,18 @@ impl Config {
         {
             anyhow::bail!("jobs.lock_ms must exceed hooks.max_timeout_ms plus jobs.inline_grace_ms, or a slow hook's job would run twice");
         }
+        self.check_webhook_deliveries()
+    }
+
+    /// A subscription's claim outlasts a request, and a failing one is
+    /// disabled before retention takes the events it still owes (ADR 0033).
+    fn check_webhook_deliveries(&self) -> anyhow::Result<()> {
+        if self.webhooks.claim_ms <= self.egress.request_timeout_ms {
+            anyhow::bail!("webhooks.claim_ms must exceed egress.request_timeout_ms, or a slow delivery would be sent twice at once");
+        }
+        if self.webhooks.disable_after_hours >= self.events.retention_hours {
+            anyhow::bail!("webhooks.disable_after_hours must be below events.retention_hours, or a failing subscription's events would age out before it is disabled");
+        }
         Ok(())
     }
 

@@ -82,6 +82,27 @@ pub struct WebhooksConfig {
     pub key_encryption_key_file: String,
     /// How long a rotated-out key keeps signing beside the new one.
     pub rotation_overlap_hours: u64,
+    /// Subscriptions (ADR 0033): how often the delivery worker looks for
+    /// due subscriptions.
+    pub poll_interval_ms: u64,
+    /// Subscriptions delivering at once per hub.
+    pub max_concurrent: u32,
+    /// How long a claim on a subscription lasts; longer than
+    /// `egress.request_timeout_ms`, so a live delivery is never repeated.
+    pub claim_ms: u64,
+    /// Events read from the app's log per step while looking for the next
+    /// one a subscription takes.
+    pub read_batch: u32,
+    /// The first retry's delay; each further one doubles it.
+    pub retry_base_ms: u64,
+    /// No retry waits longer, whatever the backoff or `Retry-After` says.
+    pub retry_max_delay_secs: u64,
+    /// A subscription failing this long is disabled.
+    pub disable_after_hours: u64,
+    /// How long the delivery log keeps an attempt.
+    pub delivery_log_retention_hours: u64,
+    /// Subscriptions an app may hold.
+    pub max_subscriptions_per_app: u32,
 }
 
 impl std::fmt::Debug for WebhooksConfig {
@@ -95,6 +116,18 @@ impl std::fmt::Debug for WebhooksConfig {
             .field("key_encryption_key", &kek)
             .field("key_encryption_key_file", &self.key_encryption_key_file)
             .field("rotation_overlap_hours", &self.rotation_overlap_hours)
+            .field("poll_interval_ms", &self.poll_interval_ms)
+            .field("max_concurrent", &self.max_concurrent)
+            .field("claim_ms", &self.claim_ms)
+            .field("read_batch", &self.read_batch)
+            .field("retry_base_ms", &self.retry_base_ms)
+            .field("retry_max_delay_secs", &self.retry_max_delay_secs)
+            .field("disable_after_hours", &self.disable_after_hours)
+            .field(
+                "delivery_log_retention_hours",
+                &self.delivery_log_retention_hours,
+            )
+            .field("max_subscriptions_per_app", &self.max_subscriptions_per_app)
             .finish()
     }
 }
@@ -105,6 +138,15 @@ impl Default for WebhooksConfig {
             key_encryption_key: String::new(),
             key_encryption_key_file: String::new(),
             rotation_overlap_hours: 24,
+            poll_interval_ms: 500,
+            max_concurrent: 16,
+            claim_ms: 60_000,
+            read_batch: 100,
+            retry_base_ms: 1_000,
+            retry_max_delay_secs: 3_600,
+            disable_after_hours: 72,
+            delivery_log_retention_hours: 168,
+            max_subscriptions_per_app: 20,
         }
     }
 }
@@ -113,6 +155,29 @@ impl WebhooksConfig {
     pub(super) fn validate(&self) -> anyhow::Result<()> {
         if self.rotation_overlap_hours > 24 * 365 {
             anyhow::bail!("webhooks.rotation_overlap_hours must be at most 8760 (a year)");
+        }
+        require_positive(&[
+            ("webhooks.poll_interval_ms", self.poll_interval_ms),
+            ("webhooks.max_concurrent", u64::from(self.max_concurrent)),
+            ("webhooks.claim_ms", self.claim_ms),
+            ("webhooks.read_batch", u64::from(self.read_batch)),
+            ("webhooks.retry_base_ms", self.retry_base_ms),
+            ("webhooks.retry_max_delay_secs", self.retry_max_delay_secs),
+            ("webhooks.disable_after_hours", self.disable_after_hours),
+            (
+                "webhooks.delivery_log_retention_hours",
+                self.delivery_log_retention_hours,
+            ),
+            (
+                "webhooks.max_subscriptions_per_app",
+                u64::from(self.max_subscriptions_per_app),
+            ),
+        ])?;
+        if self.read_batch > 1_000 {
+            anyhow::bail!("webhooks.read_batch must be at most 1000");
+        }
+        if self.retry_base_ms > self.retry_max_delay_secs.saturating_mul(1_000) {
+            anyhow::bail!("webhooks.retry_base_ms must not exceed webhooks.retry_max_delay_secs");
         }
         Ok(())
     }

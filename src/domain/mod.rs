@@ -23,6 +23,7 @@ pub mod principal;
 pub mod strict_json;
 pub mod task;
 pub mod validate;
+pub mod webhook;
 
 pub use principal::{InvokedBy, Principal, PrincipalKind};
 

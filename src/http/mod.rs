@@ -22,6 +22,7 @@ mod people;
 mod places;
 mod query;
 pub mod runs;
+mod webhook_subscriptions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -162,6 +163,18 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/v1/runs/{run_id}/stop", post(runs::stop))
         .route("/api/v1/webhooks/keys", get(webhook_keys))
         .route("/api/v1/webhooks/test", post(admin::send_test_webhook))
+        .route(
+            "/api/v1/webhooks/subscriptions",
+            post(webhook_subscriptions::create).get(webhook_subscriptions::list),
+        )
+        .route(
+            "/api/v1/webhooks/subscriptions/{subscription_id}",
+            get(webhook_subscriptions::read).delete(webhook_subscriptions::delete),
+        )
+        .route(
+            "/api/v1/webhooks/subscriptions/{subscription_id}/attempts",
+            get(webhook_subscriptions::attempts),
+        )
         .route("/api/v1/openapi.json", get(openapi::serve))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))

@@ -9,6 +9,8 @@ mod commands;
 mod deliver;
 mod interaction_dispatch;
 mod url_verify;
+mod webhook_attempt;
+pub mod webhook_deliveries;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -16,6 +16,7 @@ pub mod network;
 pub mod params;
 pub mod router;
 pub mod tasks;
+pub mod webhooks;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{de::DeserializeOwned, Serialize};
@@ -361,6 +362,8 @@ pub fn catalogue() -> Vec<MethodSpec> {
         notification_spec::<interactions::MessageUpdated>(),
         notification_spec::<interactions::PersonMessageUpdated>(),
         notification_spec::<interactions::InteractionCreated>(),
+        // webhook subscriptions (ADR 0033)
+        notification_spec::<webhooks::WebhookDisabled>(),
     ]
 }
 

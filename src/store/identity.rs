@@ -347,6 +347,8 @@ impl<D: Database + IdentityDialect> IdentityStore for D {
     ) -> StoreResult<Option<InstallationRecord>> {
         let mut tx = self.begin().await?;
         let installed = apps::create(&mut *tx, app, manifest, key, install, idem).await?;
+        super::webhook_subscriptions::follow_manifest(&mut *tx, app.id, manifest, app.created_at)
+            .await?;
         tx.commit().await?;
         Ok(installed)
     }

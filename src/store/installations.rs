@@ -485,6 +485,7 @@ where
             None => Vec::new(),
         };
         let events = tx.append_events(&written, now).await?;
+        super::webhook_subscriptions::follow_manifest(&mut *tx, app_id, manifest, now).await?;
         tx.commit().await?;
         Ok(Upgraded {
             previous,

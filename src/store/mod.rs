@@ -49,6 +49,8 @@ pub(crate) mod sql;
 mod sqlite;
 mod tasks;
 mod uninstall;
+mod webhook_deliveries;
+mod webhook_subscriptions;
 
 use std::sync::Arc;
 
@@ -101,6 +103,8 @@ pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
 pub use sql::count_statements;
 pub use sqlite::SqliteStore;
 pub use tasks::{NewTask, TaskRecord, TaskStore};
+pub use webhook_deliveries::{Attempt, Claimed, Next, WebhookDeliveryStore};
+pub use webhook_subscriptions::{NewSubscription, SubscriptionRecord, WebhookStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -165,6 +169,8 @@ pub trait Store:
     + HostedStore
     + OverviewStore
     + AppUrlStore
+    + WebhookStore
+    + WebhookDeliveryStore
 {
 }
 
@@ -186,6 +192,8 @@ impl<T> Store for T where
         + HostedStore
         + OverviewStore
         + AppUrlStore
+        + WebhookStore
+        + WebhookDeliveryStore
 {
 }
 

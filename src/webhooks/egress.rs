@@ -82,6 +82,14 @@ impl Outcome {
     }
 }
 
+/// An outcome with what a retrying sender needs of the answer's headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answered {
+    pub outcome: Outcome,
+    /// The `Retry-After` header as sent, if any (never logged).
+    pub retry_after: Option<String>,
+}
+
 /// Trusted roots for TLS. Production trusts the public web PKI, plus the
 /// operator's own CA file if set; tests trust only their in-memory CA.
 #[derive(Clone)]
@@ -206,7 +214,19 @@ impl EgressClient {
     /// POSTs `body`. Never follows a redirect, never reads more than
     /// `max_response_bytes`, never outlives `request_timeout`.
     pub async fn post(&self, url: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Outcome {
+        self.post_answered(url, headers, body).await.outcome
+    }
+
+    /// [`post`](Self::post), with the answer's `Retry-After` header (at
+    /// most 64 bytes of it, as text) for senders that retry.
+    pub async fn post_answered(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Answered {
         let started = Instant::now();
+        let mut retry_after = None;
         let (host_label, outcome) = match check_url(
             url,
             &self.settings.allowlist,
@@ -216,7 +236,7 @@ impl EgressClient {
             Ok(target) => {
                 let outcome = tokio::time::timeout(
                     self.settings.request_timeout,
-                    self.post_to(&target, url, headers, body),
+                    self.post_to(&target, url, headers, body, &mut retry_after),
                 )
                 .await
                 .unwrap_or(Outcome::Timeout);
@@ -224,7 +244,10 @@ impl EgressClient {
             }
         };
         self.record(url, host_label, &outcome, started.elapsed());
-        outcome
+        Answered {
+            outcome,
+            retry_after,
+        }
     }
 
     /// Applies every rule a request would meet before connecting: the URL
@@ -268,6 +291,7 @@ impl EgressClient {
         url: &str,
         headers: &[(&str, &str)],
         body: Vec<u8>,
+        retry_after: &mut Option<String>,
     ) -> Outcome {
         let addrs = match self.resolve(target).await {
             Ok(addrs) => addrs,
@@ -299,6 +323,12 @@ impl EgressClient {
             Err(e) => return transport(&e, "request"),
         };
         let status = response.status().as_u16();
+        *retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| v.len() <= 64)
+            .map(str::to_string);
         if response.status().is_redirection() {
             return Outcome::Redirect { status };
         }

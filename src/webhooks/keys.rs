@@ -93,7 +93,7 @@ pub async fn check_at_startup(
 
 /// `nonce || ciphertext`, with the key id as associated data so a sealed
 /// secret cannot be moved to another key's row.
-fn seal(kek: &[u8; 32], key_id: &str, secret: &[u8]) -> Vec<u8> {
+pub(crate) fn seal(kek: &[u8; 32], key_id: &str, secret: &[u8]) -> Vec<u8> {
     let cipher = ChaCha20Poly1305::new(Key::from_slice(kek));
     let mut nonce = [0u8; 12];
     rand::rngs::OsRng.fill_bytes(&mut nonce);
@@ -111,7 +111,7 @@ fn seal(kek: &[u8; 32], key_id: &str, secret: &[u8]) -> Vec<u8> {
     out
 }
 
-fn open(kek: &[u8; 32], key_id: &str, sealed: &[u8]) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn open(kek: &[u8; 32], key_id: &str, sealed: &[u8]) -> anyhow::Result<Vec<u8>> {
     anyhow::ensure!(sealed.len() > 12, "a sealed key is too short");
     let cipher = ChaCha20Poly1305::new(Key::from_slice(kek));
     cipher

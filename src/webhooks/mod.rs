@@ -9,3 +9,4 @@ pub use crate::domain::egress_policy;
 pub mod keys;
 pub mod sender;
 pub mod signature;
+pub mod subscription_secret;

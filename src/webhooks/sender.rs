@@ -3,7 +3,7 @@
 //! operator's test send share this path, so what a receiver verifies in a
 //! test is what it verifies in production.
 
-use super::egress::{EgressClient, Outcome};
+use super::egress::{Answered, EgressClient, Outcome};
 use super::{keys, signature};
 use crate::config::WebhooksConfig;
 use crate::domain::Millis;
@@ -46,4 +46,38 @@ pub async fn post_signed(
         webhook_id,
         outcome,
     })
+}
+
+/// A stored event on its way to a receiver.
+pub struct EventRequest<'a> {
+    pub url: &'a str,
+    /// The event's id: the receiver's key for deduplication, the same on
+    /// every way and every attempt.
+    pub webhook_id: &'a str,
+    /// A subscription's `v1` secret, signing besides the hub's keys.
+    pub hmac: Option<signature::SigningSecret>,
+    pub body: Vec<u8>,
+}
+
+/// Sends a stored event, signed with every key that signs now (and the
+/// subscription's `v1` secret, if any). The answer keeps its `Retry-After`.
+pub async fn post_event(
+    store: &(impl SigningKeyStore + ?Sized),
+    cfg: &WebhooksConfig,
+    egress: &EgressClient,
+    request: EventRequest<'_>,
+    now: Millis,
+) -> Result<Answered, SendError> {
+    let mut secrets = keys::signers(store, cfg, now).await?;
+    if secrets.is_empty() {
+        return Err(SendError::NoSigningKey);
+    }
+    secrets.extend(request.hmac);
+    let timestamp = now.div_euclid(1000);
+    let signed = signature::headers(request.webhook_id, timestamp, &request.body, &secrets);
+    let mut headers: Vec<(&str, &str)> = signed.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    headers.push(("content-type", "application/json"));
+    Ok(egress
+        .post_answered(request.url, &headers, request.body)
+        .await)
 }

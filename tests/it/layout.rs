@@ -219,7 +219,7 @@ const NOT_FOUND_SPELLINGS: [&str; 6] = [
 
 /// The places outside `access` that may spell a NotFound, each with why:
 /// none of them answers about a resource a principal names.
-const NOT_FOUND_ALLOWED: [(&str, &str); 11] = [
+const NOT_FOUND_ALLOWED: [(&str, &str); 12] = [
     // The Refusal -> 404 translation of what `access::reject` decided.
     ("http/error.rs", "StatusCode::NOT_FOUND"),
     // REST messages run the gateway's handlers: their RpcError (built by
@@ -246,6 +246,10 @@ const NOT_FOUND_ALLOWED: [(&str, &str); 11] = [
     // is "no such route", and a file name not in the embedded bundle.
     ("http/console/session.rs", "ApiError::not_found("),
     ("http/console/pages.rs", "ApiError::not_found("),
+    // Webhook subscriptions (ADR 0033): an app's own, after its decision on
+    // its own stream; one read by id answers a missing subscription and
+    // another app's alike (`subscription not found`), so hidden is missing.
+    ("http/webhook_subscriptions.rs", "ApiError::not_found("),
 ];
 
 /// The files that answer a principal's requests: the handlers and every

@@ -60,4 +60,5 @@ mod store_sends;
 mod store_statements;
 mod tasks;
 mod webhook_keys;
+mod webhook_subscriptions;
 mod werewolf;

@@ -43,6 +43,13 @@ pub struct AppDelivery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = URL_MAX), regex(pattern = NO_CONTROL))]
     pub interactions_url: Option<String>,
+    /// Where the manifest's `eventSubscriptions` are delivered as signed
+    /// webhooks (ADR 0033), in any mode: `https`, no user info, its host
+    /// and port on `egress.allowlist`; 1 to 2048 characters. Needs
+    /// `eventSubscriptions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = URL_MAX), regex(pattern = NO_CONTROL))]
+    pub events_url: Option<String>,
 }
 
 impl Default for AppDelivery {
@@ -50,6 +57,7 @@ impl Default for AppDelivery {
         AppDelivery {
             mode: DeliveryMode::Gateway,
             interactions_url: None,
+            events_url: None,
         }
     }
 }
@@ -168,10 +176,17 @@ pub(super) fn components(p: &mut Problems, value: Option<&Value>) {
 /// `/delivery`: the mode, and the interactions URL exactly when the mode
 /// needs one, vetted by the egress rules (the private override is not
 /// consulted: it never widens the allowlist).
-pub(super) fn delivery(p: &mut Problems, value: Option<&Value>, bounds: &ManifestBounds) {
-    let Some(d) = p.object("/delivery", value, &["mode", "interactionsUrl"], false) else {
+pub(super) fn delivery(
+    p: &mut Problems,
+    value: Option<&Value>,
+    bounds: &ManifestBounds,
+    subscriptions: Option<&Value>,
+) {
+    let known = ["mode", "interactionsUrl", "eventsUrl"];
+    let Some(d) = p.object("/delivery", value, &known, false) else {
         return;
     };
+    events_url(p, d.get("eventsUrl"), bounds, subscriptions);
     let modes = ["gateway", "interactions_url"];
     enum_member(p, "/delivery/mode", d.get("mode"), &modes);
     let at = "/delivery/interactionsUrl";
@@ -185,12 +200,47 @@ pub(super) fn delivery(p: &mut Problems, value: Option<&Value>, bounds: &Manifes
     }
 }
 
-fn interactions_url(p: &mut Problems, at: &str, value: Option<&Value>, bounds: &ManifestBounds) {
-    let Some(url) = p.string(at, value, 1, URL_MAX) else {
+/// `/delivery/eventsUrl`: a URL by the egress rules, for a manifest that
+/// names event types to deliver there.
+fn events_url(
+    p: &mut Problems,
+    value: Option<&Value>,
+    bounds: &ManifestBounds,
+    subscriptions: Option<&Value>,
+) {
+    let Some(value) = value else {
         return;
     };
-    if let Err(reason) = egress_policy::check_url(url, &bounds.egress_allowlist, &[]) {
-        p.push(at, url_problem(&reason));
+    let at = "/delivery/eventsUrl";
+    https_target(p, at, Some(value), &bounds.egress_allowlist);
+    let named = subscriptions
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if !named {
+        p.push(at, "needs event types in /eventSubscriptions");
+    }
+}
+
+fn interactions_url(p: &mut Problems, at: &str, value: Option<&Value>, bounds: &ManifestBounds) {
+    https_target(p, at, value, &bounds.egress_allowlist);
+}
+
+/// A URL the hub will send to: 1 to 2048 characters, and the egress rules
+/// with `allowlist` (never the private override). Webhook subscriptions
+/// (ADR 0033) take their URL by the same rules.
+pub fn https_target<'v>(
+    p: &mut Problems,
+    at: &str,
+    value: Option<&'v Value>,
+    allowlist: &[egress_policy::HostPort],
+) -> Option<&'v str> {
+    let url = p.string(at, value, 1, URL_MAX)?;
+    match egress_policy::check_url(url, allowlist, &[]) {
+        Ok(_) => Some(url),
+        Err(reason) => {
+            p.push(at, url_problem(&reason));
+            None
+        }
     }
 }
 

@@ -21,7 +21,7 @@ pub use commands::{
     validate_command, ChoiceValue, CommandDecl, OptionChoice, OptionDecl, OptionType,
     DEFAULT_DESCRIPTION_MAX_CHARS, DEFAULT_MAX_COMMANDS,
 };
-pub use members::{AppDelivery, CallbackNames, ComponentKind, DeliveryMode};
+pub use members::{https_target, AppDelivery, CallbackNames, ComponentKind, DeliveryMode};
 
 /// The schema's `allOf` carries the one rule across members: a manifest
 /// that lists its scopes without `events:subscribe` has no hook gate and no
@@ -88,6 +88,13 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// The webhook subscription the manifest keeps (ADR 0033): its
+    /// `delivery.eventsUrl` and `eventSubscriptions`, when it names both.
+    pub fn events_subscription(&self) -> Option<(&str, &[String])> {
+        let url = self.delivery.events_url.as_deref()?;
+        (!self.event_subscriptions.is_empty()).then_some((url, self.event_subscriptions.as_slice()))
+    }
+
     /// The scopes the manifest asks for: its list, or for a scopeless
     /// (seed-000) manifest `{events:subscribe}`, since such an app learns
     /// its tasks over its socket (ADR 0023 §1).
@@ -272,8 +279,8 @@ pub fn validate(doc: &Value, bounds: &ManifestBounds) -> Result<Manifest, Vec<Fi
     }
     commands::commands(&mut p, root.get("commands"), bounds);
     members::components(&mut p, root.get("components"));
-    members::delivery(&mut p, root.get("delivery"), bounds);
     let subscriptions = root.get("eventSubscriptions");
+    members::delivery(&mut p, root.get("delivery"), bounds, subscriptions);
     members::event_subscriptions(&mut p, subscriptions, bounds, requested);
     members::callback_names(&mut p, root.get("callbackNames"));
 

@@ -475,3 +475,32 @@ fn unknown_members_are_still_refused_at_every_level() {
         ],
     );
 }
+
+/// `delivery.eventsUrl` (ADR 0033): the egress rules, in any mode, and only
+/// beside event types to deliver there.
+#[test]
+fn an_events_url_follows_the_egress_rules_and_needs_event_subscriptions() {
+    let mut seed = werewolf();
+    seed["delivery"] = json!({"mode": "gateway", "eventsUrl": "https://hooks.example.com/events"});
+    assert_pointers(&seed, &["/delivery/eventsUrl"]);
+    seed["eventSubscriptions"] = json!(["app/task/activated"]);
+    let m = validate(&seed, &bounds()).unwrap();
+    assert_eq!(
+        m.events_subscription(),
+        Some((
+            "https://hooks.example.com/events",
+            &["app/task/activated".to_string()][..]
+        ))
+    );
+    seed["delivery"]["eventsUrl"] = json!("http://hooks.example.com/events");
+    assert_pointers(&seed, &["/delivery/eventsUrl"]);
+    seed["delivery"]["eventsUrl"] = json!("https://elsewhere.example.com/events");
+    assert_pointers(&seed, &["/delivery/eventsUrl"]);
+    seed["delivery"]["eventsUrl"] = json!(7);
+    assert_pointers(&seed, &["/delivery/eventsUrl"]);
+    seed["delivery"] = json!({"mode": "gateway"});
+    assert_eq!(
+        validate(&seed, &bounds()).unwrap().events_subscription(),
+        None
+    );
+}

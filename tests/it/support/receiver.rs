@@ -17,6 +17,7 @@
 //! | `/verified`     | 200 if the signature verifies, 401 otherwise         |
 //! | `/hangup`       | the connection closes with no answer                 |
 //! | `/app/V/A`      | a scripted app at its `interactionsUrl` (below)      |
+//! | `/scripted`     | the next of [`Receiver::script`]'s answers; 200 after |
 //!
 //! A scripted app answers the hub's verification ping by `V` (`good`:
 //! echoes the nonce and refuses a bad signature with 401; `wrong-echo`:
@@ -99,8 +100,20 @@ impl Received {
     }
 }
 
+/// One answer of `/scripted`.
+#[derive(Debug, Clone)]
+pub enum Scripted {
+    /// This status, with a `Retry-After` header if given.
+    Status(u16, Option<&'static str>),
+    /// No answer, ever (the request stays in flight).
+    Hang,
+    /// The connection closes with no answer.
+    HangUp,
+}
+
 #[derive(Default)]
 struct Shared {
+    script: Mutex<VecDeque<Scripted>>,
     /// TCP connections accepted.
     connections: AtomicUsize,
     received: Mutex<Vec<Received>>,
@@ -191,17 +204,17 @@ impl Receiver {
         format!("https://{host}:{}{path}", self.port())
     }
 
-    /// The keys signatures are checked with from now on.
-    pub fn trust_keys(&self, keys: Vec<VerificationKey>) {
-        *self.shared.keys.lock().unwrap() = keys;
+    /// The answers `/scripted` gives next, in order; 200 once they are
+    /// spent.
+    pub fn script(&self, answers: &[Scripted]) {
+        self.shared
+            .script
+            .lock()
+            .unwrap()
+            .extend(answers.iter().cloned());
     }
 
-    /// The text a scripted app's `reply` carries from now on.
-    pub fn set_reply_text(&self, text: &str) {
-        *self.shared.reply_text.lock().unwrap() = text.to_string();
-    }
-
-    /// The requests that arrived on `path`.
+    /// The requests that arrived on `path`, in order.
     pub fn received_on(&self, path: &str) -> Vec<Received> {
         self.received()
             .into_iter()
@@ -211,7 +224,7 @@ impl Receiver {
 
     /// Waits until `n` requests have arrived on `path`.
     pub async fn wait_on(&self, path: &str, n: usize) -> Vec<Received> {
-        tokio::time::timeout(Duration::from_secs(20), async {
+        tokio::time::timeout(Duration::from_secs(30), async {
             loop {
                 let arrived = self.shared.arrived.notified();
                 let got = self.received_on(path);
@@ -222,7 +235,22 @@ impl Receiver {
             }
         })
         .await
-        .expect("the scripted app got the requests")
+        .unwrap_or_else(|_| {
+            panic!(
+                "{n} requests on {path}: got {}",
+                self.received_on(path).len()
+            )
+        })
+    }
+
+    /// The keys signatures are checked with from now on.
+    pub fn trust_keys(&self, keys: Vec<VerificationKey>) {
+        *self.shared.keys.lock().unwrap() = keys;
+    }
+
+    /// The text a scripted app's `reply` carries from now on.
+    pub fn set_reply_text(&self, text: &str) {
+        *self.shared.reply_text.lock().unwrap() = text.to_string();
     }
 
     pub fn connections(&self) -> usize {
@@ -338,8 +366,28 @@ async fn answer(
     if let Some(script) = path.strip_prefix("/app/") {
         return Some(scripted(script, &body, ok, &webhook_id, addr, &shared, stop).await);
     }
+    let scripted = match path.as_str() {
+        "/scripted" => shared.script.lock().unwrap().pop_front(),
+        _ => None,
+    };
+    match scripted {
+        Some(Scripted::HangUp) => return None,
+        Some(Scripted::Hang) => {
+            stop.cancelled().await;
+            return None;
+        }
+        Some(Scripted::Status(status, retry_after)) => {
+            let mut r = full(status, r#"{"scripted":true}"#);
+            if let Some(v) = retry_after {
+                r.headers_mut().insert("retry-after", v.parse().unwrap());
+            }
+            return Some(r);
+        }
+        None => {}
+    }
     Some(match path.as_str() {
         "/hangup" => return None,
+        "/scripted" => full(200, r#"{"received":true}"#),
         "/ok" => full(200, r#"{"received":true}"#),
         "/accepted" => full(202, Bytes::new()),
         "/delay" => {

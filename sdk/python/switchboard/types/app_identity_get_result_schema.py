@@ -289,6 +289,15 @@ class AppDelivery(BaseModel):
             pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
         ),
     ] = None
+    eventsUrl: Annotated[
+        str | None,
+        Field(
+            description="Where the manifest's `eventSubscriptions` are delivered as signed\nwebhooks (ADR 0033), in any mode: `https`, no user info, its host\nand port on `egress.allowlist`; 1 to 2048 characters. Needs\n`eventSubscriptions`.",
+            max_length=2048,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
+    ] = None
 
 
 class OptionDecl(BaseModel):

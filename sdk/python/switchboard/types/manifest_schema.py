@@ -14,6 +14,7 @@ class EventSubscription(Enum):
     app_installation_changed = 'app/installation/changed'
     app_command_invoked = 'app/command/invoked'
     app_interaction_created = 'app/interaction/created'
+    app_webhook_disabled = 'app/webhook/disabled'
 
 
 class ManifestLimits(BaseModel):
@@ -290,6 +291,15 @@ class AppDelivery(BaseModel):
         str | None,
         Field(
             description='Required with mode `interactions_url`, refused otherwise: `https`,\nno user info, its host and port on `egress.allowlist`; 1 to 2048\ncharacters.',
+            max_length=2048,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
+    ] = None
+    eventsUrl: Annotated[
+        str | None,
+        Field(
+            description="Where the manifest's `eventSubscriptions` are delivered as signed\nwebhooks (ADR 0033), in any mode: `https`, no user info, its host\nand port on `egress.allowlist`; 1 to 2048 characters. Needs\n`eventSubscriptions`.",
             max_length=2048,
             min_length=1,
             pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',

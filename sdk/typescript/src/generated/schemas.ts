@@ -253,6 +253,13 @@ export type InteractionState = ("received" | "acknowledged" | "failed" | "reject
  */
 export type RespondState = "acknowledged" | "rejected" | "failed";
 /**
+ * Why the hub stopped a subscription.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "WebhookDisabledReason".
+ */
+export type WebhookDisabledReason = "gone" | "failing" | "operator";
+/**
  * The schema's `allOf` carries the one rule across members: a manifest
  * that lists its scopes without `events:subscribe` has no hook gate and no
  * event subscription (both reach the app over its socket).
@@ -446,6 +453,13 @@ export type AppDelivery = {
    * characters.
    */
   interactionsUrl?: string | null;
+  /**
+   * Where the manifest's `eventSubscriptions` are delivered as signed
+   * webhooks (ADR 0033), in any mode: `https`, no user info, its host
+   * and port on `egress.allowlist`; 1 to 2048 characters. Needs
+   * `eventSubscriptions`.
+   */
+  eventsUrl?: string | null;
 };
 /**
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -548,6 +562,7 @@ export interface SwitchboardSchemas {
   AppTaskCloseParams?: AppTaskCloseParams;
   AppTaskCreateParams?: AppTaskCreateParams;
   AppTaskGetParams?: AppTaskGetParams;
+  AppWebhookDisabledParams?: AppWebhookDisabledParams;
   ErrorObject?: ErrorObject;
   ManifestDocument?: ManifestDocument;
   PersonChannelListParams?: PersonChannelListParams;
@@ -2369,6 +2384,42 @@ export interface AppTaskGetParams {
   taskId: string;
 }
 /**
+ * The envelope of every event notification (`params`), documented once per
+ * payload type.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AppWebhookDisabledParams".
+ */
+export interface AppWebhookDisabledParams {
+  /**
+   * Stable id (UUIDv7): deduplicate on it.
+   */
+  id: string;
+  /**
+   * Position in the audience's log; absent on ephemeral events.
+   */
+  seq?: number | null;
+  type: string;
+  /**
+   * RFC 3339, UTC, milliseconds.
+   */
+  occurredAt: string;
+  audience: string;
+  /**
+   * Present (true) only on ephemeral events.
+   */
+  ephemeral?: boolean;
+  payload: WebhookDisabledPayload;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "WebhookDisabledPayload".
+ */
+export interface WebhookDisabledPayload {
+  subscriptionId: string;
+  reason: WebhookDisabledReason;
+}
+/**
  * A JSON-RPC error object: `{code, message, _tag, data?}`.
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -3340,6 +3391,7 @@ export interface AppEvents {
   "app/installation/changed": AppInstallationChangedParams;
   "app/command/invoked": AppCommandInvokedParams;
   "app/interaction/created": AppInteractionCreatedParams;
+  "app/webhook/disabled": AppWebhookDisabledParams;
 }
 
 /** Events a person receives: type to envelope. */

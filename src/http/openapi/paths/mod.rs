@@ -11,6 +11,7 @@ mod identity;
 mod interactions;
 mod ops;
 mod places;
+mod webhooks;
 
 use super::op::Op;
 use super::schemas::Components;
@@ -23,5 +24,6 @@ pub fn all(c: &mut Components) -> Vec<Op> {
     all.extend(places::ops(c));
     all.extend(interactions::ops(c));
     all.extend(ops::ops(c));
+    all.extend(webhooks::ops(c));
     all
 }

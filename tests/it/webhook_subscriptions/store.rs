@@ -1,0 +1,118 @@
+//! The store's half on both backends (ADR 0033): the outbox is the log, so
+//! a send to a subscribed app runs the statements it runs without a
+//! subscription; claims exclude each other and a stale claim moves nothing.
+
+use switchboard::domain::webhook::{Outcome, Source};
+use switchboard::store::{count_statements, Attempt, DynStore, NewSubscription, Next};
+use uuid::Uuid;
+
+use crate::store_contract::{agent_in, app_in, contract, group_of, postgres, send_to, sqlite};
+
+contract!(the_log_is_the_outbox_and_claims_exclude_each_other);
+
+async fn the_log_is_the_outbox_and_claims_exclude_each_other(store: DynStore) {
+    let agent = agent_in(&store, "a").await;
+    let app = app_in(&store).await;
+    let group = group_of(&store, &[agent, app]).await;
+    let (_, without) = count_statements(send_to(&store, group, agent, &[app])).await;
+    let types = vec!["agent/message/received".to_string()];
+    for _ in 0..3 {
+        let new = NewSubscription {
+            id: Uuid::now_v7(),
+            app_id: app,
+            source: Source::Api,
+            url: "https://hooks.example.com/in",
+            event_types: &types,
+            sealed_secret: None,
+            limit: 3,
+            now: 20,
+        };
+        store.create_subscription(&new).await.unwrap();
+    }
+    let fourth = NewSubscription {
+        id: Uuid::now_v7(),
+        app_id: app,
+        source: Source::Api,
+        url: "https://hooks.example.com/in",
+        event_types: &types,
+        sealed_secret: Some(b"sealed"),
+        limit: 3,
+        now: 20,
+    };
+    assert!(
+        store.create_subscription(&fourth).await.is_err(),
+        "over the limit"
+    );
+    let (events, with) = count_statements(send_to(&store, group, agent, &[app])).await;
+    assert_eq!(
+        with, without,
+        "nothing is written per subscription on the send path"
+    );
+    let seq = events.iter().find(|e| e.audience == app).unwrap().seq;
+
+    let now = 1_000;
+    let claimed = store
+        .claim_subscriptions(now, now + 60_000, 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 3);
+    assert!(claimed.iter().all(|c| c.subscription.cursor == seq - 1));
+    assert!(
+        store
+            .claim_subscriptions(now, now + 60_000, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "held until the claim lapses"
+    );
+    let c = &claimed[0];
+    let skip = Next::Skip {
+        cursor: seq,
+        keep_until: None,
+    };
+    let stale = store
+        .record_delivery(c.subscription.id, Uuid::new_v4(), None, skip, now)
+        .await
+        .unwrap();
+    assert_eq!(stale, None, "another claim's token moves nothing");
+    let attempt = Attempt {
+        subscription_id: c.subscription.id,
+        app_id: app,
+        event_id: Some(events[0].id),
+        seq,
+        attempt: 1,
+        at: now,
+        duration_ms: 3,
+        outcome: Outcome::Delivered,
+        status: Some(200),
+        next_attempt_at: None,
+    };
+    let next = Next::Advance {
+        cursor: seq,
+        keep_until: None,
+    };
+    let done = store
+        .record_delivery(c.subscription.id, c.token, Some(&attempt), next, now)
+        .await
+        .unwrap();
+    assert_eq!(done, Some(Vec::new()));
+    let after = store
+        .subscription(c.subscription.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(after.cursor, seq);
+    assert_eq!(
+        store.attempts(c.subscription.id, 10).await.unwrap(),
+        vec![attempt]
+    );
+    // Caught up and released: not claimed again; the others lapse later.
+    let later = now + 60_001;
+    let again = store
+        .claim_subscriptions(later, later + 1, 10)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 2, "only those behind the log");
+    assert!(again.iter().all(|g| g.subscription.id != c.subscription.id));
+    assert_eq!(store.release_webhook_claims().await.unwrap(), 2);
+}
