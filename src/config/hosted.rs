@@ -23,8 +23,8 @@ pub struct HostedConfig {
     pub max_open_files: u64,
     /// Longest broker request line; a longer one is `too_large`.
     pub broker_max_line_bytes: usize,
-    /// How often a running run reads its row for a stop another process
-    /// requested.
+    /// How often a running run beats on its row (its heartbeat, for the
+    /// orphan sweep) and reads a stop another process requested.
     pub control_interval_ms: u64,
     /// Most keys of one app's `remember` memory.
     pub memory_max_keys: u64,
@@ -45,6 +45,10 @@ pub struct HostedConfig {
     /// What a run's child may read and execute beside its own copy (its
     /// interpreter's install tree is added); it writes only its copy.
     pub read_paths: Vec<PathBuf>,
+    /// How long a live run's owner may go without a heartbeat (it beats
+    /// every `control_interval_ms`) before another hub process ends the run
+    /// `owner_lost`; also how often a serving hub sweeps.
+    pub orphan_after_ms: u64,
 }
 
 impl Default for HostedConfig {
@@ -69,6 +73,7 @@ impl Default for HostedConfig {
                 .into_iter()
                 .map(PathBuf::from)
                 .collect(),
+            orphan_after_ms: 10_000,
         }
     }
 }
@@ -112,6 +117,11 @@ impl HostedConfig {
             anyhow::bail!(
                 "hosted.read_paths entries must be absolute ({})",
                 p.display()
+            );
+        }
+        if self.orphan_after_ms < 3 * self.control_interval_ms {
+            anyhow::bail!(
+                "hosted.orphan_after_ms must be at least 3 times hosted.control_interval_ms"
             );
         }
         if self.python.is_empty() {

@@ -13,6 +13,7 @@ pub mod child;
 pub mod package;
 pub mod principal;
 mod supervise;
+pub mod sweep;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -166,7 +167,7 @@ async fn launch(
         ended_at: None,
         log: None,
     };
-    hub.store.create_run(&run).await?;
+    hub.store.create_run(&run, hub.runs.owner()).await?;
     let spec = child::Spec {
         program: program.clone(),
         args,

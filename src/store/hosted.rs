@@ -57,8 +57,9 @@ pub trait HostedStore: Send + Sync + 'static {
     /// the bound one (the first binder wins).
     async fn bind_hosted_app(&self, card_id: &str, app_id: Uuid, now: Millis) -> StoreResult<Uuid>;
 
-    /// A new run in `starting`.
-    async fn create_run(&self, run: &RunRecord) -> StoreResult<()>;
+    /// A new run in `starting`, owned by the process `owner` (its first
+    /// heartbeat is its creation).
+    async fn create_run(&self, run: &RunRecord, owner: Uuid) -> StoreResult<()>;
 
     /// `starting` to `running`, with whether the child has its own network
     /// namespace; false when the row is no longer starting.
@@ -76,8 +77,21 @@ pub trait HostedStore: Send + Sync + 'static {
     /// is missing or ended.
     async fn request_stop(&self, id: Uuid) -> StoreResult<bool>;
 
-    /// Whether another process asked to stop the run.
-    async fn stop_requested(&self, id: Uuid) -> StoreResult<bool>;
+    /// The owner's heartbeat on a live run: answers whether another process
+    /// asked to stop it, or `None` when the run is no longer live or no
+    /// longer this owner's (another process swept it as orphaned).
+    async fn beat_run(&self, id: Uuid, owner: Uuid, now: Millis) -> StoreResult<Option<bool>>;
+
+    /// Ends `failed` with `owner_lost` every live run of another owner whose
+    /// last heartbeat is older than `stale_before` (its process is gone: a
+    /// live owner beats every `hosted.control_interval_ms`); answers their
+    /// ids.
+    async fn sweep_orphan_runs(
+        &self,
+        owner: Uuid,
+        stale_before: Millis,
+        now: Millis,
+    ) -> StoreResult<Vec<Uuid>>;
 
     /// Sets a key of the app's memory; `Conflict` when a new key would pass
     /// `max_keys`.
@@ -184,11 +198,12 @@ impl<D: Database> HostedStore for D {
         Ok(bound)
     }
 
-    async fn create_run(&self, run: &RunRecord) -> StoreResult<()> {
+    async fn create_run(&self, run: &RunRecord, owner: Uuid) -> StoreResult<()> {
+        let owner = owner.to_string();
         let mut tx = self.begin().await?;
         tx.execute(
-            "INSERT INTO app_runs (id, card_id, version, app_id, state, isolated, stop_requested, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, 0, $7)",
+            "INSERT INTO app_runs (id, card_id, version, app_id, state, isolated, stop_requested, \
+             created_at, owner, heartbeat_at) VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8, $7)",
             &[
                 Arg::Id(run.id),
                 Arg::Text(&run.card_id),
@@ -197,6 +212,7 @@ impl<D: Database> HostedStore for D {
                 Arg::Text(run.state.as_str()),
                 Arg::Int(i64::from(run.isolated)),
                 Arg::Int(run.created_at),
+                Arg::Text(&owner),
             ],
         )
         .await?;
@@ -278,19 +294,46 @@ impl<D: Database> HostedStore for D {
         Ok(n == 1)
     }
 
-    async fn stop_requested(&self, id: Uuid) -> StoreResult<bool> {
-        let row = self
-            .read()
-            .await?
+    async fn beat_run(&self, id: Uuid, owner: Uuid, now: Millis) -> StoreResult<Option<bool>> {
+        let owner = owner.to_string();
+        let mut tx = self.begin().await?;
+        let row = tx
             .fetch_optional(
-                "SELECT stop_requested FROM app_runs WHERE id = $1",
-                &[Arg::Id(id)],
+                "UPDATE app_runs SET heartbeat_at = $1 \
+                 WHERE id = $2 AND owner = $3 AND state IN ('starting', 'running') \
+                 RETURNING stop_requested",
+                &[Arg::Int(now), Arg::Id(id), Arg::Text(&owner)],
             )
             .await?;
-        Ok(match row {
-            Some(r) => r.int("stop_requested")? == 1,
-            None => false,
-        })
+        let stop = row.map(|r| r.int("stop_requested")).transpose()?;
+        tx.commit().await?;
+        Ok(stop.map(|n| n == 1))
+    }
+
+    async fn sweep_orphan_runs(
+        &self,
+        owner: Uuid,
+        stale_before: Millis,
+        now: Millis,
+    ) -> StoreResult<Vec<Uuid>> {
+        let owner = owner.to_string();
+        let mut tx = self.begin().await?;
+        let rows = tx
+            .fetch_all(
+                "UPDATE app_runs SET state = 'failed', reason = 'owner_lost', ended_at = $1 \
+                 WHERE state IN ('starting', 'running') \
+                 AND (owner IS NULL OR owner <> $2) \
+                 AND (heartbeat_at IS NULL OR heartbeat_at < $3) \
+                 RETURNING id",
+                &[Arg::Int(now), Arg::Text(&owner), Arg::Int(stale_before)],
+            )
+            .await?;
+        let ids = rows
+            .iter()
+            .map(|r| r.id("id"))
+            .collect::<StoreResult<_>>()?;
+        tx.commit().await?;
+        Ok(ids)
     }
 
     async fn remember(

@@ -55,6 +55,9 @@ pub enum EndReason {
     Signal,
     SpawnFailed,
     HubShutdown,
+    /// The process that ran it stopped beating (killed, crashed): another
+    /// hub process ended its row (the orphan sweep).
+    OwnerLost,
 }
 
 impl EndReason {
@@ -67,6 +70,7 @@ impl EndReason {
             EndReason::Signal => "signal",
             EndReason::SpawnFailed => "spawn_failed",
             EndReason::HubShutdown => "hub_shutdown",
+            EndReason::OwnerLost => "owner_lost",
         }
     }
 }

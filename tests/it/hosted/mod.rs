@@ -6,6 +6,7 @@ mod broker;
 mod catalogue;
 mod isolation;
 mod limits;
+mod orphans;
 mod primitives;
 mod runs;
 mod store;

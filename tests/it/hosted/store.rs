@@ -9,6 +9,8 @@ use uuid::Uuid;
 
 use crate::store_contract::{app_in, contract, postgres, sqlite};
 
+const OWNER: Uuid = Uuid::from_u128(0x51);
+
 fn new_run(app: Uuid, card: &str, at: i64) -> RunRecord {
     RunRecord {
         id: Uuid::now_v7(),
@@ -32,7 +34,7 @@ async fn runs_round_trip(store: DynStore) {
     let second = new_run(app, "game", 2_000);
     let other = new_run(app, "other", 3_000);
     for r in [&first, &second, &other] {
-        store.create_run(r).await.unwrap();
+        store.create_run(r, OWNER).await.unwrap();
     }
     assert!(store.mark_running(first.id, true).await.unwrap());
     assert!(
@@ -40,8 +42,22 @@ async fn runs_round_trip(store: DynStore) {
         "only from starting"
     );
     assert!(store.request_stop(first.id).await.unwrap());
-    assert!(store.stop_requested(first.id).await.unwrap());
-    assert!(!store.stop_requested(second.id).await.unwrap());
+    assert_eq!(
+        store.beat_run(first.id, OWNER, 1_100).await.unwrap(),
+        Some(true)
+    );
+    assert_eq!(
+        store.beat_run(second.id, OWNER, 1_100).await.unwrap(),
+        Some(false)
+    );
+    assert_eq!(
+        store
+            .beat_run(second.id, Uuid::new_v4(), 1_100)
+            .await
+            .unwrap(),
+        None,
+        "only the owner beats"
+    );
     let end = RunEnd {
         state: RunState::Failed,
         reason: Some("stopped"),
@@ -159,4 +175,65 @@ async fn apps_memory_and_coord(store: DynStore) {
     );
 }
 
-contract!(runs_round_trip, apps_memory_and_coord);
+/// The orphan sweep ends only the live runs of another owner that stopped
+/// beating; a beating owner's run and the sweeper's own stay live, and an
+/// ended run is not touched.
+async fn orphan_sweep_by_owner_and_heartbeat(store: DynStore) {
+    let app = app_in(&store).await;
+    let (gone, alive, me) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
+    let orphan = new_run(app, "game", 1_000);
+    let beating = new_run(app, "game", 1_000);
+    let mine = new_run(app, "game", 1_000);
+    let ended = new_run(app, "game", 1_000);
+    store.create_run(&orphan, gone).await.unwrap();
+    store.create_run(&beating, alive).await.unwrap();
+    store.create_run(&mine, me).await.unwrap();
+    store.create_run(&ended, gone).await.unwrap();
+    assert!(store.mark_running(orphan.id, true).await.unwrap());
+    let end = RunEnd {
+        state: RunState::Exited,
+        reason: None,
+        exit_code: Some(0),
+        log: b"",
+        at: 1_200,
+    };
+    assert!(store.finish_run(ended.id, &end).await.unwrap());
+    assert_eq!(
+        store.beat_run(beating.id, alive, 5_000).await.unwrap(),
+        Some(false)
+    );
+
+    let swept = store.sweep_orphan_runs(me, 4_000, 6_000).await.unwrap();
+    assert_eq!(swept, vec![orphan.id]);
+    let got = store.run(orphan.id).await.unwrap().unwrap();
+    assert_eq!(
+        (got.state, got.reason.as_deref(), got.ended_at),
+        (RunState::Failed, Some("owner_lost"), Some(6_000))
+    );
+    for (id, state) in [
+        (beating.id, RunState::Starting),
+        (mine.id, RunState::Starting),
+        (ended.id, RunState::Exited),
+    ] {
+        assert_eq!(store.run(id).await.unwrap().unwrap().state, state);
+    }
+    assert_eq!(
+        store.beat_run(orphan.id, gone, 6_100).await.unwrap(),
+        None,
+        "a swept run's owner learns it is no longer live"
+    );
+    assert!(
+        store
+            .sweep_orphan_runs(me, 4_000, 6_000)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a sweep ends a run once"
+    );
+}
+
+contract!(
+    runs_round_trip,
+    apps_memory_and_coord,
+    orphan_sweep_by_owner_and_heartbeat
+);
