@@ -32,10 +32,10 @@ pub struct Caller {
     pub name: String,
 }
 
-type Answer = Result<Value, (ErrorCode, String)>;
+pub(super) type Answer = Result<Value, (ErrorCode, String)>;
 
 impl Caller {
-    fn principal(&self) -> Principal {
+    pub(super) fn principal(&self) -> Principal {
         Principal {
             id: self.app,
             kind: PrincipalKind::App,
@@ -65,7 +65,7 @@ impl Caller {
     /// Serves one decoded call; a refusal keeps the request's id.
     pub async fn serve(&self, id: &Value, params: Params) -> Result<String, Failure> {
         let class = match params {
-            Params::SendMessage { .. } => RateClass::Message,
+            Params::SendMessage { .. } | Params::RoomsSend { .. } => RateClass::Message,
             _ => RateClass::Default,
         };
         let answer = match self.hub.limiters.check(class, self.app) {
@@ -93,7 +93,17 @@ impl Caller {
                 "runId": self.run,
                 "name": self.name,
             })),
-            Params::SendMessage { to, text } => self.send_message(to, text).await,
+            Params::SendMessage { to, text } | Params::RoomsSend { room: to, text } => {
+                self.send_message(to, text).await
+            }
+            Params::ListConnections { after, limit } => self.list_connections(after, limit).await,
+            Params::RoomsList { after, limit } => self.rooms_list(after, limit).await,
+            Params::RoomsMembers { room } => self.rooms_members(room).await,
+            Params::RoomsRead {
+                room,
+                after_id,
+                limit,
+            } => self.rooms_read(room, after_id, limit).await,
             Params::ReadInbox { after_id, limit } => self.read_inbox(after_id, limit, 0).await,
             Params::WaitForMessage { timeout, after_id } => {
                 self.read_inbox(after_id, None, timeout).await
@@ -188,12 +198,12 @@ impl Caller {
     }
 }
 
-fn store_failure(e: StoreError) -> (ErrorCode, String) {
+pub(super) fn store_failure(e: StoreError) -> (ErrorCode, String) {
     tracing::error!(error = %e, "store failure in a hosted call");
     (ErrorCode::Error, "internal error".into())
 }
 
-fn refused(r: Refused) -> (ErrorCode, String) {
+pub(super) fn refused(r: Refused) -> (ErrorCode, String) {
     match r {
         Refused::Denied(refusal) => rpc_failure(refusal.rpc()),
         Refused::Store(e) => store_failure(e),
@@ -201,7 +211,7 @@ fn refused(r: Refused) -> (ErrorCode, String) {
 }
 
 /// A hub refusal keeps its message; bad params are the caller's.
-fn rpc_failure(e: RpcError) -> (ErrorCode, String) {
+pub(super) fn rpc_failure(e: RpcError) -> (ErrorCode, String) {
     let code = if e.code == ErrorKind::InvalidParams.code() {
         ErrorCode::BadRequest
     } else {

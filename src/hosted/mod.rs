@@ -12,6 +12,7 @@ mod calls;
 pub mod child;
 pub mod package;
 pub mod principal;
+mod rooms;
 mod supervise;
 pub mod sweep;
 

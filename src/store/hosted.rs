@@ -6,8 +6,10 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use super::conversations::{load_conversations, CONVERSATION_COLUMNS};
 use super::sql::{Arg, Database, Row};
 use super::{StoreError, StoreResult};
+use crate::domain::conversation::Conversation;
 use crate::domain::hosted::RunState;
 use crate::domain::Millis;
 
@@ -105,6 +107,24 @@ pub trait HostedStore: Send + Sync + 'static {
     ) -> StoreResult<()>;
 
     async fn recall(&self, app_id: Uuid, key: &str) -> StoreResult<Option<String>>;
+
+    /// The app's rooms (ADR 0031 §6): the conversations of its tasks, by
+    /// id, after the given id.
+    async fn app_rooms(
+        &self,
+        app_id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Conversation>>;
+
+    /// The principals taking part in any of the app's rooms, by id, after
+    /// the given id (`list_connections`).
+    async fn app_connections(
+        &self,
+        app_id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Uuid>>;
 
     /// Compare-and-set on the app's register `key` (ADR 0031 §7).
     async fn coord(
@@ -399,6 +419,55 @@ impl<D: Database> HostedStore for D {
             )
             .await?;
         row.map(|r| r.text("value")).transpose()
+    }
+
+    async fn app_rooms(
+        &self,
+        app_id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Conversation>> {
+        let mut ex = self.read().await?;
+        let rows = ex
+            .fetch_all(
+                &format!(
+                    "SELECT {CONVERSATION_COLUMNS} FROM conversations c \
+                     JOIN tasks t ON t.id = c.task_id \
+                     WHERE t.app_id = $1 AND ($2 IS NULL OR c.id > $2) ORDER BY c.id LIMIT $3"
+                ),
+                &[
+                    Arg::Id(app_id),
+                    Arg::OptId(after),
+                    Arg::Int(i64::from(limit)),
+                ],
+            )
+            .await?;
+        load_conversations(ex.as_mut(), &rows).await
+    }
+
+    async fn app_connections(
+        &self,
+        app_id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Uuid>> {
+        let rows = self
+            .read()
+            .await?
+            .fetch_all(
+                "SELECT DISTINCT p.principal_id FROM conversation_participants p \
+                 JOIN conversations c ON c.id = p.conversation_id \
+                 JOIN tasks t ON t.id = c.task_id \
+                 WHERE t.app_id = $1 AND ($2 IS NULL OR p.principal_id > $2) \
+                 ORDER BY p.principal_id LIMIT $3",
+                &[
+                    Arg::Id(app_id),
+                    Arg::OptId(after),
+                    Arg::Int(i64::from(limit)),
+                ],
+            )
+            .await?;
+        rows.iter().map(|r| r.id("principal_id")).collect()
     }
 
     async fn coord(

@@ -8,6 +8,7 @@ mod isolation;
 mod limits;
 mod orphans;
 mod primitives;
+mod rooms;
 mod runs;
 mod store;
 

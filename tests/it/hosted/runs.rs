@@ -17,7 +17,7 @@ use crate::support::agents::{agent, next_of};
 use crate::support::hub::ADMIN_TOKEN;
 use crate::support::TestHub;
 
-async fn admin(
+pub(super) async fn admin(
     hub: &TestHub,
     method: reqwest::Method,
     path: &str,
@@ -40,7 +40,7 @@ async fn admin(
 }
 
 /// `POST /api/v1/cards` with the package's files, as an operator would.
-async fn install_over_rest(hub: &TestHub, c: &Card) {
+pub(super) async fn install_over_rest(hub: &TestHub, c: &Card) {
     let dir = c.dir();
     let card: Value =
         serde_json::from_slice(&std::fs::read(dir.join("app.json")).unwrap()).unwrap();
@@ -62,7 +62,7 @@ async fn install_over_rest(hub: &TestHub, c: &Card) {
     assert_eq!(status, 201, "{body}");
 }
 
-async fn start(hub: &TestHub, card_id: &str) -> Value {
+pub(super) async fn start(hub: &TestHub, card_id: &str) -> Value {
     let (status, run) = admin(
         hub,
         reqwest::Method::POST,
@@ -77,7 +77,7 @@ async fn start(hub: &TestHub, card_id: &str) -> Value {
 }
 
 /// The run's row once it ended (read until it did, within a deadline).
-async fn ended(hub: &TestHub, run_id: &str) -> Value {
+pub(super) async fn ended(hub: &TestHub, run_id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (status, run) = admin(
