@@ -361,6 +361,8 @@ pub fn catalogue() -> Vec<MethodSpec> {
         notification_spec::<interactions::MessageUpdated>(),
         notification_spec::<interactions::PersonMessageUpdated>(),
         notification_spec::<interactions::InteractionCreated>(),
+        // hosted apps (ADR 0031 §8)
+        notification_spec::<conversations::AppMessageReceived>(),
     ]
 }
 

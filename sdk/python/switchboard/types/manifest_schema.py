@@ -14,6 +14,7 @@ class EventSubscription(Enum):
     app_installation_changed = 'app/installation/changed'
     app_command_invoked = 'app/command/invoked'
     app_interaction_created = 'app/interaction/created'
+    app_message_received = 'app/message/received'
 
 
 class ManifestLimits(BaseModel):

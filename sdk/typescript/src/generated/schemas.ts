@@ -541,6 +541,7 @@ export interface SwitchboardSchemas {
   AppInteractionCreatedParams?: AppInteractionCreatedParams;
   AppInteractionRespondParams?: AppInteractionRespondParams;
   AppMessageAuthorizeParams?: AppMessageAuthorizeParams;
+  AppMessageReceivedParams?: AppMessageReceivedParams;
   AppMessageSendParams?: AppMessageSendParams;
   AppNetworkConnectParams?: AppNetworkConnectParams;
   AppNetworkPingParams?: AppNetworkPingParams;
@@ -2232,6 +2233,34 @@ export interface AppMessageAuthorizeParams {
   check?: boolean;
 }
 /**
+ * The envelope of every event notification (`params`), documented once per
+ * payload type.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AppMessageReceivedParams".
+ */
+export interface AppMessageReceivedParams {
+  /**
+   * Stable id (UUIDv7): deduplicate on it.
+   */
+  id: string;
+  /**
+   * Position in the audience's log; absent on ephemeral events.
+   */
+  seq?: number | null;
+  type: string;
+  /**
+   * RFC 3339, UTC, milliseconds.
+   */
+  occurredAt: string;
+  audience: string;
+  /**
+   * Present (true) only on ephemeral events.
+   */
+  ephemeral?: boolean;
+  payload: MessageReceivedPayload;
+}
+/**
  * `app/message/send` (schemas/app.message.send.params.schema.json).
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -3340,6 +3369,7 @@ export interface AppEvents {
   "app/installation/changed": AppInstallationChangedParams;
   "app/command/invoked": AppCommandInvokedParams;
   "app/interaction/created": AppInteractionCreatedParams;
+  "app/message/received": AppMessageReceivedParams;
 }
 
 /** Events a person receives: type to envelope. */
