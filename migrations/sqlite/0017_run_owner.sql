@@ -5,3 +5,12 @@
 ALTER TABLE app_runs ADD COLUMN owner TEXT;
 ALTER TABLE app_runs ADD COLUMN heartbeat_at INTEGER;
 CREATE INDEX app_runs_live ON app_runs (state, heartbeat_at);
+
+-- Beatless apps (ADR 0031 §8): the card's `beatless` as its last run saw
+-- it, so the message verdict that reaches the app knows to wake it; and at
+-- most one live run of a beatless app, held by the store on both backends
+-- (`alone` marks such a run; two wake jobs racing insert one run).
+ALTER TABLE hosted_apps ADD COLUMN beatless INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE app_runs ADD COLUMN alone INTEGER NOT NULL DEFAULT 0;
+CREATE UNIQUE INDEX app_runs_one_live_alone ON app_runs (app_id)
+    WHERE alone = 1 AND state IN ('starting', 'running');

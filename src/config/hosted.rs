@@ -49,6 +49,9 @@ pub struct HostedConfig {
     /// every `control_interval_ms`) before another hub process ends the run
     /// `owner_lost`; also how often a serving hub sweeps.
     pub orphan_after_ms: u64,
+    /// How long a beatless app's wake job waits while one of its runs is
+    /// live before it looks again.
+    pub wake_retry_ms: u64,
 }
 
 impl Default for HostedConfig {
@@ -74,6 +77,7 @@ impl Default for HostedConfig {
                 .map(PathBuf::from)
                 .collect(),
             orphan_after_ms: 10_000,
+            wake_retry_ms: 200,
         }
     }
 }
@@ -103,6 +107,7 @@ impl HostedConfig {
                 self.memory_value_max_bytes as u64,
             ),
             ("hosted.max_live_runs", self.max_live_runs as u64),
+            ("hosted.wake_retry_ms", self.wake_retry_ms),
         ])?;
         if !(2..=LINE_LIMIT).contains(&self.broker_max_line_bytes) {
             anyhow::bail!("hosted.broker_max_line_bytes must be from 2 to {LINE_LIMIT}");

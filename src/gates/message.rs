@@ -24,7 +24,9 @@ use crate::protocol::tasks::{
     AppMessageAuthorize, DeliveryPayload, MessageAuthorizeCallback, MessageDelivery,
 };
 use crate::protocol::{Method, Notification};
-use crate::store::{AppRecord, Effects, MessageDecided, MessageOutcome, StoreError, Verdict};
+use crate::store::{
+    AppRecord, Effects, JobKind, MessageDecided, MessageOutcome, NewJob, StoreError, Verdict,
+};
 use crate::telemetry::names;
 
 pub fn delivery_of(verdict: &Verdict, dropped: u32) -> Delivery {
@@ -141,9 +143,14 @@ async fn decide_once(
         .await?
         .then_some(owner);
     let events = verdict_events(&subject.message, &outcome, &delivery, owner);
+    let schedule = match (owner, &outcome) {
+        (Some(app), MessageOutcome::Forward { .. }) => wake_of(hub, app).await?,
+        _ => Vec::new(),
+    };
     let effects = Effects {
         events,
         finish_job: Some(job_id),
+        schedule,
         ..Default::default()
     };
     match hub
@@ -164,6 +171,15 @@ async fn decide_once(
         )),
         MessageDecided::NotApplicable => Ok(None),
     }
+}
+
+/// A beatless hosted app is woken by the mail it receives: the job is
+/// written with the verdict (ADR 0031 §8).
+async fn wake_of(hub: &Arc<Hub>, app: Uuid) -> Result<Vec<NewJob>, StoreError> {
+    Ok(match hub.store.beatless_card_of(app).await? {
+        Some(_) => vec![NewJob::new(JobKind::HostedWake, app, now_millis())],
+        None => Vec::new(),
+    })
 }
 
 /// A message decided already: only the job is finished (the store leaves a

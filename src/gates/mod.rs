@@ -72,7 +72,9 @@ pub async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         JobKind::HoldExpire => dispatch::hold_expired(hub, job.subject, job.id)
             .await
             .map(|_| ()),
-        JobKind::AppCommandDispatch | JobKind::AppInteractionDispatch => Err(not_a_gate(job)),
+        JobKind::AppCommandDispatch | JobKind::AppInteractionDispatch | JobKind::HostedWake => {
+            Err(not_a_gate(job))
+        }
     }
 }
 
@@ -97,7 +99,9 @@ pub async fn fail_closed(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         .await
         .map(|_| ()),
         JobKind::LeaseExpire => dispatch::expire(hub, job.subject, job.id).await.map(|_| ()),
-        JobKind::AppCommandDispatch | JobKind::AppInteractionDispatch => Err(not_a_gate(job)),
+        JobKind::AppCommandDispatch | JobKind::AppInteractionDispatch | JobKind::HostedWake => {
+            Err(not_a_gate(job))
+        }
     }
 }
 

@@ -104,8 +104,20 @@ impl Caller {
                 after_id,
                 limit,
             } => self.rooms_read(room, after_id, limit).await,
-            Params::ReadInbox { after_id, limit } => self.read_inbox(after_id, limit, 0).await,
-            Params::WaitForMessage { timeout, after_id } => {
+            Params::ReadInbox {
+                after_id,
+                limit,
+                ack,
+            } => {
+                self.ack(ack).await?;
+                self.read_inbox(after_id, limit, 0).await
+            }
+            Params::WaitForMessage {
+                timeout,
+                after_id,
+                ack,
+            } => {
+                self.ack(ack).await?;
                 self.read_inbox(after_id, None, timeout).await
             }
             Params::Remember { key, value } => {
@@ -158,6 +170,17 @@ impl Caller {
             .await
             .map_err(rpc_failure)?;
         Ok(json!({"messageId": sent.message.id, "conversationId": to}))
+    }
+
+    /// `ack`: the gateway's `app/event/ack` on the app's own stream (a
+    /// beatless entry acknowledges what it handled, so the next run reads
+    /// from there).
+    async fn ack(&self, seq: Option<u64>) -> Result<(), (ErrorCode, String)> {
+        let Some(seq) = seq else { return Ok(()) };
+        crate::handlers::events::ack(self.context(), crate::protocol::events::AckParams { seq })
+            .await
+            .map(|_| ())
+            .map_err(rpc_failure)
     }
 
     /// The app's own event stream after `after_id` (default: its acked

@@ -64,6 +64,7 @@ pub async fn execute(hub: &Arc<Hub>, job: Job) {
     let ran = match job.kind {
         JobKind::AppCommandDispatch => commands::dispatch(hub, &job).await,
         JobKind::AppInteractionDispatch => interaction_dispatch::run(hub, &job).await,
+        JobKind::HostedWake => crate::hosted::wake::run(hub, &job).await,
         _ => crate::gates::run(hub, &job).await,
     };
     match ran {
@@ -78,6 +79,9 @@ pub async fn execute(hub: &Arc<Hub>, job: Job) {
                 // Nothing of a command is repeated or failed later: the
                 // invoker has its answer, the job only ends.
                 JobKind::AppCommandDispatch => hub.store.finish_job(job.id).await,
+                // The mail stays in the app's log: the next message wakes
+                // the app again.
+                JobKind::HostedWake => hub.store.finish_job(job.id).await,
                 _ => crate::gates::fail_closed(hub, &job).await,
             };
             match failed {

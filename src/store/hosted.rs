@@ -60,8 +60,16 @@ pub trait HostedStore: Send + Sync + 'static {
     async fn bind_hosted_app(&self, card_id: &str, app_id: Uuid, now: Millis) -> StoreResult<Uuid>;
 
     /// A new run in `starting`, owned by the process `owner` (its first
-    /// heartbeat is its creation).
-    async fn create_run(&self, run: &RunRecord, owner: Uuid) -> StoreResult<()>;
+    /// heartbeat is its creation). An `alone` run (a beatless app's) is
+    /// not created while another alone run of the app is live: false.
+    async fn create_run(&self, run: &RunRecord, owner: Uuid, alone: bool) -> StoreResult<bool>;
+
+    /// Records whether the card of a hosted app is beatless (each run's
+    /// start writes what its card says).
+    async fn set_hosted_beatless(&self, app_id: Uuid, beatless: bool) -> StoreResult<()>;
+
+    /// The card id of a beatless hosted app; `None` for any other principal.
+    async fn beatless_card_of(&self, app_id: Uuid) -> StoreResult<Option<String>>;
 
     /// `starting` to `running`, with whether the child has its own network
     /// namespace; false when the row is no longer starting.
@@ -218,12 +226,14 @@ impl<D: Database> HostedStore for D {
         Ok(bound)
     }
 
-    async fn create_run(&self, run: &RunRecord, owner: Uuid) -> StoreResult<()> {
+    async fn create_run(&self, run: &RunRecord, owner: Uuid, alone: bool) -> StoreResult<bool> {
         let owner = owner.to_string();
         let mut tx = self.begin().await?;
-        tx.execute(
+        // `app_runs_one_live_alone` refuses a second live alone run.
+        let n = tx.execute(
             "INSERT INTO app_runs (id, card_id, version, app_id, state, isolated, stop_requested, \
-             created_at, owner, heartbeat_at) VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8, $7)",
+             created_at, owner, heartbeat_at, alone) VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8, $7, $9) \
+             ON CONFLICT DO NOTHING",
             &[
                 Arg::Id(run.id),
                 Arg::Text(&run.card_id),
@@ -233,10 +243,34 @@ impl<D: Database> HostedStore for D {
                 Arg::Int(i64::from(run.isolated)),
                 Arg::Int(run.created_at),
                 Arg::Text(&owner),
+                Arg::Int(i64::from(alone)),
             ],
         )
         .await?;
+        tx.commit().await?;
+        Ok(n == 1)
+    }
+
+    async fn set_hosted_beatless(&self, app_id: Uuid, beatless: bool) -> StoreResult<()> {
+        let mut tx = self.begin().await?;
+        tx.execute(
+            "UPDATE hosted_apps SET beatless = $1 WHERE app_id = $2",
+            &[Arg::Int(i64::from(beatless)), Arg::Id(app_id)],
+        )
+        .await?;
         tx.commit().await
+    }
+
+    async fn beatless_card_of(&self, app_id: Uuid) -> StoreResult<Option<String>> {
+        let row = self
+            .read()
+            .await?
+            .fetch_optional(
+                "SELECT card_id FROM hosted_apps WHERE app_id = $1 AND beatless = 1",
+                &[Arg::Id(app_id)],
+            )
+            .await?;
+        row.map(|r| r.text("card_id")).transpose()
     }
 
     async fn mark_running(&self, id: Uuid, isolated: bool) -> StoreResult<bool> {

@@ -25,6 +25,8 @@ pub enum JobKind {
     AppCommandDispatch,
     /// Hand an interaction to its app's way (ADR 0027 §4, "The job").
     AppInteractionDispatch,
+    /// Start a run of a beatless hosted app that has mail (ADR 0031 §8).
+    HostedWake,
 }
 
 impl JobKind {
@@ -37,6 +39,7 @@ impl JobKind {
             JobKind::HoldExpire => "hold_expire",
             JobKind::AppCommandDispatch => "app_command_dispatch",
             JobKind::AppInteractionDispatch => "app_interaction_dispatch",
+            JobKind::HostedWake => "hosted_wake",
         }
     }
 
@@ -49,6 +52,7 @@ impl JobKind {
             JobKind::HoldExpire,
             JobKind::AppCommandDispatch,
             JobKind::AppInteractionDispatch,
+            JobKind::HostedWake,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
@@ -125,6 +129,11 @@ pub trait JobStore: Send + Sync + 'static {
 
     /// Unlocks a job to run again at `run_at` (after a transient failure).
     async fn retry_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()>;
+
+    /// Puts a claimed job back until `run_at` without counting the claim as
+    /// an attempt: the job found nothing wrong, only a reason to wait (a
+    /// beatless app's run still live).
+    async fn defer_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()>;
 }
 
 /// What differs per dialect in this area.
@@ -250,6 +259,18 @@ impl<D: Database + JobDialect> JobStore for D {
                 &[],
             )
             .await
+    }
+
+    async fn defer_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()> {
+        self.write()
+            .await?
+            .execute(
+                "UPDATE jobs SET locked_until = NULL, run_at = $1, \
+                 attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END WHERE id = $2",
+                &[Arg::Int(run_at), Arg::Id(id)],
+            )
+            .await?;
+        Ok(())
     }
 
     async fn retry_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()> {

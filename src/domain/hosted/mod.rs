@@ -104,6 +104,9 @@ pub enum RunRefusal {
     TooManyRuns,
     #[error("the entry's interpreter {0:?} is not on the hub's PATH")]
     NoInterpreter(String),
+    /// A beatless app runs once at a time; its mail waits for the live run.
+    #[error("a run of this beatless app is live")]
+    AppBusy,
 }
 
 impl RunRefusal {
@@ -121,6 +124,7 @@ impl RunRefusal {
             RunRefusal::FileIsolationUnavailable(_) => "file_isolation_unavailable",
             RunRefusal::TooManyRuns => "too_many_runs",
             RunRefusal::NoInterpreter(_) => "no_interpreter",
+            RunRefusal::AppBusy => "app_busy",
         }
     }
 }

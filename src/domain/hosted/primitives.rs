@@ -117,10 +117,12 @@ pub enum Params {
     ReadInbox {
         after_id: Option<u64>,
         limit: Option<u32>,
+        ack: Option<u64>,
     },
     WaitForMessage {
         timeout: u64,
         after_id: Option<u64>,
+        ack: Option<u64>,
     },
     Remember {
         key: String,
@@ -207,6 +209,9 @@ struct ReadInbox {
     after_id: Option<u64>,
     #[serde(default)]
     limit: Option<u32>,
+    /// Acknowledges the app's stream up to this seq before reading.
+    #[serde(default)]
+    ack: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -215,6 +220,8 @@ struct WaitForMessage {
     timeout: u64,
     #[serde(default)]
     after_id: Option<u64>,
+    #[serde(default)]
+    ack: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -307,6 +314,7 @@ pub fn decode(p: Primitive, params: Map<String, Value>, b: &ParamBounds) -> Resu
             Params::ReadInbox {
                 after_id: r.after_id,
                 limit: limit(r.limit, b)?,
+                ack: r.ack,
             }
         }
         Primitive::WaitForMessage => {
@@ -320,6 +328,7 @@ pub fn decode(p: Primitive, params: Map<String, Value>, b: &ParamBounds) -> Resu
             Params::WaitForMessage {
                 timeout: w.timeout,
                 after_id: w.after_id,
+                ack: w.ack,
             }
         }
         Primitive::Remember => {

@@ -2,6 +2,7 @@
 //! author CLI, real child processes (Python entries) under the per-run
 //! broker, runs through `switchboard app run` and a real hub's REST.
 
+mod beatless;
 mod broker;
 mod catalogue;
 mod isolation;

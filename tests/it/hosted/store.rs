@@ -34,7 +34,7 @@ async fn runs_round_trip(store: DynStore) {
     let second = new_run(app, "game", 2_000);
     let other = new_run(app, "other", 3_000);
     for r in [&first, &second, &other] {
-        store.create_run(r, OWNER).await.unwrap();
+        assert!(store.create_run(r, OWNER, false).await.unwrap());
     }
     assert!(store.mark_running(first.id, true).await.unwrap());
     assert!(
@@ -185,10 +185,10 @@ async fn orphan_sweep_by_owner_and_heartbeat(store: DynStore) {
     let beating = new_run(app, "game", 1_000);
     let mine = new_run(app, "game", 1_000);
     let ended = new_run(app, "game", 1_000);
-    store.create_run(&orphan, gone).await.unwrap();
-    store.create_run(&beating, alive).await.unwrap();
-    store.create_run(&mine, me).await.unwrap();
-    store.create_run(&ended, gone).await.unwrap();
+    assert!(store.create_run(&orphan, gone, false).await.unwrap());
+    assert!(store.create_run(&beating, alive, false).await.unwrap());
+    assert!(store.create_run(&mine, me, false).await.unwrap());
+    assert!(store.create_run(&ended, gone, false).await.unwrap());
     assert!(store.mark_running(orphan.id, true).await.unwrap());
     let end = RunEnd {
         state: RunState::Exited,
@@ -232,7 +232,60 @@ async fn orphan_sweep_by_owner_and_heartbeat(store: DynStore) {
     );
 }
 
+/// A beatless app's runs are `alone`: one live at a time per app, held by
+/// the store; the app's flag says which card to wake.
+async fn one_live_alone_run_per_app(store: DynStore) {
+    let app = app_in(&store).await;
+    let other = app_in(&store).await;
+    let first = new_run(app, "beat", 1_000);
+    let second = new_run(app, "beat", 1_100);
+    assert!(store.create_run(&first, OWNER, true).await.unwrap());
+    assert!(
+        !store.create_run(&second, OWNER, true).await.unwrap(),
+        "a second live alone run of the app"
+    );
+    assert!(
+        store.run(second.id).await.unwrap().is_none(),
+        "nothing stored"
+    );
+    assert!(
+        store
+            .create_run(&new_run(app, "beat", 1_200), OWNER, false)
+            .await
+            .unwrap(),
+        "a run that is not alone is not held"
+    );
+    assert!(store
+        .create_run(&new_run(other, "beat2", 1_200), OWNER, true)
+        .await
+        .unwrap());
+    let end = RunEnd {
+        state: RunState::Exited,
+        reason: None,
+        exit_code: Some(0),
+        log: b"",
+        at: 1_300,
+    };
+    assert!(store.finish_run(first.id, &end).await.unwrap());
+    assert!(
+        store.create_run(&second, OWNER, true).await.unwrap(),
+        "the first ended"
+    );
+
+    assert_eq!(store.beatless_card_of(app).await.unwrap(), None);
+    store.bind_hosted_app("beat", app, 1).await.unwrap();
+    assert_eq!(store.beatless_card_of(app).await.unwrap(), None);
+    store.set_hosted_beatless(app, true).await.unwrap();
+    assert_eq!(
+        store.beatless_card_of(app).await.unwrap().as_deref(),
+        Some("beat")
+    );
+    store.set_hosted_beatless(app, false).await.unwrap();
+    assert_eq!(store.beatless_card_of(app).await.unwrap(), None);
+}
+
 contract!(
+    one_live_alone_run_per_app,
     runs_round_trip,
     apps_memory_and_coord,
     orphan_sweep_by_owner_and_heartbeat
