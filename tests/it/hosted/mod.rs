@@ -5,6 +5,7 @@
 mod beatless;
 mod broker;
 mod catalogue;
+mod game;
 mod isolation;
 mod limits;
 mod orphans;
@@ -62,7 +63,7 @@ impl Card {
     }
 }
 
-fn cli_sync(args: &[&str]) -> (bool, String, String) {
+pub(super) fn cli_sync(args: &[&str]) -> (bool, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .args(args)
         .output()
