@@ -14,3 +14,8 @@ ALTER TABLE hosted_apps ADD COLUMN beatless INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE app_runs ADD COLUMN alone INTEGER NOT NULL DEFAULT 0;
 CREATE UNIQUE INDEX app_runs_one_live_alone ON app_runs (app_id)
     WHERE alone = 1 AND state IN ('starting', 'running');
+
+-- `reply_policy` (ADR 0031 §9) of the card as its last run saw it: who may
+-- request the app's tasks.
+ALTER TABLE hosted_apps ADD COLUMN reply_policy TEXT NOT NULL DEFAULT 'all'
+    CHECK (reply_policy IN ('all', 'members'));

@@ -86,6 +86,9 @@ pub async fn ensure(
     store
         .set_hosted_beatless(app_id, is_beatless(&card.primitives))
         .await?;
+    store
+        .set_hosted_reply_policy(app_id, card.reply_policy)
+        .await?;
     match store.installation(app_id).await?.map(|i| i.state) {
         Some(InstallationState::Active) => Ok(app_id),
         Some(InstallationState::Suspended) => Err(RunRefusal::AppSuspended.into()),

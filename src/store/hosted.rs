@@ -6,9 +6,9 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::conversations::{load_conversations, CONVERSATION_COLUMNS};
 use super::sql::{Arg, Database, Row};
 use super::{StoreError, StoreResult};
+use crate::domain::card::ReplyPolicy;
 use crate::domain::conversation::Conversation;
 use crate::domain::hosted::RunState;
 use crate::domain::Millis;
@@ -133,6 +133,16 @@ pub trait HostedStore: Send + Sync + 'static {
         after: Option<Uuid>,
         limit: u32,
     ) -> StoreResult<Vec<Uuid>>;
+
+    /// Records the card's `reply_policy` for its hosted app (each run's
+    /// start writes what its card says; `metered` is never installed).
+    async fn set_hosted_reply_policy(&self, app_id: Uuid, policy: ReplyPolicy) -> StoreResult<()>;
+
+    /// The reply policy of a hosted app; `None` for any other principal.
+    async fn hosted_reply_policy(&self, app_id: Uuid) -> StoreResult<Option<ReplyPolicy>>;
+
+    /// Whether `principal` takes part in one of the app's rooms.
+    async fn shares_room(&self, app_id: Uuid, principal: Uuid) -> StoreResult<bool>;
 
     /// Compare-and-set on the app's register `key` (ADR 0031 §7).
     async fn coord(
@@ -461,22 +471,7 @@ impl<D: Database> HostedStore for D {
         after: Option<Uuid>,
         limit: u32,
     ) -> StoreResult<Vec<Conversation>> {
-        let mut ex = self.read().await?;
-        let rows = ex
-            .fetch_all(
-                &format!(
-                    "SELECT {CONVERSATION_COLUMNS} FROM conversations c \
-                     JOIN tasks t ON t.id = c.task_id \
-                     WHERE t.app_id = $1 AND ($2 IS NULL OR c.id > $2) ORDER BY c.id LIMIT $3"
-                ),
-                &[
-                    Arg::Id(app_id),
-                    Arg::OptId(after),
-                    Arg::Int(i64::from(limit)),
-                ],
-            )
-            .await?;
-        load_conversations(ex.as_mut(), &rows).await
+        super::hosted_rooms::app_rooms(self, app_id, after, limit).await
     }
 
     async fn app_connections(
@@ -485,23 +480,19 @@ impl<D: Database> HostedStore for D {
         after: Option<Uuid>,
         limit: u32,
     ) -> StoreResult<Vec<Uuid>> {
-        let rows = self
-            .read()
-            .await?
-            .fetch_all(
-                "SELECT DISTINCT p.principal_id FROM conversation_participants p \
-                 JOIN conversations c ON c.id = p.conversation_id \
-                 JOIN tasks t ON t.id = c.task_id \
-                 WHERE t.app_id = $1 AND ($2 IS NULL OR p.principal_id > $2) \
-                 ORDER BY p.principal_id LIMIT $3",
-                &[
-                    Arg::Id(app_id),
-                    Arg::OptId(after),
-                    Arg::Int(i64::from(limit)),
-                ],
-            )
-            .await?;
-        rows.iter().map(|r| r.id("principal_id")).collect()
+        super::hosted_rooms::app_connections(self, app_id, after, limit).await
+    }
+
+    async fn set_hosted_reply_policy(&self, app_id: Uuid, policy: ReplyPolicy) -> StoreResult<()> {
+        super::hosted_rooms::set_reply_policy(self, app_id, policy).await
+    }
+
+    async fn hosted_reply_policy(&self, app_id: Uuid) -> StoreResult<Option<ReplyPolicy>> {
+        super::hosted_rooms::reply_policy(self, app_id).await
+    }
+
+    async fn shares_room(&self, app_id: Uuid, principal: Uuid) -> StoreResult<bool> {
+        super::hosted_rooms::shares_room(self, app_id, principal).await
     }
 
     async fn coord(

@@ -41,6 +41,18 @@ pub(super) async fn admin(
 
 /// `POST /api/v1/cards` with the package's files, as an operator would.
 pub(super) async fn install_over_rest(hub: &TestHub, c: &Card) {
+    let (status, body) = admin(
+        hub,
+        reqwest::Method::POST,
+        "/api/v1/cards",
+        Some(install_body(c)),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+}
+
+/// The install's body: the card and its files.
+pub(super) fn install_body(c: &Card) -> Value {
     let dir = c.dir();
     let card: Value =
         serde_json::from_slice(&std::fs::read(dir.join("app.json")).unwrap()).unwrap();
@@ -52,14 +64,7 @@ pub(super) async fn install_over_rest(hub: &TestHub, c: &Card) {
             json!(base64::engine::general_purpose::STANDARD.encode(bytes)),
         );
     }
-    let (status, body) = admin(
-        hub,
-        reqwest::Method::POST,
-        "/api/v1/cards",
-        Some(json!({"card": card, "files": files})),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
+    json!({"card": card, "files": files})
 }
 
 pub(super) async fn start(hub: &TestHub, card_id: &str) -> Value {

@@ -282,6 +282,36 @@ async fn one_live_alone_run_per_app(store: DynStore) {
     );
     store.set_hosted_beatless(app, false).await.unwrap();
     assert_eq!(store.beatless_card_of(app).await.unwrap(), None);
+
+    use switchboard::domain::card::ReplyPolicy;
+    assert_eq!(
+        store.hosted_reply_policy(app).await.unwrap(),
+        Some(ReplyPolicy::All)
+    );
+    store
+        .set_hosted_reply_policy(app, ReplyPolicy::Members)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.hosted_reply_policy(app).await.unwrap(),
+        Some(ReplyPolicy::Members)
+    );
+    assert!(store
+        .set_hosted_reply_policy(app, ReplyPolicy::Metered)
+        .await
+        .is_err());
+    assert_eq!(
+        store.hosted_reply_policy(other).await.unwrap(),
+        None,
+        "not a hosted app"
+    );
+    assert!(!store.shares_room(app, Uuid::new_v4()).await.unwrap());
+    assert!(store
+        .app_connections(app, None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store.app_rooms(app, None, 10).await.unwrap().is_empty());
 }
 
 contract!(

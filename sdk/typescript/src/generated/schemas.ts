@@ -147,6 +147,15 @@ export type TaskRole = "initiator" | "invited";
  */
 export type Category = "game" | "social" | "productivity" | "commerce" | "creative" | "utility";
 /**
+ * The app's own door: `all` lets anyone request its tasks, `members` only
+ * principals who share a room with it, and `metered` is not defined yet
+ * (the seed leaves its economics open): such a card is refused at install.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "ReplyPolicy".
+ */
+export type ReplyPolicy = "all" | "members" | "metered";
+/**
  * Who acts. One id space for every kind: an id names one principal.
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -1729,6 +1738,7 @@ export interface AppCard {
    * Base64 Ed25519 signature over the canonical card without `sig`.
    */
   sig?: string | null;
+  reply_policy?: ReplyPolicy;
 }
 /**
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
