@@ -314,7 +314,57 @@ async fn one_live_alone_run_per_app(store: DynStore) {
     assert!(store.app_rooms(app, None, 10).await.unwrap().is_empty());
 }
 
+/// The app's rooms are its tasks' conversations; its connections are their
+/// participants, each once by id; another app's rooms are not its.
+async fn rooms_and_connections_of_an_app(store: DynStore) {
+    use crate::store_contract::agent_in;
+    use crate::store_reads::active_room;
+    let (app, other) = (app_in(&store).await, app_in(&store).await);
+    let (a, b, c, d) = (
+        agent_in(&store, "a").await,
+        agent_in(&store, "b").await,
+        agent_in(&store, "c").await,
+        agent_in(&store, "d").await,
+    );
+    let (_, first) = active_room(&store, app, a, b).await;
+    let (_, second) = active_room(&store, app, a, c).await;
+    active_room(&store, other, d, a).await;
+    let rooms: Vec<Uuid> = store
+        .app_rooms(app, None, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(rooms, vec![first.id, second.id]);
+    let page = store.app_rooms(app, Some(first.id), 10).await.unwrap();
+    assert_eq!(page.len(), 1);
+    let mut members = page[0].participants.clone();
+    members.sort();
+    let mut ac = vec![a, c];
+    ac.sort();
+    assert_eq!(members, ac);
+    let mut expected = vec![a, b, c];
+    expected.sort();
+    assert_eq!(
+        store.app_connections(app, None, 10).await.unwrap(),
+        expected
+    );
+    assert_eq!(
+        store
+            .app_connections(app, Some(expected[0]), 1)
+            .await
+            .unwrap(),
+        vec![expected[1]]
+    );
+    for (who, shares) in [(a, true), (b, true), (c, true), (d, false)] {
+        assert_eq!(store.shares_room(app, who).await.unwrap(), shares, "{who}");
+    }
+    assert!(store.shares_room(other, d).await.unwrap());
+}
+
 contract!(
+    rooms_and_connections_of_an_app,
     one_live_alone_run_per_app,
     runs_round_trip,
     apps_memory_and_coord,
