@@ -414,6 +414,10 @@ async fn record(
     files: &BTreeMap<String, Vec<u8>>,
     force_author: bool,
 ) -> Result<(), InstallError> {
+    // Signed and valid, but not a policy this hub can keep (ADR 0031 §9).
+    if card.reply_policy == crate::domain::card::ReplyPolicy::Metered {
+        return Err(CardError::ReplyPolicyNotDefined.into());
+    }
     store
         .install_card_with_files(&record_of(card, value), files, force_author)
         .await

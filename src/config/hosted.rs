@@ -23,8 +23,8 @@ pub struct HostedConfig {
     pub max_open_files: u64,
     /// Longest broker request line; a longer one is `too_large`.
     pub broker_max_line_bytes: usize,
-    /// How often a running run reads its row for a stop another process
-    /// requested.
+    /// How often a running run beats on its row (its heartbeat, for the
+    /// orphan sweep) and reads a stop another process requested.
     pub control_interval_ms: u64,
     /// Most keys of one app's `remember` memory.
     pub memory_max_keys: u64,
@@ -45,6 +45,13 @@ pub struct HostedConfig {
     /// What a run's child may read and execute beside its own copy (its
     /// interpreter's install tree is added); it writes only its copy.
     pub read_paths: Vec<PathBuf>,
+    /// How long a live run's owner may go without a heartbeat (it beats
+    /// every `control_interval_ms`) before another hub process ends the run
+    /// `owner_lost`; also how often a serving hub sweeps.
+    pub orphan_after_ms: u64,
+    /// How long a beatless app's wake job waits while one of its runs is
+    /// live before it looks again.
+    pub wake_retry_ms: u64,
 }
 
 impl Default for HostedConfig {
@@ -69,6 +76,8 @@ impl Default for HostedConfig {
                 .into_iter()
                 .map(PathBuf::from)
                 .collect(),
+            orphan_after_ms: 10_000,
+            wake_retry_ms: 200,
         }
     }
 }
@@ -98,6 +107,7 @@ impl HostedConfig {
                 self.memory_value_max_bytes as u64,
             ),
             ("hosted.max_live_runs", self.max_live_runs as u64),
+            ("hosted.wake_retry_ms", self.wake_retry_ms),
         ])?;
         if !(2..=LINE_LIMIT).contains(&self.broker_max_line_bytes) {
             anyhow::bail!("hosted.broker_max_line_bytes must be from 2 to {LINE_LIMIT}");
@@ -112,6 +122,11 @@ impl HostedConfig {
             anyhow::bail!(
                 "hosted.read_paths entries must be absolute ({})",
                 p.display()
+            );
+        }
+        if self.orphan_after_ms < 3 * self.control_interval_ms {
+            anyhow::bail!(
+                "hosted.orphan_after_ms must be at least 3 times hosted.control_interval_ms"
             );
         }
         if self.python.is_empty() {

@@ -18,13 +18,15 @@ use crate::domain::task::{TaskHead, TaskState};
 use crate::hooks;
 use crate::hub::Hub;
 use crate::protocol::conversations::{
-    Delivery, DeliveryState, MessageReceived, MessageReceivedPayload,
+    AppMessageReceived, Delivery, DeliveryState, MessageReceived, MessageReceivedPayload,
 };
 use crate::protocol::tasks::{
     AppMessageAuthorize, DeliveryPayload, MessageAuthorizeCallback, MessageDelivery,
 };
 use crate::protocol::{Method, Notification};
-use crate::store::{AppRecord, Effects, MessageDecided, MessageOutcome, StoreError, Verdict};
+use crate::store::{
+    AppRecord, Effects, JobKind, MessageDecided, MessageOutcome, NewJob, StoreError, Verdict,
+};
 use crate::telemetry::names;
 
 pub fn delivery_of(verdict: &Verdict, dropped: u32) -> Delivery {
@@ -132,10 +134,23 @@ async fn decide_once(
     let decision = ask_gate(hub, &subject, read).await?;
     let (outcome, verdict, dropped) = outcome_of(decision);
     let delivery = delivery_of(&verdict, dropped);
-    let events = verdict_events(&subject.message, &outcome, &delivery);
+    let owner = subject.task.app_id;
+    // Read once per decision from the installation cache; the verdict's
+    // transaction refuses a forward whose app is no longer active.
+    let owner = hub
+        .installations
+        .receives_events(owner)
+        .await?
+        .then_some(owner);
+    let events = verdict_events(&subject.message, &outcome, &delivery, owner);
+    let schedule = match (owner, &outcome) {
+        (Some(app), MessageOutcome::Forward { .. }) => wake_of(hub, app).await?,
+        _ => Vec::new(),
+    };
     let effects = Effects {
         events,
         finish_job: Some(job_id),
+        schedule,
         ..Default::default()
     };
     match hub
@@ -156,6 +171,15 @@ async fn decide_once(
         )),
         MessageDecided::NotApplicable => Ok(None),
     }
+}
+
+/// A beatless hosted app is woken by the mail it receives: the job is
+/// written with the verdict (ADR 0031 §8).
+async fn wake_of(hub: &Arc<Hub>, app: Uuid) -> Result<Vec<NewJob>, StoreError> {
+    Ok(match hub.store.beatless_card_of(app).await? {
+        Some(_) => vec![NewJob::new(JobKind::HostedWake, app, now_millis())],
+        None => Vec::new(),
+    })
 }
 
 /// A message decided already: only the job is finished (the store leaves a
@@ -296,12 +320,14 @@ fn outcome_of(decision: MessageDecision) -> (MessageOutcome, Verdict, u32) {
     }
 }
 
-/// `agent/message/received` for each recipient of a forward, and the
-/// delivery for an agent sender.
+/// `agent/message/received` for each recipient of a forward,
+/// `app/message/received` for the task's app when it `receives` events,
+/// and the delivery for an agent sender.
 fn verdict_events(
     message: &Message,
     outcome: &MessageOutcome,
     delivery: &Delivery,
+    receives: Option<Uuid>,
 ) -> Vec<NewEvent> {
     let mut events = Vec::new();
     if let MessageOutcome::Forward { recipients } = outcome {
@@ -316,8 +342,16 @@ fn verdict_events(
             recipients,
             MessageReceived::NAME,
             message.id,
-            body,
+            body.clone(),
         ));
+        if let Some(app) = receives {
+            events.extend(NewEvent::message_copies(
+                &[app],
+                AppMessageReceived::NAME,
+                message.id,
+                body,
+            ));
+        }
     }
     if message.origin == Origin::Agent {
         let body = serde_json::to_value(DeliveryPayload {

@@ -72,7 +72,10 @@ pub async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         JobKind::HoldExpire => dispatch::hold_expired(hub, job.subject, job.id)
             .await
             .map(|_| ()),
-        JobKind::AppCommandDispatch | JobKind::AppInteractionDispatch | JobKind::AppUrlVerify => {
+        JobKind::AppCommandDispatch
+        | JobKind::AppInteractionDispatch
+        | JobKind::AppUrlVerify
+        | JobKind::HostedWake => {
             Err(not_a_gate(job))
         }
     }
@@ -99,7 +102,10 @@ pub async fn fail_closed(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         .await
         .map(|_| ()),
         JobKind::LeaseExpire => dispatch::expire(hub, job.subject, job.id).await.map(|_| ()),
-        JobKind::AppCommandDispatch | JobKind::AppInteractionDispatch | JobKind::AppUrlVerify => {
+        JobKind::AppCommandDispatch
+        | JobKind::AppInteractionDispatch
+        | JobKind::AppUrlVerify
+        | JobKind::HostedWake => {
             Err(not_a_gate(job))
         }
     }

@@ -8,6 +8,8 @@ use std::time::Duration;
 use serde_json::json;
 use uuid::Uuid;
 
+use crate::domain::card::ReplyPolicy;
+
 use super::store_failure;
 use crate::access::{self, Target};
 use crate::domain::authz::{Action, Facts, Resource};
@@ -83,6 +85,27 @@ fn task_failed_error(task: &Task, hook_timeout: Option<u64>) -> RpcError {
 
 /// `agent/task/request`: check the request, store the waiting task with its
 /// claimed gate job, run the gate, answer with the verdict.
+/// A hosted app's card may keep its door for its members (ADR 0031 §9):
+/// a requester who shares none of its rooms is refused `not_a_member`.
+async fn check_reply_policy(ctx: &RequestContext, app: Uuid, me: Uuid) -> Result<(), RpcError> {
+    let store = &ctx.hub.store;
+    match store
+        .hosted_reply_policy(app)
+        .await
+        .map_err(store_failure)?
+    {
+        Some(ReplyPolicy::Members)
+            if !store.shares_room(app, me).await.map_err(store_failure)? =>
+        {
+            Err(RpcError::forbidden(
+                "not_a_member: this app takes tasks only from principals who share a room with it",
+            )
+            .with_data(serde_json::json!({"code": "not_a_member"})))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub async fn request(ctx: RequestContext, p: TaskRequestParams) -> Result<AcceptedTask, RpcError> {
     let hub = ctx.hub.clone();
     let me = ctx.principal().id;
@@ -97,6 +120,7 @@ pub async fn request(ctx: RequestContext, p: TaskRequestParams) -> Result<Accept
         .await?
         .app()?;
     check_participant_limit(&p.invited_agent_ids, app.manifest.limits.max_participants)?;
+    check_reply_policy(&ctx, app.principal.id, me).await?;
     let participants = participants_of(me, &p.invited_agent_ids);
     if let Some(ic) = &p.initial_conversation {
         check_initial_conversation(ic, &participants)?;

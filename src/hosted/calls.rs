@@ -32,10 +32,10 @@ pub struct Caller {
     pub name: String,
 }
 
-type Answer = Result<Value, (ErrorCode, String)>;
+pub(super) type Answer = Result<Value, (ErrorCode, String)>;
 
 impl Caller {
-    fn principal(&self) -> Principal {
+    pub(super) fn principal(&self) -> Principal {
         Principal {
             id: self.app,
             kind: PrincipalKind::App,
@@ -65,7 +65,7 @@ impl Caller {
     /// Serves one decoded call; a refusal keeps the request's id.
     pub async fn serve(&self, id: &Value, params: Params) -> Result<String, Failure> {
         let class = match params {
-            Params::SendMessage { .. } => RateClass::Message,
+            Params::SendMessage { .. } | Params::RoomsSend { .. } => RateClass::Message,
             _ => RateClass::Default,
         };
         let answer = match self.hub.limiters.check(class, self.app) {
@@ -93,9 +93,31 @@ impl Caller {
                 "runId": self.run,
                 "name": self.name,
             })),
-            Params::SendMessage { to, text } => self.send_message(to, text).await,
-            Params::ReadInbox { after_id, limit } => self.read_inbox(after_id, limit, 0).await,
-            Params::WaitForMessage { timeout, after_id } => {
+            Params::SendMessage { to, text } | Params::RoomsSend { room: to, text } => {
+                self.send_message(to, text).await
+            }
+            Params::ListConnections { after, limit } => self.list_connections(after, limit).await,
+            Params::RoomsList { after, limit } => self.rooms_list(after, limit).await,
+            Params::RoomsMembers { room } => self.rooms_members(room).await,
+            Params::RoomsRead {
+                room,
+                after_id,
+                limit,
+            } => self.rooms_read(room, after_id, limit).await,
+            Params::ReadInbox {
+                after_id,
+                limit,
+                ack,
+            } => {
+                self.ack(ack).await?;
+                self.read_inbox(after_id, limit, 0).await
+            }
+            Params::WaitForMessage {
+                timeout,
+                after_id,
+                ack,
+            } => {
+                self.ack(ack).await?;
                 self.read_inbox(after_id, None, timeout).await
             }
             Params::Remember { key, value } => {
@@ -150,6 +172,17 @@ impl Caller {
         Ok(json!({"messageId": sent.message.id, "conversationId": to}))
     }
 
+    /// `ack`: the gateway's `app/event/ack` on the app's own stream (a
+    /// beatless entry acknowledges what it handled, so the next run reads
+    /// from there).
+    async fn ack(&self, seq: Option<u64>) -> Result<(), (ErrorCode, String)> {
+        let Some(seq) = seq else { return Ok(()) };
+        crate::handlers::events::ack(self.context(), crate::protocol::events::AckParams { seq })
+            .await
+            .map(|_| ())
+            .map_err(rpc_failure)
+    }
+
     /// The app's own event stream after `after_id` (default: its acked
     /// seq), waiting up to `wait` seconds for the first event.
     async fn read_inbox(&self, after_id: Option<u64>, limit: Option<u32>, wait: u64) -> Answer {
@@ -188,12 +221,12 @@ impl Caller {
     }
 }
 
-fn store_failure(e: StoreError) -> (ErrorCode, String) {
+pub(super) fn store_failure(e: StoreError) -> (ErrorCode, String) {
     tracing::error!(error = %e, "store failure in a hosted call");
     (ErrorCode::Error, "internal error".into())
 }
 
-fn refused(r: Refused) -> (ErrorCode, String) {
+pub(super) fn refused(r: Refused) -> (ErrorCode, String) {
     match r {
         Refused::Denied(refusal) => rpc_failure(refusal.rpc()),
         Refused::Store(e) => store_failure(e),
@@ -201,7 +234,7 @@ fn refused(r: Refused) -> (ErrorCode, String) {
 }
 
 /// A hub refusal keeps its message; bad params are the caller's.
-fn rpc_failure(e: RpcError) -> (ErrorCode, String) {
+pub(super) fn rpc_failure(e: RpcError) -> (ErrorCode, String) {
     let code = if e.code == ErrorKind::InvalidParams.code() {
         ErrorCode::BadRequest
     } else {

@@ -88,10 +88,14 @@ pub fn spawn(spec: Spec<'_>) -> Result<Started, SpawnError> {
         .kill_on_drop(true);
     let limits = (spec.address_space_bytes, spec.max_open_files);
     let allow = spec.allow_unisolated;
+    let parent = std::process::id() as libc::pid_t;
     // SAFETY: the closure runs in the forked child before exec and makes
     // only async-signal-safe system calls (no allocation, no locks).
     unsafe {
-        cmd.pre_exec(move || in_child(raw, limits, allow, &rules));
+        cmd.pre_exec(move || {
+            die_with(parent)?;
+            in_child(raw, limits, allow, &rules)
+        });
     }
     let spawned = cmd.spawn();
     drop(child_fd);
@@ -160,6 +164,24 @@ fn own_network_namespace(pid: u32) -> bool {
         (Ok(child), Ok(hub)) => child != hub,
         _ => false,
     }
+}
+
+/// The child is killed when the thread that forked it ends: a hub process
+/// killed outright leaves no run behind (its row is swept `owner_lost` by
+/// the next hub). The forking thread is a runtime worker, which lives as
+/// long as the process (nothing here retires workers: no `block_in_place`).
+/// A parent that died before the call is caught by `getppid`.
+fn die_with(parent: libc::pid_t) -> std::io::Result<()> {
+    // SAFETY: plain system calls on this process.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::getppid() != parent {
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+        }
+    }
+    Ok(())
 }
 
 /// In the forked child: namespaces, file rules, limits, then the

@@ -12,7 +12,10 @@ mod calls;
 pub mod child;
 pub mod package;
 pub mod principal;
+mod rooms;
 mod supervise;
+pub mod sweep;
+pub mod wake;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,7 +24,7 @@ use rand::RngCore;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use crate::domain::card::primitives::granted_methods;
+use crate::domain::card::primitives::{granted_methods, is_beatless};
 use crate::domain::card::AppCard;
 use crate::domain::hosted::primitives::{ParamBounds, Primitive};
 use crate::domain::hosted::wire::token_text;
@@ -166,7 +169,10 @@ async fn launch(
         ended_at: None,
         log: None,
     };
-    hub.store.create_run(&run).await?;
+    let alone = is_beatless(&card.primitives);
+    if !hub.store.create_run(&run, hub.runs.owner(), alone).await? {
+        return Err(RunRefusal::AppBusy.into());
+    }
     let spec = child::Spec {
         program: program.clone(),
         args,

@@ -83,6 +83,12 @@ pub async fn ensure(
     if store.app(app_id).await?.is_none() {
         create(store, config, card, app_id).await?;
     }
+    store
+        .set_hosted_beatless(app_id, is_beatless(&card.primitives))
+        .await?;
+    store
+        .set_hosted_reply_policy(app_id, card.reply_policy)
+        .await?;
     match store.installation(app_id).await?.map(|i| i.state) {
         Some(InstallationState::Active) => Ok(app_id),
         Some(InstallationState::Suspended) => Err(RunRefusal::AppSuspended.into()),

@@ -1,6 +1,7 @@
 //! A live run until it ends (ADR 0031 §3): the wall-time deadline, the
 //! memory samples, the output cap, stops (this process's and other
-//! processes' through the row), and the hub's shutdown, each ending the run
+//! processes' through the row, read with each heartbeat), and the hub's
+//! shutdown, each ending the run
 //! with its own reason; then the log and the end are stored.
 
 use std::sync::{Arc, Mutex};
@@ -154,10 +155,14 @@ async fn wait(
                     return Ending::Runner(EndReason::MemoryLimit);
                 }
             }
-            _ = control.tick() => {
-                if hub.store.stop_requested(run).await.unwrap_or(false) {
-                    return Ending::Runner(EndReason::Stopped);
-                }
+            _ = control.tick() => match hub.store.beat_run(run, hub.runs.owner(), crate::domain::now_millis()).await {
+                Ok(Some(false)) => {}
+                Ok(Some(true)) => return Ending::Runner(EndReason::Stopped),
+                // Swept as orphaned (this process stalled past
+                // hosted.orphan_after_ms): its row is ended, so is the run.
+                Ok(None) => return Ending::Runner(EndReason::OwnerLost),
+                // A store failure misses one beat; the next tick retries.
+                Err(e) => tracing::warn!(run = %run, error = %e, "hosted run: heartbeat failed"),
             }
         }
     }

@@ -1,5 +1,7 @@
 //! The hosted runs this process keeps alive (ADR 0031 §3): each run's stop
-//! signal, so a REST stop ends it at once and a full hub refuses more.
+//! signal, so a REST stop ends it at once and a full hub refuses more, and
+//! this process's owner id, which its runs' rows carry and beat with so a
+//! restarting hub sweeps only the runs whose process is gone.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -7,12 +9,27 @@ use std::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-#[derive(Default)]
 pub struct LiveRuns {
+    /// Random per process: two processes on one database never share it.
+    owner: Uuid,
     runs: Mutex<HashMap<Uuid, CancellationToken>>,
 }
 
+impl Default for LiveRuns {
+    fn default() -> Self {
+        LiveRuns {
+            owner: Uuid::new_v4(),
+            runs: Mutex::default(),
+        }
+    }
+}
+
 impl LiveRuns {
+    /// The owner id this process's runs carry.
+    pub fn owner(&self) -> Uuid {
+        self.owner
+    }
+
     /// Registers a run unless `max` are alive already.
     pub fn admit(&self, id: Uuid, max: usize) -> Option<CancellationToken> {
         let mut runs = self.runs.lock().expect("live runs lock");

@@ -69,6 +69,7 @@ pub async fn execute(hub: &Arc<Hub>, job: Job) {
         JobKind::AppCommandDispatch => commands::dispatch(hub, &job).await,
         JobKind::AppInteractionDispatch => interaction_dispatch::run(hub, &job).await,
         JobKind::AppUrlVerify => url_verify::run(hub, &job).await,
+        JobKind::HostedWake => crate::hosted::wake::run(hub, &job).await,
         _ => crate::gates::run(hub, &job).await,
     };
     match ran {
@@ -85,6 +86,9 @@ pub async fn execute(hub: &Arc<Hub>, job: Job) {
                 JobKind::AppCommandDispatch => hub.store.finish_job(job.id).await,
                 // The URL stays unverified; `verify-url` checks it again.
                 JobKind::AppUrlVerify => hub.store.finish_job(job.id).await,
+                // The mail stays in the app's log: the next message wakes
+                // the app again.
+                JobKind::HostedWake => hub.store.finish_job(job.id).await,
                 _ => crate::gates::fail_closed(hub, &job).await,
             };
             match failed {

@@ -394,6 +394,21 @@ impl Notification for MessageReceived {
     type Params = Envelope<MessageReceivedPayload>;
 }
 
+/// An agent's message reached the app that owns its task conversation
+/// (issue 18: what a hosted app, beatless or not, reads its players'
+/// answers from). Written with the verdict that forwards it, to the app's
+/// own stream, only while its installation is active and holds
+/// `events:subscribe`.
+pub struct AppMessageReceived;
+impl Notification for AppMessageReceived {
+    const NAME: &'static str = "app/message/received";
+    const DIRECTION: Direction = Direction::FromHub;
+    const AUDIENCE: Caller = Caller::App;
+    const SUMMARY: &'static str = "An agent's message in one of the app's task conversations was forwarded (the app's copy, beside its recipients'); payload: {message}.";
+    const EPHEMERAL: bool = false;
+    type Params = Envelope<MessageReceivedPayload>;
+}
+
 pub struct ConversationCreated;
 impl Notification for ConversationCreated {
     const NAME: &'static str = "agent/conversation/created";

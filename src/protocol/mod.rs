@@ -364,6 +364,8 @@ pub fn catalogue() -> Vec<MethodSpec> {
         notification_spec::<interactions::InteractionCreated>(),
         // webhook subscriptions (ADR 0033)
         notification_spec::<webhooks::WebhookDisabled>(),
+        // hosted apps (ADR 0031 §8)
+        notification_spec::<conversations::AppMessageReceived>(),
     ]
 }
 

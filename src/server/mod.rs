@@ -69,6 +69,7 @@ impl Server {
         hub.tasks.spawn(crate::jobs::run(hub.clone()));
         hub.tasks
             .spawn(crate::jobs::webhook_deliveries::run(hub.clone()));
+        hub.tasks.spawn(crate::hosted::sweep::run(hub.clone()));
         let cfg = &hub.config.server;
         let caps = fit_descriptor_limit(
             Caps {

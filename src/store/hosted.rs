@@ -8,6 +8,8 @@ use uuid::Uuid;
 
 use super::sql::{Arg, Database, Row};
 use super::{StoreError, StoreResult};
+use crate::domain::card::ReplyPolicy;
+use crate::domain::conversation::Conversation;
 use crate::domain::hosted::RunState;
 use crate::domain::Millis;
 
@@ -57,8 +59,17 @@ pub trait HostedStore: Send + Sync + 'static {
     /// the bound one (the first binder wins).
     async fn bind_hosted_app(&self, card_id: &str, app_id: Uuid, now: Millis) -> StoreResult<Uuid>;
 
-    /// A new run in `starting`.
-    async fn create_run(&self, run: &RunRecord) -> StoreResult<()>;
+    /// A new run in `starting`, owned by the process `owner` (its first
+    /// heartbeat is its creation). An `alone` run (a beatless app's) is
+    /// not created while another alone run of the app is live: false.
+    async fn create_run(&self, run: &RunRecord, owner: Uuid, alone: bool) -> StoreResult<bool>;
+
+    /// Records whether the card of a hosted app is beatless (each run's
+    /// start writes what its card says).
+    async fn set_hosted_beatless(&self, app_id: Uuid, beatless: bool) -> StoreResult<()>;
+
+    /// The card id of a beatless hosted app; `None` for any other principal.
+    async fn beatless_card_of(&self, app_id: Uuid) -> StoreResult<Option<String>>;
 
     /// `starting` to `running`, with whether the child has its own network
     /// namespace; false when the row is no longer starting.
@@ -76,8 +87,21 @@ pub trait HostedStore: Send + Sync + 'static {
     /// is missing or ended.
     async fn request_stop(&self, id: Uuid) -> StoreResult<bool>;
 
-    /// Whether another process asked to stop the run.
-    async fn stop_requested(&self, id: Uuid) -> StoreResult<bool>;
+    /// The owner's heartbeat on a live run: answers whether another process
+    /// asked to stop it, or `None` when the run is no longer live or no
+    /// longer this owner's (another process swept it as orphaned).
+    async fn beat_run(&self, id: Uuid, owner: Uuid, now: Millis) -> StoreResult<Option<bool>>;
+
+    /// Ends `failed` with `owner_lost` every live run of another owner whose
+    /// last heartbeat is older than `stale_before` (its process is gone: a
+    /// live owner beats every `hosted.control_interval_ms`); answers their
+    /// ids.
+    async fn sweep_orphan_runs(
+        &self,
+        owner: Uuid,
+        stale_before: Millis,
+        now: Millis,
+    ) -> StoreResult<Vec<Uuid>>;
 
     /// Sets a key of the app's memory; `Conflict` when a new key would pass
     /// `max_keys`.
@@ -91,6 +115,34 @@ pub trait HostedStore: Send + Sync + 'static {
     ) -> StoreResult<()>;
 
     async fn recall(&self, app_id: Uuid, key: &str) -> StoreResult<Option<String>>;
+
+    /// The app's rooms (ADR 0031 §6): the conversations of its tasks, by
+    /// id, after the given id.
+    async fn app_rooms(
+        &self,
+        app_id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Conversation>>;
+
+    /// The principals taking part in any of the app's rooms, by id, after
+    /// the given id (`list_connections`).
+    async fn app_connections(
+        &self,
+        app_id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Uuid>>;
+
+    /// Records the card's `reply_policy` for its hosted app (each run's
+    /// start writes what its card says; `metered` is never installed).
+    async fn set_hosted_reply_policy(&self, app_id: Uuid, policy: ReplyPolicy) -> StoreResult<()>;
+
+    /// The reply policy of a hosted app; `None` for any other principal.
+    async fn hosted_reply_policy(&self, app_id: Uuid) -> StoreResult<Option<ReplyPolicy>>;
+
+    /// Whether `principal` takes part in one of the app's rooms.
+    async fn shares_room(&self, app_id: Uuid, principal: Uuid) -> StoreResult<bool>;
 
     /// Compare-and-set on the app's register `key` (ADR 0031 §7).
     async fn coord(
@@ -184,11 +236,14 @@ impl<D: Database> HostedStore for D {
         Ok(bound)
     }
 
-    async fn create_run(&self, run: &RunRecord) -> StoreResult<()> {
+    async fn create_run(&self, run: &RunRecord, owner: Uuid, alone: bool) -> StoreResult<bool> {
+        let owner = owner.to_string();
         let mut tx = self.begin().await?;
-        tx.execute(
-            "INSERT INTO app_runs (id, card_id, version, app_id, state, isolated, stop_requested, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, 0, $7)",
+        // `app_runs_one_live_alone` refuses a second live alone run.
+        let n = tx.execute(
+            "INSERT INTO app_runs (id, card_id, version, app_id, state, isolated, stop_requested, \
+             created_at, owner, heartbeat_at, alone) VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8, $7, $9) \
+             ON CONFLICT DO NOTHING",
             &[
                 Arg::Id(run.id),
                 Arg::Text(&run.card_id),
@@ -197,10 +252,35 @@ impl<D: Database> HostedStore for D {
                 Arg::Text(run.state.as_str()),
                 Arg::Int(i64::from(run.isolated)),
                 Arg::Int(run.created_at),
+                Arg::Text(&owner),
+                Arg::Int(i64::from(alone)),
             ],
         )
         .await?;
+        tx.commit().await?;
+        Ok(n == 1)
+    }
+
+    async fn set_hosted_beatless(&self, app_id: Uuid, beatless: bool) -> StoreResult<()> {
+        let mut tx = self.begin().await?;
+        tx.execute(
+            "UPDATE hosted_apps SET beatless = $1 WHERE app_id = $2",
+            &[Arg::Int(i64::from(beatless)), Arg::Id(app_id)],
+        )
+        .await?;
         tx.commit().await
+    }
+
+    async fn beatless_card_of(&self, app_id: Uuid) -> StoreResult<Option<String>> {
+        let row = self
+            .read()
+            .await?
+            .fetch_optional(
+                "SELECT card_id FROM hosted_apps WHERE app_id = $1 AND beatless = 1",
+                &[Arg::Id(app_id)],
+            )
+            .await?;
+        row.map(|r| r.text("card_id")).transpose()
     }
 
     async fn mark_running(&self, id: Uuid, isolated: bool) -> StoreResult<bool> {
@@ -278,19 +358,46 @@ impl<D: Database> HostedStore for D {
         Ok(n == 1)
     }
 
-    async fn stop_requested(&self, id: Uuid) -> StoreResult<bool> {
-        let row = self
-            .read()
-            .await?
+    async fn beat_run(&self, id: Uuid, owner: Uuid, now: Millis) -> StoreResult<Option<bool>> {
+        let owner = owner.to_string();
+        let mut tx = self.begin().await?;
+        let row = tx
             .fetch_optional(
-                "SELECT stop_requested FROM app_runs WHERE id = $1",
-                &[Arg::Id(id)],
+                "UPDATE app_runs SET heartbeat_at = $1 \
+                 WHERE id = $2 AND owner = $3 AND state IN ('starting', 'running') \
+                 RETURNING stop_requested",
+                &[Arg::Int(now), Arg::Id(id), Arg::Text(&owner)],
             )
             .await?;
-        Ok(match row {
-            Some(r) => r.int("stop_requested")? == 1,
-            None => false,
-        })
+        let stop = row.map(|r| r.int("stop_requested")).transpose()?;
+        tx.commit().await?;
+        Ok(stop.map(|n| n == 1))
+    }
+
+    async fn sweep_orphan_runs(
+        &self,
+        owner: Uuid,
+        stale_before: Millis,
+        now: Millis,
+    ) -> StoreResult<Vec<Uuid>> {
+        let owner = owner.to_string();
+        let mut tx = self.begin().await?;
+        let rows = tx
+            .fetch_all(
+                "UPDATE app_runs SET state = 'failed', reason = 'owner_lost', ended_at = $1 \
+                 WHERE state IN ('starting', 'running') \
+                 AND (owner IS NULL OR owner <> $2) \
+                 AND (heartbeat_at IS NULL OR heartbeat_at < $3) \
+                 RETURNING id",
+                &[Arg::Int(now), Arg::Text(&owner), Arg::Int(stale_before)],
+            )
+            .await?;
+        let ids = rows
+            .iter()
+            .map(|r| r.id("id"))
+            .collect::<StoreResult<_>>()?;
+        tx.commit().await?;
+        Ok(ids)
     }
 
     async fn remember(
@@ -356,6 +463,36 @@ impl<D: Database> HostedStore for D {
             )
             .await?;
         row.map(|r| r.text("value")).transpose()
+    }
+
+    async fn app_rooms(
+        &self,
+        app_id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Conversation>> {
+        super::hosted_rooms::app_rooms(self, app_id, after, limit).await
+    }
+
+    async fn app_connections(
+        &self,
+        app_id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Uuid>> {
+        super::hosted_rooms::app_connections(self, app_id, after, limit).await
+    }
+
+    async fn set_hosted_reply_policy(&self, app_id: Uuid, policy: ReplyPolicy) -> StoreResult<()> {
+        super::hosted_rooms::set_reply_policy(self, app_id, policy).await
+    }
+
+    async fn hosted_reply_policy(&self, app_id: Uuid) -> StoreResult<Option<ReplyPolicy>> {
+        super::hosted_rooms::reply_policy(self, app_id).await
+    }
+
+    async fn shares_room(&self, app_id: Uuid, principal: Uuid) -> StoreResult<bool> {
+        super::hosted_rooms::shares_room(self, app_id, principal).await
     }
 
     async fn coord(

@@ -28,6 +28,8 @@ pub enum JobKind {
     /// Verify an app's `interactionsUrl` after the commit that named it
     /// (ADR 0032 §2).
     AppUrlVerify,
+    /// Start a run of a beatless hosted app that has mail (ADR 0031 §8).
+    HostedWake,
 }
 
 impl JobKind {
@@ -41,6 +43,7 @@ impl JobKind {
             JobKind::AppCommandDispatch => "app_command_dispatch",
             JobKind::AppInteractionDispatch => "app_interaction_dispatch",
             JobKind::AppUrlVerify => "app_url_verify",
+            JobKind::HostedWake => "hosted_wake",
         }
     }
 
@@ -54,6 +57,7 @@ impl JobKind {
             JobKind::AppCommandDispatch,
             JobKind::AppInteractionDispatch,
             JobKind::AppUrlVerify,
+            JobKind::HostedWake,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
@@ -130,6 +134,11 @@ pub trait JobStore: Send + Sync + 'static {
 
     /// Unlocks a job to run again at `run_at` (after a transient failure).
     async fn retry_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()>;
+
+    /// Puts a claimed job back until `run_at` without counting the claim as
+    /// an attempt: the job found nothing wrong, only a reason to wait (a
+    /// beatless app's run still live).
+    async fn defer_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()>;
 }
 
 /// What differs per dialect in this area.
@@ -255,6 +264,18 @@ impl<D: Database + JobDialect> JobStore for D {
                 &[],
             )
             .await
+    }
+
+    async fn defer_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()> {
+        self.write()
+            .await?
+            .execute(
+                "UPDATE jobs SET locked_until = NULL, run_at = $1, \
+                 attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END WHERE id = $2",
+                &[Arg::Int(run_at), Arg::Id(id)],
+            )
+            .await?;
+        Ok(())
     }
 
     async fn retry_job(&self, id: Uuid, run_at: Millis) -> StoreResult<()> {

@@ -154,6 +154,9 @@ pub enum PagePlace {
     /// A channel: its reader sees the whole history of one thread, the
     /// main one (`None`) or the one under a root.
     Channel { thread: Option<Uuid> },
+    /// A task conversation read by the app that owns the task: every
+    /// decided message (its gate decided each); none still pending.
+    Decided,
 }
 
 pub(super) const MESSAGE_COLUMNS: &str =
@@ -237,6 +240,9 @@ pub(super) async fn page(
         }
         PagePlace::Channel { thread: Some(_) } => {
             "m.conversation_id = $1 AND $2 = $2 AND m.thread_id = $5".to_string()
+        }
+        PagePlace::Decided => {
+            "m.conversation_id = $1 AND $2 = $2 AND m.verdict <> 'pending'".to_string()
         }
     };
     let (cond, order, cursor) = match (page.after, page.before) {

@@ -30,6 +30,7 @@ mod group_commit;
 mod group_sends;
 mod group_verdicts;
 mod hosted;
+mod hosted_rooms;
 mod identity;
 mod installation_held;
 mod installation_records;

@@ -151,10 +151,12 @@ impl FakeApp {
                 let Some(method) = frame["method"].as_str() else {
                     continue;
                 };
-                seen.lock().unwrap().push(method.to_string());
+                // Events (`app/task/activated`, `app/message/received`)
+                // are notifications: only the hub's calls are recorded.
                 if frame.get("id").is_none() {
                     continue;
                 }
+                seen.lock().unwrap().push(method.to_string());
                 let text = frame["params"]["message"]["parts"][0]["text"]
                     .as_str()
                     .unwrap_or_default()
@@ -186,14 +188,7 @@ impl FakeApp {
 
     /// The requests (not notifications) received so far, in order.
     fn requests(&self) -> Vec<String> {
-        let gates = |m: &&String| !m.ends_with("/activated");
-        self.received
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(gates)
-            .cloned()
-            .collect()
+        self.received.lock().unwrap().clone()
     }
 
     fn all(&self) -> Vec<String> {

@@ -94,6 +94,7 @@ from .types import (
     app_interaction_respond_result_schema,
     app_message_authorize_params_schema,
     app_message_authorize_result_schema,
+    app_message_received_params_schema,
     app_message_send_params_schema,
     app_message_send_result_schema,
     app_network_connect_params_schema,
@@ -218,6 +219,7 @@ AGENT_MESSAGE_UPDATED: Method[agent_message_updated_params_schema.AgentMessageUp
 PERSON_MESSAGE_UPDATED: Method[person_message_updated_params_schema.PersonMessageUpdated, BaseModel] = Method('person/message/updated', 'event', None, person_message_updated_params_schema.PersonMessageUpdated, None)
 APP_INTERACTION_CREATED: Method[app_interaction_created_params_schema.AppInteractionCreated, BaseModel] = Method('app/interaction/created', 'event', None, app_interaction_created_params_schema.AppInteractionCreated, None)
 APP_WEBHOOK_DISABLED: Method[app_webhook_disabled_params_schema.AppWebhookDisabled, BaseModel] = Method('app/webhook/disabled', 'event', None, app_webhook_disabled_params_schema.AppWebhookDisabled, None)
+APP_MESSAGE_RECEIVED: Method[app_message_received_params_schema.AppMessageReceived, BaseModel] = Method('app/message/received', 'event', None, app_message_received_params_schema.AppMessageReceived, None)
 
 ALL: dict[str, Method] = {
     AGENT_NETWORK_CONNECT.name: AGENT_NETWORK_CONNECT,
@@ -296,4 +298,5 @@ ALL: dict[str, Method] = {
     PERSON_MESSAGE_UPDATED.name: PERSON_MESSAGE_UPDATED,
     APP_INTERACTION_CREATED.name: APP_INTERACTION_CREATED,
     APP_WEBHOOK_DISABLED.name: APP_WEBHOOK_DISABLED,
+    APP_MESSAGE_RECEIVED.name: APP_MESSAGE_RECEIVED,
 }

@@ -116,19 +116,22 @@ class App:
     def send_message(self, to: str, text: str) -> dict:
         return self.call("send_message", to=to, text=text)
 
-    def read_inbox(self, after_id: Optional[int] = None, limit: Optional[int] = None) -> dict:
-        params: dict = {}
-        if after_id is not None:
-            params["after_id"] = after_id
-        if limit is not None:
-            params["limit"] = limit
-        return self.call("read_inbox", **params)
+    def read_inbox(
+        self,
+        after_id: Optional[int] = None,
+        limit: Optional[int] = None,
+        ack: Optional[int] = None,
+    ) -> dict:
+        """The app's events after ``after_id`` (default: its acked seq);
+        ``ack`` first acknowledges the stream up to that seq."""
+        return self.call("read_inbox", **_given(after_id=after_id, limit=limit, ack=ack))
 
-    def wait_for_message(self, timeout: int, after_id: Optional[int] = None) -> dict:
-        params: dict = {"timeout": timeout}
-        if after_id is not None:
-            params["after_id"] = after_id
-        return self.call("wait_for_message", **params)
+    def wait_for_message(
+        self, timeout: int, after_id: Optional[int] = None, ack: Optional[int] = None
+    ) -> dict:
+        return self.call(
+            "wait_for_message", timeout=timeout, **_given(after_id=after_id, ack=ack)
+        )
 
     def remember(self, key: str, value: str) -> None:
         self.call("remember", key=key, value=value)
@@ -140,8 +143,9 @@ class App:
         """Compare-and-set: ``{"swapped", "value", "version"}``."""
         return self.call("coord", key=key, expect=expect, value=value)
 
-    def list_connections(self) -> Any:
-        return self.call("list_connections")
+    def list_connections(self, after: Optional[str] = None, limit: Optional[int] = None) -> dict:
+        """``{"connections": [principalId], "nextAfter"}``."""
+        return self.call("list_connections", **_given(after=after, limit=limit))
 
     def get_persona(self) -> Any:
         return self.call("get_persona")
@@ -158,8 +162,8 @@ class App:
     def invite_accept(self, link: str) -> Any:
         return self.call("invite_accept", link=link)
 
-    def rooms_list(self) -> Any:
-        return self.call("rooms_list")
+    def rooms_list(self, after: Optional[str] = None, limit: Optional[int] = None) -> Any:
+        return self.call("rooms_list", **_given(after=after, limit=limit))
 
     def rooms_join(self, link: str) -> Any:
         return self.call("rooms_join", link=link)
@@ -167,11 +171,15 @@ class App:
     def rooms_members(self, room: str) -> Any:
         return self.call("rooms_members", room=room)
 
-    def rooms_read(self, room: str, after_id: Optional[int] = None) -> Any:
-        params: dict = {"room": room}
-        if after_id is not None:
-            params["after_id"] = after_id
-        return self.call("rooms_read", **params)
+    def rooms_read(
+        self, room: str, after_id: Optional[int] = None, limit: Optional[int] = None
+    ) -> Any:
+        return self.call("rooms_read", room=room, **_given(after_id=after_id, limit=limit))
 
     def rooms_send(self, room: str, text: str) -> Any:
         return self.call("rooms_send", room=room, text=text)
+
+
+def _given(**params: Any) -> dict:
+    """The params that were given (an absent one is left out, never null)."""
+    return {k: v for k, v in params.items() if v is not None}

@@ -35,8 +35,11 @@ try:
     bad = None
 except BadRequest as e:
     bad = e.code
+inbox = app.read_inbox(ack=0, limit=5)
+connections = app.list_connections(limit=5)
 print(json.dumps({"me": me, "recalled": app.recall("greeting"), "first": first,
-                  "second": second, "denied": denied, "bad": bad}), flush=True)
+                  "second": second, "denied": denied, "bad": bad, "inbox": inbox,
+                  "connections": connections}), flush=True)
 """
 
 
@@ -62,7 +65,7 @@ def package() -> Path:
         "description": "Calls the granted primitives and one outside the grant.",
         "version": "1.0.0",
         "category": "utility",
-        "primitives": ["whoami", "remember", "recall", "coord"],
+        "primitives": ["whoami", "remember", "recall", "coord", "read_inbox", "list_connections"],
         "entry": {"scripts": ["main.py"], "integrity": {}},
         "coreChanges": False,
         "author": "did:key:placeholder",
@@ -94,6 +97,8 @@ def test_the_sdk_calls_the_grant_and_raises_capability_denied_outside_it(package
     assert out["denied"]["code"] == "capability_denied"
     assert "send_message" in out["denied"]["message"]
     assert out["bad"] == "bad_request"
+    assert out["inbox"] == {"events": [], "nextAfter": 0}
+    assert out["connections"] == {"connections": [], "nextAfter": None}
 
 
 def test_every_error_code_has_its_exception() -> None:

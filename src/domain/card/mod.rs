@@ -131,6 +131,42 @@ pub struct AppCard {
     /// Base64 Ed25519 signature over the canonical card without `sig`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sig: Option<String>,
+    /// Who may message the app (seed 003, ADR 0031 §9); signed with the
+    /// card like every member. Absent means `all`.
+    #[serde(default, skip_serializing_if = "ReplyPolicy::is_all")]
+    pub reply_policy: ReplyPolicy,
+}
+
+/// The app's own door: `all` lets anyone request its tasks, `members` only
+/// principals who share a room with it, and `metered` is not defined yet
+/// (the seed leaves its economics open): such a card is refused at install.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplyPolicy {
+    #[default]
+    All,
+    Members,
+    Metered,
+}
+
+impl ReplyPolicy {
+    pub fn is_all(&self) -> bool {
+        *self == ReplyPolicy::All
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplyPolicy::All => "all",
+            ReplyPolicy::Members => "members",
+            ReplyPolicy::Metered => "metered",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ReplyPolicy> {
+        [ReplyPolicy::All, ReplyPolicy::Members, ReplyPolicy::Metered]
+            .into_iter()
+            .find(|p| p.as_str() == s)
+    }
 }
 
 /// Why a card is refused. `code()` is stable; the message names the field or
@@ -173,6 +209,8 @@ pub enum CardError {
     MissingFile(String),
     #[error("file {0:?} is in the package but not listed in integrity")]
     UnlistedFile(String),
+    #[error("reply_policy metered is not defined yet: the seed leaves its economics open")]
+    ReplyPolicyNotDefined,
 }
 
 impl CardError {
@@ -196,6 +234,7 @@ impl CardError {
             CardError::IntegrityMismatch(_) => "integrity_mismatch",
             CardError::MissingFile(_) => "missing_file",
             CardError::UnlistedFile(_) => "unlisted_file",
+            CardError::ReplyPolicyNotDefined => "reply_policy_not_defined",
         }
     }
 }

@@ -55,6 +55,9 @@ pub enum EndReason {
     Signal,
     SpawnFailed,
     HubShutdown,
+    /// The process that ran it stopped beating (killed, crashed): another
+    /// hub process ended its row (the orphan sweep).
+    OwnerLost,
 }
 
 impl EndReason {
@@ -67,6 +70,7 @@ impl EndReason {
             EndReason::Signal => "signal",
             EndReason::SpawnFailed => "spawn_failed",
             EndReason::HubShutdown => "hub_shutdown",
+            EndReason::OwnerLost => "owner_lost",
         }
     }
 }
@@ -100,6 +104,9 @@ pub enum RunRefusal {
     TooManyRuns,
     #[error("the entry's interpreter {0:?} is not on the hub's PATH")]
     NoInterpreter(String),
+    /// A beatless app runs once at a time; its mail waits for the live run.
+    #[error("a run of this beatless app is live")]
+    AppBusy,
 }
 
 impl RunRefusal {
@@ -117,6 +124,7 @@ impl RunRefusal {
             RunRefusal::FileIsolationUnavailable(_) => "file_isolation_unavailable",
             RunRefusal::TooManyRuns => "too_many_runs",
             RunRefusal::NoInterpreter(_) => "no_interpreter",
+            RunRefusal::AppBusy => "app_busy",
         }
     }
 }

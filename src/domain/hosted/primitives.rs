@@ -92,6 +92,7 @@ impl Primitive {
                 | Primitive::Recall
                 | Primitive::Remember
                 | Primitive::Coord
+                | Primitive::ListConnections
         )
     }
 }
@@ -116,10 +117,12 @@ pub enum Params {
     ReadInbox {
         after_id: Option<u64>,
         limit: Option<u32>,
+        ack: Option<u64>,
     },
     WaitForMessage {
         timeout: u64,
         after_id: Option<u64>,
+        ack: Option<u64>,
     },
     Remember {
         key: String,
@@ -133,6 +136,59 @@ pub enum Params {
         expect: Option<String>,
         value: Option<String>,
     },
+    ListConnections {
+        after: Option<Uuid>,
+        limit: Option<u32>,
+    },
+    RoomsList {
+        after: Option<Uuid>,
+        limit: Option<u32>,
+    },
+    RoomsMembers {
+        room: Uuid,
+    },
+    RoomsRead {
+        room: Uuid,
+        after_id: Option<u64>,
+        limit: Option<u32>,
+    },
+    RoomsSend {
+        room: Uuid,
+        text: String,
+    },
+}
+
+/// `list_connections` and `rooms_list`: a page by id.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ById {
+    #[serde(default)]
+    after: Option<Uuid>,
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Room {
+    room: Uuid,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoomsRead {
+    room: Uuid,
+    #[serde(default)]
+    after_id: Option<u64>,
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoomsSend {
+    room: Uuid,
+    text: String,
 }
 
 #[derive(Deserialize)]
@@ -153,6 +209,9 @@ struct ReadInbox {
     after_id: Option<u64>,
     #[serde(default)]
     limit: Option<u32>,
+    /// Acknowledges the app's stream up to this seq before reading.
+    #[serde(default)]
+    ack: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -161,6 +220,8 @@ struct WaitForMessage {
     timeout: u64,
     #[serde(default)]
     after_id: Option<u64>,
+    #[serde(default)]
+    ack: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -196,6 +257,23 @@ fn typed<T: serde::de::DeserializeOwned>(params: Map<String, Value>) -> Result<T
     serde_json::from_value(Value::Object(params)).map_err(|e| format!("params: {e}"))
 }
 
+fn limit(limit: Option<u32>, b: &ParamBounds) -> Result<Option<u32>, String> {
+    match limit {
+        Some(l) if l == 0 || l > b.page_max => Err(format!(
+            "params.limit must be from 1 to {} (events.page_max)",
+            b.page_max
+        )),
+        l => Ok(l),
+    }
+}
+
+fn text(text: String) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("params.text must not be empty".into());
+    }
+    Ok(text)
+}
+
 fn key(key: String, b: &ParamBounds) -> Result<String, String> {
     if key.is_empty() || key.len() > b.key_max_bytes {
         return Err(format!(
@@ -226,27 +304,17 @@ pub fn decode(p: Primitive, params: Map<String, Value>, b: &ParamBounds) -> Resu
         }
         Primitive::SendMessage => {
             let s: SendMessage = typed(params)?;
-            if s.text.is_empty() {
-                return Err("params.text must not be empty".into());
-            }
             Params::SendMessage {
                 to: s.to,
-                text: s.text,
+                text: text(s.text)?,
             }
         }
         Primitive::ReadInbox => {
             let r: ReadInbox = typed(params)?;
-            if let Some(l) = r.limit {
-                if l == 0 || l > b.page_max {
-                    return Err(format!(
-                        "params.limit must be from 1 to {} (events.page_max)",
-                        b.page_max
-                    ));
-                }
-            }
             Params::ReadInbox {
                 after_id: r.after_id,
-                limit: r.limit,
+                limit: limit(r.limit, b)?,
+                ack: r.ack,
             }
         }
         Primitive::WaitForMessage => {
@@ -260,6 +328,7 @@ pub fn decode(p: Primitive, params: Map<String, Value>, b: &ParamBounds) -> Resu
             Params::WaitForMessage {
                 timeout: w.timeout,
                 after_id: w.after_id,
+                ack: w.ack,
             }
         }
         Primitive::Remember => {
@@ -281,6 +350,39 @@ pub fn decode(p: Primitive, params: Map<String, Value>, b: &ParamBounds) -> Resu
                 key: key(c.key, b)?,
                 expect: c.expect.map(|v| value("expect", v, b)).transpose()?,
                 value: c.value.map(|v| value("value", v, b)).transpose()?,
+            }
+        }
+        Primitive::ListConnections => {
+            let p: ById = typed(params)?;
+            Params::ListConnections {
+                after: p.after,
+                limit: limit(p.limit, b)?,
+            }
+        }
+        Primitive::RoomsList => {
+            let p: ById = typed(params)?;
+            Params::RoomsList {
+                after: p.after,
+                limit: limit(p.limit, b)?,
+            }
+        }
+        Primitive::RoomsMembers => {
+            let p: Room = typed(params)?;
+            Params::RoomsMembers { room: p.room }
+        }
+        Primitive::RoomsRead => {
+            let p: RoomsRead = typed(params)?;
+            Params::RoomsRead {
+                room: p.room,
+                after_id: p.after_id,
+                limit: limit(p.limit, b)?,
+            }
+        }
+        Primitive::RoomsSend => {
+            let p: RoomsSend = typed(params)?;
+            Params::RoomsSend {
+                room: p.room,
+                text: text(p.text)?,
             }
         }
         other => return Err(format!("{} is not served by this hub", other.name())),
@@ -360,5 +462,46 @@ mod tests {
         assert!(d(Primitive::WaitForMessage, json!({"timeout": 31}))
             .unwrap_err()
             .contains("timeout"));
+    }
+
+    #[test]
+    fn the_room_primitives_params() {
+        let room = Uuid::now_v7();
+        assert_eq!(
+            d(Primitive::RoomsList, json!({})),
+            Ok(Params::RoomsList {
+                after: None,
+                limit: None
+            })
+        );
+        assert!(d(Primitive::RoomsList, json!({"limit": 0}))
+            .unwrap_err()
+            .contains("params.limit"));
+        assert!(d(Primitive::ListConnections, json!({"after": "x"})).is_err());
+        assert!(d(Primitive::ListConnections, json!({"room": room})).is_err());
+        assert_eq!(
+            d(Primitive::RoomsMembers, json!({"room": room})),
+            Ok(Params::RoomsMembers { room })
+        );
+        assert!(d(Primitive::RoomsMembers, json!({}))
+            .unwrap_err()
+            .contains("room"));
+        assert_eq!(
+            d(Primitive::RoomsRead, json!({"room": room, "after_id": 3})),
+            Ok(Params::RoomsRead {
+                room,
+                after_id: Some(3),
+                limit: None
+            })
+        );
+        assert!(d(Primitive::RoomsRead, json!({"room": room, "after_id": -1})).is_err());
+        assert!(d(Primitive::RoomsSend, json!({"room": room, "text": ""}))
+            .unwrap_err()
+            .contains("params.text"));
+        assert!(d(
+            Primitive::RoomsSend,
+            json!({"room": room, "text": "a", "to": room})
+        )
+        .is_err());
     }
 }

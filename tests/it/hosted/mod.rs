@@ -2,11 +2,16 @@
 //! author CLI, real child processes (Python entries) under the per-run
 //! broker, runs through `switchboard app run` and a real hub's REST.
 
+mod beatless;
 mod broker;
 mod catalogue;
+mod game;
 mod isolation;
 mod limits;
+mod orphans;
+mod policy;
 mod primitives;
+mod rooms;
 mod runs;
 mod store;
 
@@ -59,7 +64,7 @@ impl Card {
     }
 }
 
-fn cli_sync(args: &[&str]) -> (bool, String, String) {
+pub(super) fn cli_sync(args: &[&str]) -> (bool, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .args(args)
         .output()
@@ -74,6 +79,19 @@ fn cli_sync(args: &[&str]) -> (bool, String, String) {
 /// Writes `main.py` (with `sb.py` beside it and `extra` files), an
 /// app.json with `primitives`, and signs it with a new key.
 pub fn card(id: &str, primitives: &[&str], main: &str, extra: &[(&str, &str)]) -> Card {
+    card_with(id, primitives, main, extra, json!({}), None)
+}
+
+/// [`card`] with `members` set over the card's own (its version, its
+/// `reply_policy`), signed with the key at `key` when given.
+pub fn card_with(
+    id: &str,
+    primitives: &[&str],
+    main: &str,
+    extra: &[(&str, &str)],
+    members: Value,
+    key: Option<&Path>,
+) -> Card {
     let root = tempfile::tempdir().expect("tempdir");
     // The card's own hub database, as an operator would make it.
     crate::support::migrate(&root.path().join("data"), None);
@@ -84,7 +102,7 @@ pub fn card(id: &str, primitives: &[&str], main: &str, extra: &[(&str, &str)]) -
     for (name, body) in extra {
         std::fs::write(dir.join(name), body).unwrap();
     }
-    let doc = json!({
+    let mut doc = json!({
         "schema": "muretai/app/1",
         "id": id,
         "name": format!("Test {id}"),
@@ -97,10 +115,19 @@ pub fn card(id: &str, primitives: &[&str], main: &str, extra: &[(&str, &str)]) -
         "coreChanges": false,
         "author": "did:key:placeholder"
     });
+    for (k, v) in members.as_object().expect("members") {
+        doc[k] = v.clone();
+    }
     std::fs::write(dir.join("app.json"), doc.to_string()).unwrap();
-    let key = root.path().join("author.key");
-    let (ok, _, err) = cli_sync(&["card", "keygen", "--out", key.to_str().unwrap()]);
-    assert!(ok, "{err}");
+    let key = match key {
+        Some(k) => k.to_path_buf(),
+        None => {
+            let key = root.path().join("author.key");
+            let (ok, _, err) = cli_sync(&["card", "keygen", "--out", key.to_str().unwrap()]);
+            assert!(ok, "{err}");
+            key
+        }
+    };
     let (ok, _, err) = cli_sync(&[
         "card",
         "sign",

@@ -17,7 +17,7 @@ use crate::support::agents::{agent, next_of};
 use crate::support::hub::ADMIN_TOKEN;
 use crate::support::TestHub;
 
-async fn admin(
+pub(super) async fn admin(
     hub: &TestHub,
     method: reqwest::Method,
     path: &str,
@@ -40,7 +40,19 @@ async fn admin(
 }
 
 /// `POST /api/v1/cards` with the package's files, as an operator would.
-async fn install_over_rest(hub: &TestHub, c: &Card) {
+pub(super) async fn install_over_rest(hub: &TestHub, c: &Card) {
+    let (status, body) = admin(
+        hub,
+        reqwest::Method::POST,
+        "/api/v1/cards",
+        Some(install_body(c)),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+}
+
+/// The install's body: the card and its files.
+pub(super) fn install_body(c: &Card) -> Value {
     let dir = c.dir();
     let card: Value =
         serde_json::from_slice(&std::fs::read(dir.join("app.json")).unwrap()).unwrap();
@@ -52,17 +64,10 @@ async fn install_over_rest(hub: &TestHub, c: &Card) {
             json!(base64::engine::general_purpose::STANDARD.encode(bytes)),
         );
     }
-    let (status, body) = admin(
-        hub,
-        reqwest::Method::POST,
-        "/api/v1/cards",
-        Some(json!({"card": card, "files": files})),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
+    json!({"card": card, "files": files})
 }
 
-async fn start(hub: &TestHub, card_id: &str) -> Value {
+pub(super) async fn start(hub: &TestHub, card_id: &str) -> Value {
     let (status, run) = admin(
         hub,
         reqwest::Method::POST,
@@ -77,7 +82,7 @@ async fn start(hub: &TestHub, card_id: &str) -> Value {
 }
 
 /// The run's row once it ended (read until it did, within a deadline).
-async fn ended(hub: &TestHub, run_id: &str) -> Value {
+pub(super) async fn ended(hub: &TestHub, run_id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (status, run) = admin(

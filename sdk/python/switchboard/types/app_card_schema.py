@@ -109,6 +109,12 @@ class Entry(BaseModel):
     ]
 
 
+class ReplyPolicy(Enum):
+    all = 'all'
+    members = 'members'
+    metered = 'metered'
+
+
 class AppCardAppJsonMuretaiApp1(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -154,5 +160,11 @@ class AppCardAppJsonMuretaiApp1(BaseModel):
         str | None,
         Field(
             description='Base64 Ed25519 signature over the canonical card without `sig`.'
+        ),
+    ] = None
+    reply_policy: Annotated[
+        ReplyPolicy | None,
+        Field(
+            description='Who may message the app (seed 003, ADR 0031 §9); signed with the\ncard like every member. Absent means `all`.'
         ),
     ] = None

@@ -10,7 +10,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 
-class Part21(BaseModel):
+class Part23(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -95,7 +95,7 @@ class CardUse(Enum):
     once_per_principal = 'once_per_principal'
 
 
-class Part22(BaseModel):
+class Part24(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -112,8 +112,8 @@ class Part22(BaseModel):
     ] = None
 
 
-class Part(RootModel[Part21 | Part22]):
-    root: Part21 | Part22
+class Part(RootModel[Part23 | Part24]):
+    root: Part23 | Part24
 
 
 class FormField(BaseModel):

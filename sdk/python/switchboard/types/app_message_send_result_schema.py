@@ -10,18 +10,18 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 
-class Origin9(Enum):
+class Origin10(Enum):
     agent = 'agent'
     app = 'app'
 
 
-class Origin(RootModel[Origin9 | Literal['person']]):
+class Origin(RootModel[Origin10 | Literal['person']]):
     root: Annotated[
-        Origin9 | Literal['person'], Field(description='Who authored a message.')
+        Origin10 | Literal['person'], Field(description='Who authored a message.')
     ]
 
 
-class Part23(BaseModel):
+class Part25(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -106,14 +106,14 @@ class Restriction(Enum):
     run_starter = 'run_starter'
 
 
-class ComponentState9(Enum):
+class ComponentState10(Enum):
     active = 'active'
 
 
 class ComponentState(
-    RootModel[ComponentState9 | Literal['used'] | Literal['disabled']]
+    RootModel[ComponentState10 | Literal['used'] | Literal['disabled']]
 ):
-    root: ComponentState9 | Literal['used'] | Literal['disabled']
+    root: ComponentState10 | Literal['used'] | Literal['disabled']
 
 
 class DeliveryState(Enum):
@@ -122,7 +122,7 @@ class DeliveryState(Enum):
     pending = 'pending'
 
 
-class Part24(BaseModel):
+class Part26(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -139,8 +139,8 @@ class Part24(BaseModel):
     ] = None
 
 
-class Part(RootModel[Part23 | Part24]):
-    root: Part23 | Part24
+class Part(RootModel[Part25 | Part26]):
+    root: Part25 | Part26
 
 
 class FormField(BaseModel):

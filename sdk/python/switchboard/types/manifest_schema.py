@@ -15,6 +15,7 @@ class EventSubscription(Enum):
     app_command_invoked = 'app/command/invoked'
     app_interaction_created = 'app/interaction/created'
     app_webhook_disabled = 'app/webhook/disabled'
+    app_message_received = 'app/message/received'
 
 
 class ManifestLimits(BaseModel):

@@ -10,18 +10,18 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 
-class Origin10(Enum):
+class Origin11(Enum):
     agent = 'agent'
     app = 'app'
 
 
-class Origin(RootModel[Origin10 | Literal['person']]):
+class Origin(RootModel[Origin11 | Literal['person']]):
     root: Annotated[
-        Origin10 | Literal['person'], Field(description='Who authored a message.')
+        Origin11 | Literal['person'], Field(description='Who authored a message.')
     ]
 
 
-class Part25(BaseModel):
+class Part27(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -106,17 +106,17 @@ class Restriction(Enum):
     run_starter = 'run_starter'
 
 
-class ComponentState10(Enum):
+class ComponentState11(Enum):
     active = 'active'
 
 
 class ComponentState(
-    RootModel[ComponentState10 | Literal['used'] | Literal['disabled']]
+    RootModel[ComponentState11 | Literal['used'] | Literal['disabled']]
 ):
-    root: ComponentState10 | Literal['used'] | Literal['disabled']
+    root: ComponentState11 | Literal['used'] | Literal['disabled']
 
 
-class Part26(BaseModel):
+class Part28(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -133,8 +133,8 @@ class Part26(BaseModel):
     ] = None
 
 
-class Part(RootModel[Part25 | Part26]):
-    root: Part25 | Part26
+class Part(RootModel[Part27 | Part28]):
+    root: Part27 | Part28
 
 
 class FormField(BaseModel):

@@ -10,18 +10,18 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 
-class Origin11(Enum):
+class Origin12(Enum):
     agent = 'agent'
     app = 'app'
 
 
-class Origin(RootModel[Origin11 | Literal['person']]):
+class Origin(RootModel[Origin12 | Literal['person']]):
     root: Annotated[
-        Origin11 | Literal['person'], Field(description='Who authored a message.')
+        Origin12 | Literal['person'], Field(description='Who authored a message.')
     ]
 
 
-class Part27(BaseModel):
+class Part29(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -106,17 +106,17 @@ class Restriction(Enum):
     run_starter = 'run_starter'
 
 
-class ComponentState11(Enum):
+class ComponentState12(Enum):
     active = 'active'
 
 
 class ComponentState(
-    RootModel[ComponentState11 | Literal['used'] | Literal['disabled']]
+    RootModel[ComponentState12 | Literal['used'] | Literal['disabled']]
 ):
-    root: ComponentState11 | Literal['used'] | Literal['disabled']
+    root: ComponentState12 | Literal['used'] | Literal['disabled']
 
 
-class Part28(BaseModel):
+class Part30(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -133,8 +133,8 @@ class Part28(BaseModel):
     ] = None
 
 
-class Part(RootModel[Part27 | Part28]):
-    root: Part27 | Part28
+class Part(RootModel[Part29 | Part30]):
+    root: Part29 | Part30
 
 
 class FormField(BaseModel):

@@ -10,7 +10,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 
-class Part29(BaseModel):
+class Part31(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -95,7 +95,7 @@ class CardUse(Enum):
     once_per_principal = 'once_per_principal'
 
 
-class Part30(BaseModel):
+class Part32(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -112,8 +112,8 @@ class Part30(BaseModel):
     ] = None
 
 
-class Part(RootModel[Part29 | Part30]):
-    root: Part29 | Part30
+class Part(RootModel[Part31 | Part32]):
+    root: Part31 | Part32
 
 
 class FormField(BaseModel):

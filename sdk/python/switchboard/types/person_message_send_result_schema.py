@@ -10,18 +10,18 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 
-class Origin12(Enum):
+class Origin13(Enum):
     agent = 'agent'
     app = 'app'
 
 
-class Origin(RootModel[Origin12 | Literal['person']]):
+class Origin(RootModel[Origin13 | Literal['person']]):
     root: Annotated[
-        Origin12 | Literal['person'], Field(description='Who authored a message.')
+        Origin13 | Literal['person'], Field(description='Who authored a message.')
     ]
 
 
-class Part31(BaseModel):
+class Part33(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -106,14 +106,14 @@ class Restriction(Enum):
     run_starter = 'run_starter'
 
 
-class ComponentState12(Enum):
+class ComponentState13(Enum):
     active = 'active'
 
 
 class ComponentState(
-    RootModel[ComponentState12 | Literal['used'] | Literal['disabled']]
+    RootModel[ComponentState13 | Literal['used'] | Literal['disabled']]
 ):
-    root: ComponentState12 | Literal['used'] | Literal['disabled']
+    root: ComponentState13 | Literal['used'] | Literal['disabled']
 
 
 class DeliveryState(Enum):
@@ -122,7 +122,7 @@ class DeliveryState(Enum):
     pending = 'pending'
 
 
-class Part32(BaseModel):
+class Part34(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -139,8 +139,8 @@ class Part32(BaseModel):
     ] = None
 
 
-class Part(RootModel[Part31 | Part32]):
-    root: Part31 | Part32
+class Part(RootModel[Part33 | Part34]):
+    root: Part33 | Part34
 
 
 class FormField(BaseModel):

@@ -10,18 +10,18 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 
-class Origin13(Enum):
+class Origin14(Enum):
     agent = 'agent'
     app = 'app'
 
 
-class Origin(RootModel[Origin13 | Literal['person']]):
+class Origin(RootModel[Origin14 | Literal['person']]):
     root: Annotated[
-        Origin13 | Literal['person'], Field(description='Who authored a message.')
+        Origin14 | Literal['person'], Field(description='Who authored a message.')
     ]
 
 
-class Part33(BaseModel):
+class Part35(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -106,17 +106,17 @@ class Restriction(Enum):
     run_starter = 'run_starter'
 
 
-class ComponentState13(Enum):
+class ComponentState14(Enum):
     active = 'active'
 
 
 class ComponentState(
-    RootModel[ComponentState13 | Literal['used'] | Literal['disabled']]
+    RootModel[ComponentState14 | Literal['used'] | Literal['disabled']]
 ):
-    root: ComponentState13 | Literal['used'] | Literal['disabled']
+    root: ComponentState14 | Literal['used'] | Literal['disabled']
 
 
-class Part34(BaseModel):
+class Part36(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -133,8 +133,8 @@ class Part34(BaseModel):
     ] = None
 
 
-class Part(RootModel[Part33 | Part34]):
-    root: Part33 | Part34
+class Part(RootModel[Part35 | Part36]):
+    root: Part35 | Part36
 
 
 class FormField(BaseModel):

@@ -147,6 +147,15 @@ export type TaskRole = "initiator" | "invited";
  */
 export type Category = "game" | "social" | "productivity" | "commerce" | "creative" | "utility";
 /**
+ * The app's own door: `all` lets anyone request its tasks, `members` only
+ * principals who share a room with it, and `metered` is not defined yet
+ * (the seed leaves its economics open): such a card is refused at install.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "ReplyPolicy".
+ */
+export type ReplyPolicy = "all" | "members" | "metered";
+/**
  * Who acts. One id space for every kind: an id names one principal.
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -555,6 +564,7 @@ export interface SwitchboardSchemas {
   AppInteractionCreatedParams?: AppInteractionCreatedParams;
   AppInteractionRespondParams?: AppInteractionRespondParams;
   AppMessageAuthorizeParams?: AppMessageAuthorizeParams;
+  AppMessageReceivedParams?: AppMessageReceivedParams;
   AppMessageSendParams?: AppMessageSendParams;
   AppNetworkConnectParams?: AppNetworkConnectParams;
   AppNetworkPingParams?: AppNetworkPingParams;
@@ -1743,6 +1753,7 @@ export interface AppCard {
    * Base64 Ed25519 signature over the canonical card without `sig`.
    */
   sig?: string | null;
+  reply_policy?: ReplyPolicy;
 }
 /**
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -2245,6 +2256,34 @@ export interface AppMessageAuthorizeParams {
    * on live calls.
    */
   check?: boolean;
+}
+/**
+ * The envelope of every event notification (`params`), documented once per
+ * payload type.
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AppMessageReceivedParams".
+ */
+export interface AppMessageReceivedParams {
+  /**
+   * Stable id (UUIDv7): deduplicate on it.
+   */
+  id: string;
+  /**
+   * Position in the audience's log; absent on ephemeral events.
+   */
+  seq?: number | null;
+  type: string;
+  /**
+   * RFC 3339, UTC, milliseconds.
+   */
+  occurredAt: string;
+  audience: string;
+  /**
+   * Present (true) only on ephemeral events.
+   */
+  ephemeral?: boolean;
+  payload: MessageReceivedPayload;
 }
 /**
  * `app/message/send` (schemas/app.message.send.params.schema.json).
@@ -3392,6 +3431,7 @@ export interface AppEvents {
   "app/command/invoked": AppCommandInvokedParams;
   "app/interaction/created": AppInteractionCreatedParams;
   "app/webhook/disabled": AppWebhookDisabledParams;
+  "app/message/received": AppMessageReceivedParams;
 }
 
 /** Events a person receives: type to envelope. */

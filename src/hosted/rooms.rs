@@ -1,0 +1,111 @@
+//! The room primitives and `list_connections` (ADR 0031 §6): rooms are the
+//! conversations of the app's tasks (there is no `rooms_create`: an app's
+//! rooms come from the tasks agents open with it). Every read goes through
+//! the one decision (`access`) on the conversation, so a room the app may
+//! not read answers exactly like a missing one; a send is `send_message`'s.
+
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::calls::{refused, rpc_failure, store_failure, Answer, Caller};
+use crate::access::{self, Target};
+use crate::domain::authz::Action;
+use crate::domain::conversation::{Conversation, ConversationKind};
+use crate::store::{MessagePage, PagePlace};
+
+fn room_of(c: &Conversation) -> Value {
+    json!({
+        "id": c.id,
+        "kind": c.kind,
+        "name": c.name,
+        "taskId": c.task_id,
+        "members": c.participants.len(),
+    })
+}
+
+impl Caller {
+    fn page(&self, limit: Option<u32>) -> u32 {
+        limit.unwrap_or(self.hub.config.events.page_default)
+    }
+
+    /// `{rooms: [{id, kind, name, taskId, members}], nextAfter}`.
+    pub(super) async fn rooms_list(&self, after: Option<Uuid>, limit: Option<u32>) -> Answer {
+        let rooms = self
+            .hub
+            .store
+            .app_rooms(self.app, after, self.page(limit))
+            .await
+            .map_err(store_failure)?;
+        let next = rooms.last().map(|r| r.id).or(after);
+        Ok(json!({"rooms": rooms.iter().map(room_of).collect::<Vec<_>>(), "nextAfter": next}))
+    }
+
+    /// `{connections: [principalId], nextAfter}`: everyone taking part in
+    /// one of the app's rooms.
+    pub(super) async fn list_connections(&self, after: Option<Uuid>, limit: Option<u32>) -> Answer {
+        let ids = self
+            .hub
+            .store
+            .app_connections(self.app, after, self.page(limit))
+            .await
+            .map_err(store_failure)?;
+        let next = ids.last().copied().or(after);
+        Ok(json!({"connections": ids, "nextAfter": next}))
+    }
+
+    /// The room as the decision lets the app read it.
+    async fn readable(
+        &self,
+        room: Uuid,
+    ) -> Result<Conversation, (crate::domain::hosted::wire::ErrorCode, String)> {
+        access::check_rest(
+            &self.hub,
+            self.principal(),
+            Action::ConversationRead,
+            Target::conversation_row(room),
+        )
+        .await
+        .map_err(refused)?
+        .conversation()
+        .map_err(rpc_failure)
+    }
+
+    /// `{room, members: [principalId]}`.
+    pub(super) async fn rooms_members(&self, room: Uuid) -> Answer {
+        let c = self.readable(room).await?;
+        Ok(json!({"room": c.id, "members": c.participants}))
+    }
+
+    /// `{room, messages: [message], nextAfter}`: the room's messages after
+    /// the seq `after_id` (0 by default), oldest first. In a task
+    /// conversation the owning app reads every decided message; in a
+    /// channel, its main thread.
+    pub(super) async fn rooms_read(
+        &self,
+        room: Uuid,
+        after_id: Option<u64>,
+        limit: Option<u32>,
+    ) -> Answer {
+        let c = self.readable(room).await?;
+        let place = match c.kind {
+            ConversationKind::Channel => PagePlace::Channel { thread: None },
+            _ => PagePlace::Decided,
+        };
+        let after = after_id.unwrap_or(0);
+        let page = MessagePage {
+            viewer: self.app,
+            after: Some(after),
+            before: None,
+            limit: self.page(limit),
+            place,
+        };
+        let messages = self
+            .hub
+            .store
+            .messages(c.id, page)
+            .await
+            .map_err(store_failure)?;
+        let next = messages.last().map_or(after, |m| m.seq);
+        Ok(json!({"room": c.id, "messages": messages, "nextAfter": next}))
+    }
+}
