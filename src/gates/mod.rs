@@ -75,9 +75,7 @@ pub async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         JobKind::AppCommandDispatch
         | JobKind::AppInteractionDispatch
         | JobKind::AppUrlVerify
-        | JobKind::HostedWake => {
-            Err(not_a_gate(job))
-        }
+        | JobKind::HostedWake => Err(not_a_gate(job)),
     }
 }
 
@@ -105,9 +103,7 @@ pub async fn fail_closed(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         JobKind::AppCommandDispatch
         | JobKind::AppInteractionDispatch
         | JobKind::AppUrlVerify
-        | JobKind::HostedWake => {
-            Err(not_a_gate(job))
-        }
+        | JobKind::HostedWake => Err(not_a_gate(job)),
     }
 }
 
