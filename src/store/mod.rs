@@ -95,6 +95,12 @@ pub use messages::{
 pub use overview::{
     AppOverview, EventBacklog, JobBacklog, LiveLease, Overview, OverviewStore, WaitingTask,
 };
+/// The overview's statements, for the tests that explain their plans.
+pub mod overview_statements {
+    pub use super::overview::{
+        EVENT_BACKLOG, LEASES_BY_STATE, LIVE_LEASES, TASKS_BY_STATE, WAITING_TASKS,
+    };
+}
 pub use places::{
     actor_of, ChannelLevels, ChannelRecord, GrantRecord, NewChannel, NewGrant, NewGroup, NewSpace,
     PlaceStore, SpaceLevels, SpaceRecord, APP_NOT_INSTALLED,

@@ -133,23 +133,27 @@ fn job_row(r: &Row) -> StoreResult<JobBacklog> {
     })
 }
 
+/// The overview's statements that would scan whole tables without
+/// migration 0018's indexes; public so the plan tests
+/// (`tests/it/store_overview.rs`) explain exactly what runs.
+pub const TASKS_BY_STATE: &str =
+    "SELECT state, COUNT(*) AS n FROM tasks GROUP BY state ORDER BY state";
+/// The longest-waiting tasks, along the `waiting` range of `tasks_by_state`.
+pub const WAITING_TASKS: &str = "SELECT id, app_id, initiator_id, created_at, updated_at \
+     FROM tasks WHERE state = 'waiting' ORDER BY updated_at, id LIMIT $1";
+pub const LEASES_BY_STATE: &str = "SELECT state, COUNT(*) AS n FROM leases \
+     WHERE state IN ('pending', 'held') GROUP BY state ORDER BY state";
+/// The oldest live leases, along `leases_live_by_age`.
+pub const LIVE_LEASES: &str = "SELECT id, state, message_id, conversation_id, recipient_id, \
+     expires_at, created_at FROM leases WHERE state IN ('pending', 'held') \
+     ORDER BY created_at, id LIMIT $1";
+
 async fn task_figures(
     ex: &mut dyn Executor,
     limit: &Arg<'_>,
 ) -> StoreResult<(Vec<(String, i64)>, Vec<WaitingTask>)> {
-    let by_state = ex
-        .fetch_all(
-            "SELECT state, COUNT(*) AS n FROM tasks GROUP BY state ORDER BY state",
-            &[],
-        )
-        .await?;
-    let waiting = ex
-        .fetch_all(
-            "SELECT id, app_id, initiator_id, created_at, updated_at FROM tasks \
-             WHERE state = 'waiting' ORDER BY updated_at, id LIMIT $1",
-            &[*limit],
-        )
-        .await?;
+    let by_state = ex.fetch_all(TASKS_BY_STATE, &[]).await?;
+    let waiting = ex.fetch_all(WAITING_TASKS, &[*limit]).await?;
     Ok((
         counts(&by_state)?,
         waiting
@@ -163,25 +167,25 @@ async fn lease_figures(
     ex: &mut dyn Executor,
     limit: &Arg<'_>,
 ) -> StoreResult<(Vec<(String, i64)>, Vec<LiveLease>)> {
-    let by_state = ex
-        .fetch_all(
-            "SELECT state, COUNT(*) AS n FROM leases WHERE state IN ('pending', 'held') \
-             GROUP BY state ORDER BY state",
-            &[],
-        )
-        .await?;
-    let rows = ex
-        .fetch_all(
-            "SELECT id, state, message_id, conversation_id, recipient_id, expires_at, created_at \
-             FROM leases WHERE state IN ('pending', 'held') ORDER BY created_at, id LIMIT $1",
-            &[*limit],
-        )
-        .await?;
+    let by_state = ex.fetch_all(LEASES_BY_STATE, &[]).await?;
+    let rows = ex.fetch_all(LIVE_LEASES, &[*limit]).await?;
     Ok((
         counts(&by_state)?,
         rows.iter().map(lease_row).collect::<StoreResult<_>>()?,
     ))
 }
+
+/// Per stream with something unacknowledged, the events after its acked
+/// seq that still exist: retention deletes a log's prefix (never a hole), so
+/// they run from the first stored seq past the ack to `last_seq`. A stream
+/// whose unacknowledged events were all pruned has none left to read and
+/// is not counted. The first seq is one step of the `(stream, seq)` key.
+pub const EVENT_BACKLOG: &str = "SELECT COUNT(*) AS streams, \
+     CAST(COALESCE(SUM(b.unread), 0) AS BIGINT) AS unacked FROM \
+     (SELECT s.last_seq + 1 - (SELECT MIN(i.seq) FROM event_index i \
+       WHERE i.stream = s.stream AND i.seq > s.acked_seq) AS unread \
+      FROM event_streams s WHERE s.last_seq > s.acked_seq) b \
+     WHERE b.unread IS NOT NULL";
 
 async fn backlog_figures(
     ex: &mut dyn Executor,
@@ -196,14 +200,7 @@ async fn backlog_figures(
             &[Arg::Int(now)],
         )
         .await?;
-    let events = ex
-        .fetch_optional(
-            "SELECT COUNT(*) AS streams, \
-             CAST(COALESCE(SUM(last_seq - acked_seq), 0) AS BIGINT) AS unacked \
-             FROM event_streams WHERE last_seq > acked_seq",
-            &[],
-        )
-        .await?;
+    let events = ex.fetch_optional(EVENT_BACKLOG, &[]).await?;
     let events = match events {
         Some(r) => EventBacklog {
             streams: r.int("streams")?,

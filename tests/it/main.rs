@@ -52,6 +52,7 @@ mod store_commands;
 mod store_contract;
 mod store_installations;
 mod store_overview;
+mod store_overview_plans;
 mod store_people;
 mod store_places;
 mod store_reads;

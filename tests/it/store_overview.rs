@@ -19,6 +19,7 @@ contract!(
     the_overview_counts_whole_and_lists_bounded,
     the_event_backlog_is_what_readers_have_not_acknowledged,
     live_leases_are_counted_and_listed_oldest_first,
+    the_event_backlog_counts_only_events_that_still_exist,
 );
 
 async fn an_empty_store_reads_as_nothing(store: DynStore) {
@@ -217,4 +218,26 @@ async fn live_leases_are_counted_and_listed_oldest_first(store: DynStore) {
     assert_eq!(o.leases, vec![("pending".to_string(), 1)]);
     assert_eq!(o.live_leases.len(), 1);
     assert_eq!(o.live_leases[0].id, ids[0]);
+}
+
+async fn the_event_backlog_counts_only_events_that_still_exist(store: DynStore) {
+    let a = agent_in(&store, "a").await;
+    let b = agent_in(&store, "b").await;
+    let c = agent_in(&store, "c").await;
+    let group = group_of(&store, &[a, b, c]).await;
+    for _ in 0..5 {
+        send_to(&store, group, a, &[b, c]).await;
+    }
+    store.ack_events(c, 4).await.unwrap();
+    // Retention keeps each log's newest two: b's first three are gone
+    // unread, c has one left to read of the two kept.
+    assert!(store.prune_events(0, 2).await.unwrap() > 0);
+    let read = store.overview(0, 10).await.unwrap().events;
+    assert_eq!(
+        read,
+        EventBacklog {
+            streams: 2,
+            unacked: 3
+        }
+    );
 }
