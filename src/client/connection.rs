@@ -2,6 +2,7 @@
 //! a tokio-tungstenite loop.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
 
+use super::deadlines::Deadlines;
 use super::{ClientError, Handler, DEFAULT_CALL_TIMEOUT};
 use crate::protocol::Method;
 use crate::rpc::frame::{self, Incoming};
@@ -35,6 +37,19 @@ pub struct Connection {
     notifications: Mutex<Option<mpsc::UnboundedReceiver<Notification>>>,
     closed: watch::Receiver<Option<CloseInfo>>,
     call_timeout: Duration,
+    /// Set once the app's manifest is read; a hub call arriving before
+    /// waits for it, its clock already running.
+    deadlines: watch::Sender<Option<Arc<Deadlines>>>,
+    late_answers: Arc<AtomicU64>,
+}
+
+/// What a hub request's handler task needs besides the request.
+#[derive(Clone)]
+struct Answering {
+    peer: Peer,
+    handlers: Arc<HashMap<String, Handler>>,
+    deadlines: watch::Receiver<Option<Arc<Deadlines>>>,
+    late_answers: Arc<AtomicU64>,
 }
 
 impl Connection {
@@ -49,20 +64,34 @@ impl Connection {
         let (peer, queue) = Peer::new("sdk-", 4096);
         let (notify_tx, notify_rx) = mpsc::unbounded_channel();
         let (closed_tx, closed_rx) = watch::channel(None);
-        tokio::spawn(run(
-            ws,
-            queue,
-            peer.clone(),
-            Arc::new(handlers),
-            notify_tx,
-            closed_tx,
-        ));
+        let (deadlines, deadlines_rx) = watch::channel(None);
+        let late_answers = Arc::new(AtomicU64::new(0));
+        let answering = Answering {
+            peer: peer.clone(),
+            handlers: Arc::new(handlers),
+            deadlines: deadlines_rx,
+            late_answers: late_answers.clone(),
+        };
+        tokio::spawn(run(ws, queue, answering, notify_tx, closed_tx));
         Ok(Connection {
             peer,
             notifications: Mutex::new(Some(notify_rx)),
             closed: closed_rx,
             call_timeout: DEFAULT_CALL_TIMEOUT,
+            deadlines,
+            late_answers,
         })
+    }
+
+    /// From here on each hub request's handler is cancelled at its
+    /// deadline, and its answer, if late, is not sent.
+    pub(crate) fn set_deadlines(&self, deadlines: Deadlines) {
+        self.deadlines.send_replace(Some(Arc::new(deadlines)));
+    }
+
+    /// Hub requests whose handler missed the deadline: no answer was sent.
+    pub fn late_answers(&self) -> u64 {
+        self.late_answers.load(Ordering::Relaxed)
     }
 
     pub fn set_call_timeout(&mut self, timeout: Duration) {
@@ -131,11 +160,11 @@ type Ws =
 async fn run(
     ws: Ws,
     mut queue: mpsc::Receiver<String>,
-    peer: Peer,
-    handlers: Arc<HashMap<String, Handler>>,
+    answering: Answering,
     notifications: mpsc::UnboundedSender<Notification>,
     closed: watch::Sender<Option<CloseInfo>>,
 ) {
+    let peer = answering.peer.clone();
     let (mut sink, mut stream) = ws.split();
     let mut close_info = CloseInfo {
         code: None,
@@ -163,7 +192,7 @@ async fn run(
             msg = stream.next() => {
                 match msg {
                     Some(Ok(Message::Text(text))) => {
-                        on_text(text.as_str(), &peer, &handlers, &notifications);
+                        on_text(text.as_str(), &answering, &notifications);
                     }
                     Some(Ok(Message::Close(frame))) => {
                         if let Some(f) = frame {
@@ -181,12 +210,8 @@ async fn run(
     let _ = closed.send(Some(close_info));
 }
 
-fn on_text(
-    text: &str,
-    peer: &Peer,
-    handlers: &Arc<HashMap<String, Handler>>,
-    notifications: &mpsc::UnboundedSender<Notification>,
-) {
+fn on_text(text: &str, answering: &Answering, notifications: &mpsc::UnboundedSender<Notification>) {
+    let peer = &answering.peer;
     match frame::parse(text) {
         Incoming::Response { id, outcome } => {
             let outcome = match outcome {
@@ -209,7 +234,7 @@ fn on_text(
             });
         }
         Incoming::Request { id, method, params } => {
-            let Some(handler) = handlers.get(&method).cloned() else {
+            let Some(handler) = answering.handlers.get(&method).cloned() else {
                 let err = RpcError::new(
                     ErrorKind::MethodNotFound,
                     format!("Method not found: {method}"),
@@ -217,18 +242,51 @@ fn on_text(
                 let _ = peer.send(frame::error(Some(&id), &err));
                 return;
             };
-            let peer = peer.clone();
-            tokio::spawn(async move {
-                let result = handler(params.unwrap_or(Value::Object(Default::default()))).await;
-                let text = match result {
-                    Ok(v) => frame::result(&id, &v),
-                    Err(e) => frame::error(Some(&id), &e),
-                };
-                let _ = peer.send(text);
-            });
+            let received_at = tokio::time::Instant::now();
+            tokio::spawn(answer(
+                answering.clone(),
+                handler,
+                id,
+                method,
+                params,
+                received_at,
+            ));
         }
         Incoming::Invalid { error, .. } => {
             tracing::warn!(%error, "the hub sent an invalid frame");
         }
     }
+}
+
+/// Runs one hub request's handler until its deadline and answers if in time.
+async fn answer(
+    mut answering: Answering,
+    handler: Handler,
+    id: frame::Id,
+    method: String,
+    params: Option<Value>,
+    received_at: tokio::time::Instant,
+) {
+    let deadline = match answering.deadlines.wait_for(Option::is_some).await {
+        Ok(known) => {
+            let deadlines = known.as_ref().expect("waited for Some").clone();
+            received_at + deadlines.of_call(&method, params.as_ref())
+        }
+        // The connection ended before the manifest was read.
+        Err(_) => received_at,
+    };
+    let params = params.unwrap_or(Value::Object(Default::default()));
+    let result = match tokio::time::timeout_at(deadline, handler(params)).await {
+        Ok(result) if tokio::time::Instant::now() < deadline => result,
+        _ => {
+            answering.late_answers.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%method, "a handler missed its deadline: no answer sent");
+            return;
+        }
+    };
+    let text = match result {
+        Ok(v) => frame::result(&id, &v),
+        Err(e) => frame::error(Some(&id), &e),
+    };
+    let _ = answering.peer.send(text);
 }

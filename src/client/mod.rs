@@ -7,6 +7,7 @@
 //! before its handler exists. The hub's integration tests drive it.
 
 mod connection;
+mod deadlines;
 mod http;
 
 use std::sync::Arc;
@@ -19,12 +20,13 @@ use uuid::Uuid;
 use crate::protocol::events::Resume;
 use crate::protocol::network::{
     AgentConnect, AgentConnectParams, AgentConnectResult, AppConnect, AppConnectParams,
-    AppConnectResult,
+    AppConnectResult, AppIdentityGet,
 };
 use crate::protocol::Method;
 use crate::rpc::RpcError;
 
 pub use connection::{CloseInfo, Connection, Notification};
+pub use deadlines::{Deadlines, DEFAULT_PING_DEADLINE};
 
 /// Verifying the hub's signed webhooks (Standard Webhooks `v1` and `v1a`).
 pub mod webhooks {
@@ -139,7 +141,9 @@ impl AgentClient {
     }
 }
 
-/// An app's connection to the hub, answering the hub's callbacks.
+/// An app's connection to the hub, answering the hub's callbacks, each
+/// within its deadline (`deadlines`): a handler still working when the hub
+/// has stopped waiting is cancelled and its answer is not sent.
 pub struct AppClient {
     pub connection: Connection,
     pub session: AppConnectResult,
@@ -151,6 +155,7 @@ pub struct AppClientBuilder {
     app_key: String,
     resume: Option<Resume>,
     handlers: std::collections::HashMap<String, Handler>,
+    ping_deadline: Duration,
 }
 
 impl AppClient {
@@ -165,6 +170,7 @@ impl AppClient {
             app_key: app_key.to_string(),
             resume: None,
             handlers: Default::default(),
+            ping_deadline: DEFAULT_PING_DEADLINE,
         }
     }
 
@@ -204,6 +210,14 @@ impl AppClientBuilder {
         self
     }
 
+    /// How long a ping handler may take: the hub does not announce it (the
+    /// operator's `timeoutMs`). The gates' deadlines are the manifest's
+    /// `timeoutMs`, and autocomplete's is the request's `deadlineMs`.
+    pub fn ping_deadline(mut self, deadline: Duration) -> Self {
+        self.ping_deadline = deadline;
+        self
+    }
+
     /// Replays every event after `resume.after` once connected.
     pub fn resume(mut self, resume: Resume) -> Self {
         self.resume = Some(resume);
@@ -219,6 +233,15 @@ impl AppClientBuilder {
                 resume: self.resume,
             })
             .await?;
+        // The deadlines are the manifest's as the hub stored it; a gate
+        // arriving meanwhile waits, its clock started on arrival.
+        let identity = connection
+            .call::<AppIdentityGet>(Default::default())
+            .await?;
+        connection.set_deadlines(Deadlines::from_manifest(
+            &identity.manifest,
+            self.ping_deadline,
+        ));
         Ok(AppClient {
             connection,
             session,

@@ -168,5 +168,6 @@ mod failing_gates;
 mod leases;
 mod load_and_restart;
 mod message_gate;
+mod sdk_deadline;
 mod task_conversations;
 mod task_gate;
