@@ -26,6 +26,10 @@ pub struct ConsoleConfig {
     /// Mark the session cookie `Secure` even when the request did not come
     /// through a TLS proxy (`X-Forwarded-Proto: https` marks it always).
     pub secure_cookie: bool,
+    /// Live streams (`/console/api/stream`) open at once, over all
+    /// sessions; each holds a connection, so a stuck tab cannot pile them
+    /// up.
+    pub max_streams: usize,
 }
 
 impl Default for ConsoleConfig {
@@ -38,6 +42,7 @@ impl Default for ConsoleConfig {
             stuck_waiting_secs: 300,
             list_limit: 200,
             secure_cookie: false,
+            max_streams: 16,
         }
     }
 }
@@ -49,6 +54,7 @@ const LIST_LIMIT_MAX: u32 = 2_000;
 /// A week: a session meant to outlive it is a credential left lying about.
 const SESSION_MAX_SECS_LIMIT: u64 = 7 * 86_400;
 const MAX_SESSIONS_LIMIT: usize = 10_000;
+const MAX_STREAMS_LIMIT: usize = 1_000;
 
 impl ConsoleConfig {
     pub(super) fn validate(&self) -> anyhow::Result<()> {
@@ -58,6 +64,7 @@ impl ConsoleConfig {
             ("console.max_sessions", self.max_sessions as u64),
             ("console.stuck_waiting_secs", self.stuck_waiting_secs),
             ("console.list_limit", u64::from(self.list_limit)),
+            ("console.max_streams", self.max_streams as u64),
         ])?;
         if !POLL_INTERVAL_MS.contains(&self.poll_interval_ms) {
             anyhow::bail!(
@@ -74,6 +81,9 @@ impl ConsoleConfig {
         }
         if self.max_sessions > MAX_SESSIONS_LIMIT {
             anyhow::bail!("console.max_sessions must be at most {MAX_SESSIONS_LIMIT}");
+        }
+        if self.max_streams > MAX_STREAMS_LIMIT {
+            anyhow::bail!("console.max_streams must be at most {MAX_STREAMS_LIMIT}");
         }
         if self.list_limit > LIST_LIMIT_MAX {
             anyhow::bail!("console.list_limit must be at most {LIST_LIMIT_MAX}");

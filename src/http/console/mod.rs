@@ -21,7 +21,7 @@ use axum::extract::Request;
 use axum::http::{header, HeaderName, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Extension, Router};
 
 use crate::hub::Hub;
@@ -89,6 +89,9 @@ pub fn routes(hub: &Hub) -> Router<Arc<Hub>> {
             "/console/api/agents/{agent_id}/keys/revoke",
             post(actions::revoke_keys),
         )
+        // Any other path under the console is a 404 that still carries the
+        // console's headers, as every answer under `/console` does.
+        .route("/console/{*rest}", any(pages::not_found))
         .layer(Extension(Arc::new(Console::new(hub))))
         .layer(middleware::from_fn(security_headers))
 }

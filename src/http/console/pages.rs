@@ -56,3 +56,9 @@ pub async fn asset(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static(IMMUTABLE));
     Ok(r)
 }
+
+/// Any other path under `/console`: the hub's own 404, with or without
+/// `admin.token`, answered here so that it carries the console's headers.
+pub async fn not_found() -> ApiError {
+    ApiError::not_found("no such route")
+}

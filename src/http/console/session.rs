@@ -81,6 +81,13 @@ pub struct Sessions {
     capacity: usize,
 }
 
+/// Why a request was not let through as the operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refused {
+    LoggedOut,
+    Csrf,
+}
+
 /// A login's two secrets, shown once in its cookies.
 pub struct Issued {
     pub id: String,
@@ -137,8 +144,11 @@ impl Sessions {
     /// Whether the session `id` is live; `touch` counts this as a use (a
     /// page load or an action; the live stream's ticks are not).
     pub fn check(&self, id: &str, touch: bool) -> Result<(), Ended> {
+        self.check_at(id, touch, Instant::now())
+    }
+
+    fn check_at(&self, id: &str, touch: bool, now: Instant) -> Result<(), Ended> {
         let key = digest(id);
-        let now = Instant::now();
         let mut by_id = self.by_id.lock().expect("sessions lock");
         let Some(session) = by_id.get_mut(&key) else {
             return Err(Ended::Missing);
@@ -151,6 +161,20 @@ impl Sessions {
             session.last_used = now;
         }
         Ok(())
+    }
+
+    /// Whether the session `id` may act: live, and, for an action, carrying
+    /// its CSRF token. Only a request that passes counts as a use, so a
+    /// forged action cannot keep an idle session alive.
+    fn admit(&self, id: &str, csrf: Option<&str>, now: Instant) -> Result<(), Refused> {
+        self.check_at(id, false, now)
+            .map_err(|_| Refused::LoggedOut)?;
+        if let Some(presented) = csrf {
+            if presented.is_empty() || !self.csrf_matches(id, presented) {
+                return Err(Refused::Csrf);
+            }
+        }
+        self.check_at(id, true, now).map_err(|_| Refused::LoggedOut)
     }
 
     /// Whether `presented` is the CSRF token of the live session `id`,
@@ -213,21 +237,21 @@ pub fn operator(
 ) -> Result<String, ApiError> {
     require_enabled(hub)?;
     let id = cookie(headers, SESSION_COOKIE).ok_or_else(logged_out)?;
-    console.sessions.check(id, true).map_err(|_| logged_out())?;
-    if csrf {
-        let presented = headers
+    let presented = csrf.then(|| {
+        headers
             .get(CSRF_HEADER)
             .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        if presented.is_empty() || !console.sessions.csrf_matches(id, presented) {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "csrf_refused",
-                "console actions need the session's X-Console-CSRF header",
-            ));
-        }
+            .unwrap_or("")
+    });
+    match console.sessions.admit(id, presented, Instant::now()) {
+        Ok(()) => Ok(id.to_string()),
+        Err(Refused::LoggedOut) => Err(logged_out()),
+        Err(Refused::Csrf) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "csrf_refused",
+            "console actions need the session's X-Console-CSRF header",
+        )),
     }
-    Ok(id.to_string())
 }
 
 /// `Secure` behind a TLS proxy, or when `console.secure_cookie` says so.
@@ -418,21 +442,47 @@ mod tests {
 
     #[test]
     fn idle_and_absolute_lifetimes_end_a_session() {
+        // Later instants, never earlier ones: an Instant minus a minute
+        // panics on a machine booted less than a minute ago.
         let s = sessions(60, 600, 4);
         let issued = s.issue();
-        {
-            let mut by_id = s.by_id.lock().unwrap();
-            let session = by_id.get_mut(&digest(&issued.id)).unwrap();
-            session.last_used -= Duration::from_secs(61);
-        }
-        assert_eq!(s.check(&issued.id, true), Err(Ended::Idle));
+        let later = |secs| Instant::now() + Duration::from_secs(secs);
+        assert_eq!(s.check_at(&issued.id, true, later(59)), Ok(()));
+        assert_eq!(s.check_at(&issued.id, true, later(118)), Ok(()));
+        assert_eq!(s.check_at(&issued.id, true, later(180)), Err(Ended::Idle));
         let issued = s.issue();
-        {
-            let mut by_id = s.by_id.lock().unwrap();
-            let session = by_id.get_mut(&digest(&issued.id)).unwrap();
-            session.created -= Duration::from_secs(601);
+        for secs in [50, 100, 150, 200, 250, 300, 350, 400, 450, 500, 550] {
+            assert_eq!(s.check_at(&issued.id, true, later(secs)), Ok(()));
         }
-        assert_eq!(s.check(&issued.id, false), Err(Ended::Expired));
+        assert_eq!(
+            s.check_at(&issued.id, true, later(601)),
+            Err(Ended::Expired)
+        );
+    }
+
+    #[test]
+    fn a_refused_action_does_not_keep_a_session_alive() {
+        let s = sessions(60, 600, 4);
+        let issued = s.issue();
+        let later = |secs| Instant::now() + Duration::from_secs(secs);
+        assert_eq!(
+            s.admit(&issued.id, Some("forged"), later(50)),
+            Err(Refused::Csrf)
+        );
+        assert_eq!(s.admit(&issued.id, Some(""), later(55)), Err(Refused::Csrf));
+        assert_eq!(
+            s.check_at(&issued.id, false, later(61)),
+            Err(Ended::Idle),
+            "the refused actions were not uses"
+        );
+        let issued = s.issue();
+        assert_eq!(s.admit(&issued.id, Some(&issued.csrf), later(50)), Ok(()));
+        assert_eq!(s.admit(&issued.id, None, later(100)), Ok(()));
+        assert_eq!(s.check_at(&issued.id, false, later(150)), Ok(()));
+        assert_eq!(
+            s.admit("unknown", Some(&issued.csrf), later(1)),
+            Err(Refused::LoggedOut)
+        );
     }
 
     #[test]

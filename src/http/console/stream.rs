@@ -6,11 +6,12 @@
 //! session ends (idle, expired, logged out) or the hub shuts down.
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
@@ -33,6 +34,8 @@ pub struct Feed {
     /// subscriber count read under it too, so a new stream never finds a
     /// reader that is about to stop.
     running: Mutex<bool>,
+    /// Streams open now, bounded by `console.max_streams`.
+    open: Arc<AtomicUsize>,
 }
 
 impl Default for Feed {
@@ -40,7 +43,18 @@ impl Default for Feed {
         Feed {
             latest: watch::channel(None).0,
             running: Mutex::new(false),
+            open: Arc::new(AtomicUsize::new(0)),
         }
+    }
+}
+
+/// One open stream's place under `console.max_streams`, given back when
+/// the stream ends or its client goes away (the body is dropped).
+struct StreamSlot(Arc<AtomicUsize>);
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -55,6 +69,16 @@ impl Feed {
                 .spawn(read_while_watched(self.clone(), hub.clone(), node));
         }
         receiver
+    }
+
+    /// A place for one more stream, if fewer than `max` are open.
+    fn slot(&self, max: usize) -> Option<StreamSlot> {
+        self.open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| StreamSlot(self.open.clone()))
     }
 
     /// Stops the reader when no stream is left; says whether it stopped.
@@ -101,6 +125,7 @@ struct Watch {
     latest: watch::Receiver<Latest>,
     sent: Option<Sections>,
     done: bool,
+    _slot: StreamSlot,
 }
 
 fn ended(reason: &str) -> Event {
@@ -169,6 +194,16 @@ pub async fn stream(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let session = operator(&hub, &console, &headers, false)?;
+    let slot = console
+        .feed
+        .slot(hub.config.console.max_streams)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "console_streams_full",
+                "console.max_streams live views are open; close one",
+            )
+        })?;
     let latest = console.feed.subscribe(&hub, console.node.clone());
     let watch = Watch {
         hub,
@@ -177,8 +212,14 @@ pub async fn stream(
         latest,
         sent: None,
         done: false,
+        _slot: slot,
     };
-    Ok(Sse::new(events(watch))
+    let mut response = Sse::new(events(watch))
         .keep_alive(KeepAlive::default())
-        .into_response())
+        .into_response();
+    // A buffering proxy (nginx) would hold the events back.
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
 }

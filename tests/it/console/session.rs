@@ -283,11 +283,20 @@ async fn every_console_answer_carries_the_strict_policy() {
         .send()
         .await
         .unwrap();
+    let unknown = hub
+        .http
+        .get(format!("{}/console/no/such/page", hub.base))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(missing.status().as_u16(), 404);
+    assert_eq!(unknown.status().as_u16(), 404);
+    assert_eq!(unknown.headers()["cache-control"], "no-store");
     for (what, h) in [
         ("page", &headers),
         ("script", script.headers()),
         ("missing", missing.headers()),
+        ("unknown", unknown.headers()),
         ("api", api.headers()),
     ] {
         assert_eq!(h["content-security-policy"], CSP, "{what}");

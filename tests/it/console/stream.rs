@@ -186,3 +186,42 @@ async fn an_unused_session_ends_its_stream_as_idle() {
     let (status, body) = action(&hub, &l, "/agents/x/keys/revoke", Some(&l.csrf)).await;
     assert_eq!(status, 401, "an idle session is gone: {body}");
 }
+
+#[tokio::test]
+async fn live_views_past_console_max_streams_are_refused_until_one_closes() {
+    let hub = TestHub::start_with(
+        TestHub::fast_options()
+            .env("SWITCHBOARD_CONSOLE__POLL_INTERVAL_MS", 100)
+            .env("SWITCHBOARD_CONSOLE__MAX_STREAMS", 1),
+    )
+    .await;
+    let login = login(&hub).await;
+    let open = || {
+        hub.http
+            .get(format!("{}/console/api/stream", hub.base))
+            .header(COOKIE, login.cookie_header())
+            .send()
+    };
+    let first = open().await.unwrap();
+    assert_eq!(first.status().as_u16(), 200);
+    assert_eq!(first.headers()["x-accel-buffering"], "no");
+    let refused = open().await.unwrap();
+    assert_eq!(refused.status().as_u16(), 429);
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "console_streams_full", "{body}");
+    // The hub gives the place back once it notices the client went away.
+    drop(first);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let again = open().await.unwrap();
+        if again.status().as_u16() == 200 {
+            break;
+        }
+        assert_eq!(again.status().as_u16(), 429);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the closed stream's place never came back"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
