@@ -11,7 +11,8 @@
 use std::sync::Arc;
 
 use super::deliver;
-use crate::app_url::{self, Way};
+use crate::app_url::{self, record, Delivered, Way};
+use crate::domain::app_reply::Reason;
 use crate::hub::Hub;
 use crate::store::{Job, StoreError};
 use crate::telemetry::names;
@@ -20,7 +21,13 @@ pub(super) async fn dispatch(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError
     let outcome = match hub.store.invocation(job.subject).await? {
         None => "missing",
         Some(invocation) => match app_url::way(hub, invocation.app_id).await? {
-            Way::Inactive => "inactive",
+            Way::Inactive(url) => {
+                if let Some(url) = url {
+                    let inactive = Delivered::Failed(Reason::Inactive);
+                    record(invocation.app_id, "command", &url, inactive);
+                }
+                "inactive"
+            }
             Way::Gateway => "gateway",
             Way::Unverified => {
                 tracing::warn!(app = %invocation.app_id, reason = "url_unverified", "command invocation not sent");
@@ -29,7 +36,7 @@ pub(super) async fn dispatch(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError
             Way::Url(url) => match hub.store.principal(invocation.actor_id).await? {
                 None => "missing",
                 Some(actor) => {
-                    deliver::command(hub, &invocation, actor.kind, &url).await?;
+                    deliver::command(hub, job, &invocation, actor.kind, &url).await?;
                     "interactions_url"
                 }
             },

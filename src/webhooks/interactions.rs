@@ -17,7 +17,6 @@ use super::signature::{self, SigningSecret};
 use crate::config::Config;
 use crate::domain::app_reply::{by_status, ByStatus, Reason};
 use crate::domain::egress_policy::{check_url, HostPort};
-use crate::domain::event::StoredEvent;
 use crate::domain::Millis;
 use crate::store::SigningKeyStore;
 
@@ -156,14 +155,6 @@ pub fn status_reason(status: u16) -> Reason {
         ByStatus::Failed(reason) => reason,
         _ => Reason::HttpStatus,
     }
-}
-
-/// A stored event as the app's URL receives it: its catch-up envelope
-/// with the log's `syncEpoch`.
-pub fn event_body(event: &StoredEvent, sync_epoch: &str) -> Vec<u8> {
-    let mut envelope = serde_json::to_value(event.envelope_ref()).expect("envelope serializes");
-    envelope["syncEpoch"] = Value::String(sync_epoch.to_string());
-    serde_json::to_vec(&envelope).expect("json")
 }
 
 /// An envelope that is stored nowhere (the ping, an autocomplete request):
