@@ -16,7 +16,6 @@ use super::keys;
 use super::signature::{self, SigningSecret};
 use crate::config::Config;
 use crate::domain::app_reply::{by_status, ByStatus, Reason};
-use crate::domain::egress_policy::{check_url, HostPort};
 use crate::domain::Millis;
 use crate::store::SigningKeyStore;
 
@@ -24,8 +23,6 @@ use crate::store::SigningKeyStore;
 /// `app.interaction_timeout_ms` and the answer's cap.
 pub struct Client {
     egress: EgressClient,
-    /// `egress.allowlist`, checked before the egress client is called.
-    allowlist: Vec<HostPort>,
     webhooks: crate::config::WebhooksConfig,
 }
 
@@ -65,7 +62,6 @@ impl Client {
             .server
             .max_http_body_bytes
             .min(config.egress.max_response_bytes);
-        let allowlist = settings.allowlist.clone();
         let egress = EgressClient::new("interactions", settings, resolver).map_err(|e| {
             anyhow::anyhow!(
                 "egress.extra_ca_file {:?}: {e}",
@@ -74,15 +70,15 @@ impl Client {
         })?;
         Ok(Client {
             egress,
-            allowlist,
             webhooks: config.webhooks.clone(),
         })
     }
 
     /// One signed POST of `body` to `url` with `webhook-id` = `id`, ended
-    /// at `deadline` if it is sooner than the client's own. The URL is
-    /// checked against the allowlist first: a stored URL may name a host
-    /// the operator has removed since (ADR 0032 §1).
+    /// at `deadline` if it is sooner than the client's own. The URL passes
+    /// the egress client's own rules first ([`EgressClient::admit`]), before
+    /// any key is read: a stored URL may name a host the operator has
+    /// removed since (ADR 0032 §1), and its refusal is counted `blocked`.
     pub async fn post(
         &self,
         store: &(impl SigningKeyStore + ?Sized),
@@ -92,7 +88,7 @@ impl Client {
         signing: Signing,
         deadline: Option<Duration>,
     ) -> Sent {
-        if check_url(url, &self.allowlist, &[]).is_err() {
+        if self.egress.admit(url).is_err() {
             return Sent::Failed(Reason::Blocked);
         }
         let now = crate::domain::now_millis();

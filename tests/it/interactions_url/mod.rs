@@ -9,6 +9,7 @@ mod autocomplete;
 mod deliveries;
 mod failures;
 mod security;
+mod store;
 mod verification;
 
 use std::path::PathBuf;
