@@ -5,8 +5,9 @@
 //! this moment are re-checked, and a 200's reply is written as the app; an
 //! unverified one gets nothing (a warning names the app and the reason,
 //! never the URL). An app no longer active gets nothing more. One attempt:
-//! the job is run again only when the store failed, and then sends the
-//! same `webhook-id`.
+//! the job is marked sent before its request (`jobs::deliver`), so a rerun
+//! after a store failure sends nothing and one after a crash repeats the
+//! same `webhook-id` once.
 
 use std::sync::Arc;
 

@@ -7,8 +7,9 @@
 //! `received -> dispatched`, one signed POST of the stored event, and the
 //! state the answer gives (200 `acknowledged` with its reply, 202 stays
 //! `dispatched`, anything else `failed` with its reason). One attempt: the
-//! job is run again only when the store failed, and then sends the same
-//! `webhook-id`.
+//! job is marked sent before its request, so a rerun by this process (the
+//! store failed after the request) sends nothing and fails it
+//! `unrecorded`, and one after a crash repeats the same `webhook-id` once.
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! The client of an app's `interactionsUrl` (ADR 0032): one egress client
 //! of purpose `interactions` (`app.interaction_timeout_ms`, the answer
-//! capped), the stored URL checked against the allowlist of the moment
-//! before it, and every request signed `v1a` with the hub's keys (or, for
+//! capped), the stored URL passed through the egress client's own rules
+//! before anything else, and every request signed `v1a` with the hub's keys (or, for
 //! the verification's one refusal, a key published nowhere). What is sent
 //! and what the answers mean are `app_url`'s and `domain::app_reply`'s.
 
