@@ -572,3 +572,44 @@ async fn another_persons_agent_reads_and_answers_like_a_missing_one() {
     assert_eq!(decide(stranger, Uuid::new_v4()).await, hidden);
     assert_eq!(decide(owner, app).await, hidden, "an app is no agent");
 }
+
+/// A job's subject is read, not assumed: a principal disabled since its
+/// request (or gone) is inactive, so every decision refuses it
+/// (`principal_inactive`); one still enabled is active.
+#[tokio::test]
+async fn a_jobs_subject_is_read_as_it_stands_now() {
+    let record = |id, disabled_at| crate::store::PrincipalRecord {
+        id,
+        kind: PrincipalKind::Person,
+        name: "sam".into(),
+        description: None,
+        created_at: 1,
+        owner_id: None,
+        disabled_at,
+    };
+    let (enabled, disabled, gone) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let mut fake = Fake::default();
+    fake.principals.insert(enabled, record(enabled, None));
+    fake.principals.insert(disabled, record(disabled, Some(5)));
+    let person = |id| crate::domain::Principal {
+        id,
+        kind: PrincipalKind::Person,
+    };
+    let active = |s: Subject| matches!(s, Subject::Principal { active: true, .. });
+    assert!(active(
+        crate::access::subject_now(&fake, person(enabled))
+            .await
+            .unwrap()
+    ));
+    assert!(!active(
+        crate::access::subject_now(&fake, person(disabled))
+            .await
+            .unwrap()
+    ));
+    assert!(!active(
+        crate::access::subject_now(&fake, person(gone))
+            .await
+            .unwrap()
+    ));
+    assert_eq!(fake.take(), vec!["principal"; 3]);
+}

@@ -44,7 +44,7 @@ use crate::domain::task::Task;
 use crate::domain::Principal;
 use crate::hub::{Hub, Membership, RequestContext};
 use crate::rpc::RpcError;
-use crate::store::{AppRecord, StoreError};
+use crate::store::{AppRecord, StoreError, StoreResult};
 use crate::telemetry::names;
 
 /// An allowed request, with what the decision loaded.
@@ -125,6 +125,21 @@ pub fn subject_of(principal: Principal) -> Subject {
     }
 }
 
+/// Who a job acts for, as the store has them now: no session vouches for
+/// them (a disabled principal's sockets are closed, but its invocation's
+/// job still runs), so a disabled or deleted principal is inactive.
+async fn subject_now(reads: &impl load::Reads, principal: Principal) -> StoreResult<Subject> {
+    let active = reads
+        .principal(principal.id)
+        .await?
+        .is_some_and(|p| p.disabled_at.is_none());
+    Ok(Subject::Principal {
+        id: principal.id,
+        kind: principal.kind,
+        active,
+    })
+}
+
 /// Decides `action` on `target` for the socket's principal; the gateway's
 /// answer on refusal.
 pub async fn check(
@@ -172,14 +187,15 @@ pub async fn check_operator(hub: &Hub, action: Action, target: Target) -> Result
 /// A job's re-check of what a request was granted (ADR 0032 §3): the same
 /// loads and decision on the rights of this moment, in Filter mode, so a
 /// denial is counted and never audited (the principal made no request
-/// now). True when allowed.
+/// now). The subject is read as it stands now ([`subject_now`]). True when
+/// allowed.
 pub async fn recheck(
     hub: &Hub,
     principal: Principal,
     action: Action,
     target: Target,
 ) -> Result<bool, StoreError> {
-    let subject = subject_of(principal);
+    let subject = subject_now(hub, principal).await?;
     Ok(
         match decide_with(hub, principal.id, &subject, action, &target).await? {
             Outcome::Allowed { stale, .. } => {

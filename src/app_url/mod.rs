@@ -24,29 +24,27 @@ pub enum Way {
     /// Over its socket: the event written with the invocation is the
     /// delivery.
     Gateway,
-    /// The installation is not active (or the app is gone).
-    Inactive,
+    /// The installation is not active (or the app is gone); with the URL
+    /// its manifest names, if any, which the delivery's outcome
+    /// (`inactive`) is counted and logged for.
+    Inactive(Option<String>),
     /// A URL that has not passed its check: nothing is sent.
     Unverified,
     /// Its verified URL.
     Url(String),
 }
 
-/// The app's way, from its cached installation, its manifest and its
+/// The app's way, from its manifest, its cached installation and its
 /// URL's last check.
 pub async fn way(hub: &Hub, app_id: Uuid) -> Result<Way, StoreError> {
-    let active = hub
-        .installations
-        .get(app_id)
-        .await?
-        .is_some_and(|i| i.state == InstallationState::Active);
-    if !active {
-        return Ok(Way::Inactive);
-    }
     let Some(app) = hub.store.app(app_id).await? else {
-        return Ok(Way::Inactive);
+        return Ok(Way::Inactive(None));
     };
-    let Some(url) = app.manifest.delivery.interactions_url else {
+    let url = app.manifest.delivery.interactions_url;
+    if !active(hub, app_id).await? {
+        return Ok(Way::Inactive(url));
+    }
+    let Some(url) = url else {
         return Ok(Way::Gateway);
     };
     let check = hub.store.url_check(app_id).await?.unwrap_or_default();
@@ -55,6 +53,15 @@ pub async fn way(hub: &Hub, app_id: Uuid) -> Result<Way, StoreError> {
     } else {
         Way::Unverified
     })
+}
+
+/// Whether the app's installation is active now.
+pub async fn active(hub: &Hub, app_id: Uuid) -> Result<bool, StoreError> {
+    Ok(hub
+        .installations
+        .get(app_id)
+        .await?
+        .is_some_and(|i| i.state == InstallationState::Active))
 }
 
 /// The closed outcome of one request, for its log line and its count.

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::{record, Delivered};
 use crate::domain::app_reply::{decode, NonceEcho, Reason};
 use crate::domain::{now_millis, Millis};
-use crate::store::{Store, StoreResult};
+use crate::store::{RecordedCheck, Store, StoreResult};
 use crate::webhooks::interactions::{ephemeral_body, status_reason, Client, Sent, Signing};
 
 /// The ping's event type.
@@ -24,16 +24,25 @@ pub struct Checked {
     pub verified: bool,
     pub reason: Option<Reason>,
     pub checked_at: Millis,
+    /// False when a newer check (or an upgrade that changed the URL)
+    /// began before this one ended: its outcome was not recorded.
+    pub recorded: bool,
 }
 
-/// Checks `app_id`'s current URL and records the result. `None` when the
-/// app does not exist or names no URL.
+/// Checks `app_id`'s current URL and records the result unless a newer
+/// check began meanwhile. `None` when the app does not exist or names no
+/// URL.
 pub async fn run(
     store: &dyn Store,
     client: &Client,
     sync_epoch: &str,
     app_id: Uuid,
 ) -> StoreResult<Option<Checked>> {
+    // The generation first, the manifest after it: an upgrade between the
+    // two is read here, one after both takes a newer generation.
+    let Some(generation) = store.begin_url_check(app_id).await? else {
+        return Ok(None);
+    };
     let Some(app) = store.app(app_id).await? else {
         return Ok(None);
     };
@@ -42,9 +51,15 @@ pub async fn run(
     };
     let reason = check(store, client, sync_epoch, app_id, &url).await.err();
     let now = now_millis();
-    store
-        .record_url_check(app_id, &url, reason.map(Reason::as_str), now)
-        .await?;
+    let found = RecordedCheck {
+        url: &url,
+        reason: reason.map(Reason::as_str),
+        at: now,
+    };
+    let recorded = store.record_url_check(app_id, generation, &found).await?;
+    if !recorded {
+        tracing::info!(app = %app_id, "a newer check of the interactions URL began first; this one recorded nothing");
+    }
     let outcome = match reason {
         None => Delivered::Answered,
         Some(r) => Delivered::Failed(r),
@@ -54,10 +69,31 @@ pub async fn run(
         verified: reason.is_none(),
         reason,
         checked_at: now,
+        recorded,
     }))
 }
 
+/// The two requests, in an order drawn for each check: an app cannot pass
+/// by answering the first request with the echo and the second with 401
+/// without checking any signature.
 async fn check(
+    store: &dyn Store,
+    client: &Client,
+    sync_epoch: &str,
+    app_id: Uuid,
+    url: &str,
+) -> Result<(), Reason> {
+    if rand::random::<bool>() {
+        echo(store, client, sync_epoch, app_id, url).await?;
+        refusal(store, client, sync_epoch, app_id, url).await
+    } else {
+        refusal(store, client, sync_epoch, app_id, url).await?;
+        echo(store, client, sync_epoch, app_id, url).await
+    }
+}
+
+/// The signed ping: 200 with exactly its nonce.
+async fn echo(
     store: &dyn Store,
     client: &Client,
     sync_epoch: &str,
@@ -67,13 +103,23 @@ async fn check(
     let (id, nonce, body) = ping(app_id, sync_epoch);
     match client.post(store, url, &id, body, Signing::Hub, None).await {
         Sent::Answer(answer) => match decode::<NonceEcho>(&answer) {
-            Ok(echo) if echo.nonce == nonce => {}
-            _ => return Err(Reason::NonceMismatch),
+            Ok(echo) if echo.nonce == nonce => Ok(()),
+            _ => Err(Reason::NonceMismatch),
         },
-        Sent::Deferred => return Err(Reason::HttpStatus),
-        Sent::Status(status) => return Err(status_reason(status)),
-        Sent::Failed(reason) => return Err(reason),
+        Sent::Deferred => Err(Reason::HttpStatus),
+        Sent::Status(status) => Err(status_reason(status)),
+        Sent::Failed(reason) => Err(reason),
     }
+}
+
+/// The ping signed by a key published nowhere: 401.
+async fn refusal(
+    store: &dyn Store,
+    client: &Client,
+    sync_epoch: &str,
+    app_id: Uuid,
+    url: &str,
+) -> Result<(), Reason> {
     let (id, _, body) = ping(app_id, sync_epoch);
     match client
         .post(store, url, &id, body, Signing::Throwaway, None)

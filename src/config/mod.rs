@@ -147,10 +147,7 @@ impl Config {
         self.hosted.validate()?;
         self.console.validate()?;
         self.app.validate()?;
-        // A verification job waits for two answers of the app (ADR 0032).
-        if self.jobs.lock_ms <= 2 * self.app.interaction_timeout_ms {
-            anyhow::bail!("jobs.lock_ms must exceed twice app.interaction_timeout_ms, or a slow app's verification would run twice");
-        }
+        self.app.check_job_lock(&self.jobs, &self.hooks)?;
         // A handler's job is locked from before its insert: the lock must
         // outlast the wait for the writer, the hook and the grace period.
         if self.jobs.lock_ms

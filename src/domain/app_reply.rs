@@ -43,6 +43,11 @@ pub enum Reason {
     SignatureNotChecked,
     /// The hub has no signing key: it cannot sign a request.
     NoSigningKey,
+    /// The delivery's request was sent, and what it gave could not be
+    /// recorded (the store failed after it, or the hub crashed during its
+    /// repeat): the request is not sent again (ADR 0032 §3, "One
+    /// attempt").
+    Unrecorded,
 }
 
 impl Reason {
@@ -61,6 +66,7 @@ impl Reason {
             Reason::NonceMismatch => "nonce_mismatch",
             Reason::SignatureNotChecked => "signature_not_checked",
             Reason::NoSigningKey => "no_signing_key",
+            Reason::Unrecorded => "unrecorded",
         }
     }
 }

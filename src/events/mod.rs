@@ -30,6 +30,16 @@ use crate::store::DynStore;
 use crate::telemetry::names;
 use frames::FrameWriter;
 
+/// A stored event as an HTTP receiver gets it (an app's
+/// `interactionsUrl`, a webhook subscription): its catch-up envelope, the
+/// same as on the gateway, with the log's `syncEpoch`. One function for
+/// both ways, so a receiver of both parses one shape.
+pub fn webhook_body(event: &StoredEvent, sync_epoch: &str) -> Vec<u8> {
+    let mut envelope = serde_json::to_value(event.envelope_ref()).expect("an envelope serializes");
+    envelope["syncEpoch"] = Value::String(sync_epoch.to_string());
+    serde_json::to_vec(&envelope).expect("JSON serializes")
+}
+
 struct Cursor {
     /// Highest seq sent on this socket.
     delivered: u64,
@@ -278,4 +288,40 @@ async fn send_page(sub: &Subscription, events: &[StoredEvent]) -> bool {
         replayed.increment(1);
     }
     true
+}
+
+#[cfg(test)]
+mod webhook_body_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The body both HTTP ways send: the catch-up envelope's members and
+    /// `syncEpoch`, nothing else.
+    #[test]
+    fn a_webhook_body_is_the_envelope_with_the_sync_epoch() {
+        let e = StoredEvent {
+            id: Uuid::now_v7(),
+            audience: Uuid::new_v4(),
+            seq: 7,
+            event_type: "app/command/invoked".into(),
+            occurred_at: 0,
+            payload: json!({"options": {"title": "x"}}).into(),
+        };
+        let body: Value = serde_json::from_slice(&webhook_body(&e, "epoch-1")).unwrap();
+        let mut expected = serde_json::to_value(e.envelope()).unwrap();
+        expected["syncEpoch"] = json!("epoch-1");
+        assert_eq!(body, expected);
+        let members: Vec<&str> = body
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            members.len(),
+            7,
+            "id, seq, type, occurredAt, audience, payload, syncEpoch: {members:?}"
+        );
+    }
 }

@@ -105,7 +105,7 @@ pub async fn ask(
         }
         // Nothing goes to an unverified URL: no choices, at once.
         Way::Unverified => (Vec::new(), "unavailable"),
-        Way::Gateway | Way::Inactive => {
+        Way::Gateway | Way::Inactive(_) => {
             by_socket(
                 &ctx,
                 command.owner_id,

@@ -5,13 +5,15 @@
 //! this moment are re-checked, and a 200's reply is written as the app; an
 //! unverified one gets nothing (a warning names the app and the reason,
 //! never the URL). An app no longer active gets nothing more. One attempt:
-//! the job is run again only when the store failed, and then sends the
-//! same `webhook-id`.
+//! the job is marked sent before its request (`jobs::deliver`), so a rerun
+//! after a store failure sends nothing and one after a crash repeats the
+//! same `webhook-id` once.
 
 use std::sync::Arc;
 
 use super::deliver;
-use crate::app_url::{self, Way};
+use crate::app_url::{self, record, Delivered, Way};
+use crate::domain::app_reply::Reason;
 use crate::hub::Hub;
 use crate::store::{Job, StoreError};
 use crate::telemetry::names;
@@ -20,7 +22,13 @@ pub(super) async fn dispatch(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError
     let outcome = match hub.store.invocation(job.subject).await? {
         None => "missing",
         Some(invocation) => match app_url::way(hub, invocation.app_id).await? {
-            Way::Inactive => "inactive",
+            Way::Inactive(url) => {
+                if let Some(url) = url {
+                    let inactive = Delivered::Failed(Reason::Inactive);
+                    record(invocation.app_id, "command", &url, inactive);
+                }
+                "inactive"
+            }
             Way::Gateway => "gateway",
             Way::Unverified => {
                 tracing::warn!(app = %invocation.app_id, reason = "url_unverified", "command invocation not sent");
@@ -29,7 +37,7 @@ pub(super) async fn dispatch(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError
             Way::Url(url) => match hub.store.principal(invocation.actor_id).await? {
                 None => "missing",
                 Some(actor) => {
-                    deliver::command(hub, &invocation, actor.kind, &url).await?;
+                    deliver::command(hub, job, &invocation, actor.kind, &url).await?;
                     "interactions_url"
                 }
             },

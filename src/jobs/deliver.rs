@@ -19,17 +19,30 @@ use crate::identity::Authenticated;
 use crate::protocol::conversations::MessageSendParams;
 use crate::protocol::interactions::{InteractionReply, InteractionRespondParams, RespondState};
 use crate::rpc::{ErrorKind, Peer, RpcError};
-use crate::store::{InvocationRecord, StoreError};
-use crate::webhooks::interactions::{event_body, status_reason, Sent, Signing};
+use crate::store::{InvocationRecord, Job, StoreError};
+use crate::webhooks::interactions::{status_reason, Sent, Signing};
 
 /// A person, agent or app as the subject of a re-check.
 fn actor(id: Uuid, kind: PrincipalKind) -> Principal {
     Principal { id, kind }
 }
 
+/// The requests one delivery's job may send (ADR 0032 §3, "One
+/// attempt"): the first, and one repeat with the same `webhook-id` when
+/// the process that sent the first one died before it recorded the answer.
+pub const SEND_ALLOWANCE: u32 = 2;
+
+/// This process as a job's sender: a rerun that finds its own mark knows
+/// the request left and only the store failed after it.
+fn this_process() -> &'static str {
+    static SENDER: OnceLock<String> = OnceLock::new();
+    SENDER.get_or_init(|| Uuid::new_v4().to_string())
+}
+
 /// An invocation to its app's URL: the re-check, the request, the reply.
 pub async fn command(
     hub: &Arc<Hub>,
+    job: &Job,
     invocation: &InvocationRecord,
     actor_kind: PrincipalKind,
     url: &str,
@@ -37,11 +50,11 @@ pub async fn command(
     let target = Target::command(invocation.command_id, invocation.conversation_id);
     let who = actor(invocation.actor_id, actor_kind);
     let outcome = if !access::recheck(hub, who, Action::CommandInvoke, target).await? {
-        Delivered::Failed(Reason::Denied)
+        Delivered::Failed(refusal(hub, invocation.app_id).await?)
     } else {
         match hub.store.invocation_event(invocation.id).await? {
             None => Delivered::Failed(Reason::Inactive),
-            Some(event) => match post(hub, invocation.app_id, event, url).await? {
+            Some(event) => match post(hub, job, invocation.app_id, event, url).await? {
                 Posted::Reply(reply) => command_reply(hub, invocation, reply).await?,
                 Posted::Other(outcome) => outcome,
             },
@@ -56,11 +69,12 @@ pub async fn command(
 /// before the move.
 pub async fn interaction(
     hub: &Arc<Hub>,
+    job: &Job,
     interaction: &Interaction,
     event_id: Uuid,
     url: &str,
 ) -> Result<Delivered, StoreError> {
-    let outcome = match post(hub, interaction.app_id, event_id, url).await? {
+    let outcome = match post(hub, job, interaction.app_id, event_id, url).await? {
         Posted::Reply(reply) => interaction_reply(hub, interaction, reply).await?,
         Posted::Other(outcome) => outcome,
     };
@@ -70,16 +84,28 @@ pub async fn interaction(
 
 /// The rights of this moment for the press being delivered: Filter mode,
 /// never audited, the component's state left out (the press used it).
-pub async fn recheck_press(hub: &Hub, interaction: &Interaction) -> Result<bool, StoreError> {
+/// `None` when allowed, else the delivery's reason.
+pub async fn recheck_press(
+    hub: &Hub,
+    interaction: &Interaction,
+) -> Result<Option<Reason>, StoreError> {
     let by = interaction.invoked_by;
     let target = Target::component(interaction.message_id, interaction.component_id).delivering();
-    access::recheck(
-        hub,
-        actor(by.principal_id, by.kind),
-        Action::InteractionCreate,
-        target,
-    )
-    .await
+    let action = Action::InteractionCreate;
+    if access::recheck(hub, actor(by.principal_id, by.kind), action, target).await? {
+        return Ok(None);
+    }
+    refusal(hub, interaction.app_id).await.map(Some)
+}
+
+/// Why a re-check refused: the app's installation stopped being active
+/// since the job began (`inactive`, as the way's own step says it), or the
+/// actor's rights (`denied`).
+async fn refusal(hub: &Hub, app_id: Uuid) -> Result<Reason, StoreError> {
+    Ok(match crate::app_url::active(hub, app_id).await? {
+        true => Reason::Denied,
+        false => Reason::Inactive,
+    })
 }
 
 enum Posted {
@@ -90,13 +116,29 @@ enum Posted {
 
 /// The stored event `event_id` of `app_id`'s stream, POSTed once with
 /// `webhook-id` = its id. An event no longer in the log (pruned while the
-/// hub was down) is `inactive`: nothing can be sent.
-async fn post(hub: &Hub, app_id: Uuid, event_id: Uuid, url: &str) -> Result<Posted, StoreError> {
+/// hub was down) is `inactive`: nothing can be sent. The job is marked
+/// sent first, in its own write: a rerun after the store failed past this
+/// point sends nothing (`unrecorded`), one after a crash repeats the
+/// request once.
+async fn post(
+    hub: &Hub,
+    job: &Job,
+    app_id: Uuid,
+    event_id: Uuid,
+    url: &str,
+) -> Result<Posted, StoreError> {
     let Some(event) = hub.store.stream_event(app_id, event_id).await? else {
         return Ok(Posted::Other(Delivered::Failed(Reason::Inactive)));
     };
-    let body = event_body(&event, &hub.sync_epoch);
+    let body = crate::events::webhook_body(&event, &hub.sync_epoch);
     let id = event.id.to_string();
+    if !hub
+        .store
+        .mark_job_sent(job.id, this_process(), SEND_ALLOWANCE)
+        .await?
+    {
+        return Ok(Posted::Other(Delivered::Failed(Reason::Unrecorded)));
+    }
     let sent = hub
         .interactions
         .post(hub.store.as_ref(), url, &id, body, Signing::Hub, None)

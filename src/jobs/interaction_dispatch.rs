@@ -7,8 +7,9 @@
 //! `received -> dispatched`, one signed POST of the stored event, and the
 //! state the answer gives (200 `acknowledged` with its reply, 202 stays
 //! `dispatched`, anything else `failed` with its reason). One attempt: the
-//! job is run again only when the store failed, and then sends the same
-//! `webhook-id`.
+//! job is marked sent before its request, so a rerun by this process (the
+//! store failed after the request) sends nothing and fails it
+//! `unrecorded`, and one after a crash repeats the same `webhook-id` once.
 
 use std::sync::Arc;
 
@@ -31,12 +32,18 @@ pub async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
     let app_id = interaction.app_id;
     match app_url::way(hub, app_id).await? {
         Way::Gateway => {}
-        Way::Inactive => fail(hub, &interaction, APP_INACTIVE).await?,
+        Way::Inactive(url) => {
+            if let Some(url) = url {
+                let inactive = Delivered::Failed(Reason::Inactive);
+                record(app_id, "interaction", &url, inactive);
+            }
+            fail(hub, &interaction, APP_INACTIVE).await?
+        }
         Way::Unverified => {
             tracing::warn!(app = %app_id, reason = URL_UNVERIFIED, "interaction not delivered");
             fail(hub, &interaction, URL_UNVERIFIED).await?;
         }
-        Way::Url(url) => to_url(hub, &interaction, &url).await?,
+        Way::Url(url) => to_url(hub, job, &interaction, &url).await?,
     }
     hub.store.finish_job(job.id).await
 }
@@ -50,21 +57,27 @@ async fn fail(hub: &Hub, interaction: &Interaction, reason: &str) -> Result<(), 
 
 /// The URL's steps, in order: at an end (the app answered through the API
 /// meanwhile) nothing is sent; the re-check; the move to `dispatched` (a
-/// rerun finds it there and sends again, the same `webhook-id`); the
-/// request; the state its answer gives.
-async fn to_url(hub: &Arc<Hub>, interaction: &Interaction, url: &str) -> Result<(), StoreError> {
+/// rerun finds it there); the request, unless the job's mark says it was
+/// sent already ([`deliver::SEND_ALLOWANCE`]); the state its answer gives.
+/// An installation found inactive fails it `app_inactive`, as the way's
+/// step does.
+async fn to_url(
+    hub: &Arc<Hub>,
+    job: &Job,
+    interaction: &Interaction,
+    url: &str,
+) -> Result<(), StoreError> {
     if interaction.state.is_final() {
         return Ok(());
     }
-    let denied = Reason::Denied;
-    if !deliver::recheck_press(hub, interaction).await? {
+    if let Some(refused) = deliver::recheck_press(hub, interaction).await? {
         record(
             interaction.app_id,
             "interaction",
             url,
-            Delivered::Failed(denied),
+            Delivered::Failed(refused),
         );
-        return fail(hub, interaction, denied.as_str()).await;
+        return fail(hub, interaction, stored_reason(refused)).await;
     }
     let id = interaction.interaction_id;
     if interaction.state == InteractionState::Received
@@ -75,9 +88,19 @@ async fn to_url(hub: &Arc<Hub>, interaction: &Interaction, url: &str) -> Result<
     let Some(event_id) = hub.store.interaction_event(id).await? else {
         return fail(hub, interaction, Reason::Inactive.as_str()).await;
     };
-    match deliver::interaction(hub, interaction, event_id, url).await? {
+    match deliver::interaction(hub, job, interaction, event_id, url).await? {
         Delivered::Answered | Delivered::Deferred => Ok(()),
         Delivered::Failed(reason) => fail(hub, interaction, reason.as_str()).await,
+    }
+}
+
+/// An interaction's `reason` for a re-check's refusal: ADR 0027's
+/// `app_inactive` for an installation no longer active, so clients read one
+/// name for it whichever step found it; `denied` otherwise.
+fn stored_reason(reason: Reason) -> &'static str {
+    match reason {
+        Reason::Inactive => APP_INACTIVE,
+        other => other.as_str(),
     }
 }
 

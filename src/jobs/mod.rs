@@ -15,42 +15,38 @@ pub mod webhook_deliveries;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::warn;
 
 use crate::domain::now_millis;
 use crate::hub::Hub;
-use crate::store::{Job, JobKind};
+use crate::store::{ClaimRoom, Job, JobKind};
 use crate::telemetry::names;
 
 pub async fn run(hub: Arc<Hub>) {
     let cfg = hub.config.jobs.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(cfg.poll_interval_ms));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // Each job may wait on a hook; bound how many wait at once.
-    let running = Arc::new(tokio::sync::Semaphore::new(cfg.max_concurrent as usize));
+    let slots = Slots::new(&hub);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = hub.shutdown.cancelled() => return,
         }
-        let room = (running.available_permits() as u32).min(cfg.batch);
-        if room == 0 {
+        let room = slots.room(cfg.batch);
+        if room.other == 0 && room.app_url == 0 {
             continue;
         }
         let now = now_millis();
         match hub
             .store
-            .claim_due_jobs(now, now + cfg.lock_ms as i64, room)
+            .claim_due_jobs_by_class(now, now + cfg.lock_ms as i64, room)
             .await
         {
             Ok(jobs) => {
                 for job in jobs {
                     let hub2 = hub.clone();
-                    let permit = running
-                        .clone()
-                        .acquire_owned()
-                        .await
-                        .expect("semaphore open");
+                    let permit = slots.take(job.kind).await;
                     hub.tasks.spawn(async move {
                         execute(&hub2, job).await;
                         drop(permit);
@@ -59,6 +55,44 @@ pub async fn run(hub: Arc<Hub>) {
             }
             Err(e) => warn!(error = %e, "claiming jobs failed"),
         }
+    }
+}
+
+/// The runner's two bounds: each job may wait on a hook
+/// (`jobs.max_concurrent`), and a job that sends to an app's URL waits on
+/// that app (`app.interaction_max_concurrent`), so slow apps take slots of
+/// their own, never the gates' and the expiries'.
+struct Slots {
+    other: Arc<Semaphore>,
+    app_url: Arc<Semaphore>,
+}
+
+impl Slots {
+    fn new(hub: &Hub) -> Slots {
+        Slots {
+            other: Arc::new(Semaphore::new(hub.config.jobs.max_concurrent as usize)),
+            app_url: Arc::new(Semaphore::new(
+                hub.config.app.interaction_max_concurrent as usize,
+            )),
+        }
+    }
+
+    /// What the next claim may take: never more than the free slots, so
+    /// [`take`](Self::take) never waits.
+    fn room(&self, batch: u32) -> ClaimRoom {
+        let free = |s: &Semaphore| (s.available_permits() as u32).min(batch);
+        ClaimRoom {
+            other: free(&self.other),
+            app_url: free(&self.app_url),
+        }
+    }
+
+    async fn take(&self, kind: JobKind) -> OwnedSemaphorePermit {
+        let slots = match kind.reaches_app_url() {
+            true => &self.app_url,
+            false => &self.other,
+        };
+        slots.clone().acquire_owned().await.expect("semaphore open")
     }
 }
 

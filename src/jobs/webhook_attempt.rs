@@ -224,9 +224,7 @@ async fn send(
             return sending(Outcome::Unsigned, None, None);
         }
     };
-    let mut body = serde_json::to_value(event.envelope()).expect("an envelope serializes");
-    body["syncEpoch"] = serde_json::Value::String(hub.sync_epoch.clone());
-    let body = serde_json::to_vec(&body).expect("JSON serializes");
+    let body = crate::events::webhook_body(event, &hub.sync_epoch);
     let id = event.id.to_string();
     let cfg = &hub.config.webhooks;
     let store = hub.store.as_ref();

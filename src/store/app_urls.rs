@@ -47,21 +47,35 @@ impl UrlCheck {
     }
 }
 
+/// What one check of a URL found.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordedCheck<'a> {
+    pub url: &'a str,
+    /// Why it failed (a closed name); none when it passed.
+    pub reason: Option<&'a str>,
+    pub at: Millis,
+}
+
 #[async_trait]
 pub trait AppUrlStore: Send + Sync + 'static {
     /// The app's last check; `None` for no such app.
     async fn url_check(&self, app_id: Uuid) -> StoreResult<Option<UrlCheck>>;
 
-    /// Records a check of `url`: passed, it is the verified URL; failed, a
-    /// verified `url` is verified no more (another URL is left alone: the
-    /// check was of a URL an upgrade replaced meanwhile).
+    /// Starts a check of the app's URL: its generation, the newest (none
+    /// for no such app). Read the manifest after it: an upgrade that
+    /// changes the URL later takes a newer generation.
+    async fn begin_url_check(&self, app_id: Uuid) -> StoreResult<Option<i64>>;
+
+    /// Records the check `generation` of `url` if no newer check began and
+    /// no upgrade changed the URL since (false: it recorded nothing).
+    /// Passed, `url` is the verified URL; failed, a verified `url` is
+    /// verified no more.
     async fn record_url_check(
         &self,
         app_id: Uuid,
-        url: &str,
-        reason: Option<&str>,
-        now: Millis,
-    ) -> StoreResult<()>;
+        generation: i64,
+        check: &RecordedCheck<'_>,
+    ) -> StoreResult<bool>;
 
     /// One event of `audience`'s stream by its id, as catch-up reads it.
     async fn stream_event(
@@ -98,8 +112,8 @@ pub(super) async fn check_after_commit(
     }
     if previous.is_some() {
         ex.execute(
-            "UPDATE apps SET url_verified = NULL, url_checked_at = NULL, url_check_reason = NULL \
-             WHERE app_id = $1",
+            "UPDATE apps SET url_verified = NULL, url_checked_at = NULL, url_check_reason = NULL, \
+             url_check_gen = url_check_gen + 1 WHERE app_id = $1",
             &[Arg::Id(app_id)],
         )
         .await?;
@@ -144,34 +158,51 @@ impl<D: Database + EventDialect> AppUrlStore for D {
         .transpose()
     }
 
+    async fn begin_url_check(&self, app_id: Uuid) -> StoreResult<Option<i64>> {
+        let row = self
+            .write()
+            .await?
+            .fetch_optional(
+                "UPDATE apps SET url_check_gen = url_check_gen + 1 WHERE app_id = $1 \
+                 RETURNING url_check_gen",
+                &[Arg::Id(app_id)],
+            )
+            .await?;
+        row.map(|r| r.int("url_check_gen")).transpose()
+    }
+
     async fn record_url_check(
         &self,
         app_id: Uuid,
-        url: &str,
-        reason: Option<&str>,
-        now: Millis,
-    ) -> StoreResult<()> {
-        let sql = match reason {
-            None => "UPDATE apps SET url_verified = $2, url_checked_at = $3, url_check_reason = $4 \
-                     WHERE app_id = $1",
+        generation: i64,
+        check: &RecordedCheck<'_>,
+    ) -> StoreResult<bool> {
+        let sql = match check.reason {
+            None => {
+                "UPDATE apps SET url_verified = $2, url_checked_at = $3, url_check_reason = $4 \
+                     WHERE app_id = $1 AND url_check_gen = $5"
+            }
             Some(_) => {
                 "UPDATE apps SET url_verified = CASE WHEN url_verified = $2 THEN NULL \
-                 ELSE url_verified END, url_checked_at = $3, url_check_reason = $4 WHERE app_id = $1"
+                 ELSE url_verified END, url_checked_at = $3, url_check_reason = $4 \
+                 WHERE app_id = $1 AND url_check_gen = $5"
             }
         };
-        self.write()
+        let recorded = self
+            .write()
             .await?
             .execute(
                 sql,
                 &[
                     Arg::Id(app_id),
-                    Arg::Text(url),
-                    Arg::Int(now),
-                    Arg::OptText(reason),
+                    Arg::Text(check.url),
+                    Arg::Int(check.at),
+                    Arg::OptText(check.reason),
+                    Arg::Int(generation),
                 ],
             )
             .await?;
-        Ok(())
+        Ok(recorded == 1)
     }
 
     async fn stream_event(

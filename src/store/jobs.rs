@@ -47,6 +47,12 @@ impl JobKind {
         }
     }
 
+    /// Whether the job may send to an app's `interactionsUrl`: those run
+    /// under `app.interaction_max_concurrent`, apart from the others.
+    pub fn reaches_app_url(self) -> bool {
+        URL_KINDS.contains(&self)
+    }
+
     pub fn parse(s: &str) -> Option<JobKind> {
         [
             JobKind::TaskCreate,
@@ -62,6 +68,24 @@ impl JobKind {
         .into_iter()
         .find(|k| k.as_str() == s)
     }
+}
+
+/// The kinds that may send to an app's URL (ADR 0032 §3).
+const URL_KINDS: [JobKind; 3] = [
+    JobKind::AppCommandDispatch,
+    JobKind::AppInteractionDispatch,
+    JobKind::AppUrlVerify,
+];
+
+/// How many due jobs one claim may take of each class: the runner's free
+/// slots under `jobs.max_concurrent` and under
+/// `app.interaction_max_concurrent`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClaimRoom {
+    /// Jobs that never reach an app's URL (gates, expiries, wakes).
+    pub other: u32,
+    /// Jobs that may ([`JobKind::reaches_app_url`]).
+    pub app_url: u32,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -124,6 +148,23 @@ pub trait JobStore: Send + Sync + 'static {
         lock_until: Millis,
         limit: u32,
     ) -> StoreResult<Vec<Job>>;
+
+    /// [`claim_due_jobs`](Self::claim_due_jobs) with a room per class, in
+    /// one statement: each class's due jobs oldest first, up to its room.
+    async fn claim_due_jobs_by_class(
+        &self,
+        now: Millis,
+        lock_until: Millis,
+        room: ClaimRoom,
+    ) -> StoreResult<Vec<Job>>;
+
+    /// Marks a claimed job as sending its request now, in a write of its
+    /// own before the request (ADR 0032 §3, "One attempt"): true when it
+    /// may send. It may not once `allowance` requests were marked, nor when
+    /// the last was marked by `sender` itself (this process sent it and only
+    /// the store failed after it); a rerun in another process (the first
+    /// crashed) may, and repeats the same `webhook-id`.
+    async fn mark_job_sent(&self, id: Uuid, sender: &str, allowance: u32) -> StoreResult<bool>;
 
     /// Deletes a job whose subject no longer exists.
     async fn finish_job(&self, id: Uuid) -> StoreResult<()>;
@@ -250,6 +291,64 @@ impl<D: Database + JobDialect> JobStore for D {
             )
             .await?;
         rows.iter().map(job_row).collect()
+    }
+
+    async fn claim_due_jobs_by_class(
+        &self,
+        now: Millis,
+        lock_until: Millis,
+        room: ClaimRoom,
+    ) -> StoreResult<Vec<Job>> {
+        // The kinds are this file's constants, never input.
+        let kinds = URL_KINDS
+            .iter()
+            .map(|k| format!("'{}'", k.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let due = |in_or_not: &str, limit: &str| {
+            format!(
+                "SELECT id FROM jobs WHERE run_at <= $2 AND (locked_until IS NULL OR locked_until < $2) \
+                 AND kind {in_or_not} ({kinds}) ORDER BY run_at LIMIT {limit}{}",
+                D::SKIP_LOCKED
+            )
+        };
+        let sql = format!(
+            "UPDATE jobs SET locked_until = $1, attempts = attempts + 1 WHERE id IN ({}) \
+             OR id IN ({}) RETURNING id, kind, subject, attempts",
+            due("NOT IN", "$3"),
+            due("IN", "$4"),
+        );
+        let rows = self
+            .write()
+            .await?
+            .fetch_all(
+                &sql,
+                &[
+                    Arg::Int(lock_until),
+                    Arg::Int(now),
+                    Arg::Int(i64::from(room.other)),
+                    Arg::Int(i64::from(room.app_url)),
+                ],
+            )
+            .await?;
+        rows.iter().map(job_row).collect()
+    }
+
+    async fn mark_job_sent(&self, id: Uuid, sender: &str, allowance: u32) -> StoreResult<bool> {
+        let marked = self
+            .write()
+            .await?
+            .execute(
+                "UPDATE jobs SET sends = sends + 1, sent_by = $2 WHERE id = $1 AND sends < $3 \
+                 AND (sent_by IS NULL OR sent_by <> $2)",
+                &[
+                    Arg::Id(id),
+                    Arg::Text(sender),
+                    Arg::Int(i64::from(allowance)),
+                ],
+            )
+            .await?;
+        Ok(marked == 1)
     }
 
     async fn finish_job(&self, id: Uuid) -> StoreResult<()> {

@@ -59,7 +59,7 @@ use async_trait::async_trait;
 
 use crate::config::Config;
 
-pub use app_urls::{AppUrlStore, UrlCheck};
+pub use app_urls::{AppUrlStore, RecordedCheck, UrlCheck};
 pub use apps::{AppRecord, RegistrationInstall};
 pub use audit::{AuditFilter, AuditRecord, AuditStore, DenialRecord};
 pub use cards::{CardRecord, CardStore};
@@ -86,7 +86,7 @@ pub use installations::{
 pub use interactions::{
     InteractionCreated, InteractionResponse, InteractionStore, NewInteraction, Responded,
 };
-pub use jobs::{Job, JobKind, JobStore, NewJob};
+pub use jobs::{ClaimRoom, Job, JobKind, JobStore, NewJob};
 pub use leases::{CreatedLease, LeaseAccess, LeaseChange, NewLease};
 pub use messages::{
     Fanout, InsertedMessage, MessageDecided, MessageOutcome, MessagePage, NewMessage, PagePlace,

@@ -250,6 +250,23 @@ impl EgressClient {
         }
     }
 
+    /// The URL rules alone, as [`post`](Self::post) applies them first: a
+    /// caller that does work before its request (signing it) asks this
+    /// first, and a refusal is counted and logged as `post`'s would be
+    /// (`switchboard_egress_blocked_total`), with no lookup and no socket.
+    pub fn admit(&self, url: &str) -> Result<(), Outcome> {
+        let allowed = check_url(
+            url,
+            &self.settings.allowlist,
+            &self.settings.private_override,
+        );
+        allowed.map(|_| ()).map_err(|reason| {
+            let outcome = Outcome::Blocked { reason };
+            self.record(url, None, &outcome, Duration::ZERO);
+            outcome
+        })
+    }
+
     /// Applies every rule a request would meet before connecting: the URL
     /// rules, then one lookup whose addresses are vetted. Registration uses
     /// it to refuse an unusable URL early; [`post`](Self::post) runs it again

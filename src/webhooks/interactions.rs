@@ -1,7 +1,7 @@
 //! The client of an app's `interactionsUrl` (ADR 0032): one egress client
 //! of purpose `interactions` (`app.interaction_timeout_ms`, the answer
-//! capped), the stored URL checked against the allowlist of the moment
-//! before it, and every request signed `v1a` with the hub's keys (or, for
+//! capped), the stored URL passed through the egress client's own rules
+//! before anything else, and every request signed `v1a` with the hub's keys (or, for
 //! the verification's one refusal, a key published nowhere). What is sent
 //! and what the answers mean are `app_url`'s and `domain::app_reply`'s.
 
@@ -16,8 +16,6 @@ use super::keys;
 use super::signature::{self, SigningSecret};
 use crate::config::Config;
 use crate::domain::app_reply::{by_status, ByStatus, Reason};
-use crate::domain::egress_policy::{check_url, HostPort};
-use crate::domain::event::StoredEvent;
 use crate::domain::Millis;
 use crate::store::SigningKeyStore;
 
@@ -25,8 +23,6 @@ use crate::store::SigningKeyStore;
 /// `app.interaction_timeout_ms` and the answer's cap.
 pub struct Client {
     egress: EgressClient,
-    /// `egress.allowlist`, checked before the egress client is called.
-    allowlist: Vec<HostPort>,
     webhooks: crate::config::WebhooksConfig,
 }
 
@@ -66,7 +62,6 @@ impl Client {
             .server
             .max_http_body_bytes
             .min(config.egress.max_response_bytes);
-        let allowlist = settings.allowlist.clone();
         let egress = EgressClient::new("interactions", settings, resolver).map_err(|e| {
             anyhow::anyhow!(
                 "egress.extra_ca_file {:?}: {e}",
@@ -75,15 +70,15 @@ impl Client {
         })?;
         Ok(Client {
             egress,
-            allowlist,
             webhooks: config.webhooks.clone(),
         })
     }
 
     /// One signed POST of `body` to `url` with `webhook-id` = `id`, ended
-    /// at `deadline` if it is sooner than the client's own. The URL is
-    /// checked against the allowlist first: a stored URL may name a host
-    /// the operator has removed since (ADR 0032 §1).
+    /// at `deadline` if it is sooner than the client's own. The URL passes
+    /// the egress client's own rules first ([`EgressClient::admit`]), before
+    /// any key is read: a stored URL may name a host the operator has
+    /// removed since (ADR 0032 §1), and its refusal is counted `blocked`.
     pub async fn post(
         &self,
         store: &(impl SigningKeyStore + ?Sized),
@@ -93,7 +88,7 @@ impl Client {
         signing: Signing,
         deadline: Option<Duration>,
     ) -> Sent {
-        if check_url(url, &self.allowlist, &[]).is_err() {
+        if self.egress.admit(url).is_err() {
             return Sent::Failed(Reason::Blocked);
         }
         let now = crate::domain::now_millis();
@@ -156,14 +151,6 @@ pub fn status_reason(status: u16) -> Reason {
         ByStatus::Failed(reason) => reason,
         _ => Reason::HttpStatus,
     }
-}
-
-/// A stored event as the app's URL receives it: its catch-up envelope
-/// with the log's `syncEpoch`.
-pub fn event_body(event: &StoredEvent, sync_epoch: &str) -> Vec<u8> {
-    let mut envelope = serde_json::to_value(event.envelope_ref()).expect("envelope serializes");
-    envelope["syncEpoch"] = Value::String(sync_epoch.to_string());
-    serde_json::to_vec(&envelope).expect("json")
 }
 
 /// An envelope that is stored nowhere (the ping, an autocomplete request):

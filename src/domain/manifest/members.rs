@@ -22,6 +22,11 @@ pub enum ComponentKind {
     Form,
 }
 
+/// What the schema says of an `interactionsUrl`: `https://`, then a host
+/// without user info. The hub's validation says the rest (no IP literal,
+/// the allowlist, the length) with a problem naming the member.
+const INTERACTIONS_URL_PATTERN: &str = r"^https://[^/?#@\s]+([/?#]|$)";
+
 /// How the app receives its commands and interactions (issue 17 delivers;
 /// the URL is checked now so a manifest cannot store a target the hub
 /// would refuse).
@@ -31,7 +36,11 @@ pub enum ComponentKind {
     "if": {"properties": {"mode": {"const": "interactions_url"}}},
     "then": {
         "required": ["interactionsUrl"],
-        "properties": {"interactionsUrl": {"type": "string"}}
+        "properties": {"interactionsUrl": {
+            "type": "string",
+            "format": "uri",
+            "pattern": INTERACTIONS_URL_PATTERN
+        }}
     },
     "else": {"not": {"required": ["interactionsUrl"]}}
 }]))]

@@ -385,6 +385,10 @@ fn delivery_needs_its_url_exactly_for_interactions_url() {
 #[test]
 fn interactions_urls_follow_the_egress_allowlist() {
     assert_eq!(url_problem("https://hooks.example.com/i"), None);
+    assert_eq!(
+        url_problem("0").as_deref(),
+        Some("must be an absolute URL with a host name")
+    );
     assert_eq!(url_problem("https://HOOKS.example.com:443/i"), None);
     assert_eq!(url_problem("https://ops.example.com:8443/i"), None);
     assert_eq!(

@@ -13,6 +13,7 @@ use crate::support::TestHub;
 both!(
     an_answer_that_is_no_answer_fails_after_one_request,
     a_rerun_after_a_crash_repeats_the_webhook_id,
+    a_command_rerun_after_a_crash_repeats_the_webhook_id_once,
 );
 
 async fn an_answer_that_is_no_answer_fails_after_one_request(options: Options) {
@@ -87,6 +88,47 @@ async fn a_rerun_after_a_crash_repeats_the_webhook_id(options: Options) {
         ("failed".to_string(), Some("timeout".to_string()))
     );
     assert_eq!(s.fake.received_on(&t.path).len(), 4, "no third request");
+}
+
+/// A command invocation's job, killed during its request (after the
+/// invoke's commit): the restarted hub repeats the request with the same
+/// `webhook-id` and body. Killed again during the repeat, the next run
+/// sends nothing: the app sees at most the first request and one repeat
+/// (ADR 0032 §3), and the delivery ends `unrecorded`.
+async fn a_command_rerun_after_a_crash_repeats_the_webhook_id_once(options: Options) {
+    let mut s = setup(options).await;
+    let (t, state) = s.checked_tracker(&script("good", "delay"), 1).await;
+    assert_eq!(state["state"], "verified", "{state}");
+    s.invoke(&t, "filed twice at most").await;
+    let first = s.fake.wait_on(&t.path, 3).await[2].clone();
+    let event: serde_json::Value = serde_json::from_slice(&first.body).unwrap();
+    assert_eq!(event["type"], "app/command/invoked");
+    assert_eq!(first.header("webhook-id"), event["id"].as_str());
+    s.w.hub.signal(libc::SIGKILL);
+    s.w.hub.wait_exit(Duration::from_secs(10)).await;
+    s.w.hub = restart(&s).await;
+    let again = s.fake.wait_on(&t.path, 4).await[3].clone();
+    assert_eq!(again.header("webhook-id"), first.header("webhook-id"));
+    assert_eq!(again.body, first.body, "the same stored event");
+    s.w.hub.signal(libc::SIGKILL);
+    s.w.hub.wait_exit(Duration::from_secs(10)).await;
+    s.w.hub = restart(&s).await;
+    jobs_done(s.hub(), "app_command_dispatch", 1).await;
+    let unrecorded = format!(
+        "app=\"{}\",kind=\"command\",outcome=\"failed\",reason=\"unrecorded\"",
+        t.app.id
+    );
+    assert_eq!(
+        s.hub()
+            .metric("switchboard_interaction_deliveries_total", &unrecorded)
+            .await,
+        1.0
+    );
+    assert_eq!(
+        s.fake.received_on(&t.path).len(),
+        4,
+        "the check's two, the request and one repeat"
+    );
 }
 
 /// The same hub again, on the same database.

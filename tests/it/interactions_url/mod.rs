@@ -9,6 +9,7 @@ mod autocomplete;
 mod deliveries;
 mod failures;
 mod security;
+mod store;
 mod verification;
 
 use std::path::PathBuf;
@@ -345,13 +346,17 @@ pub async fn url_state(hub: &TestHub, app: Uuid) -> Value {
     expect(hub, Method::GET, &path, ADMIN_TOKEN, None, 200).await
 }
 
-/// Waits until `n` jobs of `kind` ended (counted by the runner).
+/// Waits until `n` jobs of `kind` ended (counted by the runner), by a
+/// deadline: `/metrics` is read again after a pause that doubles from 5 ms
+/// to 200 ms, so a slow job costs the hub a few reads, not a busy loop.
 pub async fn jobs_done(hub: &TestHub, kind: &str, n: usize) {
     let filter = format!("kind=\"{kind}\",outcome=\"done\"");
     let deadline = Instant::now() + Duration::from_secs(30);
+    let mut pause = Duration::from_millis(5);
     while hub.metric("switchboard_jobs_total", &filter).await < n as f64 {
         assert!(Instant::now() < deadline, "{n} {kind} jobs never ended");
-        tokio::task::yield_now().await;
+        tokio::time::sleep(pause.min(deadline.saturating_duration_since(Instant::now()))).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
     }
 }
 

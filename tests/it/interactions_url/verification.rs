@@ -13,6 +13,8 @@ use crate::support::world::expect;
 both!(
     a_url_is_verified_only_by_an_app_that_checks_signatures,
     an_upgrade_that_changes_the_url_resets_it,
+    a_stale_check_never_overwrites_a_newer_one,
+    the_order_of_the_two_requests_is_drawn_per_check,
 );
 
 /// The CLI as a child process, awaited: the fake app answers on this
@@ -48,30 +50,33 @@ async fn a_url_is_verified_only_by_an_app_that_checks_signatures(options: Option
         "{state}"
     );
     let pings = s.fake.received_on(&good.path);
-    assert_eq!(pings.len(), 2, "a ping, then one with a bad signature");
-    assert_eq!(pings[0].verified, Ok(()));
-    assert!(
-        pings[1].verified.is_err(),
-        "the second is signed by no published key"
-    );
+    assert_eq!(pings.len(), 2, "a ping and one with a bad signature");
+    let signed: Vec<_> = pings.iter().filter(|p| p.verified.is_ok()).collect();
+    assert_eq!(signed.len(), 1, "the other is signed by no published key");
     assert_signed_and_bare(&pings);
-    let ping: serde_json::Value = serde_json::from_slice(&pings[0].body).unwrap();
+    let ping: serde_json::Value = serde_json::from_slice(&signed[0].body).unwrap();
     assert_eq!(ping["type"], "app/interactions_url/ping");
-    assert_eq!(pings[0].header("webhook-id"), ping["id"].as_str());
+    assert_eq!(signed[0].header("webhook-id"), ping["id"].as_str());
     assert!(ping["syncEpoch"].is_string() && ping["payload"]["nonce"].is_string());
 
+    // Either request may come first; the first failure ends the check.
     let (wrong, state) = s.checked_tracker(&script("wrong-echo", "reply"), 2).await;
     assert_eq!(state["state"], "unverified", "{state}");
     assert_eq!(state["reason"], "nonce_mismatch", "{state}");
-    assert_eq!(
-        s.fake.received_on(&wrong.path).len(),
-        1,
-        "the first failure ends the check"
+    let sent = s.fake.received_on(&wrong.path);
+    assert!(
+        sent.last().is_some_and(|r| r.verified.is_ok()) && sent.len() <= 2,
+        "the check ends at the wrong echo"
     );
     let (lax, state) = s.checked_tracker(&script("no-check", "reply"), 3).await;
     assert_eq!(state["state"], "unverified", "{state}");
     assert_eq!(state["reason"], "signature_not_checked", "{state}");
-    assert_eq!(s.fake.received_on(&lax.path).len(), 2);
+    let sent = s.fake.received_on(&lax.path);
+    assert!(
+        sent.last().is_some_and(|r| r.verified.is_err()) && sent.len() <= 2,
+        "the check ends at the accepted bad signature"
+    );
+    let lax_checked = sent.len();
 
     // Nothing reaches an unverified URL: neither an invocation nor a press.
     s.invoke(&lax, "never sent").await;
@@ -81,7 +86,7 @@ async fn a_url_is_verified_only_by_an_app_that_checks_signatures(options: Option
     jobs_done(hub, "app_interaction_dispatch", 1).await;
     assert_eq!(
         s.fake.received_on(&lax.path).len(),
-        2,
+        lax_checked,
         "only the check's requests"
     );
     assert_eq!(
@@ -143,5 +148,69 @@ async fn an_upgrade_that_changes_the_url_resets_it(options: Options) {
         s.fake.received_on(&t.path).len(),
         2,
         "the old URL is checked no more"
+    );
+}
+
+/// Two checks of one URL overlap: the first is held at the app, the
+/// second passes meanwhile, then the first ends failed. Only the newest
+/// check's outcome lands (ADR 0032, "Review fixes"): the URL stays
+/// verified. The runner is held off (its one early tick comes before any
+/// job exists), so the checks are the two REST calls alone.
+async fn a_stale_check_never_overwrites_a_newer_one(options: Options) {
+    let s = setup(options.env("SWITCHBOARD_JOBS__POLL_INTERVAL_MS", 600_000)).await;
+    let t = s.tracker(&script("stale-once", "reply")).await;
+    let path = format!("/api/v1/apps/{}/interactions-url/verify", t.app.id);
+    let hub = s.hub();
+    let key = t.app.key.clone();
+    let stale = async {
+        let first = expect(hub, Method::POST, &path, &key, None, 200).await;
+        let after = url_state(hub, t.app.id).await;
+        (first, after)
+    };
+    let newer = async {
+        s.fake.wait_on(&t.path, 1).await;
+        let newer = expect(hub, Method::POST, &path, &key, None, 200).await;
+        assert_eq!(newer["state"], "verified", "{newer}");
+        s.fake.release();
+    };
+    let ((first, after), ()) = tokio::join!(stale, newer);
+    assert_eq!(s.fake.received_on(&t.path).len(), 3, "held, then two");
+    assert_eq!(first["state"], "verified", "the state it left: {first}");
+    assert_eq!(after["state"], "verified", "{after}");
+    assert!(after.get("reason").is_none(), "{after}");
+    let failed = format!(
+        "app=\"{}\",kind=\"verification\",outcome=\"failed\"",
+        t.app.id
+    );
+    assert_eq!(
+        hub.metric("switchboard_interaction_deliveries_total", &failed)
+            .await,
+        1.0,
+        "the stale check did fail, and is counted"
+    );
+}
+
+/// An app that answers the first request of a check with the echo and
+/// the second with 401, checking nothing, would pass a fixed order: the
+/// order is drawn for each check, so over 24 checks of a good app both
+/// orders occur (a fixed order gives one, a fair draw both but with
+/// probability 2^-23).
+async fn the_order_of_the_two_requests_is_drawn_per_check(options: Options) {
+    let s = setup(options.env("SWITCHBOARD_JOBS__POLL_INTERVAL_MS", 600_000)).await;
+    let t = s.tracker(&script("good", "reply")).await;
+    let path = format!("/api/v1/apps/{}/interactions-url/verify", t.app.id);
+    for _ in 0..24 {
+        let checked = expect(s.hub(), Method::POST, &path, &t.app.key, None, 200).await;
+        assert_eq!(checked["state"], "verified", "{checked}");
+    }
+    let sent = s.fake.received_on(&t.path);
+    assert_eq!(sent.len(), 48);
+    let firsts: Vec<bool> = sent.chunks(2).map(|c| c[0].verified.is_ok()).collect();
+    assert!(sent
+        .chunks(2)
+        .all(|c| c[0].verified.is_ok() != c[1].verified.is_ok()));
+    assert!(
+        firsts.contains(&true) && firsts.contains(&false),
+        "{firsts:?}"
     );
 }

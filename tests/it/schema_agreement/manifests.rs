@@ -333,6 +333,21 @@ fn scopes_and_members(out: &mut Vec<Case>) {
         with(&b, "/delivery", url),
         HubOnly,
     ));
+    // Not a URL, or not https, or with user info: the schema refuses what
+    // the hub refuses.
+    for (name, url) in [
+        ("\"0\"", "0"),
+        ("http", "http://app.example/i"),
+        ("no host", "https:///i"),
+        ("user info", "https://me@app.example/i"),
+    ] {
+        let url = json!({"mode": "interactions_url", "interactionsUrl": url});
+        out.push(case(
+            format!("delivery interactions_url {name}"),
+            with(&b, "/delivery", url),
+            Invalid,
+        ));
+    }
     out.push(case(
         "delivery mode other",
         with(&b, "/delivery", json!({"mode": "carrier-pigeon"})),

@@ -21,7 +21,9 @@
 //!
 //! A scripted app answers the hub's verification ping by `V` (`good`:
 //! echoes the nonce and refuses a bad signature with 401; `wrong-echo`:
-//! echoes something else; `no-check`: echoes whatever the signature) and
+//! refuses a bad signature, echoes something else; `no-check`: echoes whatever the signature;
+//! `stale-once`: holds the first request of its first check until
+//! [`Receiver::release`], then answers it wrongly, and is `good` after) and
 //! every other request, once its signature verifies (401 otherwise), by
 //! `A`: `reply` (200 with a message, [`Receiver::set_reply_text`]),
 //! `choices` (200 with two choices), `bad-choices` (200 with an invalid
@@ -121,6 +123,11 @@ struct Shared {
     keys: Mutex<Vec<VerificationKey>>,
     /// The text of a scripted app's `reply`.
     reply_text: Mutex<String>,
+    /// The scripts whose first request a `stale-once` app holds (or held).
+    held: Mutex<std::collections::HashSet<String>>,
+    /// Set by [`Receiver::release`]: held requests are answered.
+    released: std::sync::atomic::AtomicBool,
+    release: Notify,
 }
 
 pub struct Receiver {
@@ -241,6 +248,12 @@ impl Receiver {
                 self.received_on(path).len()
             )
         })
+    }
+
+    /// Answers the requests a `stale-once` app holds.
+    pub fn release(&self) {
+        self.shared.released.store(true, Ordering::SeqCst);
+        self.shared.release.notify_waiters();
     }
 
     /// The keys signatures are checked with from now on.
@@ -454,8 +467,17 @@ async fn scripted(
     let event: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     if event["type"] == "app/interactions_url/ping" {
         let nonce = event["payload"]["nonce"].clone();
+        if verify == "stale-once" && shared.held.lock().unwrap().insert(script.to_string()) {
+            held(shared).await;
+            // Wrong either way: the ping's echo, or a 200 to the bad
+            // signature.
+            return json(
+                200,
+                json!({"nonce": if signed { json!("not-the-nonce") } else { nonce }}),
+            );
+        }
         return match verify {
-            "wrong-echo" => json(200, json!({"nonce": "not-the-nonce"})),
+            "wrong-echo" if signed => json(200, json!({"nonce": "not-the-nonce"})),
             "no-check" => json(200, json!({ "nonce": nonce })),
             _ if !signed => full(401, r#"{"verified":false}"#),
             _ => json(200, json!({ "nonce": nonce })),
@@ -497,6 +519,17 @@ async fn scripted(
         "big" => full(200, vec![b'x'; BIG]),
         "invalid-json" => full(200, "{not json"),
         _ => full(404, "{}"),
+    }
+}
+
+/// Waits for [`Receiver::release`].
+async fn held(shared: &Shared) {
+    loop {
+        let released = shared.release.notified();
+        if shared.released.load(Ordering::SeqCst) {
+            return;
+        }
+        released.await;
     }
 }
 
