@@ -371,7 +371,13 @@ tokio::task_local! {
 }
 
 fn note_statement() {
-    let _ = STATEMENTS.try_with(|n| n.set(n.get() + 1));
+    note_statements(1);
+}
+
+/// Adds `n` statements run on this task's behalf elsewhere (the SQLite
+/// writer thread runs a send's whole transaction and reports its count).
+pub(super) fn note_statements(n: u64) {
+    let _ = STATEMENTS.try_with(|c| c.set(c.get() + n));
 }
 
 /// Runs `work` and counts the SQL statements it ran on this task (not on
