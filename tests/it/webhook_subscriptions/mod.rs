@@ -6,6 +6,7 @@ mod crash;
 mod delivery;
 mod lifecycle;
 mod manifest;
+mod operations;
 mod pause;
 mod signing;
 mod store;
