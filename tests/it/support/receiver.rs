@@ -5,7 +5,7 @@
 //!
 //! | path            | answer                                               |
 //! |-----------------|------------------------------------------------------|
-//! | `/ok`           | 200 with a JSON body                                 |
+//! | `/ok`, `/ok/*`   | 200 with a JSON body                                 |
 //! | `/accepted`     | 202, empty                                           |
 //! | `/delay`        | nothing, ever (a deadline must end the wait)         |
 //! | `/error`        | 500                                                  |
@@ -414,6 +414,7 @@ async fn answer(
         }
         "/scripted" => full(200, r#"{"received":true}"#),
         "/ok" => full(200, r#"{"received":true}"#),
+        p if p.starts_with("/ok/") => full(200, r#"{"received":true}"#),
         "/accepted" => full(202, Bytes::new()),
         "/delay" => {
             stop.cancelled().await;
