@@ -2,15 +2,15 @@
 //! view of webhook subscriptions, straight on the store `serve` uses (never
 //! a new database). A running hub claims a retried subscription on its
 //! next poll; a disable's `app/webhook/disabled` is in the app's log for
-//! its next read.
+//! its next read. Both are owner actions: one `audit_actions` row each.
 
 use clap::Subcommand;
 use uuid::Uuid;
 
 use crate::config::Config;
 use crate::domain::event::rfc3339;
+use crate::domain::installation::Actor;
 use crate::domain::now_millis;
-use crate::domain::webhook::DisabledReason;
 use crate::store::{Store, SubscriptionRecord};
 
 /// Attempts `list --id` prints by default.
@@ -61,7 +61,10 @@ pub(super) async fn webhooks(command: WebhooksCommand, config: Config) -> anyhow
             limit,
         } => list(store, &config, (app, id, after, limit)).await,
         WebhooksCommand::Retry { id } => {
-            if !store.retry_subscription(id, now_millis()).await? {
+            if !store
+                .retry_subscription(id, Actor::Operator, now_millis())
+                .await?
+            {
                 anyhow::bail!("no webhook subscription {id}");
             }
             println!("subscription {id} is active and due now");
@@ -69,7 +72,7 @@ pub(super) async fn webhooks(command: WebhooksCommand, config: Config) -> anyhow
         }
         WebhooksCommand::Disable { id } => {
             match store
-                .disable_subscription(id, DisabledReason::Operator, now_millis())
+                .disable_subscription(id, Actor::Operator, now_millis())
                 .await?
             {
                 Some(_) => println!("subscription {id} disabled; its app was told"),

@@ -161,11 +161,20 @@ impl Config {
         self.check_webhook_deliveries()
     }
 
-    /// A subscription's claim outlasts a request, and a failing one is
-    /// disabled before retention takes the events it still owes (ADR 0033).
+    /// A subscription's claim outlasts a request with room for its record
+    /// (twice the timeout: a loop renews its claim at each record, and a
+    /// request started just before that record's deadline still ends
+    /// within it), and a failing one is disabled before retention takes the
+    /// events it still owes (ADR 0033).
     fn check_webhook_deliveries(&self) -> anyhow::Result<()> {
-        if self.webhooks.claim_ms <= self.egress.request_timeout_ms {
-            anyhow::bail!("webhooks.claim_ms must exceed egress.request_timeout_ms, or a slow delivery would be sent twice at once");
+        let needed = self.egress.request_timeout_ms.saturating_mul(2);
+        if self.webhooks.claim_ms < needed {
+            anyhow::bail!(
+                "webhooks.claim_ms ({}) must be at least twice egress.request_timeout_ms ({}), \
+                 or a slow delivery could be sent twice at once by two hubs",
+                self.webhooks.claim_ms,
+                self.egress.request_timeout_ms
+            );
         }
         if self.webhooks.disable_after_hours >= self.events.retention_hours {
             anyhow::bail!("webhooks.disable_after_hours must be below events.retention_hours, or a failing subscription's events would age out before it is disabled");
@@ -247,6 +256,23 @@ mod tests {
         c.messages.max_data_depth = 0;
         assert!(c.validate().is_err());
         c.messages.max_data_depth = 8;
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn a_webhook_claim_lasts_twice_a_request() {
+        let mut c = Config::default();
+        c.egress.request_timeout_ms = 2_000;
+        c.egress.connect_timeout_ms = 1_000;
+        c.webhooks.claim_ms = 3_999;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "webhooks.claim_ms (3999) must be at least twice egress.request_timeout_ms (2000)"
+            ),
+            "{e}"
+        );
+        c.webhooks.claim_ms = 4_000;
         c.validate().unwrap();
     }
 

@@ -87,8 +87,9 @@ pub struct WebhooksConfig {
     pub poll_interval_ms: u64,
     /// Subscriptions delivering at once per hub.
     pub max_concurrent: u32,
-    /// How long a claim on a subscription lasts; longer than
-    /// `egress.request_timeout_ms`, so a live delivery is never repeated.
+    /// How long a claim on a subscription lasts; at least twice
+    /// `egress.request_timeout_ms`, so a live delivery is never repeated by
+    /// another hub process.
     pub claim_ms: u64,
     /// Events read from the app's log per step while looking for the next
     /// one a subscription takes.

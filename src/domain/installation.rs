@@ -256,10 +256,14 @@ pub enum LifecycleAction {
     Uninstall,
     Upgrade,
     GrantManage,
+    /// The operator disabled one of the app's webhook subscriptions.
+    WebhookDisable,
+    /// The operator re-enabled one, or made it due now.
+    WebhookRetry,
 }
 
 impl LifecycleAction {
-    pub const ALL: [LifecycleAction; 7] = [
+    pub const ALL: [LifecycleAction; 9] = [
         LifecycleAction::Install,
         LifecycleAction::ScopesUpdate,
         LifecycleAction::Suspend,
@@ -267,6 +271,8 @@ impl LifecycleAction {
         LifecycleAction::Uninstall,
         LifecycleAction::Upgrade,
         LifecycleAction::GrantManage,
+        LifecycleAction::WebhookDisable,
+        LifecycleAction::WebhookRetry,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -278,6 +284,8 @@ impl LifecycleAction {
             LifecycleAction::Uninstall => "app.uninstall",
             LifecycleAction::Upgrade => "app.upgrade",
             LifecycleAction::GrantManage => "grant.manage",
+            LifecycleAction::WebhookDisable => "webhook.disable",
+            LifecycleAction::WebhookRetry => "webhook.retry",
         }
     }
 

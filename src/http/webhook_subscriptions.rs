@@ -1,7 +1,8 @@
 //! An app's webhook subscriptions over REST (ADR 0033), with its own key:
 //!
 //! - `POST /api/v1/webhooks/subscriptions` `{url, eventTypes, hmac?}`: 201
-//!   `{subscription, secret?}`, the `whsec_` secret shown this once;
+//!   `{subscription, secret?}`, the `whsec_` secret shown this once; an
+//!   `Idempotency-Key` replays the first answer, the secret withheld;
 //! - `GET /api/v1/webhooks/subscriptions`: `{subscriptions}`;
 //! - `GET|DELETE /api/v1/webhooks/subscriptions/{subscriptionId}`;
 //! - `GET /api/v1/webhooks/subscriptions/{subscriptionId}/attempts`: the
@@ -25,7 +26,7 @@ use uuid::Uuid;
 
 use super::body::checked_json;
 use super::error::ApiError;
-use super::identity::json_value;
+use super::identity::{json_value, Client, Idempotency};
 use super::manage::path_id;
 use super::messages::context;
 use super::query::QueryParams;
@@ -136,6 +137,15 @@ pub async fn create(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let app = the_app(&hub, &headers, remote, RateClass::Write).await?;
+    let idem = Idempotency::from_request(
+        "webhook.subscribe",
+        &Client::principal(app),
+        &headers,
+        &body,
+    )?;
+    if let Some(replayed) = replay(&hub, idem.as_ref()).await? {
+        return Ok(replayed);
+    }
     checked_json(&headers, &body)?;
     let bounds = hub.config.manifest_bounds();
     let request = validate_request(
@@ -167,9 +177,30 @@ pub async fn create(
         sealed_secret: minted.as_ref().map(|m| m.sealed.as_slice()),
         limit: hub.config.webhooks.max_subscriptions_per_app,
         now: now_millis(),
+        idem: None,
+    };
+    // The replay withholds the secret: it is shown once, as keys are.
+    let record = |s: &SubscriptionRecord| {
+        let mut answer = json!({ "subscription": subscription_view(s) });
+        if s.hmac {
+            answer["secretWithheld"] = json!(true);
+        }
+        idem.as_ref()
+            .expect("only with a key")
+            .record_answer(answer)
+    };
+    let new = NewSubscription {
+        idem: idem.as_ref().map(|_| &record as _),
+        ..new
     };
     let created = match hub.store.create_subscription(&new).await {
         Ok(s) => s,
+        Err(StoreError::IdempotencyTaken) => {
+            return match replay(&hub, idem.as_ref()).await? {
+                Some(replayed) => Ok(replayed),
+                None => Err(store_failure(StoreError::IdempotencyTaken)),
+            }
+        }
         Err(StoreError::Conflict(_)) => {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
@@ -194,6 +225,15 @@ pub async fn create(
         axum::http::HeaderValue::from_static("no-store"),
     );
     Ok(response)
+}
+
+/// A retry of a create with the same `Idempotency-Key` gets the first
+/// answer (its secret withheld); a reuse with another body is 409.
+async fn replay(hub: &Hub, idem: Option<&Idempotency>) -> Result<Option<Response>, ApiError> {
+    match idem {
+        Some(idem) => idem.replay(hub).await,
+        None => Ok(None),
+    }
 }
 
 /// A subscription nobody can sign for is refused now, not failed later.

@@ -42,6 +42,12 @@ pub(super) async fn step(
         .await?;
     let keep = Some(now_millis() + cfg.claim_ms as i64);
     let Some(first) = events.first() else {
+        // Nothing after the cursor: caught up, or retention took every
+        // event it had not reached (the claim saw the log ahead of it).
+        let head = hub.store.stream_head(sub.app_id).await?;
+        if head > sub.cursor {
+            return pruned(hub, sub, token, head + 1, keep).await;
+        }
         let next = Next::Skip {
             cursor: sub.cursor,
             keep_until: None,
@@ -66,7 +72,24 @@ pub(super) async fn step(
             false => Step::Stop,
         });
     };
+    if !hub.store.subscription_allowed(sub.app_id).await? {
+        return paused(hub, sub, token).await;
+    }
     attempt(hub, sub, token, event).await
+}
+
+/// The installation was suspended or uninstalled, or lost
+/// `events:subscribe`, since the claim: no request; the claim is given back
+/// with the cursor where it is, and the next claim after a resume goes on
+/// from there.
+async fn paused(hub: &Arc<Hub>, sub: &SubscriptionRecord, token: Uuid) -> Result<Step, StoreError> {
+    info!(subscription = %sub.id, app = %sub.app_id, "webhook deliveries paused with the installation");
+    let next = Next::Skip {
+        cursor: sub.cursor,
+        keep_until: None,
+    };
+    record(hub, sub, token, None, next).await?;
+    Ok(Step::Stop)
 }
 
 /// Retention took events the cursor had not reached: recorded, logged,
@@ -279,13 +302,28 @@ async fn secret(
     subscription_secret::open_sealed(&hub.config.webhooks, sub.id, &sealed).map(Some)
 }
 
+/// A record that asked to keep the claim.
+fn wants_claim(next: Next) -> bool {
+    matches!(
+        next,
+        Next::Advance {
+            keep_until: Some(_),
+            ..
+        } | Next::Skip {
+            keep_until: Some(_),
+            ..
+        }
+    )
+}
+
 fn count(sub: &SubscriptionRecord, outcome: Outcome) {
     metrics::counter!(names::WEBHOOK_ATTEMPTS, "app" => sub.app_id.to_string(), "outcome" => outcome.as_str())
         .increment(1);
 }
 
 /// Records the attempt and the next state; publishes a disable's event.
-/// `false`: the claim was lost (another worker holds the subscription).
+/// `false`: the worker lets go (the claim was lost to another worker, or
+/// given back: released, or the installation no longer allows deliveries).
 async fn record(
     hub: &Arc<Hub>,
     sub: &SubscriptionRecord,
@@ -297,14 +335,17 @@ async fn record(
         .store
         .record_delivery(sub.id, token, attempt, next, now_millis())
         .await?;
-    let Some(events) = recorded else {
+    let Some(recorded) = recorded else {
         warn!(subscription = %sub.id, "webhook claim lost before its record; another worker has it");
         return Ok(false);
     };
     if let Next::Disable(reason) = next {
         metrics::counter!(names::WEBHOOK_DISABLED, "reason" => reason.as_str()).increment(1);
         warn!(subscription = %sub.id, app = %sub.app_id, reason = reason.as_str(), "webhook subscription disabled");
-        hub.events.publish(&events);
+        hub.events.publish(&recorded.events);
     }
-    Ok(true)
+    if !recorded.kept && wants_claim(next) {
+        info!(subscription = %sub.id, app = %sub.app_id, "webhook deliveries paused with the installation");
+    }
+    Ok(recorded.kept)
 }

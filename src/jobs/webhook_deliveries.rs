@@ -3,6 +3,10 @@
 //! time, in seq order. The log is the outbox: nothing is written on the
 //! send path, the cursor moves only when a 2xx is recorded, so a crash
 //! repeats at most the event in flight, with the same `webhook-id`.
+//!
+//! Claims carry this process's owner id: several hub processes may share
+//! one PostgreSQL database, so a process gives back only its own claims
+//! (at shutdown, once its loops have ended) and lets a dead one's lapse.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,14 +20,6 @@ use crate::store::{Claimed, Next, StoreError};
 
 pub async fn run(hub: Arc<Hub>) {
     let cfg = hub.config.webhooks.clone();
-    match hub.store.release_webhook_claims().await {
-        Ok(0) => {}
-        Ok(n) => info!(
-            subscriptions = n,
-            "released webhook claims left by the previous run"
-        ),
-        Err(e) => warn!(error = %e, "could not release webhook claims; they lapse on their own"),
-    }
     let mut tick = tokio::time::interval(Duration::from_millis(cfg.poll_interval_ms));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut prune =
@@ -33,8 +29,29 @@ pub async fn run(hub: Arc<Hub>) {
         tokio::select! {
             _ = tick.tick() => claim(&hub, &running).await,
             _ = prune.tick() => prune_log(&hub).await,
-            _ = hub.shutdown.cancelled() => return,
+            _ = hub.shutdown.cancelled() => break,
         }
+    }
+    give_back(&hub, &running).await;
+}
+
+/// Shutdown: once the loops have ended (each ends after its request in
+/// flight, bounded by `egress.request_timeout_ms`), whatever claim of this
+/// process is left is given back, so the next process need not wait for it
+/// to lapse. Never another process's: it may be alive.
+async fn give_back(hub: &Arc<Hub>, running: &Arc<tokio::sync::Semaphore>) {
+    let all = hub.config.webhooks.max_concurrent;
+    let wait = Duration::from_millis(hub.config.webhooks.claim_ms);
+    if tokio::time::timeout(wait, running.acquire_many(all))
+        .await
+        .is_err()
+    {
+        return warn!("webhook loops still running at shutdown; their claims lapse");
+    }
+    match hub.store.release_webhook_claims(hub.runs.owner()).await {
+        Ok(0) => {}
+        Ok(n) => info!(subscriptions = n, "gave back this process's webhook claims"),
+        Err(e) => warn!(error = %e, "could not give back webhook claims; they lapse"),
     }
 }
 
@@ -46,7 +63,8 @@ async fn claim(hub: &Arc<Hub>, running: &Arc<tokio::sync::Semaphore>) {
     }
     let now = now_millis();
     let until = now + hub.config.webhooks.claim_ms as i64;
-    let claimed = match hub.store.claim_subscriptions(now, until, room).await {
+    let owner = hub.runs.owner();
+    let claimed = match hub.store.claim_subscriptions(now, until, room, owner).await {
         Ok(c) => c,
         Err(e) => return warn!(error = %e, "claiming webhook subscriptions failed"),
     };

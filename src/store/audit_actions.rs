@@ -44,6 +44,10 @@ pub struct ActionDetails {
     /// disabled (ADR 0027 §7); absent when none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub components_disabled: u32,
+    /// The webhook subscription a `webhook.disable` or `webhook.retry`
+    /// acted on (its id only: never its URL or secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription_id: Option<Uuid>,
 }
 
 fn is_zero(n: &u32) -> bool {

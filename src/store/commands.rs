@@ -149,6 +149,7 @@ impl CommandChanges {
             commands_changed: self.changed.clone(),
             commands_removed: self.removed.clone(),
             components_disabled: 0,
+            subscription_id: None,
         }
     }
 }

@@ -102,10 +102,13 @@ where
         }
         let writer = self.writer.clone();
         let feed = self.feed.clone();
+        let (ran_tx, ran) = tokio::sync::oneshot::channel();
         // Its own task: the group's other writers wait on this write, so it
         // must finish even if this caller is dropped.
         tokio::spawn(async move {
-            let answers = write_group(writer.as_ref(), group).await;
+            let (answers, n) =
+                super::sql::count_statements(write_group(writer.as_ref(), group)).await;
+            let _ = ran_tx.send(n);
             // The next group may write while this one publishes, but not
             // publish before it: the turn is taken in commit order.
             let turn = feed.turn().await;
@@ -118,6 +121,11 @@ where
             }
             drop(turn);
         });
+        // The group's statements count for the caller that wrote it
+        // ([`super::count_statements`]): a lone write's are exactly its own.
+        if let Ok(n) = ran.await {
+            super::sql::note_statements(n);
+        }
         answer.await.unwrap_or_else(|_| Err(group_ended()))
     }
 

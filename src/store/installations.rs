@@ -409,6 +409,10 @@ where
             ..before
         };
         write_row(&mut *tx, &after).await?;
+        let subscribe = crate::domain::installation::Scope::EventsSubscribe;
+        if after.granted.contains(subscribe) && !before.granted.contains(subscribe) {
+            super::webhook_subscriptions::pause_ended(&mut *tx, app_id, now).await?;
+        }
         NewAction::of(actor, LifecycleAction::ScopesUpdate, Some(&before), &after)
             .record(&mut *tx)
             .await?;
@@ -530,6 +534,9 @@ where
                 super::components::disable_authored_by(&mut *tx, before.app_id).await?;
             new_events.extend(cards);
             disabled = count;
+        }
+        if transition == Transition::Resume {
+            super::webhook_subscriptions::pause_ended(&mut *tx, before.app_id, now).await?;
         }
         let details = ActionDetails {
             components_disabled: disabled,

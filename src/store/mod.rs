@@ -110,7 +110,7 @@ pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
 pub use sql::count_statements;
 pub use sqlite::SqliteStore;
 pub use tasks::{NewTask, TaskRecord, TaskStore};
-pub use webhook_deliveries::{Attempt, Claimed, Next, WebhookDeliveryStore};
+pub use webhook_deliveries::{Attempt, Claimed, Next, Recorded, WebhookDeliveryStore};
 pub use webhook_subscriptions::{NewSubscription, SubscriptionRecord, WebhookStore};
 
 #[derive(Debug, thiserror::Error)]

@@ -371,12 +371,19 @@ tokio::task_local! {
 }
 
 fn note_statement() {
-    let _ = STATEMENTS.try_with(|n| n.set(n.get() + 1));
+    note_statements(1);
 }
 
-/// Runs `work` and counts the SQL statements it ran on this task (not on
-/// the group committers' tasks): how "hidden costs what missing costs" is
-/// measured (ADR 0020 §3). Outside such a scope a statement costs one
+/// Adds `n` statements run on this task's behalf elsewhere (the SQLite
+/// writer thread runs a send's whole transaction and reports its count).
+pub(super) fn note_statements(n: u64) {
+    let _ = STATEMENTS.try_with(|c| c.set(c.get() + n));
+}
+
+/// Runs `work` and counts the SQL statements it ran on this task, and those
+/// of a group write it led (on its group task, and on SQLite's writer
+/// thread): how "hidden costs what missing costs" is measured (ADR 0020
+/// §3). Outside such a scope a statement costs one
 /// failed task-local lookup.
 pub async fn count_statements<T>(work: impl std::future::Future<Output = T>) -> (T, u64) {
     STATEMENTS

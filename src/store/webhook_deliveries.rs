@@ -16,6 +16,17 @@ use crate::domain::event::StoredEvent;
 use crate::domain::webhook::{DisabledReason, Outcome};
 use crate::domain::Millis;
 
+/// What a record came to, when the claim was still the worker's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recorded {
+    /// A disable's `app/webhook/disabled`; empty otherwise.
+    pub events: Vec<StoredEvent>,
+    /// The claim is still held (a record that keeps it, on an installation
+    /// that is still active with `events:subscribe`): the worker may go
+    /// on. `false`: it was given back, and the worker lets go.
+    pub kept: bool,
+}
+
 /// A subscription the worker holds until `claimed_until` or its record.
 #[derive(Clone, Debug)]
 pub struct Claimed {
@@ -72,19 +83,23 @@ pub enum Next {
 
 #[async_trait]
 pub trait WebhookDeliveryStore: Send + Sync + 'static {
-    /// Claims up to `limit` subscriptions that are active, due, not held,
-    /// behind their app's log, and whose app's installation is active with
-    /// `events:subscribe` held (the pause).
+    /// Claims, for the process `owner`, up to `limit` subscriptions that
+    /// are active, due, not held, behind their app's log, and whose app's
+    /// installation is active with `events:subscribe` held (the pause).
+    /// A read finds them first: a poll with nothing to do writes nothing.
     async fn claim_subscriptions(
         &self,
         now: Millis,
         until: Millis,
         limit: u32,
+        owner: Uuid,
     ) -> StoreResult<Vec<Claimed>>;
 
     /// Records `attempt` (if any) and `next` in one transaction, if the
     /// claim is still `token`'s. `None`: the claim was lost and nothing was
-    /// written. A disable answers the `app/webhook/disabled` event it wrote.
+    /// written. A record that would keep the claim gives it back instead
+    /// when the app's installation is no longer active with
+    /// `events:subscribe` (the pause, within a running loop).
     async fn record_delivery(
         &self,
         id: Uuid,
@@ -92,10 +107,20 @@ pub trait WebhookDeliveryStore: Send + Sync + 'static {
         attempt: Option<&Attempt>,
         next: Next,
         now: Millis,
-    ) -> StoreResult<Option<Vec<StoredEvent>>>;
+    ) -> StoreResult<Option<Recorded>>;
 
-    /// Startup: claims left by a process that is gone.
-    async fn release_webhook_claims(&self) -> StoreResult<u64>;
+    /// The last seq of `app_id`'s log (0 before its first event), whether
+    /// retention kept that event or not.
+    async fn stream_head(&self, app_id: Uuid) -> StoreResult<u64>;
+
+    /// Whether `app_id`'s installation is active and holds
+    /// `events:subscribe` now: checked again before each send.
+    async fn subscription_allowed(&self, app_id: Uuid) -> StoreResult<bool>;
+
+    /// The claims the process `owner` holds, given back (its shutdown,
+    /// once its loops have ended). Another process's claims lapse at their
+    /// `claimed_until`: it may be alive, on the same PostgreSQL.
+    async fn release_webhook_claims(&self, owner: Uuid) -> StoreResult<u64>;
 
     /// The newest `limit` attempts of a subscription, newest first.
     async fn attempts(&self, subscription_id: Uuid, limit: u32) -> StoreResult<Vec<Attempt>>;
@@ -109,6 +134,28 @@ pub trait WebhookDeliveryStore: Send + Sync + 'static {
 const HOLDS_EVENTS_SUBSCRIBE: &str =
     "(',' || i.granted_scopes || ',') LIKE '%,events:subscribe,%' \
      AND (',' || i.requested_scopes || ',') LIKE '%,events:subscribe,%'";
+
+/// The claim conditions on subscription `w`: active, due at `now` (a
+/// placeholder), not held, behind its app's log, its installation allowing
+/// it.
+fn claimable(now: &str) -> String {
+    format!(
+        "w.state = 'active' AND w.next_attempt_at <= {now} \
+         AND (w.claimed_until IS NULL OR w.claimed_until < {now}) \
+         AND EXISTS (SELECT 1 FROM event_streams s WHERE s.audience = w.app_id AND s.last_seq > w.cursor) \
+         AND {}",
+        allowed("w")
+    )
+}
+
+/// `EXISTS`: the app of subscription row `w` has an active installation
+/// holding `events:subscribe`.
+fn allowed(w: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM installations i WHERE i.app_id = {w}.app_id AND i.state = 'active' \
+         AND {HOLDS_EVENTS_SUBSCRIBE})"
+    )
+}
 
 const ATTEMPT_COLUMNS: &str = "subscription_id, app_id, event_id, seq, attempt, at, duration_ms, \
      outcome, status, next_attempt_at";
@@ -128,6 +175,21 @@ fn attempt_row(r: &Row) -> StoreResult<Attempt> {
     })
 }
 
+/// The claim columns of a record: kept until `$5` while the installation
+/// still allows deliveries, given back otherwise (and always when the
+/// record does not keep it).
+fn keep_or_release(keep: bool) -> String {
+    if !keep {
+        return "claimed_until = NULL, claim_token = NULL, claim_owner = NULL".into();
+    }
+    let allowed = allowed("webhook_subscriptions");
+    format!(
+        "claimed_until = CASE WHEN {allowed} THEN $5 ELSE NULL END, \
+         claim_token = CASE WHEN {allowed} THEN claim_token ELSE NULL END, \
+         claim_owner = CASE WHEN {allowed} THEN claim_owner ELSE NULL END"
+    )
+}
+
 #[async_trait]
 impl<D: Database + JobDialect> WebhookDeliveryStore for D {
     async fn claim_subscriptions(
@@ -135,22 +197,37 @@ impl<D: Database + JobDialect> WebhookDeliveryStore for D {
         now: Millis,
         until: Millis,
         limit: u32,
+        owner: Uuid,
     ) -> StoreResult<Vec<Claimed>> {
+        // The read first: most polls find nothing, and an UPDATE would
+        // take the writer lock (SQLite) for it on every poll.
+        let due = format!(
+            "SELECT w.id FROM webhook_subscriptions w WHERE {} LIMIT 1",
+            claimable("$1")
+        );
+        let probe = [Arg::Int(now)];
+        if self
+            .read()
+            .await?
+            .fetch_optional(&due, &probe)
+            .await?
+            .is_none()
+        {
+            return Ok(Vec::new());
+        }
         let token = Uuid::new_v4();
         // The row lock (PostgreSQL) is on the subscription alone: the
         // conditions on the log and the installation are EXISTS, so the
         // claim never holds an append or a lifecycle change.
         let sql = format!(
-            "UPDATE webhook_subscriptions SET claimed_until = $1, claim_token = $2 WHERE id IN \
-             (SELECT w.id FROM webhook_subscriptions w WHERE w.state = 'active' AND w.next_attempt_at <= $3 \
-              AND (w.claimed_until IS NULL OR w.claimed_until < $3) \
-              AND EXISTS (SELECT 1 FROM event_streams s WHERE s.audience = w.app_id AND s.last_seq > w.cursor) \
-              AND EXISTS (SELECT 1 FROM installations i WHERE i.app_id = w.app_id AND i.state = 'active' \
-                          AND {HOLDS_EVENTS_SUBSCRIBE}) \
+            "UPDATE webhook_subscriptions SET claimed_until = $1, claim_token = $2, claim_owner = $5 \
+             WHERE id IN (SELECT w.id FROM webhook_subscriptions w WHERE {} \
               ORDER BY w.next_attempt_at LIMIT $4{}) \
              RETURNING {SUBSCRIPTION_COLUMNS}",
+            claimable("$3"),
             D::SKIP_LOCKED
         );
+        let owner = owner.to_string();
         let rows = self
             .write()
             .await?
@@ -161,6 +238,7 @@ impl<D: Database + JobDialect> WebhookDeliveryStore for D {
                     Arg::Id(token),
                     Arg::Int(now),
                     Arg::Int(i64::from(limit)),
+                    Arg::Text(&owner),
                 ],
             )
             .await?;
@@ -181,17 +259,16 @@ impl<D: Database + JobDialect> WebhookDeliveryStore for D {
         attempt: Option<&Attempt>,
         next: Next,
         now: Millis,
-    ) -> StoreResult<Option<Vec<StoredEvent>>> {
+    ) -> StoreResult<Option<Recorded>> {
         let mut tx = self.begin().await?;
         let held =
             "id = $1 AND claim_token = $2 AND claimed_until IS NOT NULL AND state = 'active'";
-        let mut events = Vec::new();
+        let mut recorded = Recorded {
+            events: Vec::new(),
+            kept: false,
+        };
         let changed = match next {
             Next::Advance { cursor, keep_until } | Next::Skip { cursor, keep_until } => {
-                let release = match keep_until {
-                    Some(_) => "claimed_until = $5",
-                    None => "claimed_until = NULL, claim_token = NULL",
-                };
                 let delivered = match next {
                     Next::Advance { .. } => {
                         "attempts = 0, failing_since = NULL, next_attempt_at = $4, "
@@ -199,8 +276,9 @@ impl<D: Database + JobDialect> WebhookDeliveryStore for D {
                     _ => "",
                 };
                 let sql = format!(
-                    "UPDATE webhook_subscriptions SET cursor = $3, {delivered}{release}, updated_at = $4 \
-                     WHERE {held} AND cursor <= $3"
+                    "UPDATE webhook_subscriptions SET cursor = $3, {delivered}{}, updated_at = $4 \
+                     WHERE {held} AND cursor <= $3 RETURNING claim_token",
+                    keep_or_release(keep_until.is_some())
                 );
                 let mut args = vec![
                     Arg::Id(id),
@@ -211,13 +289,20 @@ impl<D: Database + JobDialect> WebhookDeliveryStore for D {
                 if let Some(until) = keep_until {
                     args.push(Arg::Int(until));
                 }
-                tx.execute(&sql, &args).await?
+                match tx.fetch_optional(&sql, &args).await? {
+                    Some(row) => {
+                        recorded.kept = row.opt_id("claim_token")?.is_some();
+                        1
+                    }
+                    None => 0,
+                }
             }
             Next::Retry { cursor, at } => {
                 let sql = format!(
                     "UPDATE webhook_subscriptions SET cursor = $5, attempts = attempts + 1, \
                      failing_since = COALESCE(failing_since, $3), next_attempt_at = $4, \
-                     claimed_until = NULL, claim_token = NULL, updated_at = $3 WHERE {held} AND cursor <= $5"
+                     claimed_until = NULL, claim_token = NULL, claim_owner = NULL, updated_at = $3 \
+                     WHERE {held} AND cursor <= $5"
                 );
                 tx.execute(
                     &sql,
@@ -237,7 +322,7 @@ impl<D: Database + JobDialect> WebhookDeliveryStore for D {
                 );
                 let mine = tx.execute(&sql, &[Arg::Id(id), Arg::Id(token)]).await?;
                 if mine == 1 {
-                    events = disable_in(&mut *tx, id, reason, now)
+                    recorded.events = disable_in(&mut *tx, id, reason, now)
                         .await?
                         .unwrap_or_default();
                 }
@@ -269,16 +354,42 @@ impl<D: Database + JobDialect> WebhookDeliveryStore for D {
             .await?;
         }
         tx.commit().await?;
-        Ok(Some(events))
+        Ok(Some(recorded))
     }
 
-    async fn release_webhook_claims(&self) -> StoreResult<u64> {
+    async fn stream_head(&self, app_id: Uuid) -> StoreResult<u64> {
+        let row = self
+            .read()
+            .await?
+            .fetch_optional(
+                "SELECT last_seq FROM event_streams WHERE audience = $1",
+                &[Arg::Id(app_id)],
+            )
+            .await?;
+        Ok(row.map_or(Ok(0), |r| r.int("last_seq"))?.max(0) as u64)
+    }
+
+    async fn subscription_allowed(&self, app_id: Uuid) -> StoreResult<bool> {
+        let sql = format!(
+            "SELECT 1 AS one FROM installations i WHERE i.app_id = $1 AND i.state = 'active' \
+             AND {HOLDS_EVENTS_SUBSCRIBE}"
+        );
+        Ok(self
+            .read()
+            .await?
+            .fetch_optional(&sql, &[Arg::Id(app_id)])
+            .await?
+            .is_some())
+    }
+
+    async fn release_webhook_claims(&self, owner: Uuid) -> StoreResult<u64> {
+        let owner = owner.to_string();
         self.write()
             .await?
             .execute(
-                "UPDATE webhook_subscriptions SET claimed_until = NULL, claim_token = NULL \
-                 WHERE claimed_until IS NOT NULL",
-                &[],
+                "UPDATE webhook_subscriptions SET claimed_until = NULL, claim_token = NULL, \
+                 claim_owner = NULL WHERE claim_owner = $1 AND claimed_until IS NOT NULL",
+                &[Arg::Text(&owner)],
             )
             .await
     }

@@ -7,9 +7,12 @@ use async_trait::async_trait;
 use serde_json::json;
 use uuid::Uuid;
 
+use super::audit_actions::{ActionDetails, NewAction};
+use super::identity::IdempotencyRecord;
 use super::sql::{parsed, Arg, Database, Executor, Row};
 use super::{StoreError, StoreResult};
 use crate::domain::event::{NewEvent, StoredEvent};
+use crate::domain::installation::{Actor, LifecycleAction};
 use crate::domain::manifest::Manifest;
 use crate::domain::webhook::{DisabledReason, Source, DISABLED_EVENT};
 use crate::domain::Millis;
@@ -48,13 +51,19 @@ pub struct NewSubscription<'a> {
     /// At most this many subscriptions per app.
     pub limit: u32,
     pub now: Millis,
+    /// The `Idempotency-Key` record of the create, written in its
+    /// transaction (ADR 0008); made from the stored subscription.
+    pub idem: Option<&'a IdemFor<'a>>,
 }
+
+/// Builds a create's idempotency record from the subscription it stored.
+pub type IdemFor<'a> = dyn Fn(&SubscriptionRecord) -> IdempotencyRecord + Send + Sync + 'a;
 
 #[async_trait]
 pub trait WebhookStore: Send + Sync + 'static {
     /// Stores a subscription whose cursor is the app's last seq now: it
     /// takes the events written after it. `Conflict("limit")` when the app
-    /// holds `limit` already.
+    /// holds `limit` already; `IdempotencyTaken` when its key was used.
     async fn create_subscription(
         &self,
         new: &NewSubscription<'_>,
@@ -80,19 +89,21 @@ pub trait WebhookStore: Send + Sync + 'static {
     /// The sealed `v1` secret, if the subscription has one.
     async fn subscription_secret(&self, id: Uuid) -> StoreResult<Option<Vec<u8>>>;
 
-    /// Disables an active subscription and writes `app/webhook/disabled` to
-    /// its app's log in the same transaction; `None` if it is missing or
-    /// disabled already.
+    /// `actor` disables an active subscription (reason `operator`): the
+    /// `app/webhook/disabled` event and the `webhook.disable` audit row are
+    /// written in the same transaction; `None` if it is missing or disabled
+    /// already.
     async fn disable_subscription(
         &self,
         id: Uuid,
-        reason: DisabledReason,
+        actor: Actor,
         now: Millis,
     ) -> StoreResult<Option<Vec<StoredEvent>>>;
 
-    /// Re-enables a subscription or makes a waiting one due now, clearing
-    /// its failure state; the cursor stays. `false` if it is missing.
-    async fn retry_subscription(&self, id: Uuid, now: Millis) -> StoreResult<bool>;
+    /// `actor` re-enables a subscription or makes a waiting one due now,
+    /// clearing its failure state; the cursor stays. Audited
+    /// (`webhook.retry`) in the same transaction. `false` if it is missing.
+    async fn retry_subscription(&self, id: Uuid, actor: Actor, now: Millis) -> StoreResult<bool>;
 }
 
 pub(super) const SUBSCRIPTION_COLUMNS: &str = "id, app_id, source, url, event_types, \
@@ -148,6 +159,24 @@ pub(super) async fn disable_in(
     let payload = json!({"subscriptionId": id, "reason": reason.as_str()});
     let event = NewEvent::new(app_id, DISABLED_EVENT, payload);
     Ok(Some(tx.append_events(&[event], now).await?))
+}
+
+/// The app's installation is allowed deliveries again (a resume, or
+/// `events:subscribe` granted back), in that change's transaction: the
+/// pause was not a failure, so its time does not count toward
+/// `webhooks.disable_after_hours`.
+pub(super) async fn pause_ended(
+    tx: &mut dyn Executor,
+    app_id: Uuid,
+    now: Millis,
+) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE webhook_subscriptions SET failing_since = NULL, updated_at = $1 \
+         WHERE app_id = $2 AND failing_since IS NOT NULL",
+        &[Arg::Int(now), Arg::Id(app_id)],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Keeps the app's manifest subscription in step with `manifest`, in the
@@ -269,6 +298,8 @@ impl<D: Database> WebhookStore for D {
             .await?
             .ok_or_else(|| StoreError::Corrupt("insert returned no row".into()))?;
         let record = subscription_row(&row)?;
+        let idem = new.idem.map(|f| f(&record));
+        super::identity::insert_idempotency(&mut *tx, idem.as_ref(), new.now).await?;
         tx.commit().await?;
         Ok(record)
     }
@@ -318,26 +349,32 @@ impl<D: Database> WebhookStore for D {
     }
 
     async fn delete_subscription(&self, app_id: Uuid, id: Uuid) -> StoreResult<bool> {
+        // The write first: a read before it in a deferred transaction
+        // could see a row another writer deletes, and SQLite then fails
+        // the upgrade to a write instead of waiting for its lock.
         let mut tx = self.begin().await?;
-        let row = tx
-            .fetch_optional(
-                "SELECT source FROM webhook_subscriptions WHERE id = $1 AND app_id = $2",
-                &[Arg::Id(id), Arg::Id(app_id)],
-            )
-            .await?;
-        match row.map(|r| r.text("source")).transpose()?.as_deref() {
-            None => return Ok(false),
-            Some("manifest") => return Err(StoreError::Conflict("manifest".into())),
-            Some(_) => {}
-        }
         let deleted = tx
-            .execute(
-                "DELETE FROM webhook_subscriptions WHERE id = $1 AND app_id = $2 AND source = 'api'",
+            .fetch_optional(
+                "DELETE FROM webhook_subscriptions WHERE id = $1 AND app_id = $2 AND source = 'api' \
+                 RETURNING id",
                 &[Arg::Id(id), Arg::Id(app_id)],
             )
             .await?;
-        tx.commit().await?;
-        Ok(deleted == 1)
+        if deleted.is_some() {
+            tx.commit().await?;
+            return Ok(true);
+        }
+        let manifest = tx
+            .fetch_optional(
+                "SELECT 1 AS one FROM webhook_subscriptions WHERE id = $1 AND app_id = $2",
+                &[Arg::Id(id), Arg::Id(app_id)],
+            )
+            .await?;
+        tx.rollback().await?;
+        match manifest {
+            Some(_) => Err(StoreError::Conflict("manifest".into())),
+            None => Ok(false),
+        }
     }
 
     async fn subscription_secret(&self, id: Uuid) -> StoreResult<Option<Vec<u8>>> {
@@ -355,26 +392,76 @@ impl<D: Database> WebhookStore for D {
     async fn disable_subscription(
         &self,
         id: Uuid,
-        reason: DisabledReason,
+        actor: Actor,
         now: Millis,
     ) -> StoreResult<Option<Vec<StoredEvent>>> {
         let mut tx = self.begin().await?;
-        let events = disable_in(&mut *tx, id, reason, now).await?;
+        let events = disable_in(&mut *tx, id, DisabledReason::Operator, now).await?;
+        if let Some(app_id) = events.as_ref().and_then(|e| e.first()).map(|e| e.audience) {
+            audit(
+                &mut *tx,
+                actor,
+                LifecycleAction::WebhookDisable,
+                app_id,
+                id,
+                now,
+            )
+            .await?;
+        }
         tx.commit().await?;
         Ok(events)
     }
 
-    async fn retry_subscription(&self, id: Uuid, now: Millis) -> StoreResult<bool> {
-        let changed = self
-            .write()
-            .await?
-            .execute(
+    async fn retry_subscription(&self, id: Uuid, actor: Actor, now: Millis) -> StoreResult<bool> {
+        let mut tx = self.begin().await?;
+        let row = tx
+            .fetch_optional(
                 "UPDATE webhook_subscriptions SET state = 'active', disabled_reason = NULL, \
                  attempts = 0, failing_since = NULL, next_attempt_at = $1, updated_at = $1 \
-                 WHERE id = $2",
+                 WHERE id = $2 RETURNING app_id",
                 &[Arg::Int(now), Arg::Id(id)],
             )
             .await?;
-        Ok(changed == 1)
+        let Some(row) = row else {
+            return Ok(false);
+        };
+        let app_id = row.id("app_id")?;
+        audit(
+            &mut *tx,
+            actor,
+            LifecycleAction::WebhookRetry,
+            app_id,
+            id,
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
     }
+}
+
+/// The owner action on a subscription, in its transaction: the
+/// subscription's id, never its URL or secret.
+async fn audit(
+    tx: &mut dyn Executor,
+    actor: Actor,
+    action: LifecycleAction,
+    app_id: Uuid,
+    subscription: Uuid,
+    now: Millis,
+) -> StoreResult<()> {
+    NewAction {
+        actor,
+        action,
+        app_id,
+        before: None,
+        after: None,
+        at: now,
+        details: Some(ActionDetails {
+            subscription_id: Some(subscription),
+            ..ActionDetails::default()
+        }),
+    }
+    .record(tx)
+    .await
 }

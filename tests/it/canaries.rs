@@ -56,6 +56,7 @@ impl Canaries {
                 ("refused command option value", tag("refused-option")),
                 (interactions_url::OPTION, tag("url-option")),
                 (interactions_url::REPLY, tag("url-reply")),
+                (interactions_url::HOOK_PATH, tag("hook-path")),
             ],
             secrets: vec![
                 ("operator token", TOKEN.to_string()),
@@ -541,11 +542,15 @@ async fn scenario(database_url: Option<String>) {
     let conversation = alice_writes_to_bob(&mut cast, &c).await;
     let mut errors = refused_inputs(&hub, &mut cast, &c, &conversation).await;
     errors.push_str(&commands::invoke(&hub, &mut cast, &c).await);
-    let requests = interactions_url::invoke(&hub, &mut cast, &c, &fake).await;
+    let requests = interactions_url::invoke(&hub, &mut cast, &mut c, &fake).await;
 
     let mut findings = Findings::default();
     findings.scan_all(&c, "error bodies", &errors);
-    findings.scan_secrets(&c, "the requests to the app's interactionsUrl", &requests);
+    findings.scan_secrets(
+        &c,
+        "the requests to the app's interactionsUrl and webhook subscription",
+        &requests,
+    );
     scan_rest(&hub, &cast, &c, &mut findings).await;
     scan_frames(&mut cast, &c, &mut findings).await;
     findings.scan_all(&c, "the audit", &written_audit(&hub).await);

@@ -1,7 +1,10 @@
 //! The scenario's app without a socket (ADR 0032): Pat invokes its command
 //! with an option value canary, which goes to the app's `interactionsUrl`
 //! (the scripted fake app) and nowhere else; the app's 200 answers with a
-//! reply text canary, which reaches the channel's readers only.
+//! reply text canary, which reaches the channel's readers only. The app
+//! also subscribes its `app/command/invoked` events (ADR 0033) with a `v1`
+//! secret to a URL whose path is a canary: the event body (the option
+//! value), the path and the `whsec_` secret reach the receiver alone.
 
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -12,6 +15,11 @@ use crate::support::TestHub;
 
 pub const OPTION: &str = "interactions_url option value";
 pub const REPLY: &str = "interactions_url reply text";
+/// The path of the app's webhook subscription URL (ADR 0033): the app's
+/// own, never in a log, a metric or the audit.
+pub const HOOK_PATH: &str = "a webhook subscription's URL path";
+/// What the subscription's `v1` secret is called among the secrets.
+const HOOK_SECRET: &str = "a webhook subscription's v1 secret";
 
 /// The hub's settings that reach `fake` (and wait briefly for it).
 pub fn env(fake: &Receiver, ca: &std::path::Path) -> Vec<(String, String)> {
@@ -48,7 +56,7 @@ async fn jobs_done(hub: &TestHub, kind: &str, n: f64) {
 /// Registers the app, waits for its URL's check, lets Pat invoke its
 /// command in a channel both write in, and waits for the delivery and the
 /// reply. Answers every request the fake app received, as text.
-pub async fn invoke(hub: &TestHub, cast: &mut Cast, c: &Canaries, fake: &Receiver) -> String {
+pub async fn invoke(hub: &TestHub, cast: &mut Cast, c: &mut Canaries, fake: &Receiver) -> String {
     let (_, keys) = rest(hub, Method::GET, "/api/v1/webhooks/keys", "", None).await;
     let keys: Value = serde_json::from_str(&keys).unwrap();
     let keys = keys["keys"].as_array().unwrap().iter().map(|k| {
@@ -63,7 +71,7 @@ pub async fn invoke(hub: &TestHub, cast: &mut Cast, c: &Canaries, fake: &Receive
     m["hooks"] = json!({"dispatch_authorize": {"kind": "grant"},
                         "message_authorize": {"kind": "forwardAllExceptSender"},
                         "task_create": {"kind": "accept"}});
-    m["scopes"] = json!(["messages:write", "commands:write"]);
+    m["scopes"] = json!(["messages:write", "commands:write", "events:subscribe"]);
     m["commands"] = json!([{"name": "relay", "description": "Relay a note", "requiredLevel": "write",
         "options": [{"name": "text", "type": "string", "description": "The note", "required": true}]}]);
     m["delivery"] =
@@ -72,6 +80,7 @@ pub async fn invoke(hub: &TestHub, cast: &mut Cast, c: &Canaries, fake: &Receive
     let (status, text) = register(hub, "/api/v1/apps/register", REGISTRATION_SECRET, body).await;
     assert_eq!(status, 201, "{text}");
     let app = field(&text, "/appId");
+    let hook = subscribe(hub, c, fake, &field(&text, "/appKey")).await;
     jobs_done(hub, "app_url_verify", 1.0).await;
     let body = Some(json!({"name": "desk"}));
     let (_, text) = rest(hub, Method::POST, "/api/v1/spaces", TOKEN, body).await;
@@ -107,8 +116,48 @@ pub async fn invoke(hub: &TestHub, cast: &mut Cast, c: &Canaries, fake: &Receive
     );
     // The scenario's other command was invoked once before this one.
     jobs_done(hub, "app_command_dispatch", 2.0).await;
+    let hooked = fake.wait_on(&hook, 1).await;
+    assert!(String::from_utf8_lossy(&hooked[0].body).contains(c.get(OPTION)));
+    delivered(hub).await;
     got.iter()
+        .chain(&hooked)
         .map(|r| format!("{:?} {}", r.headers, String::from_utf8_lossy(&r.body)))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The app's subscription of its invocations, with a `v1` secret, to a
+/// path that is a canary; the secret joins the secrets. Its path.
+async fn subscribe(hub: &TestHub, c: &mut Canaries, fake: &Receiver, key: &str) -> String {
+    let path = format!("/ok/{}", c.get(HOOK_PATH));
+    let body = json!({"url": fake.url("localhost", &path),
+        "eventTypes": ["app/command/invoked"], "hmac": true});
+    let (status, text) = rest(
+        hub,
+        Method::POST,
+        "/api/v1/webhooks/subscriptions",
+        key,
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 201, "{text}");
+    c.secret(HOOK_SECRET, &field(&text, "/secret"));
+    path
+}
+
+/// The webhook attempt is recorded (and logged) before the scan.
+async fn delivered(hub: &TestHub) {
+    let filter = "outcome=\"delivered\"";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while hub
+        .metric("switchboard_webhook_attempts_total", filter)
+        .await
+        < 1.0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the webhook was never recorded"
+        );
+        tokio::task::yield_now().await;
+    }
 }

@@ -148,6 +148,7 @@ async fn install_upgrade_and_uninstall_carry_the_manifest_commands(store: DynSto
             commands_changed: v(changed),
             commands_removed: v(removed),
             components_disabled: 0,
+            subscription_id: None,
         })
     };
     assert_eq!(

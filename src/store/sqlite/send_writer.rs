@@ -133,6 +133,7 @@ fn listings(conn: &Connection, group: &[&NewMessage]) -> StoreResult<Vec<bool>> 
 /// The first column of a shared query's first row, if it has one.
 fn first_int(conn: &Connection, sql: &str, args: &[Arg<'_>]) -> StoreResult<Option<i64>> {
     let mut stmt = conn.prepare_cached(sql).map_err(lite_err)?;
+    super::writer::note_statement();
     bind_numbered(&mut stmt, args).map_err(lite_err)?;
     let mut rows = stmt.raw_query();
     match rows.next().map_err(lite_err)? {
@@ -154,6 +155,7 @@ fn with_statement<R>(
     rows: usize,
     f: impl FnOnce(&mut rusqlite::Statement<'_>) -> StoreResult<R>,
 ) -> StoreResult<R> {
+    super::writer::note_statement();
     if rows <= CACHED_ROWS {
         let mut cached = conn.prepare_cached(sql).map_err(lite_err)?;
         f(&mut cached)

@@ -69,6 +69,8 @@ impl Writer {
 
     /// Runs `work` on the writer's connection and awaits its answer: the
     /// one hand-off. The caller holds the store's writer lock.
+    /// The statements it ran count for the awaiting task
+    /// ([`crate::store::count_statements`]), as if run there.
     pub async fn run<R, F>(&self, work: F) -> StoreResult<R>
     where
         R: Send + 'static,
@@ -76,15 +78,30 @@ impl Writer {
     {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |conn| {
-            let _ = reply.send(work(conn));
+            let before = RAN.with(|n| n.get());
+            let out = work(conn);
+            let ran = RAN.with(|n| n.get()) - before;
+            let _ = reply.send((out, ran));
         });
         self.jobs
             .send(job)
             .map_err(|_| protocol("the SQLite writer thread has ended"))?;
-        answer
+        let (out, ran) = answer
             .await
-            .map_err(|_| protocol("the SQLite writer thread ended without an answer"))?
+            .map_err(|_| protocol("the SQLite writer thread ended without an answer"))?;
+        crate::store::sql::note_statements(ran);
+        out
     }
+}
+
+thread_local! {
+    /// Statements the writer thread has run, for [`Writer::run`]'s count.
+    static RAN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// One statement run on the writer thread's connection.
+pub(super) fn note_statement() {
+    RAN.with(|n| n.set(n.get() + 1));
 }
 
 /// One job, surviving its panic: the thread is every send's way to the

@@ -5,7 +5,7 @@
 //!
 //! | path            | answer                                               |
 //! |-----------------|------------------------------------------------------|
-//! | `/ok`           | 200 with a JSON body                                 |
+//! | `/ok`, `/ok/*`   | 200 with a JSON body                                 |
 //! | `/accepted`     | 202, empty                                           |
 //! | `/delay`        | nothing, ever (a deadline must end the wait)         |
 //! | `/error`        | 500                                                  |
@@ -18,6 +18,7 @@
 //! | `/hangup`       | the connection closes with no answer                 |
 //! | `/app/V/A`      | a scripted app at its `interactionsUrl` (below)      |
 //! | `/scripted`     | the next of [`Receiver::script`]'s answers; 200 after |
+//! | `/gated`        | 200 once [`Receiver::open_gate`] lets it through      |
 //!
 //! A scripted app answers the hub's verification ping by `V` (`good`:
 //! echoes the nonce and refuses a bad signature with 401; `wrong-echo`:
@@ -128,6 +129,17 @@ struct Shared {
     /// Set by [`Receiver::release`]: held requests are answered.
     released: std::sync::atomic::AtomicBool,
     release: Notify,
+    /// What `/gated` waits on: one permit per request let through.
+    gate: Gate,
+}
+
+/// A semaphore that starts closed.
+struct Gate(tokio::sync::Semaphore);
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate(tokio::sync::Semaphore::new(0))
+    }
 }
 
 pub struct Receiver {
@@ -254,6 +266,12 @@ impl Receiver {
     pub fn release(&self) {
         self.shared.released.store(true, Ordering::SeqCst);
         self.shared.release.notify_waiters();
+    }
+
+    /// Lets `n` more requests on `/gated` through (each is recorded when it
+    /// arrives, and answered 200 once let through).
+    pub fn open_gate(&self, n: usize) {
+        self.shared.gate.0.add_permits(n);
     }
 
     /// The keys signatures are checked with from now on.
@@ -400,8 +418,16 @@ async fn answer(
     }
     Some(match path.as_str() {
         "/hangup" => return None,
+        "/gated" => {
+            tokio::select! {
+                permit = shared.gate.0.acquire() => permit.expect("the gate stays open").forget(),
+                _ = stop.cancelled() => return None,
+            }
+            full(200, r#"{"received":true}"#)
+        }
         "/scripted" => full(200, r#"{"received":true}"#),
         "/ok" => full(200, r#"{"received":true}"#),
+        p if p.starts_with("/ok/") => full(200, r#"{"received":true}"#),
         "/accepted" => full(202, Bytes::new()),
         "/delay" => {
             stop.cancelled().await;

@@ -15,6 +15,9 @@ async fn a_sigkill_during_delivery_repeats_only_the_event_in_flight() {
     w.receiver.wait_on("/scripted", 1).await;
     w.hub.signal(libc::SIGKILL);
     w.hub.wait_exit(std::time::Duration::from_secs(10)).await;
+    // The new process does not take the dead one's claim at startup
+    // (another live process may share the database): it lapses at its
+    // deadline (`webhooks.claim_ms`), and the event in flight goes again.
     w.restart().await;
     let got = w.receiver.wait_on("/scripted", 4).await;
     let e = |i: usize| events[i].clone();
@@ -28,8 +31,4 @@ async fn a_sigkill_during_delivery_repeats_only_the_event_in_flight() {
     assert!(log
         .iter()
         .all(|a| a["outcome"] == "delivered" && a["attempt"] == 1));
-    assert!(w
-        .hub
-        .log()
-        .contains("released webhook claims left by the previous run"));
 }

@@ -5,9 +5,9 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 
+use super::pause::{from, millis, Witness};
 use super::{ids, World, CHANGED, SUBSCRIPTIONS};
-use crate::installations::{call, described};
-use crate::support::hub::ADMIN_TOKEN;
+use crate::installations::call;
 use crate::support::receiver::Scripted;
 use crate::support::{werewolf_manifest, TestHub};
 
@@ -15,49 +15,44 @@ use crate::support::{werewolf_manifest, TestHub};
 async fn suspend_pauses_deliveries_and_resume_resumes_them() {
     let mut w = World::new(TestHub::fast_options()).await;
     let sub = w.subscribed("/scripted", &[CHANGED]).await;
-    w.receiver.script(&[Scripted::Status(503, Some("1"))]);
+    let mut witness = Witness::new(&w).await;
+    w.receiver.script(&[
+        Scripted::Status(503, Some("1")),
+        Scripted::Status(503, Some("1")),
+    ]);
     let first = w.event().await;
     w.receiver.wait_on("/scripted", 1).await;
     // The retry is due a second after the 503 (its Retry-After): suspend
     // within it. A suspended app's key reads nothing, so read first.
     let log = w.attempts(&sub, 1).await;
+    assert!(w.subscription(&sub).await.get("failingSince").is_some());
     w.operator("installation/suspend").await;
-    let due = chrono::DateTime::parse_from_rfc3339(log[0]["nextAttemptAt"].as_str().unwrap())
-        .unwrap()
-        .timestamp_millis();
-    // Past the retry's due time, another app's delivery proves the worker
-    // claimed after it: the suspended app's subscription was not claimable.
-    let wait = (due - chrono::Utc::now().timestamp_millis()).max(0) as u64 + 200;
-    tokio::time::sleep_until(tokio::time::Instant::now() + std::time::Duration::from_millis(wait))
-        .await;
-    let (other, other_key) = w.hub.register_app(&werewolf_manifest()).await;
-    let body = json!({"url": w.url("/ok"), "eventTypes": [CHANGED]});
-    let (status, answer) = call(&w.hub, Method::POST, SUBSCRIPTIONS, &other_key, Some(&body)).await;
-    assert_eq!(status, 201, "{answer}");
-    let path = format!("/api/v1/apps/{other}/manifest");
-    let (status, _) = call(
-        &w.hub,
-        Method::PUT,
-        &path,
-        ADMIN_TOKEN,
-        Some(&described("other")),
-    )
-    .await;
-    assert_eq!(status, 200);
-    w.receiver.wait_on("/ok", 1).await;
+    let due = millis(&log[0]["nextAttemptAt"]);
+    // Until another app's delivery is recorded past the retry's due time:
+    // the worker claimed after it, and the suspended app's subscription
+    // was not claimable.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while witness.round(&w).await <= due {
+        assert!(tokio::time::Instant::now() < deadline, "the worker polls");
+    }
     assert_eq!(
         w.receiver.received_on("/scripted").len(),
         1,
         "paused while suspended"
     );
 
+    // The pause is not failing time: the resume clears it, and the next
+    // failure starts it again.
+    let resumed_at = chrono::Utc::now().timestamp_millis();
     w.operator("installation/resume").await;
-    let resumed = w.events(CHANGED).await.last().unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let got = w.receiver.wait_on("/scripted", 3).await;
-    assert_eq!(ids(&got), vec![first.clone(), first, resumed]);
+    w.attempts(&sub, 2).await;
+    let since = w.subscription(&sub).await["failingSince"].clone();
+    assert!(millis(&since) >= resumed_at, "failing since {since}");
+
+    let mut expected = vec![first.clone(), first.clone()];
+    expected.extend(from(&w, &first).await);
+    let got = w.receiver.wait_on("/scripted", expected.len()).await;
+    assert_eq!(ids(&got), expected);
 }
 
 #[tokio::test]

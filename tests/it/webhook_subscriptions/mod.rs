@@ -6,6 +6,8 @@ mod crash;
 mod delivery;
 mod lifecycle;
 mod manifest;
+mod operations;
+mod pause;
 mod signing;
 mod store;
 
@@ -73,7 +75,7 @@ impl World {
                 .env("SWITCHBOARD_EGRESS__EXTRA_CA_FILE", ca_file.display())
                 .env("SWITCHBOARD_EGRESS__CONNECT_TIMEOUT_MS", 2_000)
                 .env("SWITCHBOARD_EGRESS__REQUEST_TIMEOUT_MS", 2_000)
-                .env("SWITCHBOARD_WEBHOOKS__CLAIM_MS", 3_000)
+                .env("SWITCHBOARD_WEBHOOKS__CLAIM_MS", 4_000)
                 .env("SWITCHBOARD_WEBHOOKS__POLL_INTERVAL_MS", 50)
                 .env("SWITCHBOARD_WEBHOOKS__RETRY_BASE_MS", 200)
         };

@@ -82,7 +82,8 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             .key()
             .no_query()
             .json_body(body, true)
-            .answer(201, "the subscription, and with hmac its whsec_ secret (shown this once)", object(&[("subscription", sub.clone())], &[("secret", json!({"type": "string", "pattern": "^whsec_"}))]))
+            .idempotency()
+            .answer(201, "the subscription, and with hmac its whsec_ secret (shown this once; a replay under the same Idempotency-Key has secretWithheld instead)", object(&[("subscription", sub.clone())], &[("secret", json!({"type": "string", "pattern": "^whsec_"})), ("secretWithheld", json!({"type": "boolean", "const": true}))]))
             .refusal(400, "invalid_request: pointers under /url, /eventTypes, /hmac")
             .refusal(403, FORBIDDEN)
             .refusal(409, "subscription_limit (webhooks.max_subscriptions_per_app), no_signing_key (before the first switchboard keys rotate), or hmac_unavailable (no webhooks.key_encryption_key)"),
