@@ -30,6 +30,10 @@ pub struct Caller {
     pub card_id: String,
     pub version: String,
     pub name: String,
+    /// The card's tagline: the profile's description until one is set.
+    pub tagline: String,
+    /// The card's `entry.persona` file as verified at start, if it has one.
+    pub persona_file: Option<Vec<u8>>,
 }
 
 pub(super) type Answer = Result<Value, (ErrorCode, String)>;
@@ -92,7 +96,11 @@ impl Caller {
                 "version": self.version,
                 "runId": self.run,
                 "name": self.name,
+                "profile": self.own_profile().await?,
             })),
+            Params::GetPersona => self.get_persona().await,
+            Params::SetPersona { persona } => self.set_persona(persona).await,
+            Params::SetProfile { profile } => self.set_profile(profile).await,
             Params::SendMessage { to, text } | Params::RoomsSend { room: to, text } => {
                 self.send_message(to, text).await
             }

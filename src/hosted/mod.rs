@@ -12,6 +12,7 @@ mod calls;
 pub mod child;
 pub mod package;
 pub mod principal;
+mod profile;
 mod rooms;
 mod supervise;
 pub mod sweep;
@@ -209,6 +210,8 @@ async fn launch(
             value_max_bytes: cfg.memory_value_max_bytes,
             page_max: hub.config.events.page_max,
             max_wait_seconds: hub.config.events.max_wait_seconds,
+            persona_max_bytes: cfg.persona_max_bytes,
+            profile_max_bytes: cfg.profile_max_bytes,
         },
         caller: calls::Caller {
             hub: hub.clone(),
@@ -217,6 +220,12 @@ async fn launch(
             card_id: card.id.clone(),
             version: card.version.clone(),
             name: card.name.clone(),
+            tagline: card.tagline.clone(),
+            persona_file: card
+                .entry
+                .persona
+                .as_ref()
+                .and_then(|p| files.get(p).cloned()),
         },
     };
     let live = supervise::Live {

@@ -70,10 +70,12 @@ impl Caller {
         .map_err(rpc_failure)
     }
 
-    /// `{room, members: [principalId]}`.
+    /// `{room, members: [principalId], profiles: {principalId: profile}}`
+    /// (the profiles the members that are hosted apps set).
     pub(super) async fn rooms_members(&self, room: Uuid) -> Answer {
         let c = self.readable(room).await?;
-        Ok(json!({"room": c.id, "members": c.participants}))
+        let profiles = self.profiles_of(&c.participants).await?;
+        Ok(json!({"room": c.id, "members": c.participants, "profiles": profiles}))
     }
 
     /// `{room, messages: [message], nextAfter}`: the room's messages after

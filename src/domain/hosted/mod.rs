@@ -3,6 +3,7 @@
 //! (`primitives`). Pure: the runner in `crate::hosted` does the I/O.
 
 pub mod primitives;
+pub mod profile;
 pub mod wire;
 
 use serde::{Deserialize, Serialize};

@@ -93,6 +93,9 @@ impl Primitive {
                 | Primitive::Remember
                 | Primitive::Coord
                 | Primitive::ListConnections
+                | Primitive::GetPersona
+                | Primitive::SetPersona
+                | Primitive::SetProfile
         )
     }
 }
@@ -104,6 +107,22 @@ pub struct ParamBounds {
     pub value_max_bytes: usize,
     pub page_max: u32,
     pub max_wait_seconds: u64,
+    pub persona_max_bytes: usize,
+    pub profile_max_bytes: usize,
+}
+
+#[cfg(test)]
+impl ParamBounds {
+    pub(super) fn for_tests() -> ParamBounds {
+        ParamBounds {
+            key_max_bytes: 4,
+            value_max_bytes: 3,
+            page_max: 10,
+            max_wait_seconds: 30,
+            persona_max_bytes: 16,
+            profile_max_bytes: 64,
+        }
+    }
 }
 
 /// A served primitive's params, decoded.
@@ -155,6 +174,13 @@ pub enum Params {
     RoomsSend {
         room: Uuid,
         text: String,
+    },
+    GetPersona,
+    SetPersona {
+        persona: Option<String>,
+    },
+    SetProfile {
+        profile: super::profile::Profile,
     },
 }
 
@@ -253,7 +279,9 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::
     Option::<String>::deserialize(d)
 }
 
-fn typed<T: serde::de::DeserializeOwned>(params: Map<String, Value>) -> Result<T, String> {
+pub(super) fn typed<T: serde::de::DeserializeOwned>(
+    params: Map<String, Value>,
+) -> Result<T, String> {
     serde_json::from_value(Value::Object(params)).map_err(|e| format!("params: {e}"))
 }
 
@@ -385,6 +413,12 @@ pub fn decode(p: Primitive, params: Map<String, Value>, b: &ParamBounds) -> Resu
                 text: text(p.text)?,
             }
         }
+        Primitive::GetPersona => {
+            typed::<NoParams>(params)?;
+            Params::GetPersona
+        }
+        Primitive::SetPersona => super::profile::set_persona(typed(params)?, b)?,
+        Primitive::SetProfile => super::profile::set_profile(typed(params)?, b)?,
         other => return Err(format!("{} is not served by this hub", other.name())),
     })
 }
@@ -395,12 +429,7 @@ mod tests {
     use serde_json::json;
 
     fn b() -> ParamBounds {
-        ParamBounds {
-            key_max_bytes: 4,
-            value_max_bytes: 3,
-            page_max: 10,
-            max_wait_seconds: 30,
-        }
+        ParamBounds::for_tests()
     }
 
     fn d(p: Primitive, v: Value) -> Result<Params, String> {

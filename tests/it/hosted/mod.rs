@@ -9,11 +9,13 @@ mod game;
 mod isolation;
 mod limits;
 mod orphans;
+mod persona;
 mod policy;
 mod primitives;
 mod rooms;
 mod runs;
 mod store;
+mod store_profiles;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
