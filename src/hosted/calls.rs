@@ -48,7 +48,7 @@ impl Caller {
 
     /// A handler's context: the app's session on a peer no socket drains
     /// (the message handlers never call the caller), as REST does.
-    fn context(&self) -> RequestContext {
+    pub(super) fn context(&self) -> RequestContext {
         let (peer, _unread) = Peer::new("hosted-", 1);
         let session = OnceLock::new();
         let _ = session.set(Authenticated {
@@ -70,6 +70,7 @@ impl Caller {
     pub async fn serve(&self, id: &Value, params: Params) -> Result<String, Failure> {
         let class = match params {
             Params::SendMessage { .. } | Params::RoomsSend { .. } => RateClass::Message,
+            Params::InviteCreate { .. } | Params::InviteAccept { .. } => RateClass::Write,
             _ => RateClass::Default,
         };
         let answer = match self.hub.limiters.check(class, self.app) {
@@ -101,6 +102,12 @@ impl Caller {
             Params::GetPersona => self.get_persona().await,
             Params::SetPersona { persona } => self.set_persona(persona).await,
             Params::SetProfile { profile } => self.set_profile(profile).await,
+            Params::InviteCreate {
+                room,
+                max_uses,
+                ttl_seconds,
+            } => self.invite_create(room, max_uses, ttl_seconds).await,
+            Params::InviteAccept { link } => self.invite_accept(link).await,
             Params::SendMessage { to, text } | Params::RoomsSend { room: to, text } => {
                 self.send_message(to, text).await
             }

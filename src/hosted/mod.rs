@@ -10,6 +10,7 @@
 pub mod broker;
 mod calls;
 pub mod child;
+mod invites;
 pub mod package;
 pub mod principal;
 mod profile;
@@ -212,6 +213,8 @@ async fn launch(
             max_wait_seconds: hub.config.events.max_wait_seconds,
             persona_max_bytes: cfg.persona_max_bytes,
             profile_max_bytes: cfg.profile_max_bytes,
+            invite_max_uses: cfg.invite_max_uses,
+            invite_max_ttl_seconds: cfg.invite_max_ttl_seconds,
         },
         caller: calls::Caller {
             hub: hub.clone(),

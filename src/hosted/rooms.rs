@@ -13,7 +13,7 @@ use crate::domain::authz::Action;
 use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::store::{MessagePage, PagePlace};
 
-fn room_of(c: &Conversation) -> Value {
+pub(super) fn room_of(c: &Conversation) -> Value {
     json!({
         "id": c.id,
         "kind": c.kind,

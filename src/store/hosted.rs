@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use uuid::Uuid;
 
+pub use super::hosted_invites::{InviteJoin, InviteRecord, InviteRedemption};
 pub use super::hosted_profiles::AppProfile;
+use crate::domain::event::StoredEvent;
 
 use super::sql::{Arg, Database, Row};
 use super::{StoreError, StoreResult};
@@ -173,6 +175,16 @@ pub trait HostedStore: Send + Sync + 'static {
 
     /// The profiles set by any of `ids` (`rooms_members`).
     async fn app_profiles(&self, ids: &[Uuid]) -> StoreResult<HashMap<Uuid, String>>;
+
+    /// Stores a new invite link (`invite_create`).
+    async fn create_invite(&self, invite: &InviteRecord) -> StoreResult<()>;
+
+    async fn invite(&self, id: Uuid) -> StoreResult<Option<InviteRecord>>;
+
+    /// Spends one use of the link and joins the redeemer in one
+    /// transaction; `None` (nothing written) when no use is left or the
+    /// link expired by then.
+    async fn redeem_invite(&self, r: &InviteRedemption) -> StoreResult<Option<Vec<StoredEvent>>>;
 }
 
 const RUN_COLUMNS: &str = "id, card_id, version, app_id, state, reason, exit_code, isolated, \
@@ -535,6 +547,18 @@ impl<D: Database> HostedStore for D {
 
     async fn app_profiles(&self, ids: &[Uuid]) -> StoreResult<HashMap<Uuid, String>> {
         super::hosted_profiles::profiles_of(self, ids).await
+    }
+
+    async fn create_invite(&self, invite: &InviteRecord) -> StoreResult<()> {
+        super::hosted_invites::create(self, invite).await
+    }
+
+    async fn invite(&self, id: Uuid) -> StoreResult<Option<InviteRecord>> {
+        super::hosted_invites::read(self, id).await
+    }
+
+    async fn redeem_invite(&self, r: &InviteRedemption) -> StoreResult<Option<Vec<StoredEvent>>> {
+        super::hosted_invites::redeem(self, r).await
     }
 
     async fn coord(

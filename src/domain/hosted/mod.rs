@@ -2,6 +2,7 @@
 //! or is refused, the broker's wire (`wire`) and the primitives' params
 //! (`primitives`). Pure: the runner in `crate::hosted` does the I/O.
 
+pub mod invite;
 pub mod primitives;
 pub mod profile;
 pub mod wire;

@@ -96,6 +96,8 @@ impl Primitive {
                 | Primitive::GetPersona
                 | Primitive::SetPersona
                 | Primitive::SetProfile
+                | Primitive::InviteCreate
+                | Primitive::InviteAccept
         )
     }
 }
@@ -109,6 +111,8 @@ pub struct ParamBounds {
     pub max_wait_seconds: u64,
     pub persona_max_bytes: usize,
     pub profile_max_bytes: usize,
+    pub invite_max_uses: u64,
+    pub invite_max_ttl_seconds: u64,
 }
 
 #[cfg(test)]
@@ -121,6 +125,8 @@ impl ParamBounds {
             max_wait_seconds: 30,
             persona_max_bytes: 16,
             profile_max_bytes: 64,
+            invite_max_uses: 5,
+            invite_max_ttl_seconds: 60,
         }
     }
 }
@@ -181,6 +187,15 @@ pub enum Params {
     },
     SetProfile {
         profile: super::profile::Profile,
+    },
+    InviteCreate {
+        room: Uuid,
+        max_uses: u64,
+        ttl_seconds: u64,
+    },
+    /// `invite_accept` and `rooms_join` alike.
+    InviteAccept {
+        link: String,
     },
 }
 
@@ -419,7 +434,8 @@ pub fn decode(p: Primitive, params: Map<String, Value>, b: &ParamBounds) -> Resu
         }
         Primitive::SetPersona => super::profile::set_persona(typed(params)?, b)?,
         Primitive::SetProfile => super::profile::set_profile(typed(params)?, b)?,
-        other => return Err(format!("{} is not served by this hub", other.name())),
+        Primitive::InviteCreate => super::invite::create(typed(params)?, b)?,
+        Primitive::InviteAccept | Primitive::RoomsJoin => super::invite::accept(typed(params)?),
     })
 }
 

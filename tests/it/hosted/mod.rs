@@ -6,6 +6,7 @@ mod beatless;
 mod broker;
 mod catalogue;
 mod game;
+mod invites;
 mod isolation;
 mod limits;
 mod orphans;
@@ -15,6 +16,7 @@ mod primitives;
 mod rooms;
 mod runs;
 mod store;
+mod store_invites;
 mod store_profiles;
 
 use std::path::{Path, PathBuf};
