@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 use crate::domain::card::primitives::{granted_methods, is_beatless};
 use crate::domain::card::AppCard;
-use crate::domain::hosted::primitives::{ParamBounds, Primitive};
+use crate::domain::hosted::primitives::ParamBounds;
 use crate::domain::hosted::wire::token_text;
 use crate::domain::hosted::{EndReason, RunRefusal, RunState};
 use crate::hub::Hub;
@@ -83,7 +83,6 @@ pub async fn start(hub: &Arc<Hub>, source: &Source) -> Result<StartedRun, StartE
         .first()
         .cloned()
         .ok_or(RunRefusal::NoEntry)?;
-    served(&card)?;
     let (program, args) = command_of(&hub.config.hosted.python, &entry)?;
     let app = principal::ensure(&hub.store, &hub.config, &card)
         .await
@@ -113,20 +112,6 @@ pub async fn start(hub: &Arc<Hub>, source: &Source) -> Result<StartedRun, StartE
         hub.runs.remove(id);
     }
     started
-}
-
-/// Every granted method must be one this hub serves.
-fn served(card: &AppCard) -> Result<(), RunRefusal> {
-    let missing: Vec<String> = granted_methods(&card.primitives)
-        .into_iter()
-        .filter(|m| !Primitive::parse(m).is_some_and(Primitive::is_served))
-        .map(str::to_string)
-        .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(RunRefusal::PrimitiveNotServed(missing))
-    }
 }
 
 /// A `.py` entry runs under `hosted.python`; any other is executed.

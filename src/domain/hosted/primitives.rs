@@ -78,28 +78,6 @@ impl Primitive {
     pub fn parse(name: &str) -> Option<Primitive> {
         Primitive::ALL.into_iter().find(|p| p.name() == name)
     }
-
-    /// Whether this hub serves it. A card granted one it does not is
-    /// refused at start (`primitive_not_served`), never run with a
-    /// capability that answers nothing.
-    pub fn is_served(self) -> bool {
-        matches!(
-            self,
-            Primitive::SendMessage
-                | Primitive::ReadInbox
-                | Primitive::WaitForMessage
-                | Primitive::Whoami
-                | Primitive::Recall
-                | Primitive::Remember
-                | Primitive::Coord
-                | Primitive::ListConnections
-                | Primitive::GetPersona
-                | Primitive::SetPersona
-                | Primitive::SetProfile
-                | Primitive::InviteCreate
-                | Primitive::InviteAccept
-        )
-    }
 }
 
 /// The hub's bounds the params are checked against (from the config).

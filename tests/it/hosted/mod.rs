@@ -14,6 +14,7 @@ mod persona;
 mod policy;
 mod primitives;
 mod rooms;
+mod rooms_join;
 mod runs;
 mod store;
 mod store_invites;
