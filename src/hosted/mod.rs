@@ -138,7 +138,7 @@ async fn launch(
     stop: tokio_util::sync::CancellationToken,
 ) -> Result<StartedRun, StartError> {
     let cfg = &hub.config.hosted;
-    let dir = package::fresh_copy(files, cfg.work_dir.as_deref(), entry)
+    let dir = package::fresh_copy(files, cfg.work_dir.as_deref(), entry, id)
         .map_err(|e| StartError::Internal(format!("cannot copy the package: {e}")))?;
     let mut token = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut token);
