@@ -52,6 +52,16 @@ pub struct HostedConfig {
     /// How long a beatless app's wake job waits while one of its runs is
     /// live before it looks again.
     pub wake_retry_ms: u64,
+    /// Longest persona an app may `set_persona`, in bytes.
+    pub persona_max_bytes: usize,
+    /// Longest profile (its JSON) an app may `set_profile`, in bytes.
+    pub profile_max_bytes: usize,
+    /// Most uses one invite link may be made with (`invite_create`'s
+    /// `max_uses`, and its default).
+    pub invite_max_uses: u64,
+    /// Longest an invite link may live (`invite_create`'s `ttl_seconds`,
+    /// and its default).
+    pub invite_max_ttl_seconds: u64,
 }
 
 impl Default for HostedConfig {
@@ -78,6 +88,10 @@ impl Default for HostedConfig {
                 .collect(),
             orphan_after_ms: 10_000,
             wake_retry_ms: 200,
+            persona_max_bytes: 16_384,
+            profile_max_bytes: 2_048,
+            invite_max_uses: 100,
+            invite_max_ttl_seconds: 7 * 24 * 3600,
         }
     }
 }
@@ -108,7 +122,16 @@ impl HostedConfig {
             ),
             ("hosted.max_live_runs", self.max_live_runs as u64),
             ("hosted.wake_retry_ms", self.wake_retry_ms),
+            ("hosted.persona_max_bytes", self.persona_max_bytes as u64),
+            ("hosted.profile_max_bytes", self.profile_max_bytes as u64),
+            ("hosted.invite_max_uses", self.invite_max_uses),
+            ("hosted.invite_max_ttl_seconds", self.invite_max_ttl_seconds),
         ])?;
+        if self.persona_max_bytes > LINE_LIMIT || self.profile_max_bytes > LINE_LIMIT {
+            anyhow::bail!(
+                "hosted.persona_max_bytes and hosted.profile_max_bytes must be at most {LINE_LIMIT}"
+            );
+        }
         if !(2..=LINE_LIMIT).contains(&self.broker_max_line_bytes) {
             anyhow::bail!("hosted.broker_max_line_bytes must be from 2 to {LINE_LIMIT}");
         }

@@ -11,6 +11,7 @@ pub mod commands;
 pub mod conversations;
 pub mod events;
 pub mod interactions;
+pub mod invites;
 pub mod leases;
 pub mod network;
 pub mod task_conversations;
@@ -49,6 +50,9 @@ pub fn router() -> Router<RequestContext> {
         .register_twins::<c::AgentTypingSend, c::PersonTypingSend, _, _>(conversations::typing)
         .register_twins::<ch::AgentChannelList, ch::PersonChannelList, _, _>(channels::list)
         .register::<ch::AppChannelList, _, _>(channels::list)
+        .register_twins::<crate::protocol::invites::AgentInviteAccept, crate::protocol::invites::PersonInviteAccept, _, _>(
+            invites::accept,
+        )
         .register::<t::AgentTaskRequest, _, _>(tasks::request)
         .register::<t::AgentTaskGet, _, _>(tasks::get)
         .register::<t::AgentTaskList, _, _>(tasks::list)

@@ -30,6 +30,10 @@ pub struct Caller {
     pub card_id: String,
     pub version: String,
     pub name: String,
+    /// The card's tagline: the profile's description until one is set.
+    pub tagline: String,
+    /// The card's `entry.persona` file as verified at start, if it has one.
+    pub persona_file: Option<Vec<u8>>,
 }
 
 pub(super) type Answer = Result<Value, (ErrorCode, String)>;
@@ -44,7 +48,7 @@ impl Caller {
 
     /// A handler's context: the app's session on a peer no socket drains
     /// (the message handlers never call the caller), as REST does.
-    fn context(&self) -> RequestContext {
+    pub(super) fn context(&self) -> RequestContext {
         let (peer, _unread) = Peer::new("hosted-", 1);
         let session = OnceLock::new();
         let _ = session.set(Authenticated {
@@ -66,6 +70,7 @@ impl Caller {
     pub async fn serve(&self, id: &Value, params: Params) -> Result<String, Failure> {
         let class = match params {
             Params::SendMessage { .. } | Params::RoomsSend { .. } => RateClass::Message,
+            Params::InviteCreate { .. } | Params::InviteAccept { .. } => RateClass::Write,
             _ => RateClass::Default,
         };
         let answer = match self.hub.limiters.check(class, self.app) {
@@ -92,7 +97,17 @@ impl Caller {
                 "version": self.version,
                 "runId": self.run,
                 "name": self.name,
+                "profile": self.own_profile().await?,
             })),
+            Params::GetPersona => self.get_persona().await,
+            Params::SetPersona { persona } => self.set_persona(persona).await,
+            Params::SetProfile { profile } => self.set_profile(profile).await,
+            Params::InviteCreate {
+                room,
+                max_uses,
+                ttl_seconds,
+            } => self.invite_create(room, max_uses, ttl_seconds).await,
+            Params::InviteAccept { link } => self.invite_accept(link).await,
             Params::SendMessage { to, text } | Params::RoomsSend { room: to, text } => {
                 self.send_message(to, text).await
             }

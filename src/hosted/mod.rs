@@ -10,8 +10,10 @@
 pub mod broker;
 mod calls;
 pub mod child;
+mod invites;
 pub mod package;
 pub mod principal;
+mod profile;
 mod rooms;
 mod supervise;
 pub mod sweep;
@@ -26,7 +28,7 @@ use uuid::Uuid;
 
 use crate::domain::card::primitives::{granted_methods, is_beatless};
 use crate::domain::card::AppCard;
-use crate::domain::hosted::primitives::{ParamBounds, Primitive};
+use crate::domain::hosted::primitives::ParamBounds;
 use crate::domain::hosted::wire::token_text;
 use crate::domain::hosted::{EndReason, RunRefusal, RunState};
 use crate::hub::Hub;
@@ -81,7 +83,6 @@ pub async fn start(hub: &Arc<Hub>, source: &Source) -> Result<StartedRun, StartE
         .first()
         .cloned()
         .ok_or(RunRefusal::NoEntry)?;
-    served(&card)?;
     let (program, args) = command_of(&hub.config.hosted.python, &entry)?;
     let app = principal::ensure(&hub.store, &hub.config, &card)
         .await
@@ -113,20 +114,6 @@ pub async fn start(hub: &Arc<Hub>, source: &Source) -> Result<StartedRun, StartE
     started
 }
 
-/// Every granted method must be one this hub serves.
-fn served(card: &AppCard) -> Result<(), RunRefusal> {
-    let missing: Vec<String> = granted_methods(&card.primitives)
-        .into_iter()
-        .filter(|m| !Primitive::parse(m).is_some_and(Primitive::is_served))
-        .map(str::to_string)
-        .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(RunRefusal::PrimitiveNotServed(missing))
-    }
-}
-
 /// A `.py` entry runs under `hosted.python`; any other is executed.
 fn command_of(python: &str, entry: &str) -> Result<(PathBuf, Vec<PathBuf>), RunRefusal> {
     if entry.ends_with(".py") {
@@ -151,7 +138,7 @@ async fn launch(
     stop: tokio_util::sync::CancellationToken,
 ) -> Result<StartedRun, StartError> {
     let cfg = &hub.config.hosted;
-    let dir = package::fresh_copy(files, cfg.work_dir.as_deref(), entry)
+    let dir = package::fresh_copy(files, cfg.work_dir.as_deref(), entry, id)
         .map_err(|e| StartError::Internal(format!("cannot copy the package: {e}")))?;
     let mut token = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut token);
@@ -209,6 +196,10 @@ async fn launch(
             value_max_bytes: cfg.memory_value_max_bytes,
             page_max: hub.config.events.page_max,
             max_wait_seconds: hub.config.events.max_wait_seconds,
+            persona_max_bytes: cfg.persona_max_bytes,
+            profile_max_bytes: cfg.profile_max_bytes,
+            invite_max_uses: cfg.invite_max_uses,
+            invite_max_ttl_seconds: cfg.invite_max_ttl_seconds,
         },
         caller: calls::Caller {
             hub: hub.clone(),
@@ -217,6 +208,12 @@ async fn launch(
             card_id: card.id.clone(),
             version: card.version.clone(),
             name: card.name.clone(),
+            tagline: card.tagline.clone(),
+            persona_file: card
+                .entry
+                .persona
+                .as_ref()
+                .and_then(|p| files.get(p).cloned()),
         },
     };
     let live = supervise::Live {

@@ -107,14 +107,16 @@ pub fn fresh_copy(
     files: &BTreeMap<String, Vec<u8>>,
     work_dir: Option<&Path>,
     entry: &str,
+    run: uuid::Uuid,
 ) -> std::io::Result<tempfile::TempDir> {
     use std::os::unix::fs::PermissionsExt;
-    let dir = match work_dir {
-        Some(base) => tempfile::Builder::new().prefix("run-").tempdir_in(base)?,
-        None => tempfile::Builder::new()
-            .prefix("switchboard-run-")
-            .tempdir()?,
-    };
+    let (base, name) = copy_place(work_dir, run);
+    // Named by the run, made exclusively (an existing one is an error), so
+    // the orphan sweep finds the copy of a run whose process was killed.
+    let dir = tempfile::Builder::new()
+        .prefix(&name)
+        .rand_bytes(0)
+        .tempdir_in(base)?;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
     for (rel, bytes) in files {
         if rel == MANIFEST {
@@ -130,4 +132,27 @@ pub fn fresh_copy(
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
     }
     Ok(dir)
+}
+
+/// Where a run's fresh copy lives: `hosted.work_dir` (else the system's
+/// temp dir) and the name given by its run id.
+fn copy_place(work_dir: Option<&Path>, run: uuid::Uuid) -> (std::path::PathBuf, String) {
+    match work_dir {
+        Some(base) => (base.to_path_buf(), format!("run-{run}")),
+        None => (std::env::temp_dir(), format!("switchboard-run-{run}")),
+    }
+}
+
+/// Removes the copy of a run whose process was killed (the orphan sweep):
+/// only a directory of that exact name on this host, never a link. True
+/// when one was removed.
+pub fn remove_orphan_copy(work_dir: Option<&Path>, run: uuid::Uuid) -> std::io::Result<bool> {
+    let (base, name) = copy_place(work_dir, run);
+    let path = base.join(name);
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path).map(|()| true),
+        Ok(_) => Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
 }

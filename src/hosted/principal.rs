@@ -27,7 +27,7 @@ pub enum PrincipalError {
 fn scopes(card: &AppCard) -> Vec<&'static str> {
     let has = |p: &str| card.primitives.iter().any(|c| c == p);
     let mut out = Vec::new();
-    if has("send_message") || has("rooms") {
+    if has("send_message") || has("rooms") || has("invite_create") {
         out.push("messages:write");
     }
     if has("read_inbox") || has("wait_for_message") || is_beatless(&card.primitives) {

@@ -1,6 +1,7 @@
 //! The room primitives and `list_connections` (ADR 0031 §6): rooms are the
-//! conversations of the app's tasks (there is no `rooms_create`: an app's
-//! rooms come from the tasks agents open with it). Every read goes through
+//! conversations of the app's tasks and the channels it reads (there is no
+//! `rooms_create`: an app's rooms come from the tasks agents open with it,
+//! the grants people give it and the links it redeems, `rooms_join`). Every read goes through
 //! the one decision (`access`) on the conversation, so a room the app may
 //! not read answers exactly like a missing one; a send is `send_message`'s.
 
@@ -11,9 +12,10 @@ use super::calls::{refused, rpc_failure, store_failure, Answer, Caller};
 use crate::access::{self, Target};
 use crate::domain::authz::Action;
 use crate::domain::conversation::{Conversation, ConversationKind};
+use crate::domain::hosted::wire::ErrorCode;
 use crate::store::{MessagePage, PagePlace};
 
-fn room_of(c: &Conversation) -> Value {
+pub(super) fn room_of(c: &Conversation) -> Value {
     json!({
         "id": c.id,
         "kind": c.kind,
@@ -28,16 +30,83 @@ impl Caller {
         limit.unwrap_or(self.hub.config.events.page_default)
     }
 
-    /// `{rooms: [{id, kind, name, taskId, members}], nextAfter}`.
+    /// `{rooms: [{id, kind, name, taskId, members}], nextAfter}`: its
+    /// tasks' conversations and the channels it reads (a grant, or a link
+    /// it redeemed), merged by id. Each source is paged by id; past the
+    /// last id a full page of either reached, the other is left for the
+    /// next page, so no room is skipped.
     pub(super) async fn rooms_list(&self, after: Option<Uuid>, limit: Option<u32>) -> Answer {
-        let rooms = self
+        let limit = self.page(limit);
+        let tasks = self
             .hub
             .store
-            .app_rooms(self.app, after, self.page(limit))
+            .app_rooms(self.app, after, limit)
             .await
             .map_err(store_failure)?;
+        let (channels, more) =
+            access::readable_channels(&self.hub, self.principal(), None, after, limit)
+                .await
+                .map_err(store_failure)?;
+        let tasks_edge = (tasks.len() == limit as usize)
+            .then(|| tasks.last().map(|t| t.id))
+            .flatten();
+        let edge = match (more, tasks_edge) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut rooms: Vec<Conversation> = tasks.into_iter().chain(channels).collect();
+        rooms.sort_by_key(|r| r.id);
+        rooms.dedup_by_key(|r| r.id);
+        if let Some(edge) = edge {
+            rooms.retain(|r| r.id <= edge);
+        }
+        rooms.truncate(limit as usize);
         let next = rooms.last().map(|r| r.id).or(after);
-        Ok(json!({"rooms": rooms.iter().map(room_of).collect::<Vec<_>>(), "nextAfter": next}))
+        let members = self.member_counts(&rooms).await?;
+        let listed: Vec<Value> = rooms
+            .iter()
+            .zip(members)
+            .map(|(r, n)| {
+                let mut v = room_of(r);
+                v["members"] = json!(n);
+                v
+            })
+            .collect();
+        Ok(json!({"rooms": listed, "nextAfter": next}))
+    }
+
+    /// A channel's members are its readers (its levels), a conversation's
+    /// its participants.
+    async fn members_of(&self, c: &Conversation) -> Result<Vec<Uuid>, (ErrorCode, String)> {
+        if c.kind != ConversationKind::Channel {
+            return Ok(c.participants.clone());
+        }
+        let m = self
+            .hub
+            .memberships
+            .get(&self.hub.store, c.id)
+            .await
+            .map_err(store_failure)?;
+        let mut ids: Vec<Uuid> = m
+            .and_then(|m| {
+                m.channel
+                    .as_ref()
+                    .map(|ch| ch.levels.keys().copied().collect())
+            })
+            .unwrap_or_default();
+        ids.sort();
+        Ok(ids)
+    }
+
+    async fn member_counts(
+        &self,
+        rooms: &[Conversation],
+    ) -> Result<Vec<usize>, (ErrorCode, String)> {
+        let mut out = Vec::with_capacity(rooms.len());
+        for r in rooms {
+            out.push(self.members_of(r).await?.len());
+        }
+        Ok(out)
     }
 
     /// `{connections: [principalId], nextAfter}`: everyone taking part in
@@ -54,10 +123,7 @@ impl Caller {
     }
 
     /// The room as the decision lets the app read it.
-    async fn readable(
-        &self,
-        room: Uuid,
-    ) -> Result<Conversation, (crate::domain::hosted::wire::ErrorCode, String)> {
+    async fn readable(&self, room: Uuid) -> Result<Conversation, (ErrorCode, String)> {
         access::check_rest(
             &self.hub,
             self.principal(),
@@ -70,10 +136,13 @@ impl Caller {
         .map_err(rpc_failure)
     }
 
-    /// `{room, members: [principalId]}`.
+    /// `{room, members: [principalId], profiles: {principalId: profile}}`
+    /// (the profiles the members that are hosted apps set).
     pub(super) async fn rooms_members(&self, room: Uuid) -> Answer {
         let c = self.readable(room).await?;
-        Ok(json!({"room": c.id, "members": c.participants}))
+        let members = self.members_of(&c).await?;
+        let profiles = self.profiles_of(&members).await?;
+        Ok(json!({"room": c.id, "members": members, "profiles": profiles}))
     }
 
     /// `{room, messages: [message], nextAfter}`: the room's messages after

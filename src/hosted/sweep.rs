@@ -2,7 +2,8 @@
 //! stays `starting` or `running` in the store. Every run's row names its
 //! owner process and carries that owner's heartbeat, so a serving hub ends
 //! `owner_lost` only the runs of an owner that stopped beating, never those
-//! of a live second process (another hub, `switchboard app run`).
+//! of a live second process (another hub, `switchboard app run`). The
+//! swept run's fresh copy, named by its run id, is removed on this host.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +36,10 @@ pub async fn once(hub: &Hub) {
     {
         Ok(swept) => {
             for run in swept {
+                let work_dir = hub.config.hosted.work_dir.as_deref();
+                if let Err(e) = super::package::remove_orphan_copy(work_dir, run) {
+                    tracing::warn!(run = %run, error = %e, "hosted runs: an orphan's copy was not removed");
+                }
                 tracing::warn!(run = %run, "hosted run ended owner_lost: its process stopped beating");
             }
         }

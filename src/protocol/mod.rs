@@ -12,6 +12,7 @@ pub mod events;
 pub mod export;
 pub mod installations;
 pub mod interactions;
+pub mod invites;
 pub mod network;
 pub mod params;
 pub mod router;
@@ -340,6 +341,9 @@ pub fn catalogue() -> Vec<MethodSpec> {
         method_spec::<interactions::PersonInteractionCreate>(),
         method_spec::<interactions::AppInteractionRespond>(),
         method_spec::<interactions::AppComponentUpdate>(),
+        // invite links (ADR 0031 §6)
+        method_spec::<invites::AgentInviteAccept>(),
+        method_spec::<invites::PersonInviteAccept>(),
         notification_spec::<conversations::MessageReceived>(),
         notification_spec::<conversations::ConversationCreated>(),
         notification_spec::<conversations::TypingReceived>(),

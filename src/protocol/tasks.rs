@@ -424,7 +424,7 @@ event!(
 event!(
     ConversationJoined,
     "agent/conversation/joined",
-    "The app added the audience to a conversation.",
+    "The app added the audience to a conversation, or an invite link the audience redeemed did.",
     ConversationPayload
 );
 event!(

@@ -94,7 +94,7 @@ fn person_entries_are_twins_of_agent_entries() {
         .iter()
         .filter(|s| s.name.starts_with("person/") && s.name != "person/network/connect")
         .collect();
-    assert_eq!(people.len(), 17);
+    assert_eq!(people.len(), 18);
     for p in people {
         let agent_name = p.name.replacen("person/", "agent/", 1);
         let a = specs
@@ -177,6 +177,8 @@ fn rate_classes_follow_the_adr() {
         "app/task/close",
         "app/conversation/create",
         "app/conversation/add",
+        "agent/invite/accept",
+        "person/invite/accept",
     ] {
         assert_eq!(class(m), RateClass::Write, "{m}");
     }

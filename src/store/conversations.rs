@@ -187,7 +187,7 @@ async fn insert_conversation_row(ex: &mut dyn Executor, c: &NewConversation) -> 
 /// PostgreSQL) until commit: a participant joining now has seen exactly the
 /// messages up to it, and a send after it counts the new participant (see
 /// [`super::recipients`]).
-async fn hold_seq(ex: &mut dyn Executor, conversation_id: Uuid) -> StoreResult<i64> {
+pub(super) async fn hold_seq(ex: &mut dyn Executor, conversation_id: Uuid) -> StoreResult<i64> {
     ex.fetch_optional(
         "UPDATE conversations SET last_message_seq = last_message_seq WHERE id = $1 \
          RETURNING last_message_seq",

@@ -3,8 +3,14 @@
 //! once for both dialects; `coord` is one conditional statement per case,
 //! so it holds no lock across a read.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use uuid::Uuid;
+
+pub use super::hosted_invites::{InviteJoin, InviteRecord, InviteRedemption};
+pub use super::hosted_profiles::AppProfile;
+use crate::domain::event::StoredEvent;
 
 use super::sql::{Arg, Database, Row};
 use super::{StoreError, StoreResult};
@@ -152,6 +158,33 @@ pub trait HostedStore: Send + Sync + 'static {
         expect: Option<&str>,
         value: Option<&str>,
     ) -> StoreResult<CoordOutcome>;
+
+    /// The persona and profile the app set (`get_persona`, `whoami`).
+    async fn app_profile(&self, app_id: Uuid) -> StoreResult<AppProfile>;
+
+    /// `set_persona`; `None` falls back to the card's persona file.
+    async fn set_app_persona(
+        &self,
+        app_id: Uuid,
+        persona: Option<&str>,
+        now: Millis,
+    ) -> StoreResult<()>;
+
+    /// `set_profile`: replaces the app's profile (JSON text).
+    async fn set_app_profile(&self, app_id: Uuid, profile: &str, now: Millis) -> StoreResult<()>;
+
+    /// The profiles set by any of `ids` (`rooms_members`).
+    async fn app_profiles(&self, ids: &[Uuid]) -> StoreResult<HashMap<Uuid, String>>;
+
+    /// Stores a new invite link (`invite_create`).
+    async fn create_invite(&self, invite: &InviteRecord) -> StoreResult<()>;
+
+    async fn invite(&self, id: Uuid) -> StoreResult<Option<InviteRecord>>;
+
+    /// Spends one use of the link and joins the redeemer in one
+    /// transaction; `None` (nothing written) when no use is left or the
+    /// link expired by then.
+    async fn redeem_invite(&self, r: &InviteRedemption) -> StoreResult<Option<Vec<StoredEvent>>>;
 }
 
 const RUN_COLUMNS: &str = "id, card_id, version, app_id, state, reason, exit_code, isolated, \
@@ -493,6 +526,39 @@ impl<D: Database> HostedStore for D {
 
     async fn shares_room(&self, app_id: Uuid, principal: Uuid) -> StoreResult<bool> {
         super::hosted_rooms::shares_room(self, app_id, principal).await
+    }
+
+    async fn app_profile(&self, app_id: Uuid) -> StoreResult<AppProfile> {
+        super::hosted_profiles::app_profile(self, app_id).await
+    }
+
+    async fn set_app_persona(
+        &self,
+        app_id: Uuid,
+        persona: Option<&str>,
+        now: Millis,
+    ) -> StoreResult<()> {
+        super::hosted_profiles::set_persona(self, app_id, persona, now).await
+    }
+
+    async fn set_app_profile(&self, app_id: Uuid, profile: &str, now: Millis) -> StoreResult<()> {
+        super::hosted_profiles::set_profile(self, app_id, profile, now).await
+    }
+
+    async fn app_profiles(&self, ids: &[Uuid]) -> StoreResult<HashMap<Uuid, String>> {
+        super::hosted_profiles::profiles_of(self, ids).await
+    }
+
+    async fn create_invite(&self, invite: &InviteRecord) -> StoreResult<()> {
+        super::hosted_invites::create(self, invite).await
+    }
+
+    async fn invite(&self, id: Uuid) -> StoreResult<Option<InviteRecord>> {
+        super::hosted_invites::read(self, id).await
+    }
+
+    async fn redeem_invite(&self, r: &InviteRedemption) -> StoreResult<Option<Vec<StoredEvent>>> {
+        super::hosted_invites::redeem(self, r).await
     }
 
     async fn coord(

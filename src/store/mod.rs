@@ -30,6 +30,8 @@ mod group_commit;
 mod group_sends;
 mod group_verdicts;
 mod hosted;
+mod hosted_invites;
+mod hosted_profiles;
 mod hosted_rooms;
 mod identity;
 mod installation_held;
@@ -73,7 +75,10 @@ pub use conversations::{ConversationStore, CreatedConversation, NewConversation}
 pub use effects::Effects;
 pub use events::EventStore;
 pub use existing::open_existing;
-pub use hosted::{CoordOutcome, HostedStore, RunEnd, RunRecord};
+pub use hosted::{
+    AppProfile, CoordOutcome, HostedStore, InviteJoin, InviteRecord, InviteRedemption, RunEnd,
+    RunRecord,
+};
 pub use identity::{
     IdempotencyRecord, IdempotentResponse, IdentityStore, KeyRecord, NewKey, NewPrincipal,
     OwnedAgent, OwnedKey, PrincipalRecord,

@@ -39,6 +39,8 @@ from .types import (
     agent_identity_get_result_schema,
     agent_interaction_create_params_schema,
     agent_interaction_create_result_schema,
+    agent_invite_accept_params_schema,
+    agent_invite_accept_result_schema,
     agent_message_delivery_params_schema,
     agent_message_list_params_schema,
     agent_message_list_result_schema,
@@ -130,6 +132,8 @@ from .types import (
     person_identity_get_result_schema,
     person_interaction_create_params_schema,
     person_interaction_create_result_schema,
+    person_invite_accept_params_schema,
+    person_invite_accept_result_schema,
     person_message_list_params_schema,
     person_message_list_result_schema,
     person_message_received_params_schema,
@@ -197,6 +201,8 @@ AGENT_INTERACTION_CREATE = Method('agent/interaction/create', 'method', 'agent',
 PERSON_INTERACTION_CREATE = Method('person/interaction/create', 'method', 'person', person_interaction_create_params_schema.PersonInteractionCreate, person_interaction_create_result_schema.PersonInteractionCreate)
 APP_INTERACTION_RESPOND = Method('app/interaction/respond', 'method', 'app', app_interaction_respond_params_schema.AppInteractionRespond, app_interaction_respond_result_schema.AppInteractionRespond)
 APP_COMPONENT_UPDATE = Method('app/component/update', 'method', 'app', app_component_update_params_schema.AppComponentUpdate, app_component_update_result_schema.AppComponentUpdate)
+AGENT_INVITE_ACCEPT = Method('agent/invite/accept', 'method', 'agent', agent_invite_accept_params_schema.AgentInviteAccept, agent_invite_accept_result_schema.AgentInviteAccept)
+PERSON_INVITE_ACCEPT = Method('person/invite/accept', 'method', 'person', person_invite_accept_params_schema.PersonInviteAccept, person_invite_accept_result_schema.PersonInviteAccept)
 AGENT_MESSAGE_RECEIVED: Method[agent_message_received_params_schema.AgentMessageReceived, BaseModel] = Method('agent/message/received', 'event', None, agent_message_received_params_schema.AgentMessageReceived, None)
 AGENT_CONVERSATION_CREATED: Method[agent_conversation_created_params_schema.AgentConversationCreated, BaseModel] = Method('agent/conversation/created', 'event', None, agent_conversation_created_params_schema.AgentConversationCreated, None)
 AGENT_TYPING_RECEIVED: Method[agent_typing_received_params_schema.AgentTypingReceived, BaseModel] = Method('agent/typing/received', 'event', None, agent_typing_received_params_schema.AgentTypingReceived, None)
@@ -276,6 +282,8 @@ ALL: dict[str, Method] = {
     PERSON_INTERACTION_CREATE.name: PERSON_INTERACTION_CREATE,
     APP_INTERACTION_RESPOND.name: APP_INTERACTION_RESPOND,
     APP_COMPONENT_UPDATE.name: APP_COMPONENT_UPDATE,
+    AGENT_INVITE_ACCEPT.name: AGENT_INVITE_ACCEPT,
+    PERSON_INVITE_ACCEPT.name: PERSON_INVITE_ACCEPT,
     AGENT_MESSAGE_RECEIVED.name: AGENT_MESSAGE_RECEIVED,
     AGENT_CONVERSATION_CREATED.name: AGENT_CONVERSATION_CREATED,
     AGENT_TYPING_RECEIVED.name: AGENT_TYPING_RECEIVED,

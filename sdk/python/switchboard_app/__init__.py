@@ -147,25 +147,39 @@ class App:
         """``{"connections": [principalId], "nextAfter"}``."""
         return self.call("list_connections", **_given(after=after, limit=limit))
 
-    def get_persona(self) -> Any:
+    def get_persona(self) -> dict:
+        """``{"persona", "source"}``: the persona set (``"set"``), else the
+        card's ``entry.persona`` file (``"card"``), else ``None`` (``"none"``)."""
         return self.call("get_persona")
 
-    def set_persona(self, persona: str) -> Any:
+    def set_persona(self, persona: Optional[str]) -> dict:
+        """Sets the persona; ``None`` goes back to the card's file."""
         return self.call("set_persona", persona=persona)
 
-    def set_profile(self, **profile: Any) -> Any:
-        return self.call("set_profile", **profile)
+    def set_profile(self, name: Optional[str] = None, description: Optional[str] = None) -> dict:
+        """Replaces the profile others see (``whoami``, ``rooms_members``);
+        an absent member shows the card's name or tagline."""
+        return self.call("set_profile", **_given(name=name, description=description))
 
-    def invite_create(self, room: str) -> Any:
-        return self.call("invite_create", room=room)
+    def invite_create(
+        self, room: str, max_uses: Optional[int] = None, ttl_seconds: Optional[int] = None
+    ) -> dict:
+        """``{"link", "inviteId", "room", "maxUses", "expiresAt"}``: the link
+        is in this answer only."""
+        return self.call(
+            "invite_create", room=room, **_given(max_uses=max_uses, ttl_seconds=ttl_seconds)
+        )
 
-    def invite_accept(self, link: str) -> Any:
+    def invite_accept(self, link: str) -> dict:
+        """``{"room", "joined"}``; a link that lets no one in raises
+        :class:`HubError`, whatever the reason."""
         return self.call("invite_accept", link=link)
 
     def rooms_list(self, after: Optional[str] = None, limit: Optional[int] = None) -> Any:
         return self.call("rooms_list", **_given(after=after, limit=limit))
 
-    def rooms_join(self, link: str) -> Any:
+    def rooms_join(self, link: str) -> dict:
+        """As :meth:`invite_accept`: the ``rooms`` feature's way in."""
         return self.call("rooms_join", link=link)
 
     def rooms_members(self, room: str) -> Any:

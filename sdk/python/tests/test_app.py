@@ -101,6 +101,58 @@ def test_the_sdk_calls_the_grant_and_raises_capability_denied_outside_it(package
     assert out["connections"] == {"connections": [], "nextAfter": None}
 
 
+PERSONA_ENTRY = """
+import json
+from switchboard_app import App, HubError
+
+app = App()
+first = app.get_persona()
+app.set_persona("a stern dealer")
+second = app.get_persona()
+app.set_profile(name="Dealer")
+me = app.whoami()
+try:
+    app.invite_create("00000000-0000-0000-0000-000000000000")
+    invite = None
+except HubError as e:
+    invite = e.code
+try:
+    app.rooms_join("sbinv_garbage")
+    joined = None
+except HubError as e:
+    joined = e.message
+rooms = app.rooms_list()
+print(json.dumps({"first": first, "second": second, "profile": me["profile"],
+                  "invite": invite, "joined": joined, "rooms": rooms}), flush=True)
+"""
+
+
+def test_persona_profile_invites_and_rooms(package: Path) -> None:
+    (package / "main.py").write_text(PERSONA_ENTRY)
+    (package / "persona.md").write_text("You deal the cards.")
+    card = json.loads((package / "app.json").read_text())
+    card["id"] = "sdk-persona"
+    card["primitives"] = ["whoami", "persona", "set_profile", "invite_create", "rooms"]
+    card["entry"] = {"scripts": ["main.py"], "persona": "persona.md", "integrity": {}}
+    del card["sig"]
+    (package / "app.json").write_text(json.dumps(card))
+    signed = cli("card", "sign", str(package), "--key", str(package.parent / "author.key"))
+    assert signed.returncode == 0, signed.stderr
+    data = package.parent / "data"
+    assert cli("migrate", "--data-dir", str(data)).returncode == 0
+    installed = cli("card", "install", str(package), "--data-dir", str(data))
+    assert installed.returncode == 0, installed.stderr
+    ran = cli("app", "run", "sdk-persona", "--data-dir", str(data))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert out["first"] == {"persona": "You deal the cards.", "source": "card"}
+    assert out["second"] == {"persona": "a stern dealer", "source": "set"}
+    assert out["profile"] == {"name": "Dealer", "description": "the Python app SDK under the broker"}
+    assert out["invite"] == "error"
+    assert "not valid" in out["joined"]
+    assert out["rooms"] == {"rooms": [], "nextAfter": None}
+
+
 def test_every_error_code_has_its_exception() -> None:
     codes = {cls.code for cls in switchboard_app._ERRORS.values()}
     assert codes == {"bad_token", "capability_denied", "unknown_primitive", "too_large", "bad_request"}

@@ -66,6 +66,12 @@ pub enum Action {
     AppHealthRead,
     /// An app running `app check` on its own hooks.
     AppCheck,
+    // Issue 18, invite links (ADR 0031 §6).
+    /// A principal redeeming an invite link: the link is the right to the
+    /// room (its maker's write, decided again at the redemption); what is
+    /// decided of the redeemer is its kind, that it is active and, for an
+    /// app, its installation.
+    InviteAccept,
 }
 
 /// The kinds of subject an action admits. The operator is the admin token,
@@ -165,7 +171,7 @@ impl Requirement {
 }
 
 impl Action {
-    pub const ALL: [Action; 39] = [
+    pub const ALL: [Action; 40] = [
         Action::ConversationCreate,
         Action::ConversationRead,
         Action::MessageRead,
@@ -205,6 +211,7 @@ impl Action {
         Action::ComponentUpdate,
         Action::AppHealthRead,
         Action::AppCheck,
+        Action::InviteAccept,
     ];
 
     /// The catalogue's name: the protocol's `data.action` and the audit's.
@@ -249,6 +256,7 @@ impl Action {
             Action::ComponentUpdate => "component.update",
             Action::AppHealthRead => "app.health.read",
             Action::AppCheck => "app.check",
+            Action::InviteAccept => "invite.accept",
         }
     }
 
@@ -333,6 +341,7 @@ impl Action {
                 .with_scope(Scope::ComponentsWrite),
             Action::ComponentUpdate => req(S::APP, K::Component, None, false, Rule::None)
                 .with_scope(Scope::ComponentsWrite),
+            Action::InviteAccept => req(S::PRINCIPALS, K::Hub, None, false, Rule::None),
         }
     }
 }

@@ -2,7 +2,9 @@
 //! or is refused, the broker's wire (`wire`) and the primitives' params
 //! (`primitives`). Pure: the runner in `crate::hosted` does the I/O.
 
+pub mod invite;
 pub mod primitives;
+pub mod profile;
 pub mod wire;
 
 use serde::{Deserialize, Serialize};
@@ -90,8 +92,6 @@ pub enum RunRefusal {
     Card { code: &'static str, message: String },
     #[error("the card has no entry script (entry.scripts is empty)")]
     NoEntry,
-    #[error("this hub does not serve the primitives {0:?} yet")]
-    PrimitiveNotServed(Vec<String>),
     #[error("the app of this card is not installed")]
     AppNotInstalled,
     #[error("the app of this card is suspended")]
@@ -117,7 +117,6 @@ impl RunRefusal {
             RunRefusal::PackageMissing(..) => "package_missing",
             RunRefusal::Card { code, .. } => code,
             RunRefusal::NoEntry => "no_entry",
-            RunRefusal::PrimitiveNotServed(_) => "primitive_not_served",
             RunRefusal::AppNotInstalled => "app_not_installed",
             RunRefusal::AppSuspended => "app_suspended",
             RunRefusal::NetworkIsolationUnavailable(_) => "network_isolation_unavailable",

@@ -78,23 +78,6 @@ impl Primitive {
     pub fn parse(name: &str) -> Option<Primitive> {
         Primitive::ALL.into_iter().find(|p| p.name() == name)
     }
-
-    /// Whether this hub serves it. A card granted one it does not is
-    /// refused at start (`primitive_not_served`), never run with a
-    /// capability that answers nothing.
-    pub fn is_served(self) -> bool {
-        matches!(
-            self,
-            Primitive::SendMessage
-                | Primitive::ReadInbox
-                | Primitive::WaitForMessage
-                | Primitive::Whoami
-                | Primitive::Recall
-                | Primitive::Remember
-                | Primitive::Coord
-                | Primitive::ListConnections
-        )
-    }
 }
 
 /// The hub's bounds the params are checked against (from the config).
@@ -104,6 +87,26 @@ pub struct ParamBounds {
     pub value_max_bytes: usize,
     pub page_max: u32,
     pub max_wait_seconds: u64,
+    pub persona_max_bytes: usize,
+    pub profile_max_bytes: usize,
+    pub invite_max_uses: u64,
+    pub invite_max_ttl_seconds: u64,
+}
+
+#[cfg(test)]
+impl ParamBounds {
+    pub(super) fn for_tests() -> ParamBounds {
+        ParamBounds {
+            key_max_bytes: 4,
+            value_max_bytes: 3,
+            page_max: 10,
+            max_wait_seconds: 30,
+            persona_max_bytes: 16,
+            profile_max_bytes: 64,
+            invite_max_uses: 5,
+            invite_max_ttl_seconds: 60,
+        }
+    }
 }
 
 /// A served primitive's params, decoded.
@@ -155,6 +158,22 @@ pub enum Params {
     RoomsSend {
         room: Uuid,
         text: String,
+    },
+    GetPersona,
+    SetPersona {
+        persona: Option<String>,
+    },
+    SetProfile {
+        profile: super::profile::Profile,
+    },
+    InviteCreate {
+        room: Uuid,
+        max_uses: u64,
+        ttl_seconds: u64,
+    },
+    /// `invite_accept` and `rooms_join` alike.
+    InviteAccept {
+        link: String,
     },
 }
 
@@ -253,7 +272,9 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::
     Option::<String>::deserialize(d)
 }
 
-fn typed<T: serde::de::DeserializeOwned>(params: Map<String, Value>) -> Result<T, String> {
+pub(super) fn typed<T: serde::de::DeserializeOwned>(
+    params: Map<String, Value>,
+) -> Result<T, String> {
     serde_json::from_value(Value::Object(params)).map_err(|e| format!("params: {e}"))
 }
 
@@ -385,7 +406,14 @@ pub fn decode(p: Primitive, params: Map<String, Value>, b: &ParamBounds) -> Resu
                 text: text(p.text)?,
             }
         }
-        other => return Err(format!("{} is not served by this hub", other.name())),
+        Primitive::GetPersona => {
+            typed::<NoParams>(params)?;
+            Params::GetPersona
+        }
+        Primitive::SetPersona => super::profile::set_persona(typed(params)?, b)?,
+        Primitive::SetProfile => super::profile::set_profile(typed(params)?, b)?,
+        Primitive::InviteCreate => super::invite::create(typed(params)?, b)?,
+        Primitive::InviteAccept | Primitive::RoomsJoin => super::invite::accept(typed(params)?),
     })
 }
 
@@ -395,12 +423,7 @@ mod tests {
     use serde_json::json;
 
     fn b() -> ParamBounds {
-        ParamBounds {
-            key_max_bytes: 4,
-            value_max_bytes: 3,
-            page_max: 10,
-            max_wait_seconds: 30,
-        }
+        ParamBounds::for_tests()
     }
 
     fn d(p: Primitive, v: Value) -> Result<Params, String> {

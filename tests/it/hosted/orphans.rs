@@ -111,6 +111,8 @@ async fn a_killed_hubs_run_is_swept_owner_lost_and_a_live_processs_run_is_kept()
     let orphan: Value = r.json().await.unwrap();
     let orphan_id = orphan["runId"].as_str().unwrap().to_string();
     let orphan_pid = entry_pid(&hub_work).await;
+    let orphan_copy = hub_work.join(format!("run-{orphan_id}"));
+    assert!(orphan_copy.is_dir(), "the copy is named by its run");
 
     // A second live process on the same database: the CLI's run.
     let mut env: Vec<(&str, &str)> = TIMING.to_vec();
@@ -150,6 +152,17 @@ async fn a_killed_hubs_run_is_swept_owner_lost_and_a_live_processs_run_is_kept()
         "{swept}"
     );
     assert!(swept["endedAt"].is_string(), "{swept}");
+    // The sweep removes the orphan's copy (right after its row's end).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while orphan_copy.exists() {
+        assert!(Instant::now() < deadline, "the orphan's copy stays");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        std::fs::read_dir(&cli_work).unwrap().count(),
+        1,
+        "the live CLI run's copy is kept"
+    );
     // Swept after the sweep that caught the orphan: the CLI's run beats.
     let kept = get_run(&second, &kept_id).await;
     assert_eq!(kept["state"], "running", "{kept}");

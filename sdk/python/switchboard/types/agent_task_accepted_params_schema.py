@@ -39,15 +39,15 @@ class ConversationKind(Enum):
     channel = 'channel'
 
 
-class ChannelState7(Enum):
+class ChannelState8(Enum):
     open = 'open'
 
 
 class ChannelState(
-    RootModel[ChannelState7 | Literal['read_only'] | Literal['archived']]
+    RootModel[ChannelState8 | Literal['read_only'] | Literal['archived']]
 ):
     root: Annotated[
-        ChannelState7 | Literal['read_only'] | Literal['archived'],
+        ChannelState8 | Literal['read_only'] | Literal['archived'],
         Field(description="A channel's state; it binds every principal (ADR 0020 §2)."),
     ]
 

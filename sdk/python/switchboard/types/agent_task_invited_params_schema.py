@@ -39,15 +39,15 @@ class ConversationKind(Enum):
     channel = 'channel'
 
 
-class ChannelState8(Enum):
+class ChannelState9(Enum):
     open = 'open'
 
 
 class ChannelState(
-    RootModel[ChannelState8 | Literal['read_only'] | Literal['archived']]
+    RootModel[ChannelState9 | Literal['read_only'] | Literal['archived']]
 ):
     root: Annotated[
-        ChannelState8 | Literal['read_only'] | Literal['archived'],
+        ChannelState9 | Literal['read_only'] | Literal['archived'],
         Field(description="A channel's state; it binds every principal (ADR 0020 §2)."),
     ]
 

@@ -39,15 +39,15 @@ class ConversationKind(Enum):
     channel = 'channel'
 
 
-class ChannelState9(Enum):
+class ChannelState10(Enum):
     open = 'open'
 
 
 class ChannelState(
-    RootModel[ChannelState9 | Literal['read_only'] | Literal['archived']]
+    RootModel[ChannelState10 | Literal['read_only'] | Literal['archived']]
 ):
     root: Annotated[
-        ChannelState9 | Literal['read_only'] | Literal['archived'],
+        ChannelState10 | Literal['read_only'] | Literal['archived'],
         Field(description="A channel's state; it binds every principal (ADR 0020 §2)."),
     ]
 

@@ -17,15 +17,15 @@ class ConversationKind(Enum):
     channel = 'channel'
 
 
-class ChannelState10(Enum):
+class ChannelState11(Enum):
     open = 'open'
 
 
 class ChannelState(
-    RootModel[ChannelState10 | Literal['read_only'] | Literal['archived']]
+    RootModel[ChannelState11 | Literal['read_only'] | Literal['archived']]
 ):
     root: Annotated[
-        ChannelState10 | Literal['read_only'] | Literal['archived'],
+        ChannelState11 | Literal['read_only'] | Literal['archived'],
         Field(description="A channel's state; it binds every principal (ADR 0020 §2)."),
     ]
 

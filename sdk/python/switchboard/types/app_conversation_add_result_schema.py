@@ -17,15 +17,15 @@ class ConversationKind(Enum):
     channel = 'channel'
 
 
-class ChannelState11(Enum):
+class ChannelState12(Enum):
     open = 'open'
 
 
 class ChannelState(
-    RootModel[ChannelState11 | Literal['read_only'] | Literal['archived']]
+    RootModel[ChannelState12 | Literal['read_only'] | Literal['archived']]
 ):
     root: Annotated[
-        ChannelState11 | Literal['read_only'] | Literal['archived'],
+        ChannelState12 | Literal['read_only'] | Literal['archived'],
         Field(description="A channel's state; it binds every principal (ADR 0020 §2)."),
     ]
 

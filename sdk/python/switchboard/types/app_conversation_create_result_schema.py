@@ -17,15 +17,15 @@ class ConversationKind(Enum):
     channel = 'channel'
 
 
-class ChannelState12(Enum):
+class ChannelState13(Enum):
     open = 'open'
 
 
 class ChannelState(
-    RootModel[ChannelState12 | Literal['read_only'] | Literal['archived']]
+    RootModel[ChannelState13 | Literal['read_only'] | Literal['archived']]
 ):
     root: Annotated[
-        ChannelState12 | Literal['read_only'] | Literal['archived'],
+        ChannelState13 | Literal['read_only'] | Literal['archived'],
         Field(description="A channel's state; it binds every principal (ADR 0020 §2)."),
     ]
 

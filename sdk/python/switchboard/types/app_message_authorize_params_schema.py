@@ -17,15 +17,15 @@ class ConversationKind(Enum):
     channel = 'channel'
 
 
-class ChannelState13(Enum):
+class ChannelState14(Enum):
     open = 'open'
 
 
 class ChannelState(
-    RootModel[ChannelState13 | Literal['read_only'] | Literal['archived']]
+    RootModel[ChannelState14 | Literal['read_only'] | Literal['archived']]
 ):
     root: Annotated[
-        ChannelState13 | Literal['read_only'] | Literal['archived'],
+        ChannelState14 | Literal['read_only'] | Literal['archived'],
         Field(description="A channel's state; it binds every principal (ADR 0020 §2)."),
     ]
 

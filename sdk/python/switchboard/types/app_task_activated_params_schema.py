@@ -39,15 +39,15 @@ class ConversationKind(Enum):
     channel = 'channel'
 
 
-class ChannelState14(Enum):
+class ChannelState15(Enum):
     open = 'open'
 
 
 class ChannelState(
-    RootModel[ChannelState14 | Literal['read_only'] | Literal['archived']]
+    RootModel[ChannelState15 | Literal['read_only'] | Literal['archived']]
 ):
     root: Annotated[
-        ChannelState14 | Literal['read_only'] | Literal['archived'],
+        ChannelState15 | Literal['read_only'] | Literal['archived'],
         Field(description="A channel's state; it binds every principal (ADR 0020 §2)."),
     ]
 

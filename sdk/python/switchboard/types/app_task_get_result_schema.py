@@ -39,15 +39,15 @@ class ConversationKind(Enum):
     channel = 'channel'
 
 
-class ChannelState15(Enum):
+class ChannelState16(Enum):
     open = 'open'
 
 
 class ChannelState(
-    RootModel[ChannelState15 | Literal['read_only'] | Literal['archived']]
+    RootModel[ChannelState16 | Literal['read_only'] | Literal['archived']]
 ):
     root: Annotated[
-        ChannelState15 | Literal['read_only'] | Literal['archived'],
+        ChannelState16 | Literal['read_only'] | Literal['archived'],
         Field(description="A channel's state; it binds every principal (ADR 0020 §2)."),
     ]
 

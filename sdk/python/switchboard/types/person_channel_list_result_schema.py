@@ -17,15 +17,15 @@ class ConversationKind(Enum):
     channel = 'channel'
 
 
-class ChannelState16(Enum):
+class ChannelState17(Enum):
     open = 'open'
 
 
 class ChannelState(
-    RootModel[ChannelState16 | Literal['read_only'] | Literal['archived']]
+    RootModel[ChannelState17 | Literal['read_only'] | Literal['archived']]
 ):
     root: Annotated[
-        ChannelState16 | Literal['read_only'] | Literal['archived'],
+        ChannelState17 | Literal['read_only'] | Literal['archived'],
         Field(description="A channel's state; it binds every principal (ADR 0020 §2)."),
     ]
 

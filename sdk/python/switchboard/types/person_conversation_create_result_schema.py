@@ -17,15 +17,15 @@ class ConversationKind(Enum):
     channel = 'channel'
 
 
-class ChannelState17(Enum):
+class ChannelState18(Enum):
     open = 'open'
 
 
 class ChannelState(
-    RootModel[ChannelState17 | Literal['read_only'] | Literal['archived']]
+    RootModel[ChannelState18 | Literal['read_only'] | Literal['archived']]
 ):
     root: Annotated[
-        ChannelState17 | Literal['read_only'] | Literal['archived'],
+        ChannelState18 | Literal['read_only'] | Literal['archived'],
         Field(description="A channel's state; it binds every principal (ADR 0020 §2)."),
     ]
 

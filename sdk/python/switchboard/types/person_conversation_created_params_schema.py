@@ -17,15 +17,15 @@ class ConversationKind(Enum):
     channel = 'channel'
 
 
-class ChannelState18(Enum):
+class ChannelState19(Enum):
     open = 'open'
 
 
 class ChannelState(
-    RootModel[ChannelState18 | Literal['read_only'] | Literal['archived']]
+    RootModel[ChannelState19 | Literal['read_only'] | Literal['archived']]
 ):
     root: Annotated[
-        ChannelState18 | Literal['read_only'] | Literal['archived'],
+        ChannelState19 | Literal['read_only'] | Literal['archived'],
         Field(description="A channel's state; it binds every principal (ADR 0020 §2)."),
     ]
 

@@ -17,15 +17,15 @@ class ConversationKind(Enum):
     channel = 'channel'
 
 
-class ChannelState19(Enum):
+class ChannelState20(Enum):
     open = 'open'
 
 
 class ChannelState(
-    RootModel[ChannelState19 | Literal['read_only'] | Literal['archived']]
+    RootModel[ChannelState20 | Literal['read_only'] | Literal['archived']]
 ):
     root: Annotated[
-        ChannelState19 | Literal['read_only'] | Literal['archived'],
+        ChannelState20 | Literal['read_only'] | Literal['archived'],
         Field(description="A channel's state; it binds every principal (ADR 0020 §2)."),
     ]
 

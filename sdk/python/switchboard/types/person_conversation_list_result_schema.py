@@ -17,15 +17,15 @@ class ConversationKind(Enum):
     channel = 'channel'
 
 
-class ChannelState20(Enum):
+class ChannelState21(Enum):
     open = 'open'
 
 
 class ChannelState(
-    RootModel[ChannelState20 | Literal['read_only'] | Literal['archived']]
+    RootModel[ChannelState21 | Literal['read_only'] | Literal['archived']]
 ):
     root: Annotated[
-        ChannelState20 | Literal['read_only'] | Literal['archived'],
+        ChannelState21 | Literal['read_only'] | Literal['archived'],
         Field(description="A channel's state; it binds every principal (ADR 0020 §2)."),
     ]
 

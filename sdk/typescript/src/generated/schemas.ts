@@ -530,6 +530,7 @@ export interface SwitchboardSchemas {
   AgentEventAckParams?: AgentEventAckParams;
   AgentIdentityGetParams?: AgentIdentityGetParams;
   AgentInteractionCreateParams?: AgentInteractionCreateParams;
+  AgentInviteAcceptParams?: AgentInviteAcceptParams;
   AgentMessageDeliveryParams?: AgentMessageDeliveryParams;
   AgentMessageListParams?: AgentMessageListParams;
   AgentMessageReceivedParams?: AgentMessageReceivedParams;
@@ -586,6 +587,7 @@ export interface SwitchboardSchemas {
   PersonEventAckParams?: PersonEventAckParams;
   PersonIdentityGetParams?: PersonIdentityGetParams;
   PersonInteractionCreateParams?: PersonInteractionCreateParams;
+  PersonInviteAcceptParams?: PersonInviteAcceptParams;
   PersonMessageListParams?: PersonMessageListParams;
   PersonMessageReceivedParams?: PersonMessageReceivedParams;
   PersonMessageSendParams?: PersonMessageSendParams;
@@ -987,6 +989,18 @@ export interface AgentInteractionCreateParams {
   values?: {
     [k: string]: unknown;
   };
+}
+/**
+ * `agent/invite/accept` (schemas/agent.invite.accept.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "AgentInviteAcceptParams".
+ */
+export interface AgentInviteAcceptParams {
+  /**
+   * The link as its app handed it out: `sbinv_<32 hex>_<64 hex>`.
+   */
+  link: string;
 }
 /**
  * The envelope of every event notification (`params`), documented once per
@@ -2658,6 +2672,18 @@ export interface PersonInteractionCreateParams {
   };
 }
 /**
+ * `person/invite/accept` (schemas/person.invite.accept.params.schema.json).
+ *
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "PersonInviteAcceptParams".
+ */
+export interface PersonInviteAcceptParams {
+  /**
+   * The link as its app handed it out: `sbinv_<32 hex>_<64 hex>`.
+   */
+  link: string;
+}
+/**
  * `after` or `before`, never both (`null` is absent).
  *
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
@@ -2988,6 +3014,17 @@ export interface InteractionResult {
 }
 /**
  * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
+ * via the `definition` "InviteAcceptResult".
+ */
+export interface InviteAcceptResult {
+  conversation: Conversation;
+  /**
+   * False when the caller was a member already: no use was spent.
+   */
+  joined: boolean;
+}
+/**
+ * This interface was referenced by `SwitchboardSchemas`'s JSON-Schema
  * via the `definition` "MessageListResult".
  */
 export interface MessageListResult {
@@ -3290,6 +3327,7 @@ export type AgentDispatchRequestResult = LeaseResult;
 export type AgentEventAckResult = AckResult;
 export type AgentIdentityGetResult = AgentIdentity;
 export type AgentInteractionCreateResult = InteractionResult;
+export type AgentInviteAcceptResult = InviteAcceptResult;
 export type AgentMessageListResult = MessageListResult;
 export type AgentMessageSendResult = MessageSendResult;
 export type AgentNetworkConnectResult = AgentConnectResult;
@@ -3328,6 +3366,7 @@ export type PersonConversationListResult = ConversationListResult;
 export type PersonEventAckResult = AckResult;
 export type PersonIdentityGetResult = AgentIdentity;
 export type PersonInteractionCreateResult = InteractionResult;
+export type PersonInviteAcceptResult = InviteAcceptResult;
 export type PersonMessageListResult = MessageListResult;
 export type PersonMessageSendResult = MessageSendResult;
 export type PersonNetworkConnectResult = PersonConnectResult;
@@ -3360,6 +3399,7 @@ export interface AgentMethods {
   "agent/command/invoke": { params: AgentCommandInvokeParams; result: AgentCommandInvokeResult };
   "agent/command/autocomplete": { params: AgentCommandAutocompleteParams; result: AgentCommandAutocompleteResult };
   "agent/interaction/create": { params: AgentInteractionCreateParams; result: AgentInteractionCreateResult };
+  "agent/invite/accept": { params: AgentInviteAcceptParams; result: AgentInviteAcceptResult };
 }
 
 /** What an app may call: method name to params and result. */
@@ -3396,6 +3436,7 @@ export interface PersonMethods {
   "person/command/invoke": { params: PersonCommandInvokeParams; result: PersonCommandInvokeResult };
   "person/command/autocomplete": { params: PersonCommandAutocompleteParams; result: PersonCommandAutocompleteResult };
   "person/interaction/create": { params: PersonInteractionCreateParams; result: PersonInteractionCreateResult };
+  "person/invite/accept": { params: PersonInviteAcceptParams; result: PersonInviteAcceptResult };
 }
 
 /** What the hub calls on an app (the three gates and ping). */

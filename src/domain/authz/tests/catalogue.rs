@@ -8,7 +8,7 @@ use super::*;
 
 /// ADR 0020 §3, "Actions today": the subjects column, row by row
 /// (agent, person, app, operator).
-const TABLE: [(Action, [bool; 4]); 39] = [
+const TABLE: [(Action, [bool; 4]); 40] = [
     (Action::ConversationCreate, [true, true, false, false]),
     (Action::ConversationRead, [true, true, true, false]),
     (Action::MessageRead, [true, true, true, false]),
@@ -52,6 +52,8 @@ const TABLE: [(Action, [bool; 4]); 39] = [
     (Action::ComponentUpdate, [false, false, true, false]),
     (Action::AppHealthRead, [false, false, true, false]),
     (Action::AppCheck, [false, false, true, false]),
+    // ADR 0031 §6.
+    (Action::InviteAccept, [true, true, true, false]),
 ];
 
 #[test]

@@ -185,7 +185,7 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             .json_body(object(&[], &[]), false)
             .answer(201, "the run, running", runs.0.clone())
             .refusal(404, "card_not_found: no card of this id is installed")
-            .refusal(409, "the refusal's code: integrity_mismatch (or another card check's code), card_not_installed, package_missing, no_entry, primitive_not_served, app_not_installed, app_suspended, no_interpreter, network_isolation_unavailable or file_isolation_unavailable (with runId)")
+            .refusal(409, "the refusal's code: integrity_mismatch (or another card check's code), card_not_installed, package_missing, no_entry, app_not_installed, app_suspended, no_interpreter, network_isolation_unavailable or file_isolation_unavailable (with runId)")
             .refusal(503, "too_many_runs: hosted.max_live_runs runs are alive in this hub"),
         Op::get("/api/v1/runs", "listRuns", "The hosted runs, newest first")
             .admin()

@@ -1,0 +1,193 @@
+//! The `rooms` feature served whole (ADR 0031 §6) through the real runner
+//! and broker: an app joins a channel by a link another app made
+//! (`rooms_join`), lists its rooms (its task's room and the channel, by
+//! id), reads who is in the channel with the profiles apps set, sends into
+//! it and reads it back, paged; a room it cannot read answers like none.
+
+use serde_json::{json, Value};
+use switchboard::client::AgentClient;
+use switchboard::protocol::tasks::{AgentTaskRequest, TaskRequestParams};
+use uuid::Uuid;
+
+use super::card_with;
+use super::invites::app_with_rooms;
+use super::rooms::line;
+use super::runs::{ended, install_over_rest, start};
+use crate::support::agents::agent;
+use crate::support::hub::ADMIN_TOKEN;
+use crate::support::world::{self, channel, grant, on_channel, person, principal, space};
+use crate::support::{RawSocket, TestHub};
+
+const MAKER: &str = r#"
+from sb import out, text
+room, _ = open("rooms.txt").read().split()
+out(made=text("invite_create", {"room": room, "max_uses": 1}))
+"#;
+
+const ROOMER: &str = r#"
+from sb import call, out, text
+link = open("rooms.txt").read().strip()
+page = text("wait_for_message", {"timeout": 30})
+while not any(e["type"] == "app/task/activated" for e in page["events"]):
+    page = text("wait_for_message", {"timeout": 30, "after_id": page["nextAfter"]})
+out(before=text("rooms_list"))
+text("set_profile", {"name": "Roomer"})
+joined = text("rooms_join", {"link": link})
+out(joined=joined)
+room = joined["room"]["id"]
+out(again=call("rooms_join", {"link": link}))
+out(after=text("rooms_list"))
+out(first=text("rooms_list", {"limit": 1}))
+out(members=text("rooms_members", {"room": room}))
+out(sent=text("rooms_send", {"room": room, "text": "hello lobby"}))
+out(read=text("rooms_read", {"room": room}))
+out(page=text("rooms_read", {"room": room, "limit": 1}))
+out(hidden=call("rooms_read", {"room": "0190a0a0-0000-7000-8000-000000000000"}))
+"#;
+
+fn ids(v: &Value) -> Vec<String> {
+    v["rooms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_app_joins_a_channel_by_link_and_uses_every_room_method() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let s = space(&hub, "games").await;
+    let lobby = channel(&hub, ADMIN_TOKEN, s, "lobby").await;
+    let (maker, _) = app_with_rooms(
+        &hub,
+        "maker",
+        &["invite_create"],
+        MAKER,
+        &format!("{lobby} -"),
+    )
+    .await;
+    grant(
+        &hub,
+        ADMIN_TOKEN,
+        principal(maker),
+        on_channel(lobby),
+        "write",
+    )
+    .await;
+    let run = start(&hub, "maker").await;
+    let made = ended(&hub, run["runId"].as_str().unwrap()).await;
+    let link = line(made["log"].as_str().unwrap(), "made")["link"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Sam writes in the lobby before the app comes.
+    let sam = person(&hub, "sam").await;
+    grant(
+        &hub,
+        ADMIN_TOKEN,
+        principal(sam.id),
+        on_channel(lobby),
+        "write",
+    )
+    .await;
+    let mut sam_s = RawSocket::connect(&hub.ws_url()).await;
+    sam_s
+        .call(
+            json!("c"),
+            "person/network/connect",
+            json!({"personKey": sam.key}),
+        )
+        .await;
+    let said = sam_s
+        .call(
+            json!("m"),
+            "person/message/send",
+            json!({"conversationId": lobby, "parts": world::text("from sam")}),
+        )
+        .await;
+    assert!(said.get("result").is_some(), "{said}");
+
+    let prims = ["rooms", "wait_for_message", "set_profile"];
+    let roomer = card_with(
+        "roomer",
+        &prims,
+        ROOMER,
+        &[("rooms.txt", &link)],
+        json!({}),
+        None,
+    );
+    install_over_rest(&hub, &roomer).await;
+    let run = start(&hub, "roomer").await;
+    let app: Uuid = run["appId"].as_str().unwrap().parse().unwrap();
+    let alice = agent(&hub, "alice").await;
+    let a = AgentClient::connect(&hub.base, &alice.key).await.unwrap();
+    let task = a
+        .call::<AgentTaskRequest>(TaskRequestParams {
+            app_id: app,
+            invited_agent_ids: vec![],
+            initial_conversation: None,
+        })
+        .await
+        .unwrap();
+    let end = ended(&hub, run["runId"].as_str().unwrap()).await;
+    assert_eq!(end["exitCode"], 0, "{end}");
+    let log = end["log"].as_str().unwrap();
+
+    let before = line(log, "before");
+    assert_eq!(before["rooms"].as_array().unwrap().len(), 1, "{before}");
+    assert_eq!(before["rooms"][0]["kind"], "task");
+    let task_room = before["rooms"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(before["rooms"][0]["taskId"], json!(task.task.id));
+
+    let joined = line(log, "joined");
+    assert_eq!(joined["joined"], true, "{joined}");
+    assert_eq!(joined["room"]["id"], json!(lobby));
+    assert_eq!(joined["room"]["kind"], "channel");
+    assert_eq!(
+        line(log, "again")["error"],
+        "error",
+        "the one-use link is spent"
+    );
+
+    let mut expected = vec![task_room, lobby.to_string()];
+    expected.sort();
+    let after = line(log, "after");
+    assert_eq!(ids(&after), expected, "both rooms, by id");
+    let first = line(log, "first");
+    assert_eq!(ids(&first), expected[..1]);
+    assert_eq!(first["nextAfter"], json!(expected[0]));
+
+    let members = line(log, "members");
+    let mut who: Vec<String> = members["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_string())
+        .collect();
+    who.sort();
+    let mut readers = vec![maker.to_string(), app.to_string(), sam.id.to_string()];
+    readers.sort();
+    assert_eq!(who, readers, "a channel's members are its readers");
+    assert_eq!(
+        members["profiles"],
+        json!({app.to_string(): {"name": "Roomer"}}),
+        "the profiles apps set, nobody else's"
+    );
+
+    let sent = line(log, "sent");
+    let read = line(log, "read");
+    let texts: Vec<&str> = read["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["parts"][0]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["from sam", "hello lobby"]);
+    assert_eq!(read["messages"][1]["id"], sent["messageId"]);
+    let page = line(log, "page");
+    assert_eq!(page["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(page["nextAfter"], read["messages"][0]["seq"]);
+    assert_eq!(line(log, "hidden")["error"], "error");
+}

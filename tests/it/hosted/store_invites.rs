@@ -1,0 +1,192 @@
+//! Invite links in the store, on both backends (ADR 0031 §6): the link
+//! kept by its hash, one use spent per redemption with the join in the
+//! same transaction, nothing written by a redemption that finds no use
+//! left or the link expired, two redemptions racing for the last use with
+//! one winner, and a channel join that raises `read` to `write` but never
+//! lowers a higher grant.
+
+use switchboard::domain::authz::level::{GrantPlace, Holder};
+use switchboard::domain::authz::Level;
+use switchboard::domain::hosted::invite;
+use switchboard::store::{
+    DynStore, InviteJoin, InviteRecord, InviteRedemption, NewChannel, NewGrant, NewSpace,
+};
+use uuid::Uuid;
+
+use crate::store_contract::{agent_in, app_in, contract, postgres, sqlite};
+use crate::store_reads::active_room;
+
+fn link(room: Uuid, by: Uuid, uses: i64, expires_at: i64) -> InviteRecord {
+    InviteRecord {
+        id: Uuid::now_v7(),
+        secret_hash: invite::hash(&[9u8; 32]),
+        conversation_id: room,
+        created_by: by,
+        uses_left: uses,
+        expires_at,
+        created_at: 1,
+    }
+}
+
+async fn channel(store: &DynStore, by: Uuid) -> (Uuid, Uuid) {
+    let space = Uuid::now_v7();
+    store
+        .create_space(&NewSpace {
+            id: space,
+            name: format!("s-{space}"),
+            created_at: 1,
+        })
+        .await
+        .unwrap();
+    let c = NewChannel {
+        id: Uuid::now_v7(),
+        space_id: space,
+        name: "general".into(),
+        created_by: by,
+        created_at: 2,
+    };
+    (store.create_channel(&c).await.unwrap().id, space)
+}
+
+fn on_channel(invite: &InviteRecord, who: Uuid, now: i64) -> InviteRedemption {
+    InviteRedemption {
+        invite: invite.id,
+        conversation_id: invite.conversation_id,
+        join: InviteJoin::Channel {
+            principal: who,
+            granted_by: invite.created_by,
+        },
+        now,
+    }
+}
+
+async fn level(store: &DynStore, channel: Uuid, space: Uuid, who: Uuid) -> Option<Level> {
+    store
+        .channel_levels(channel, space)
+        .await
+        .unwrap()
+        .get(&who)
+        .map(|(_, l)| *l)
+}
+
+async fn a_task_invite_spends_a_use_and_joins_task_and_room(store: DynStore) {
+    let app = app_in(&store).await;
+    let (a, b, c) = (
+        agent_in(&store, "a").await,
+        agent_in(&store, "b").await,
+        agent_in(&store, "c").await,
+    );
+    let (task, room) = active_room(&store, app, a, b).await;
+    let row = link(room.id, app, 2, 1_000);
+    store.create_invite(&row).await.unwrap();
+    assert_eq!(store.invite(row.id).await.unwrap(), Some(row.clone()));
+    assert_eq!(store.invite(Uuid::now_v7()).await.unwrap(), None);
+    let joined = |now| InviteRedemption {
+        invite: row.id,
+        conversation_id: room.id,
+        join: InviteJoin::Task {
+            task_id: task.id,
+            agent: c,
+            events: vec![switchboard::domain::event::NewEvent::new(
+                c,
+                "agent/conversation/joined",
+                serde_json::json!({}),
+            )],
+        },
+        now,
+    };
+    let stored = store.redeem_invite(&joined(10)).await.unwrap().unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].audience, c);
+    assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 1);
+    let conversation = store.conversation(room.id).await.unwrap().unwrap();
+    assert!(conversation.participants.contains(&c));
+    let t = store.task(task.id).await.unwrap().unwrap().task;
+    assert!(t.participants.iter().any(|p| p.agent_id == c));
+    assert_eq!(store.events_after(c, 0, 10).await.unwrap().len(), 1);
+    // Past its expiry the use is not spent and nothing is written.
+    assert!(store.redeem_invite(&joined(1_000)).await.unwrap().is_none());
+    assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 1);
+    assert_eq!(store.events_after(c, 0, 10).await.unwrap().len(), 1);
+    // A link names its room: spending it on another is no use.
+    let mut elsewhere = joined(20);
+    elsewhere.conversation_id = Uuid::now_v7();
+    assert!(store.redeem_invite(&elsewhere).await.unwrap().is_none());
+    assert!(store.redeem_invite(&joined(20)).await.unwrap().is_some());
+    assert!(
+        store.redeem_invite(&joined(30)).await.unwrap().is_none(),
+        "used up"
+    );
+    assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 0);
+}
+
+async fn two_redemptions_race_for_the_last_use_and_one_wins(store: DynStore) {
+    let app = app_in(&store).await;
+    let (ch, space) = channel(&store, app).await;
+    for round in 0..5 {
+        let row = link(ch, app, 1, i64::MAX);
+        store.create_invite(&row).await.unwrap();
+        let (x, y) = (
+            agent_in(&store, &format!("x{round}")).await,
+            agent_in(&store, &format!("y{round}")).await,
+        );
+        let (s1, s2) = (store.clone(), store.clone());
+        let (r1, r2) = (on_channel(&row, x, 5), on_channel(&row, y, 5));
+        let (a, b) = tokio::join!(
+            tokio::spawn(async move { s1.redeem_invite(&r1).await.unwrap() }),
+            tokio::spawn(async move { s2.redeem_invite(&r2).await.unwrap() }),
+        );
+        let (a, b) = (a.unwrap().is_some(), b.unwrap().is_some());
+        assert!(a ^ b, "round {round}: exactly one wins ({a}, {b})");
+        let winner = if a { x } else { y };
+        let loser = if a { y } else { x };
+        assert_eq!(level(&store, ch, space, winner).await, Some(Level::Write));
+        assert_eq!(
+            level(&store, ch, space, loser).await,
+            None,
+            "the loser writes nothing"
+        );
+        assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 0);
+    }
+}
+
+async fn a_channel_join_raises_read_and_keeps_admin(store: DynStore) {
+    let app = app_in(&store).await;
+    let (ch, space) = channel(&store, app).await;
+    let (reader, admin) = (agent_in(&store, "r").await, agent_in(&store, "ad").await);
+    for (who, lvl) in [(reader, Level::Read), (admin, Level::Admin)] {
+        store
+            .put_grant(&NewGrant {
+                id: Uuid::now_v7(),
+                subject: Holder::Principal(who),
+                place: GrantPlace::Channel(ch),
+                level: lvl,
+                granted_by: None,
+                created_at: 1,
+            })
+            .await
+            .unwrap();
+    }
+    let before = store.rights_version().await.unwrap();
+    let row = link(ch, app, 5, i64::MAX);
+    store.create_invite(&row).await.unwrap();
+    for who in [reader, admin] {
+        assert!(store
+            .redeem_invite(&on_channel(&row, who, 3))
+            .await
+            .unwrap()
+            .is_some());
+    }
+    assert_eq!(level(&store, ch, space, reader).await, Some(Level::Write));
+    assert_eq!(level(&store, ch, space, admin).await, Some(Level::Admin));
+    assert!(
+        store.rights_version().await.unwrap() > before,
+        "a change of rights other processes learn of"
+    );
+}
+
+contract!(
+    a_task_invite_spends_a_use_and_joins_task_and_room,
+    two_redemptions_race_for_the_last_use_and_one_wins,
+    a_channel_join_raises_read_and_keeps_admin
+);
