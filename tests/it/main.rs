@@ -55,6 +55,7 @@ mod store_overview;
 mod store_overview_plans;
 mod store_people;
 mod store_places;
+mod store_presence;
 mod store_reads;
 mod store_rights_version;
 mod store_sends;
