@@ -72,6 +72,8 @@ pub struct Hub {
     pub runs: runs::LiveRuns,
     /// Requests to apps' `interactionsUrl` (ADR 0032).
     pub interactions: crate::webhooks::interactions::Client,
+    /// This node's name and its link to the other nodes (ADR 0034).
+    pub cluster: Arc<crate::cluster::Cluster>,
 }
 
 impl Hub {
@@ -101,6 +103,7 @@ impl Hub {
         if !store.commit_feed().listen(events.clone()) {
             anyhow::bail!("this store already feeds another hub's event bus");
         }
+        let cluster = Arc::new(crate::cluster::Cluster::start(&config.cluster).await?);
         let denials = Arc::new(DenialLog::new(&config.audit));
         let hook_health = HookHealth::new(std::time::Duration::from_secs(
             config.hooks.health_window_secs,
@@ -130,6 +133,7 @@ impl Hub {
             hook_health,
             runs: runs::LiveRuns::default(),
             interactions,
+            cluster,
         }))
     }
 }

@@ -12,6 +12,7 @@ mod bench_smoke;
 mod canaries;
 mod cards;
 mod chaos;
+mod cluster;
 mod commands;
 mod console;
 mod conversations;
