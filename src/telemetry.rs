@@ -75,6 +75,11 @@ pub mod names {
     pub const CLUSTER_ERRORS: &str = "switchboard_cluster_errors_total";
     /// 1 while the node is connected to NATS, 0 otherwise (`nats` mode).
     pub const CLUSTER_CONNECTED: &str = "switchboard_cluster_connected";
+    /// Hook calls this node relayed to the node holding the app's socket
+    /// (ADR 0035), by `outcome`: the six hook outcomes, `no_responders`
+    /// (the node is gone), `no_reply` (no answer within the deadline),
+    /// `nats_error` and `gone` (the socket closed since the presence read).
+    pub const CLUSTER_HOOK_RELAYS: &str = "switchboard_cluster_hook_relays_total";
 }
 
 pub fn init_logging(config: &LogConfig) {
@@ -210,6 +215,10 @@ fn describe() {
     describe_gauge!(
         names::CLUSTER_CONNECTED,
         "1 while the node is connected to NATS"
+    );
+    describe_counter!(
+        names::CLUSTER_HOOK_RELAYS,
+        "Hook calls relayed to the node holding the app's socket, by outcome"
     );
 }
 

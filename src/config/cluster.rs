@@ -46,6 +46,13 @@ pub struct ClusterConfig {
     /// change made through one node closes the sockets it affects on every
     /// node (`nats` mode).
     pub control_latency_ms: u64,
+    /// How long this node's presence lease lasts (ADR 0035): an app socket
+    /// of a node that stopped renewing stops taking callbacks this long
+    /// after its last renewal (`nats` mode).
+    pub presence_lease_ms: u64,
+    /// How often the node renews its presence lease; below
+    /// `cluster.presence_lease_ms` (`nats` mode).
+    pub presence_renew_ms: u64,
 }
 
 impl Default for ClusterConfig {
@@ -56,6 +63,8 @@ impl Default for ClusterConfig {
             node_id: String::new(),
             poll_interval_ms: 1_000,
             control_latency_ms: 5_000,
+            presence_lease_ms: 5_000,
+            presence_renew_ms: 1_000,
         }
     }
 }
@@ -65,7 +74,12 @@ impl ClusterConfig {
         require_positive(&[
             ("cluster.poll_interval_ms", self.poll_interval_ms),
             ("cluster.control_latency_ms", self.control_latency_ms),
+            ("cluster.presence_lease_ms", self.presence_lease_ms),
+            ("cluster.presence_renew_ms", self.presence_renew_ms),
         ])?;
+        if self.presence_renew_ms >= self.presence_lease_ms {
+            anyhow::bail!("cluster.presence_renew_ms must be below cluster.presence_lease_ms, or a live node's lease would lapse between renewals");
+        }
         if !self.node_id.is_empty() {
             check_node_id(&self.node_id)?;
         }

@@ -3,5 +3,10 @@
 //! throwaway `nats-server` and a throwaway PostgreSQL.
 
 pub mod harness;
+mod hook_nodes;
 
+mod claims;
+mod hooks;
+mod node_loss;
+mod retention;
 mod startup;
