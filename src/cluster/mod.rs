@@ -11,6 +11,7 @@
 //! callers need not ask which mode runs.
 
 pub mod subjects;
+pub mod wake;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

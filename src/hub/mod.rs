@@ -98,12 +98,16 @@ impl Hub {
         let memberships = MembershipCache::new(config.messages.membership_cache_entries);
         let installations =
             InstallationCache::new(store.clone(), config.installation.cache_capacity);
-        let events = Arc::new(EventBus::new(store_for_events, replay_batch));
+        let cluster = Arc::new(crate::cluster::Cluster::start(&config.cluster).await?);
+        let events = Arc::new(EventBus::new(
+            store_for_events,
+            replay_batch,
+            cluster.clone(),
+        ));
         // Group commits publish their own events, in commit order.
         if !store.commit_feed().listen(events.clone()) {
             anyhow::bail!("this store already feeds another hub's event bus");
         }
-        let cluster = Arc::new(crate::cluster::Cluster::start(&config.cluster).await?);
         let denials = Arc::new(DenialLog::new(&config.audit));
         let hook_health = HookHealth::new(std::time::Duration::from_secs(
             config.hooks.health_window_secs,

@@ -59,6 +59,15 @@ impl Server {
         ));
         hub.tasks
             .spawn(crate::gateway::revocations::run(hub.clone()));
+        crate::events::remote::Remote {
+            bus: hub.events.clone(),
+            cluster: hub.cluster.clone(),
+            store: hub.store.clone(),
+            poll_interval: Duration::from_millis(hub.config.cluster.poll_interval_ms),
+            shutdown: hub.shutdown.clone(),
+        }
+        .spawn(&hub.tasks)
+        .await;
         let released = hub.store.release_job_locks().await?;
         if released > 0 {
             info!(

@@ -4,4 +4,5 @@
 
 pub mod harness;
 
+mod delivery;
 mod startup;
