@@ -10,6 +10,7 @@
 //! In `single` mode there is no client and publishing does nothing, so
 //! callers need not ask which mode runs.
 
+pub mod control;
 pub mod subjects;
 pub mod wake;
 

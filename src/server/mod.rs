@@ -59,6 +59,7 @@ impl Server {
         ));
         hub.tasks
             .spawn(crate::gateway::revocations::run(hub.clone()));
+        crate::gateway::control::spawn(hub.clone()).await;
         crate::events::remote::Remote {
             bus: hub.events.clone(),
             cluster: hub.cluster.clone(),

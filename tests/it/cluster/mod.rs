@@ -4,5 +4,6 @@
 
 pub mod harness;
 
+mod control;
 mod delivery;
 mod startup;
