@@ -75,6 +75,9 @@ pub mod names {
     pub const CLUSTER_ERRORS: &str = "switchboard_cluster_errors_total";
     /// 1 while the node is connected to NATS, 0 otherwise (`nats` mode).
     pub const CLUSTER_CONNECTED: &str = "switchboard_cluster_connected";
+    /// Live sockets the periodic log check found behind their log: each is
+    /// a wake-up that was lost or is late (ADR 0034 §3).
+    pub const CLUSTER_POLL_CATCHUPS: &str = "switchboard_cluster_poll_catchups_total";
     /// Hook calls this node relayed to the node holding the app's socket
     /// (ADR 0035), by `outcome`: the six hook outcomes, `no_responders`
     /// (the node is gone), `no_reply` (no answer within the deadline),
@@ -215,6 +218,10 @@ fn describe() {
     describe_gauge!(
         names::CLUSTER_CONNECTED,
         "1 while the node is connected to NATS"
+    );
+    describe_counter!(
+        names::CLUSTER_POLL_CATCHUPS,
+        "Live sockets the periodic log check found behind their log"
     );
     describe_counter!(
         names::CLUSTER_HOOK_RELAYS,

@@ -10,7 +10,9 @@
 //! In `single` mode there is no client and publishing does nothing, so
 //! callers need not ask which mode runs.
 
+pub mod control;
 pub mod subjects;
+pub mod wake;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

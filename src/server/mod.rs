@@ -59,6 +59,16 @@ impl Server {
         ));
         hub.tasks
             .spawn(crate::gateway::revocations::run(hub.clone()));
+        crate::gateway::control::spawn(hub.clone()).await;
+        crate::events::remote::Remote {
+            bus: hub.events.clone(),
+            cluster: hub.cluster.clone(),
+            store: hub.store.clone(),
+            poll_interval: Duration::from_millis(hub.config.cluster.poll_interval_ms),
+            shutdown: hub.shutdown.clone(),
+        }
+        .spawn(&hub.tasks)
+        .await;
         release_job_locks(&hub).await?;
         // Before the listener: a gate anywhere finds this node's app
         // sockets from their first connect (ADR 0035).

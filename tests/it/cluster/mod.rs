@@ -6,6 +6,8 @@ pub mod harness;
 mod hook_nodes;
 
 mod claims;
+mod control;
+mod delivery;
 mod hooks;
 mod node_loss;
 mod retention;
