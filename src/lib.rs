@@ -14,6 +14,7 @@ pub mod bench;
 pub mod cards;
 pub mod cli;
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod domain;
 pub mod events;

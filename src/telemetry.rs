@@ -65,6 +65,24 @@ pub mod names {
     pub const WEBHOOK_ATTEMPT_DURATION: &str = "switchboard_webhook_attempt_duration_seconds";
     /// Subscriptions disabled, by `reason`.
     pub const WEBHOOK_DISABLED: &str = "switchboard_webhook_subscriptions_disabled_total";
+    /// Messages this node sent to or took from NATS, by `direction`
+    /// (`published`, `received`) and `kind` (`wake`, `ephemeral`,
+    /// `control`, `hook`) (ADR 0034).
+    pub const CLUSTER_MESSAGES: &str = "switchboard_cluster_messages_total";
+    /// What went wrong on the node's link to NATS, by `kind` (`dropped`:
+    /// the outbox was full; `publish`, `subscribe`, `decode`, `disconnected`,
+    /// `server`, `client`, `slow_consumer`).
+    pub const CLUSTER_ERRORS: &str = "switchboard_cluster_errors_total";
+    /// 1 while the node is connected to NATS, 0 otherwise (`nats` mode).
+    pub const CLUSTER_CONNECTED: &str = "switchboard_cluster_connected";
+    /// Live sockets the periodic log check found behind their log: each is
+    /// a wake-up that was lost or is late (ADR 0034 §3).
+    pub const CLUSTER_POLL_CATCHUPS: &str = "switchboard_cluster_poll_catchups_total";
+    /// Hook calls this node relayed to the node holding the app's socket
+    /// (ADR 0035), by `outcome`: the six hook outcomes, `no_responders`
+    /// (the node is gone), `no_reply` (no answer within the deadline),
+    /// `nats_error` and `gone` (the socket closed since the presence read).
+    pub const CLUSTER_HOOK_RELAYS: &str = "switchboard_cluster_hook_relays_total";
 }
 
 pub fn init_logging(config: &LogConfig) {
@@ -188,6 +206,26 @@ fn describe() {
     describe_counter!(
         names::WEBHOOK_DISABLED,
         "Webhook subscriptions disabled, by reason"
+    );
+    describe_counter!(
+        names::CLUSTER_MESSAGES,
+        "Messages sent to or taken from NATS, by direction and kind"
+    );
+    describe_counter!(
+        names::CLUSTER_ERRORS,
+        "Failures of the node's link to NATS, by kind"
+    );
+    describe_gauge!(
+        names::CLUSTER_CONNECTED,
+        "1 while the node is connected to NATS"
+    );
+    describe_counter!(
+        names::CLUSTER_POLL_CATCHUPS,
+        "Live sockets the periodic log check found behind their log"
+    );
+    describe_counter!(
+        names::CLUSTER_HOOK_RELAYS,
+        "Hook calls relayed to the node holding the app's socket, by outcome"
     );
 }
 

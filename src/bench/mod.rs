@@ -5,11 +5,13 @@
 
 mod ceiling;
 pub mod chaos;
+mod cluster;
 mod connections;
 mod layout;
 mod report;
 mod scenarios;
 mod stats;
+pub mod throwaway_nats;
 pub mod throwaway_pg;
 mod written;
 
@@ -22,7 +24,8 @@ pub use report::Report;
 #[derive(Args, Clone, Debug)]
 pub struct BenchArgs {
     /// Scenarios to run: fanout, hook, connections, catchup, layout, chaos,
-    /// or all (every one but chaos, which is a test more than a measure).
+    /// cluster, or all (every one but chaos, which is a test more than a
+    /// measure, and cluster, which needs nats-server and PostgreSQL).
     /// (fanout always runs the bare-socket ceiling beside it.)
     #[arg(long, default_value = "all")]
     pub scenario: String,
@@ -79,6 +82,12 @@ pub struct BenchArgs {
     /// The chaos run fails if it takes longer than this, per backend.
     #[arg(long, default_value_t = 1_800)]
     pub chaos_deadline_seconds: u64,
+    /// Receivers of the cluster scenario's group, spread over the nodes.
+    #[arg(long, default_value_t = 100)]
+    pub cluster_receivers: usize,
+    /// Deliveries to aim for per spread of the cluster scenario.
+    #[arg(long, default_value_t = 20_000)]
+    pub cluster_deliveries: usize,
     /// Tiny sizes for a quick check that every scenario works (used by CI).
     #[arg(long)]
     pub smoke: bool,
@@ -100,11 +109,13 @@ impl BenchArgs {
             self.chaos_drops = 20;
             self.chaos_kills = 2;
             self.chaos_acks_between_kills = 20;
+            self.cluster_receivers = 3;
+            self.cluster_deliveries = 60;
         }
     }
 
     fn wants(&self, scenario: &str) -> bool {
-        (self.scenario == "all" && scenario != "chaos")
+        (self.scenario == "all" && !matches!(scenario, "chaos" | "cluster"))
             || self.scenario.split(',').any(|s| s == scenario)
     }
 
@@ -212,6 +223,17 @@ async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     }
     if args.wants("layout") {
         layout::run(&layout::LayoutArgs::from(args)?, &mut report).await?;
+    }
+    if args.wants("cluster") {
+        let plan = cluster::ClusterRun {
+            n: args.cluster_receivers.max(1),
+            deliveries: args.cluster_deliveries,
+            inflight: args.inflight as usize,
+            postgres_url: args.postgres_url.clone(),
+        };
+        for entry in cluster::run(&plan).await? {
+            report.push(entry);
+        }
     }
     if args.wants("chaos") {
         let seed = args.seed.unwrap_or_else(rand::random);

@@ -107,7 +107,7 @@ pub async fn summarize(
 
 /// A hub in this process on 127.0.0.1:0 with limits that do not get in the
 /// way of a load test. Every change from the defaults is in the report.
-async fn start_hub(
+pub(super) async fn start_hub(
     database_url: Option<String>,
     tweak: impl FnOnce(&mut Config),
 ) -> anyhow::Result<(Server, tempfile::TempDir)> {
@@ -140,7 +140,7 @@ fn unlimited_quota(n: u32) -> crate::config::RateQuota {
     }
 }
 
-async fn new_agent(server: &Server, name: &str) -> anyhow::Result<(Uuid, String)> {
+pub(super) async fn new_agent(server: &Server, name: &str) -> anyhow::Result<(Uuid, String)> {
     let r =
         crate::identity::register_agent(server.hub.store.as_ref(), &json!({ "name": name }), None)
             .await
@@ -191,11 +191,11 @@ pub(super) async fn raw_agent(
     }
 }
 
-fn ws_url(server: &Server) -> String {
+pub(super) fn ws_url(server: &Server) -> String {
     format!("ws://{}/ws", server.addr)
 }
 
-fn base_url(server: &Server) -> String {
+pub(super) fn base_url(server: &Server) -> String {
     format!("http://{}", server.addr)
 }
 

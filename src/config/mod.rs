@@ -7,6 +7,7 @@
 
 mod app;
 mod audit;
+mod cluster;
 mod command;
 mod component;
 mod console;
@@ -34,6 +35,7 @@ use crate::domain::manifest::ManifestBounds;
 
 pub use app::AppConfig;
 pub use audit::AuditConfig;
+pub use cluster::{check_node_id, ClusterConfig, ClusterMode};
 pub use command::CommandConfig;
 pub use component::ComponentConfig;
 pub use console::ConsoleConfig;
@@ -74,6 +76,7 @@ pub struct Config {
     pub hosted: HostedConfig,
     pub console: ConsoleConfig,
     pub app: AppConfig,
+    pub cluster: ClusterConfig,
 }
 
 /// Refuses the first key whose value is 0, naming it.
@@ -148,6 +151,8 @@ impl Config {
         self.console.validate()?;
         self.app.validate()?;
         self.app.check_job_lock(&self.jobs, &self.hooks)?;
+        self.cluster.validate()?;
+        self.check_cluster()?;
         // A handler's job is locked from before its insert: the lock must
         // outlast the wait for the writer, the hook and the grace period.
         if self.jobs.lock_ms
@@ -159,6 +164,24 @@ impl Config {
             anyhow::bail!("jobs.lock_ms must exceed hooks.max_timeout_ms plus jobs.inline_grace_ms, or a slow hook's job would run twice");
         }
         self.check_webhook_deliveries()
+    }
+
+    /// Several nodes need one database they all reach (SQLite is a file of
+    /// one machine, written by one process), and the database sweep, the
+    /// fallback of the control subject, must run within the bound it backs
+    /// (ADR 0034).
+    fn check_cluster(&self) -> anyhow::Result<()> {
+        if self.cluster.mode != ClusterMode::Nats {
+            return Ok(());
+        }
+        let url = self.database_url();
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            anyhow::bail!("cluster.mode = \"nats\" needs PostgreSQL: SQLite is one process's file, so several nodes cannot share it; set storage.database_url to a postgres:// URL or cluster.mode = \"single\"");
+        }
+        if self.gateway.revocation_check_interval_ms >= self.cluster.control_latency_ms {
+            anyhow::bail!("gateway.revocation_check_interval_ms must be below cluster.control_latency_ms in nats mode: the database sweep is the control subject's fallback within that bound");
+        }
+        Ok(())
     }
 
     /// A subscription's claim outlasts a request with room for its record
@@ -427,5 +450,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("registration.install"), "{err}");
+    }
+
+    #[test]
+    fn nats_mode_refuses_sqlite_and_a_slow_sweep() {
+        let mut c = Config::default();
+        c.cluster.mode = ClusterMode::Nats;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("needs PostgreSQL"), "{e}");
+        c.storage.database_url = "postgres://127.0.0.1/sb".into();
+        c.validate().unwrap();
+        c.gateway.revocation_check_interval_ms = c.cluster.control_latency_ms;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("below cluster.control_latency_ms"), "{e}");
     }
 }

@@ -10,8 +10,14 @@
 //! to replaying, which reads the gap from the log. Because the cursor moves
 //! only forward and only by one, a socket gets every event once, in order.
 //! See docs/adr/0007-event-log.md.
+//!
+//! In a cluster (ADR 0034 §3) events committed by another node are never
+//! offered here: a wake-up from NATS, or the periodic check of the log,
+//! gives the subscription a *hint* that its log grew, and it reads the log
+//! as it does on a gap. Ephemeral events cross on NATS with their payload.
 
 pub mod frames;
+pub mod remote;
 pub mod retention;
 
 use std::sync::{Arc, Mutex};
@@ -22,6 +28,7 @@ use tokio::sync::Notify;
 use tracing::{debug, warn};
 use uuid::Uuid;
 
+use crate::cluster::{self, wake, Cluster};
 use crate::domain::event::{rfc3339, EventEnvelope, StoredEvent};
 use crate::domain::now_millis;
 use crate::rpc::frame;
@@ -45,6 +52,10 @@ struct Cursor {
     delivered: u64,
     /// Highest seq any writer offered; tells the pump whether to read again.
     latest_known: u64,
+    /// A hint came (another node's commit, the periodic check) since the
+    /// pump's last read began: read once more before going live. Cleared
+    /// when a read begins, so a wrong hint costs one read, never a loop.
+    recheck: bool,
     live: bool,
 }
 
@@ -76,20 +87,46 @@ impl Subscription {
             self.wake.notify_one();
         }
     }
+
+    /// The audience's log reached `seq` somewhere: a socket behind it reads
+    /// the log. True when a live socket was sent back to the log.
+    fn hint(&self, seq: u64) -> bool {
+        let mut c = self.cursor.lock().expect("cursor lock");
+        if seq <= c.delivered {
+            return false;
+        }
+        c.recheck = true;
+        if !c.live {
+            return false;
+        }
+        c.live = false;
+        self.wake.notify_one();
+        true
+    }
+
+    /// Marks the start of a read of the log: hints before it are answered
+    /// by it.
+    fn reading(&self) {
+        self.cursor.lock().expect("cursor lock").recheck = false;
+    }
 }
 
 pub struct EventBus {
     store: DynStore,
     replay_batch: u32,
+    /// Other nodes learn of this node's commits and ephemeral events
+    /// through it (nothing in `single` mode).
+    cluster: Arc<Cluster>,
     subscriptions: DashMap<Uuid, Vec<Arc<Subscription>>>,
     waiters: DashMap<Uuid, Arc<Notify>>,
 }
 
 impl EventBus {
-    pub fn new(store: DynStore, replay_batch: u32) -> EventBus {
+    pub fn new(store: DynStore, replay_batch: u32, cluster: Arc<Cluster>) -> EventBus {
         EventBus {
             store,
             replay_batch,
+            cluster,
             subscriptions: DashMap::new(),
             waiters: DashMap::new(),
         }
@@ -114,15 +151,68 @@ impl EventBus {
                 w.notify_waiters();
             }
         }
+        self.wake_other_nodes(events);
+    }
+
+    /// One wake-up per audience on NATS, with its new last seq, so the
+    /// other nodes' sockets of it read the log. At most once: a lost one
+    /// waits for the periodic check.
+    fn wake_other_nodes(&self, events: &[StoredEvent]) {
+        if self.cluster.client().is_none() {
+            return;
+        }
+        for message in wake::encode(&wake::heads(events)) {
+            self.cluster
+                .publish(cluster::Kind::Wake, cluster::subjects::WAKE, message);
+        }
+    }
+
+    /// Hints from other nodes or the periodic check: each socket of these
+    /// audiences behind the seq reads the log. Returns how many live
+    /// sockets were sent back to the log.
+    pub fn hint(&self, heads: &[(Uuid, u64)]) -> usize {
+        let mut behind = 0;
+        for (audience, seq) in heads {
+            if let Some(subs) = self.subscriptions.get(audience) {
+                behind += subs.iter().filter(|s| s.hint(*seq)).count();
+            }
+        }
+        behind
+    }
+
+    /// Wakes the long-polls of these audiences (they read the log again,
+    /// and wait again when it has nothing new).
+    pub fn notify_waiters(&self, audiences: impl IntoIterator<Item = Uuid>) {
+        for audience in audiences {
+            if let Some(w) = self.waiters.get(&audience) {
+                w.notify_waiters();
+            }
+        }
+    }
+
+    /// The audiences with a socket here.
+    pub fn live_audiences(&self) -> Vec<Uuid> {
+        self.subscriptions.iter().map(|e| *e.key()).collect()
+    }
+
+    /// Whether a socket of `audience` is here.
+    pub fn is_live(&self, audience: Uuid) -> bool {
+        self.subscriptions.contains_key(&audience)
+    }
+
+    /// The audiences with a long-poll (or its notifier) here.
+    pub fn waited_audiences(&self) -> Vec<Uuid> {
+        self.waiters.iter().map(|e| *e.key()).collect()
     }
 
     /// Sends an ephemeral event to the audience's open sockets. It is never
     /// stored, has no seq, and is dropped for a socket whose queue is nearly
     /// full.
     pub fn publish_ephemeral(&self, audience: Uuid, event_type: &'static str, payload: Value) {
-        let Some(subs) = self.subscriptions.get(&audience) else {
+        let clustered = self.cluster.client().is_some();
+        if !clustered && !self.subscriptions.contains_key(&audience) {
             return;
-        };
+        }
         let envelope = EventEnvelope {
             id: Uuid::now_v7(),
             seq: None,
@@ -132,7 +222,26 @@ impl EventBus {
             ephemeral: true,
             payload,
         };
-        let text = frame::notification(event_type, &envelope);
+        self.deliver_ephemeral(&envelope);
+        if clustered {
+            match serde_json::to_vec(&envelope) {
+                Ok(body) => self.cluster.publish(
+                    cluster::Kind::Ephemeral,
+                    cluster::subjects::EPHEMERAL,
+                    body.into(),
+                ),
+                Err(e) => warn!(error = %e, "an ephemeral event did not serialize"),
+            }
+        }
+    }
+
+    /// Sends an ephemeral event to this node's sockets of its audience
+    /// (one published here, or by another node).
+    pub fn deliver_ephemeral(&self, envelope: &EventEnvelope) {
+        let Some(subs) = self.subscriptions.get(&envelope.audience) else {
+            return;
+        };
+        let text = frame::notification(&envelope.event_type, envelope);
         for s in subs.iter() {
             if !s.peer.send_droppable(text.clone()) {
                 metrics::counter!(names::EPHEMERAL_DROPPED).increment(1);
@@ -157,6 +266,7 @@ impl EventBus {
             cursor: Mutex::new(Cursor {
                 delivered: after,
                 latest_known: after,
+                recheck: false,
                 live: false,
             }),
             wake: Notify::new(),
@@ -214,7 +324,10 @@ async fn pump(store: DynStore, sub: Arc<Subscription>, batch: u32) {
             let after = sub.cursor.lock().expect("cursor lock").delivered;
             let read = match prefetched.take() {
                 Some(page) => page,
-                None => read_page(store.clone(), sub.audience, after, batch).await,
+                None => {
+                    sub.reading();
+                    read_page(store.clone(), sub.audience, after, batch).await
+                }
             };
             let events = match read {
                 Ok(e) => e,
@@ -237,6 +350,7 @@ async fn pump(store: DynStore, sub: Arc<Subscription>, batch: u32) {
             }
             let next = (events.len() == batch as usize).then(|| {
                 let last = events.last().expect("a full page").seq;
+                sub.reading();
                 tokio::spawn(read_page(store.clone(), sub.audience, last, batch))
             });
             if !send_page(&sub, &events).await {
@@ -251,7 +365,7 @@ async fn pump(store: DynStore, sub: Arc<Subscription>, batch: u32) {
                 continue;
             }
             let mut c = sub.cursor.lock().expect("cursor lock");
-            if c.latest_known <= c.delivered {
+            if c.latest_known <= c.delivered && !c.recheck {
                 c.live = true;
                 debug!(audience = %sub.audience, at = c.delivered, "subscription live");
                 break;

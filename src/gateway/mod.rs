@@ -5,6 +5,7 @@
 //! hub's state (`hub::registry`, `hub::throttle`).
 
 pub mod connection;
+pub mod control;
 mod hygiene;
 pub mod revocations;
 mod writer;

@@ -163,7 +163,7 @@ async fn fresh(hub: &Hub, since: Millis, handled: &mut Handled) -> StoreResult<F
 /// For each app whose installation changed elsewhere: the cached entry
 /// dropped, the live row read again, and the sockets closed when the app
 /// lost its way in (4012) or its events (4018).
-async fn close_inactive_apps(hub: &Hub, apps: &HashMap<Uuid, bool>) -> StoreResult<()> {
+pub(super) async fn close_inactive_apps(hub: &Hub, apps: &HashMap<Uuid, bool>) -> StoreResult<()> {
     for (&app_id, &uninstalled) in apps {
         hub.installations.invalidate(app_id);
         let live = hub.installations.read_fresh(app_id).await?;

@@ -89,6 +89,9 @@ async fn connect(
         auth.key_id.clone(),
         ctx.conn.peer.clone(),
     );
+    if auth.principal.kind == PrincipalKind::App {
+        record_presence(ctx, &auth).await?;
+    }
     check_still_active(ctx, &auth).await?;
     info!(
         connection = %ctx.conn.id,
@@ -166,6 +169,19 @@ fn event_start(
 
 /// A revocation that committed between the key check and the registration
 /// closed nobody: look again now that this socket is findable.
+/// In cluster mode, where the app's socket is (ADR 0035). A socket the
+/// cluster cannot find would take no callbacks: it is closed instead.
+async fn record_presence(ctx: &RequestContext, auth: &Authenticated) -> Result<(), RpcError> {
+    let recorded =
+        crate::hooks::presence::connected(&ctx.hub, ctx.conn.id, auth.principal.id).await;
+    recorded.map_err(|e| {
+        ctx.conn
+            .peer
+            .close(crate::rpc::close_code::INTERNAL, "connect failed; retry");
+        store_failure(e)
+    })
+}
+
 async fn check_still_active(ctx: &RequestContext, auth: &Authenticated) -> Result<(), RpcError> {
     let still_active = match ctx.hub.store.key(&auth.key_id).await {
         Ok(k) => k,

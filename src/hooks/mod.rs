@@ -2,8 +2,11 @@
 //! the app's callback socket, makes the server-initiated call with a
 //! deadline, decodes the answer into the catalogue's result type and records
 //! the outcome. Callers turn anything but `Ok` into a fail-closed verdict.
+//! In cluster mode the socket may be on another node: `relay` reaches it.
 
 pub mod check;
+pub mod presence;
+pub mod relay;
 
 use std::time::{Duration, Instant};
 
@@ -138,6 +141,11 @@ pub async fn call_raw(
     timeout: Duration,
 ) -> (HookOutcome<Value>, Duration) {
     let started = Instant::now();
+    if presence::clustered(hub) {
+        // The newest socket may be on any node (ADR 0035).
+        let outcome = relay::call_in_cluster(hub, app_id, name, params, timeout).await;
+        return (outcome, started.elapsed());
+    }
     let outcome = match hub.registry.callback_target(app_id) {
         None => HookOutcome::Unavailable,
         Some(conn) => match conn.peer.call(name, params, timeout).await {

@@ -21,7 +21,6 @@ use crate::domain::authz::Action;
 use crate::domain::validate::{FieldProblem, Problems};
 use crate::hub::Hub;
 use crate::identity::{self, Authenticated, IdentityError};
-use crate::rpc::close_code;
 use crate::store::{IdempotencyRecord, IdempotentResponse, InstallationRecord};
 
 pub const REGISTRATION_SECRET_HEADER: &str = "x-registration-secret";
@@ -537,12 +536,7 @@ pub async fn rotate_key(
     check_installed(&hub, auth.principal).await?;
     let (key, revoked) =
         identity::rotate(hub.store.as_ref(), auth.principal, Some(&auth.key_id)).await?;
-    hub.registry.close_keys(
-        auth.principal.id,
-        &revoked,
-        close_code::KEY_REVOKED,
-        "key revoked",
-    );
+    hub.close_revoked_keys(auth.principal.id, &revoked);
     info!(principal = %auth.principal.id, new_key_id = %key.key_id, revoked = revoked.len(), "key rotated");
     let field = match auth.principal.kind {
         crate::domain::PrincipalKind::Agent => "agentKey",
@@ -570,12 +564,7 @@ pub async fn revoke_key(
     let auth = bearer(&hub, &headers, remote).await?;
     check_installed(&hub, auth.principal).await?;
     let revoked = identity::revoke(hub.store.as_ref(), auth.principal.id).await?;
-    hub.registry.close_keys(
-        auth.principal.id,
-        &revoked,
-        close_code::KEY_REVOKED,
-        "key revoked",
-    );
+    hub.close_revoked_keys(auth.principal.id, &revoked);
     info!(principal = %auth.principal.id, revoked = revoked.len(), "keys revoked");
     Ok(StatusCode::NO_CONTENT)
 }

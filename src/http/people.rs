@@ -26,7 +26,6 @@ use crate::domain::validate::FieldProblem;
 use crate::domain::{Principal, PrincipalKind};
 use crate::hub::Hub;
 use crate::identity::{self, IdentityError};
-use crate::rpc::close_code;
 use crate::store::OwnedAgent;
 
 fn store_failure(e: crate::store::StoreError) -> ApiError {
@@ -44,10 +43,9 @@ fn unknown_person() -> ApiError {
     super::admin::operator_not_found("person")
 }
 
-/// Closes this process's sockets on the principal's revoked keys.
+/// Closes the sockets on the principal's revoked keys, on every node.
 fn close_revoked(hub: &Hub, principal: Uuid, revoked: &[String]) {
-    hub.registry
-        .close_keys(principal, revoked, close_code::KEY_REVOKED, "key revoked");
+    hub.close_revoked_keys(principal, revoked);
 }
 
 /// `POST /api/v1/people {name, description?}` (operator): 201
@@ -110,6 +108,9 @@ pub async fn disable(
         other => other?,
     };
     close_revoked(&hub, person, &revoked);
+    // A disable may revoke no key row (ADR 0020 §1): the other nodes close
+    // the person's sockets whatever key they hold.
+    hub.announce(&crate::cluster::control::Control::Disabled { principal: person });
     info!(%person, revoked = revoked.len(), "person disabled");
     Ok(StatusCode::NO_CONTENT)
 }

@@ -12,6 +12,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::Hub;
+use crate::cluster::control::Control;
 use crate::config::Config;
 use crate::domain::event::NewEvent;
 use crate::domain::installation::{
@@ -255,14 +256,21 @@ impl<'a> Lifecycle<'a> {
     fn after_commit(
         &self,
         action: LifecycleAction,
+        app_id: Uuid,
         events: &[crate::domain::event::StoredEvent],
         close: Option<(Uuid, u16, &str)>,
     ) {
         metrics::counter!(names::APP_LIFECYCLE, "action" => action.as_str()).increment(1);
         let Some(hub) = self.hub else { return };
         hub.events.publish(events);
-        if let Some((app_id, code, reason)) = close {
-            hub.registry.close_app(app_id, code, reason);
+        // The other nodes drop their cached entry and close the app's
+        // sockets as the row now says (ADR 0034 §4).
+        hub.announce(&Control::InstallationChanged {
+            app_id,
+            uninstalled: action == LifecycleAction::Uninstall,
+        });
+        if let Some((closed_app, code, reason)) = close {
+            hub.registry.close_app(closed_app, code, reason);
         }
     }
 
@@ -302,7 +310,7 @@ impl<'a> Lifecycle<'a> {
             Err(e) => return Err(self.store_error(app_id, e).await),
             Ok(i) => i,
         };
-        self.after_commit(LifecycleAction::Install, &installed.events, None);
+        self.after_commit(LifecycleAction::Install, app_id, &installed.events, None);
         Ok(Installed {
             installation: installed.installation,
             key: installed.key_issued.then_some(key),
@@ -329,7 +337,12 @@ impl<'a> Lifecycle<'a> {
             Err(e) => return Err(self.store_error(app_id, e).await),
         };
         let close = unsubscribed(&written.change);
-        self.after_commit(LifecycleAction::ScopesUpdate, &written.events, close);
+        self.after_commit(
+            LifecycleAction::ScopesUpdate,
+            app_id,
+            &written.events,
+            close,
+        );
         Ok(written.change.after)
     }
 
@@ -371,7 +384,7 @@ impl<'a> Lifecycle<'a> {
             close_code::APP_INACTIVE,
             "app_suspended",
         ));
-        self.after_commit(transition.action(), &written.events, close);
+        self.after_commit(transition.action(), app_id, &written.events, close);
         Ok(after)
     }
 
@@ -391,7 +404,7 @@ impl<'a> Lifecycle<'a> {
             Err(e) => return Err(self.store_error(app_id, e).await),
         };
         let close = Some((app_id, close_code::APP_INACTIVE, "app_uninstalled"));
-        self.after_commit(LifecycleAction::Uninstall, &gone.events, close);
+        self.after_commit(LifecycleAction::Uninstall, app_id, &gone.events, close);
         if let Some(hub) = self.hub {
             hub.memberships.invalidate_channels();
             // An uninstalled app is called no more; its figures go too.
@@ -418,7 +431,7 @@ impl<'a> Lifecycle<'a> {
             Ok(u) => u,
         };
         let close = upgraded.installation.as_ref().and_then(unsubscribed);
-        self.after_commit(LifecycleAction::Upgrade, &upgraded.events, close);
+        self.after_commit(LifecycleAction::Upgrade, app_id, &upgraded.events, close);
         let (requested, granted) = match &upgraded.installation {
             Some(c) => (c.after.requested, c.after.granted),
             None => (manifest.requested_scopes(), ScopeSet::EMPTY),

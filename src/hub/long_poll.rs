@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use uuid::Uuid;
 
 use super::Hub;
@@ -14,8 +16,10 @@ impl Hub {
     /// The events of `audience` after `after` (at most `limit`); an empty
     /// page waits up to `wait_secs` for the audience's next publish, or the
     /// hub's shutdown, and is read again. The waiter is registered before
-    /// the first read, so a publish between the read and the wait is not
-    /// missed.
+    /// each read, so a publish between the read and the wait is not
+    /// missed. A wake that finds nothing new (another node's hint, the
+    /// cluster's periodic check, ADR 0034 §3) waits again until the
+    /// deadline.
     pub async fn events_after_waiting(
         &self,
         audience: Uuid,
@@ -23,19 +27,23 @@ impl Hub {
         limit: u32,
         wait_secs: u64,
     ) -> StoreResult<Vec<StoredEvent>> {
-        let notify = self.events.waiter(audience);
-        let notified = notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let events = self.store.events_after(audience, after, limit).await?;
-        if !events.is_empty() || wait_secs == 0 {
-            return Ok(events);
+        let deadline = Instant::now() + Duration::from_secs(wait_secs);
+        loop {
+            let notify = self.events.waiter(audience);
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let events = self.store.events_after(audience, after, limit).await?;
+            if !events.is_empty() || Instant::now() >= deadline {
+                return Ok(events);
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+                _ = self.shutdown.cancelled() => {
+                    return self.store.events_after(audience, after, limit).await;
+                }
+            }
         }
-        tokio::select! {
-            _ = &mut notified => {}
-            _ = tokio::time::sleep(Duration::from_secs(wait_secs)) => {}
-            _ = self.shutdown.cancelled() => {}
-        }
-        self.store.events_after(audience, after, limit).await
     }
 }

@@ -25,9 +25,10 @@
 //! Writers in another process (the operator CLI) bump the store's rights
 //! version instead, on whose change the revocation sweep calls it.
 //!
-//! Cluster caveat: the cache is per process. With several hub nodes sharing
-//! one database (issue 19), a node adding participants must broadcast the
-//! invalidation to every other node before the cache may be enabled there.
+//! The cache is per process, so in `cluster.mode = "nats"` it is off
+//! (`hub::membership_cache_entries`, ADR 0034 §4): another node's change
+//! of participants or channel levels has no sweep that would drop a stale
+//! entry within a bound.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

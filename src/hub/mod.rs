@@ -12,6 +12,7 @@ use tokio_util::task::TaskTracker;
 
 pub mod autocomplete;
 pub mod context;
+mod control;
 pub mod denials;
 pub mod hook_health;
 pub mod installation_cache;
@@ -72,6 +73,8 @@ pub struct Hub {
     pub runs: runs::LiveRuns,
     /// Requests to apps' `interactionsUrl` (ADR 0032).
     pub interactions: crate::webhooks::interactions::Client,
+    /// This node's name and its link to the other nodes (ADR 0034).
+    pub cluster: Arc<crate::cluster::Cluster>,
 }
 
 impl Hub {
@@ -93,10 +96,15 @@ impl Hub {
         let interactions = crate::webhooks::interactions::Client::from_config(&config)?;
         let store_for_events = store.clone();
         let replay_batch = config.events.replay_batch;
-        let memberships = MembershipCache::new(config.messages.membership_cache_entries);
+        let memberships = MembershipCache::new(membership_cache_entries(&config));
         let installations =
             InstallationCache::new(store.clone(), config.installation.cache_capacity);
-        let events = Arc::new(EventBus::new(store_for_events, replay_batch));
+        let cluster = Arc::new(crate::cluster::Cluster::start(&config.cluster).await?);
+        let events = Arc::new(EventBus::new(
+            store_for_events,
+            replay_batch,
+            cluster.clone(),
+        ));
         // Group commits publish their own events, in commit order.
         if !store.commit_feed().listen(events.clone()) {
             anyhow::bail!("this store already feeds another hub's event bus");
@@ -130,6 +138,18 @@ impl Hub {
             hook_health,
             runs: runs::LiveRuns::default(),
             interactions,
+            cluster,
         }))
+    }
+}
+
+/// The membership cache's size: none in `nats` mode. Participants added on
+/// another node have no database sweep that would drop a stale entry, so a
+/// cached entry there could leave a new member out of a fan-out, or keep a
+/// removed grant's reader in a channel, past any bound (ADR 0034 §4).
+fn membership_cache_entries(config: &Config) -> usize {
+    match config.cluster.mode {
+        crate::config::ClusterMode::Single => config.messages.membership_cache_entries,
+        crate::config::ClusterMode::Nats => 0,
     }
 }

@@ -76,6 +76,14 @@ impl Registry {
             .max_by_key(|c| c.order)
     }
 
+    /// One open socket of an app, by its id: where a call the cluster's
+    /// presence table routed here goes (ADR 0035).
+    pub fn app_connection(&self, app_id: Uuid, connection_id: Uuid) -> Option<Connection> {
+        self.connections(app_id)
+            .into_iter()
+            .find(|c| c.id == connection_id && c.principal.kind == PrincipalKind::App)
+    }
+
     /// Closes every open socket authenticated with one of these keys and
     /// counts them (sockets already closing are not counted again).
     pub fn close_keys(

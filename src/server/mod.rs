@@ -59,13 +59,22 @@ impl Server {
         ));
         hub.tasks
             .spawn(crate::gateway::revocations::run(hub.clone()));
-        let released = hub.store.release_job_locks().await?;
-        if released > 0 {
-            info!(
-                jobs = released,
-                "released job locks left by the previous run"
-            );
+        crate::gateway::control::spawn(hub.clone()).await;
+        crate::events::remote::Remote {
+            bus: hub.events.clone(),
+            cluster: hub.cluster.clone(),
+            store: hub.store.clone(),
+            poll_interval: Duration::from_millis(hub.config.cluster.poll_interval_ms),
+            shutdown: hub.shutdown.clone(),
         }
+        .spawn(&hub.tasks)
+        .await;
+        release_job_locks(&hub).await?;
+        // Before the listener: a gate anywhere finds this node's app
+        // sockets from their first connect (ADR 0035).
+        crate::hooks::presence::start(&hub).await?;
+        hub.tasks.spawn(crate::hooks::presence::run(hub.clone()));
+        hub.tasks.spawn(crate::hooks::relay::serve(hub.clone()));
         hub.tasks.spawn(crate::jobs::run(hub.clone()));
         hub.tasks
             .spawn(crate::jobs::webhook_deliveries::run(hub.clone()));
@@ -136,6 +145,24 @@ impl Server {
         info!("hub stopped");
         Ok(())
     }
+}
+
+/// Alone on its database, a hub that starts owns every job lock: the
+/// process that took them is gone, so they are released at once. In a
+/// cluster the other nodes' locks are live claims; a lock left by a node
+/// that died lapses after `jobs.lock_ms` and another node takes the job.
+async fn release_job_locks(hub: &Hub) -> anyhow::Result<()> {
+    if crate::hooks::presence::clustered(hub) {
+        return Ok(());
+    }
+    let released = hub.store.release_job_locks().await?;
+    if released > 0 {
+        info!(
+            jobs = released,
+            "released job locks left by the previous run"
+        );
+    }
+    Ok(())
 }
 
 /// Descriptors kept free for everything that is not a client connection:

@@ -169,8 +169,9 @@ pub trait JobStore: Send + Sync + 'static {
     /// Deletes a job whose subject no longer exists.
     async fn finish_job(&self, id: Uuid) -> StoreResult<()>;
 
-    /// Unlocks every job. Called at start: a lock held when the hub stopped
-    /// belongs to a process that no longer runs (one hub per database).
+    /// Unlocks every job. Called at start in single mode only: a lock held
+    /// when the hub stopped belongs to a process that no longer runs. In a
+    /// cluster the other nodes' locks are live, and a dead node's lapse.
     async fn release_job_locks(&self) -> StoreResult<u64>;
 
     /// Unlocks a job to run again at `run_at` (after a transient failure).

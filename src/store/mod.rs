@@ -3,7 +3,7 @@
 //!
 //! A caller names the area it uses: [`IdentityStore`], [`EventStore`],
 //! [`ConversationStore`], [`TaskStore`], [`JobStore`], [`CardStore`],
-//! [`SigningKeyStore`], [`PlaceStore`], [`AuditStore`], [`InstallationStore`], [`OverviewStore`], with [`BaseStore`] for what concerns the database
+//! [`SigningKeyStore`], [`PlaceStore`], [`AuditStore`], [`InstallationStore`], [`OverviewStore`], [`PresenceStore`], with [`BaseStore`] for what concerns the database
 //! itself. [`Store`] is all of them, and the hub holds one [`DynStore`].
 //!
 //! Each area module holds its trait, its records and its SQL, written once
@@ -46,6 +46,7 @@ mod people;
 mod place_levels;
 mod places;
 mod postgres;
+mod presence;
 pub(crate) mod recipients;
 mod signing_keys;
 pub(crate) mod sql;
@@ -111,6 +112,7 @@ pub use places::{
     PlaceStore, SpaceLevels, SpaceRecord, APP_NOT_INSTALLED,
 };
 pub use postgres::PgStore;
+pub use presence::{CallbackPresence, PresenceStore};
 pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
 pub use sql::count_statements;
 pub use sqlite::SqliteStore;
@@ -183,6 +185,7 @@ pub trait Store:
     + AppUrlStore
     + WebhookStore
     + WebhookDeliveryStore
+    + PresenceStore
 {
 }
 
@@ -206,6 +209,7 @@ impl<T> Store for T where
         + AppUrlStore
         + WebhookStore
         + WebhookDeliveryStore
+        + PresenceStore
 {
 }
 

@@ -180,3 +180,32 @@ async fn an_interrupted_bench_stops_its_postgres() {
         "the throwaway PostgreSQL outlived the bench"
     );
 }
+
+#[tokio::test]
+async fn bench_cluster_smoke_spreads_the_fanout_over_one_two_and_three_nodes() {
+    let report = bench_report(&["--smoke", "--scenario", "cluster"]).await;
+    let runs: Vec<&serde_json::Value> = report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["scenario"] == "cluster")
+        .collect();
+    let nodes: Vec<u64> = runs
+        .iter()
+        .map(|e| e["params"]["nodes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(nodes, [1, 2, 3], "one run per spread, in one report");
+    assert_eq!(runs[0]["params"]["mode"], "single");
+    for run in &runs {
+        assert_eq!(
+            run["results"]["deliveries"],
+            run["params"]["n"].as_u64().unwrap() * run["params"]["messages"].as_u64().unwrap(),
+            "every receiver got every message: {run}"
+        );
+        assert!(run["results"]["deliveries_per_second"].as_f64().unwrap() > 0.0);
+    }
+    for run in &runs[1..] {
+        assert_eq!(run["params"]["mode"], "nats");
+        assert!(run["results"]["over_one_node"].as_f64().unwrap() > 0.0);
+    }
+}

@@ -122,6 +122,9 @@ pub async fn run(hub: Arc<Hub>, socket: WebSocket, remote: IpAddr) {
         .unwrap_or(close_code::NORMAL);
     if let Some(session) = conn.session.get() {
         hub.registry.remove(session.principal, conn.id);
+        if session.principal.kind == crate::domain::PrincipalKind::App {
+            crate::hooks::presence::disconnected(&hub, conn.id).await;
+        }
         hub.events.detach(session.principal.id, conn.id);
         info!(
             connection = %conn.id,

@@ -11,7 +11,7 @@ pub mod read;
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::sql::{Arg, Database};
+use super::sql::{placeholders, Arg, Database};
 use super::{StoreError, StoreResult};
 use crate::domain::event::{StoredEvent, StreamPosition};
 use crate::domain::Millis;
@@ -28,6 +28,11 @@ pub trait EventStore: Send + Sync + 'static {
     ) -> StoreResult<Vec<StoredEvent>>;
 
     async fn stream_position(&self, audience: Uuid) -> StoreResult<StreamPosition>;
+
+    /// The last seq of each of these audiences' logs; an audience without
+    /// a log is left out. The cluster's periodic check reads it for every
+    /// live subscription of a node at once (ADR 0034 §3).
+    async fn stream_heads(&self, audiences: &[Uuid]) -> StoreResult<Vec<(Uuid, u64)>>;
 
     /// Raises the audience's acknowledged seq to `seq` (never lowers it).
     /// `Conflict` when `seq` is beyond the last event written.
@@ -94,6 +99,26 @@ impl<D: Database + EventDialect> EventStore for D {
             acked_seq: r.int("acked_seq")? as u64,
             oldest_seq: r.opt_int("oldest")?.map_or(last + 1, |o| o as u64),
         })
+    }
+
+    async fn stream_heads(&self, audiences: &[Uuid]) -> StoreResult<Vec<(Uuid, u64)>> {
+        let mut heads = Vec::with_capacity(audiences.len());
+        if audiences.is_empty() {
+            return Ok(heads);
+        }
+        let mut reader = self.read().await?;
+        // 500 a statement: far below both dialects' parameter limits.
+        for chunk in audiences.chunks(500) {
+            let sql = format!(
+                "SELECT audience, last_seq FROM event_streams WHERE audience IN ({})",
+                placeholders(1, chunk.len())
+            );
+            let args: Vec<Arg> = chunk.iter().map(|a| Arg::Id(*a)).collect();
+            for row in reader.fetch_all(&sql, &args).await? {
+                heads.push((row.id("audience")?, row.int("last_seq")? as u64));
+            }
+        }
+        Ok(heads)
     }
 
     async fn ack_events(&self, audience: Uuid, seq: u64) -> StoreResult<u64> {

@@ -2,6 +2,7 @@ pub mod agents;
 pub mod event_reader;
 pub mod hub;
 pub mod legacy_db;
+pub mod nats;
 pub mod pg;
 pub mod raw;
 pub mod receiver;

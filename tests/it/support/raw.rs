@@ -151,6 +151,19 @@ impl RawSocket {
         s
     }
 
+    pub async fn connect_person(url: &str, key: &str) -> RawSocket {
+        let mut s = RawSocket::connect(url).await;
+        let r = s
+            .call(
+                json!("c"),
+                "person/network/connect",
+                json!({"personKey": key}),
+            )
+            .await;
+        assert!(r.get("result").is_some(), "{r}");
+        s
+    }
+
     pub async fn connect_app(url: &str, key: &str) -> RawSocket {
         let mut s = RawSocket::connect(url).await;
         let r = s

@@ -232,7 +232,7 @@ pub fn ops(c: &mut Components) -> Vec<Op> {
             .text(200, "the process runs"),
         Op::get("/readyz", "readyz", "Readiness")
             .anonymous()
-            .text(200, "the database answers and the hub is not draining")
+            .text(200, "the database answers and the hub is not draining; the body is `ready`, then `node: <cluster.node_id>` and `cluster: single` or `cluster: nats connected|disconnected`, one a line")
             .text(503, "shutting down, or the database does not answer"),
         Op::get("/metrics", "metrics", "Prometheus metrics")
             .anonymous()

@@ -1,0 +1,355 @@
+//! Hook calls across nodes (ADR 0035). The gate's node finds the app's
+//! newest socket in the presence table; when another node holds it, the
+//! call goes to that node's hook subject by NATS request/reply, with the
+//! hook's deadline. The holding node makes the server-initiated call and
+//! replies with the outcome, which keeps its meaning on the way back.
+//! Everything that goes wrong on the way is an outcome that denies.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tracing::{debug, warn};
+use uuid::Uuid;
+
+use super::HookOutcome;
+use crate::cluster::{subjects, Kind};
+use crate::domain::now_millis;
+use crate::hub::Hub;
+use crate::protocol::{self, Direction, SpecKind};
+use crate::rpc::{CallOutcome, RpcError};
+use crate::store::CallbackPresence;
+use crate::telemetry::names;
+
+/// What the gate's node asks the holding node.
+#[derive(Debug, Serialize, Deserialize)]
+struct RelayCall {
+    app_id: Uuid,
+    connection_id: Uuid,
+    /// The wire name, as the manifest's `callbackNames` chose it.
+    method: String,
+    params: Value,
+    /// What is left of the hook's deadline when the request is sent.
+    timeout_ms: u64,
+}
+
+/// The holding node's answer: one of the hook outcomes.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+enum RelayAnswer {
+    Ok {
+        result: Value,
+    },
+    RemoteError {
+        error: RpcError,
+    },
+    Timeout,
+    Disconnected,
+    Unavailable,
+    BadResult {
+        reason: String,
+    },
+    /// The socket is no longer open on the holding node: it closed after
+    /// the caller read the presence table (its row is going).
+    Gone,
+}
+
+impl From<CallOutcome> for RelayAnswer {
+    fn from(outcome: CallOutcome) -> Self {
+        match outcome {
+            CallOutcome::Ok(result) => RelayAnswer::Ok { result },
+            CallOutcome::RemoteError(error) => RelayAnswer::RemoteError { error },
+            CallOutcome::Timeout => RelayAnswer::Timeout,
+            CallOutcome::Disconnected => RelayAnswer::Disconnected,
+            CallOutcome::BadResult(reason) => RelayAnswer::BadResult { reason },
+        }
+    }
+}
+
+impl From<RelayAnswer> for HookOutcome<Value> {
+    fn from(answer: RelayAnswer) -> Self {
+        match answer {
+            RelayAnswer::Ok { result } => HookOutcome::Ok(result),
+            RelayAnswer::RemoteError { error } => HookOutcome::RemoteError(error),
+            RelayAnswer::Timeout => HookOutcome::Timeout,
+            RelayAnswer::Disconnected => HookOutcome::Disconnected,
+            RelayAnswer::Unavailable => HookOutcome::Unavailable,
+            RelayAnswer::BadResult { reason } => HookOutcome::BadResult(reason),
+            RelayAnswer::Gone => HookOutcome::Unavailable,
+        }
+    }
+}
+
+/// How long before the caller's deadline the holding node gives up on the
+/// app, so its `timeout` reaches the caller before the caller's own wait
+/// ends: a tenth of the deadline, at most 50 ms.
+fn relay_margin(timeout: Duration) -> Duration {
+    (timeout / 10).min(Duration::from_millis(50))
+}
+
+/// Targets tried for one call: a socket that closed after the presence
+/// read hands the call to the next newest, as the registry does on one node.
+const MAX_TARGETS: usize = 3;
+
+/// One call to the app's newest socket anywhere in the cluster, within
+/// `timeout` in all.
+pub async fn call_in_cluster(
+    hub: &Hub,
+    app_id: Uuid,
+    name: &'static str,
+    params: &Value,
+    timeout: Duration,
+) -> HookOutcome<Value> {
+    let cluster = &hub.cluster;
+    let started = Instant::now();
+    for _ in 0..MAX_TARGETS {
+        let left = timeout.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return HookOutcome::Timeout;
+        }
+        let target = match hub.store.callback_presence(app_id, now_millis()).await {
+            Ok(Some(target)) => target,
+            Ok(None) => return HookOutcome::Unavailable,
+            Err(e) => {
+                warn!(app = %app_id, error = %e, "reading the app's presence failed; failing closed");
+                return HookOutcome::Unavailable;
+            }
+        };
+        let answer = if target.node_id == cluster.node_id() {
+            call_local(hub, app_id, target.connection_id, name, params, left).await
+        } else {
+            match cluster.client() {
+                Some(client) => call_remote(client, app_id, &target, name, params, left).await,
+                None => {
+                    count("nats_error");
+                    return HookOutcome::Unavailable;
+                }
+            }
+        };
+        match answer {
+            Answered::Outcome(outcome) => return outcome,
+            Answered::Gone => {
+                // Closed since the read: its row is stale; the next newest.
+                if let Err(e) = hub.store.remove_presence(target.connection_id).await {
+                    warn!(app = %app_id, error = %e, "forgetting a closed socket's presence failed");
+                    return HookOutcome::Unavailable;
+                }
+            }
+        }
+    }
+    HookOutcome::Unavailable
+}
+
+/// A call's end as the caller sees it: an outcome, or a socket that was no
+/// longer open where the presence table said it was.
+enum Answered {
+    Outcome(HookOutcome<Value>),
+    Gone,
+}
+
+/// The call on this node's socket `connection_id` of the app.
+async fn call_local(
+    hub: &Hub,
+    app_id: Uuid,
+    connection_id: Uuid,
+    name: &str,
+    params: &Value,
+    timeout: Duration,
+) -> Answered {
+    match hub.registry.app_connection(app_id, connection_id) {
+        None => Answered::Gone,
+        Some(conn) => {
+            let answer = RelayAnswer::from(conn.peer.call(name, params, timeout).await);
+            Answered::Outcome(answer.into())
+        }
+    }
+}
+
+/// The request to the holding node, waited on for at most `timeout`.
+async fn call_remote(
+    client: &async_nats::Client,
+    app_id: Uuid,
+    target: &CallbackPresence,
+    name: &'static str,
+    params: &Value,
+    timeout: Duration,
+) -> Answered {
+    let call = RelayCall {
+        app_id,
+        connection_id: target.connection_id,
+        method: name.to_string(),
+        params: params.clone(),
+        timeout_ms: timeout.as_millis() as u64,
+    };
+    let payload = Bytes::from(serde_json::to_vec(&call).expect("relay call serializes"));
+    let request = async_nats::Request::new()
+        .payload(payload)
+        .timeout(Some(timeout));
+    metrics::counter!(names::CLUSTER_MESSAGES, "direction" => "published", "kind" => Kind::Hook.as_str()).increment(1);
+    let sent = client.send_request(subjects::node_hook(&target.node_id), request);
+    let (answered, label) = match tokio::time::timeout(timeout, sent).await {
+        Err(_) => (Answered::Outcome(HookOutcome::Timeout), "no_reply"),
+        Ok(Err(e)) => match e.kind() {
+            async_nats::RequestErrorKind::NoResponders => {
+                (Answered::Outcome(HookOutcome::Unavailable), "no_responders")
+            }
+            async_nats::RequestErrorKind::TimedOut => {
+                (Answered::Outcome(HookOutcome::Timeout), "no_reply")
+            }
+            _ => {
+                debug!(app = %app_id, node = %target.node_id, error = %e, "relaying a hook call failed");
+                (Answered::Outcome(HookOutcome::Unavailable), "nats_error")
+            }
+        },
+        Ok(Ok(reply)) => match serde_json::from_slice::<RelayAnswer>(&reply.payload) {
+            Ok(RelayAnswer::Gone) => (Answered::Gone, "gone"),
+            Ok(answer) => {
+                let outcome = HookOutcome::from(answer);
+                let label = outcome.label();
+                (Answered::Outcome(outcome), label)
+            }
+            Err(_) => (Answered::Outcome(HookOutcome::Unavailable), "nats_error"),
+        },
+    };
+    count(label);
+    answered
+}
+
+fn count(outcome: &'static str) {
+    metrics::counter!(names::CLUSTER_HOOK_RELAYS, "outcome" => outcome).increment(1);
+}
+
+/// The catalogue's hub-to-app request that `name` is the wire name of
+/// (its own name or its `moltzap-v1` alias): the only calls a relay makes.
+fn app_callback(name: &str) -> Option<&'static str> {
+    protocol::catalogue()
+        .into_iter()
+        .filter(|s| {
+            matches!(s.kind, SpecKind::Request)
+                && s.direction == Direction::FromHub
+                && s.caller == protocol::Caller::App
+        })
+        .find_map(|s| {
+            if s.name == name {
+                Some(s.name)
+            } else {
+                s.moltzap_v1_name.filter(|alias| *alias == name)
+            }
+        })
+}
+
+/// Answers the hook calls other nodes relay to this one, until shutdown.
+/// Each call runs as its own task, so a slow app holds up nobody else;
+/// calls already taken still answer during the drain.
+pub async fn serve(hub: std::sync::Arc<Hub>) {
+    let cluster = &hub.cluster;
+    let Some(client) = cluster.client().cloned() else {
+        return;
+    };
+    let subject = subjects::node_hook(cluster.node_id());
+    let Some(mut calls) = cluster.subscribe(&subject).await else {
+        tracing::error!(subject, "cannot take relayed hook calls");
+        return;
+    };
+    loop {
+        let msg = tokio::select! {
+            msg = calls.next() => msg,
+            _ = hub.shutdown.cancelled() => break,
+        };
+        let Some(msg) = msg else { break };
+        metrics::counter!(names::CLUSTER_MESSAGES, "direction" => "received", "kind" => Kind::Hook.as_str()).increment(1);
+        let Some(reply) = msg.reply.clone() else {
+            continue;
+        };
+        let hub2 = hub.clone();
+        let client = client.clone();
+        hub.tasks.spawn(async move {
+            let answer = answer(&hub2, &msg.payload).await;
+            let bytes = Bytes::from(serde_json::to_vec(&answer).expect("relay answer serializes"));
+            if let Err(e) = client.publish(reply, bytes).await {
+                debug!(error = %e, "replying to a relayed hook call failed");
+            }
+        });
+    }
+    let _ = calls.unsubscribe().await;
+}
+
+/// One relayed call made on this node's socket.
+async fn answer(hub: &Hub, payload: &[u8]) -> RelayAnswer {
+    let Ok(call) = serde_json::from_slice::<RelayCall>(payload) else {
+        return RelayAnswer::Unavailable;
+    };
+    let Some(method) = app_callback(&call.method) else {
+        warn!(app = %call.app_id, "a relayed call named no app callback; refused");
+        return RelayAnswer::Unavailable;
+    };
+    let started = Instant::now();
+    let timeout = Duration::from_millis(call.timeout_ms);
+    let timeout = timeout.saturating_sub(relay_margin(timeout));
+    let Some(conn) = hub.registry.app_connection(call.app_id, call.connection_id) else {
+        return RelayAnswer::Gone;
+    };
+    let answer = RelayAnswer::from(conn.peer.call(method, &call.params, timeout).await);
+    debug!(
+        app = %call.app_id,
+        method,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "relayed hook call answered"
+    );
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_survives_the_wire() {
+        let cases = vec![
+            CallOutcome::Ok(serde_json::json!({"verdict": {"accept": {}}})),
+            CallOutcome::RemoteError(RpcError::invalid_request("no")),
+            CallOutcome::Timeout,
+            CallOutcome::Disconnected,
+            CallOutcome::BadResult("not json".into()),
+        ];
+        for case in cases {
+            let wire = serde_json::to_vec(&RelayAnswer::from(case.clone())).unwrap();
+            let back: HookOutcome<Value> =
+                serde_json::from_slice::<RelayAnswer>(&wire).unwrap().into();
+            let expected: HookOutcome<Value> = RelayAnswer::from(case).into();
+            assert_eq!(back, expected);
+        }
+        let wire = serde_json::to_vec(&RelayAnswer::Unavailable).unwrap();
+        let back: HookOutcome<Value> = serde_json::from_slice::<RelayAnswer>(&wire).unwrap().into();
+        assert_eq!(back, HookOutcome::Unavailable);
+    }
+
+    #[test]
+    fn only_app_callbacks_are_relayed() {
+        use crate::protocol::tasks::AppDispatchAuthorize;
+        use crate::protocol::Method;
+        assert_eq!(
+            app_callback(AppDispatchAuthorize::NAME),
+            Some(AppDispatchAuthorize::NAME)
+        );
+        if let Some(alias) = AppDispatchAuthorize::MOLTZAP_V1_NAME {
+            assert_eq!(app_callback(alias), Some(alias));
+        }
+        assert_eq!(app_callback("agents/connect"), None);
+        assert_eq!(app_callback("nonsense"), None);
+    }
+
+    #[test]
+    fn the_holding_node_answers_before_the_callers_deadline() {
+        assert_eq!(
+            relay_margin(Duration::from_millis(100)),
+            Duration::from_millis(10)
+        );
+        assert_eq!(
+            relay_margin(Duration::from_secs(5)),
+            Duration::from_millis(50)
+        );
+    }
+}
