@@ -21,12 +21,13 @@ use crate::support::agents::{agent, direct, send};
 use crate::support::event_reader::EventReader;
 use crate::support::RawSocket;
 
-/// Short locks, so a dead node's claims lapse within the test.
+/// Short locks, so a dead node's claims lapse within the test (the lock
+/// must exceed the interaction timeout plus the longest hook plus the grace).
 const LOCK_MS: u64 = 3_000;
 const SHORT_LOCKS: &[(&str, &str)] = &[
     ("SWITCHBOARD_HOOKS__MAX_TIMEOUT_MS", "2000"),
     ("SWITCHBOARD_JOBS__INLINE_GRACE_MS", "500"),
-    ("SWITCHBOARD_APP__INTERACTION_TIMEOUT_MS", "1000"),
+    ("SWITCHBOARD_APP__INTERACTION_TIMEOUT_MS", "400"),
     ("SWITCHBOARD_JOBS__LOCK_MS", "3000"),
 ];
 
