@@ -20,6 +20,8 @@ use crate::telemetry::names;
 use crate::webhooks::egress::Outcome as Sent;
 use crate::webhooks::{sender, subscription_secret};
 
+use super::webhook_log::{self, Window};
+
 /// Whether the worker goes on with this subscription.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Step {
@@ -36,28 +38,23 @@ pub(super) async fn step(
     token: Uuid,
 ) -> Result<Step, StoreError> {
     let cfg = &hub.config.webhooks;
-    let events = hub
-        .store
-        .events_after(sub.app_id, sub.cursor, cfg.read_batch)
-        .await?;
+    let window =
+        webhook_log::read(hub.store.as_ref(), sub.app_id, sub.cursor, cfg.read_batch).await?;
     let keep = Some(now_millis() + cfg.claim_ms as i64);
-    let Some(first) = events.first() else {
-        // Nothing after the cursor: caught up, or retention took every
-        // event it had not reached (the claim saw the log ahead of it).
-        let head = hub.store.stream_head(sub.app_id).await?;
-        if head > sub.cursor {
-            return pruned(hub, sub, token, head + 1, keep).await;
+    let events = match window {
+        Window::Events(events) => events,
+        // Retention took events the cursor had not reached (the claim saw
+        // the log ahead of it).
+        Window::Gap { first_held } => return pruned(hub, sub, token, first_held, keep).await,
+        Window::CaughtUp => {
+            let next = Next::Skip {
+                cursor: sub.cursor,
+                keep_until: None,
+            };
+            record(hub, sub, token, None, next).await?;
+            return Ok(Step::Stop);
         }
-        let next = Next::Skip {
-            cursor: sub.cursor,
-            keep_until: None,
-        };
-        record(hub, sub, token, None, next).await?;
-        return Ok(Step::Stop);
     };
-    if first.seq != sub.cursor + 1 {
-        return pruned(hub, sub, token, first.seq, keep).await;
-    }
     let Some(event) = events
         .iter()
         .find(|e| sub.event_types.contains(&e.event_type))
