@@ -45,11 +45,12 @@ const HTTPS_URL_PATTERN: &str = r"^https://[^/?#@\s]+([/?#]|$)";
     },
     "else": {"not": {"required": ["interactionsUrl"]}}
 }, {
-    "properties": {"eventsUrl": {
+    "if": {"required": ["eventsUrl"]},
+    "then": {"properties": {"eventsUrl": {
         "type": "string",
         "format": "uri",
         "pattern": HTTPS_URL_PATTERN
-    }}
+    }}}
 }]))]
 pub struct AppDelivery {
     pub mode: DeliveryMode,

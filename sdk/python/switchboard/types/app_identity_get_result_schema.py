@@ -7,7 +7,7 @@ from enum import Enum
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import AnyUrl, BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 
 class ManifestLimits(BaseModel):
@@ -279,12 +279,20 @@ class AppDelivery(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
-    eventsUrl: AnyUrl | None = None
     mode: DeliveryMode
     interactionsUrl: Annotated[
         str | None,
         Field(
             description='Required with mode `interactions_url`, refused otherwise: `https`,\nno user info, its host and port on `egress.allowlist`; 1 to 2048\ncharacters.',
+            max_length=2048,
+            min_length=1,
+            pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+        ),
+    ] = None
+    eventsUrl: Annotated[
+        str | None,
+        Field(
+            description="Where the manifest's `eventSubscriptions` are delivered as signed\nwebhooks (ADR 0033), in any mode: `https`, no user info, its host\nand port on `egress.allowlist`; 1 to 2048 characters. Needs\n`eventSubscriptions`.",
             max_length=2048,
             min_length=1,
             pattern='^[^\\u0000-\\u001F\\u007F-\\u009F]*$',

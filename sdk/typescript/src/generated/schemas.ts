@@ -455,8 +455,6 @@ export type TaskCreatePolicy =
 export type AppDelivery = {
   [k: string]: unknown;
 } & {
-  eventsUrl?: string;
-} & {
   mode: DeliveryMode;
   /**
    * Required with mode `interactions_url`, refused otherwise: `https`,
