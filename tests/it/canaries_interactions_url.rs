@@ -138,5 +138,12 @@ async fn subscribe(hub: &TestHub, c: &mut Canaries, fake: &Receiver, key: &str) 
 async fn delivered(hub: &TestHub) {
     let delivered = "outcome=\"delivered\"";
     let what = "the webhook was recorded";
-    metric_reaches(hub, "switchboard_webhook_attempts_total", delivered, 1.0, what).await;
+    metric_reaches(
+        hub,
+        "switchboard_webhook_attempts_total",
+        delivered,
+        1.0,
+        what,
+    )
+    .await;
 }
