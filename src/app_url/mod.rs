@@ -70,6 +70,11 @@ pub enum Delivered {
     Answered,
     Deferred,
     Failed(Reason),
+    /// No request went out: the installation is not active, the re-check
+    /// refused, the event is no longer held, or (`unrecorded`) a rerun
+    /// found the job's request already started. Counted as `not_sent`,
+    /// never as a request.
+    NotSent(Reason),
 }
 
 /// Logs and counts one request's outcome: the app, the kind, the outcome,
@@ -82,11 +87,15 @@ pub fn record(app: Uuid, kind: &'static str, url: &str, outcome: Delivered) {
     let (label, reason) = match outcome {
         Delivered::Answered => ("answered", ""),
         Delivered::Deferred => ("deferred", ""),
+        Delivered::NotSent(r) => ("not_sent", r.as_str()),
         Delivered::Failed(r) => ("failed", r.as_str()),
     };
     metrics::counter!(names::INTERACTION_DELIVERIES, "app" => app.to_string(), "kind" => kind, "outcome" => label, "reason" => reason)
         .increment(1);
     match outcome {
+        Delivered::NotSent(_) => {
+            tracing::warn!(app = %app, kind, outcome = label, reason, host = %host, "interactions_url request not sent")
+        }
         Delivered::Failed(_) => {
             tracing::warn!(app = %app, kind, outcome = label, reason, host = %host, "interactions_url request")
         }

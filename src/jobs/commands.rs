@@ -24,7 +24,7 @@ pub(super) async fn dispatch(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError
         Some(invocation) => match app_url::way(hub, invocation.app_id).await? {
             Way::Inactive(url) => {
                 if let Some(url) = url {
-                    let inactive = Delivered::Failed(Reason::Inactive);
+                    let inactive = Delivered::NotSent(Reason::Inactive);
                     record(invocation.app_id, "command", &url, inactive);
                 }
                 "inactive"

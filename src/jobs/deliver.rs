@@ -50,10 +50,10 @@ pub async fn command(
     let target = Target::command(invocation.command_id, invocation.conversation_id);
     let who = actor(invocation.actor_id, actor_kind);
     let outcome = if !access::recheck(hub, who, Action::CommandInvoke, target).await? {
-        Delivered::Failed(refusal(hub, invocation.app_id).await?)
+        Delivered::NotSent(refusal(hub, invocation.app_id).await?)
     } else {
         match hub.store.invocation_event(invocation.id).await? {
-            None => Delivered::Failed(Reason::Inactive),
+            None => Delivered::NotSent(Reason::Inactive),
             Some(event) => match post(hub, job, invocation.app_id, event, url).await? {
                 Posted::Reply(reply) => command_reply(hub, invocation, reply).await?,
                 Posted::Other(outcome) => outcome,
@@ -102,10 +102,16 @@ pub async fn recheck_press(
 /// since the job began (`inactive`, as the way's own step says it), or the
 /// actor's rights (`denied`).
 async fn refusal(hub: &Hub, app_id: Uuid) -> Result<Reason, StoreError> {
-    Ok(match crate::app_url::active(hub, app_id).await? {
+    Ok(refusal_of(crate::app_url::active(hub, app_id).await?))
+}
+
+/// The refusal's reason once the installation was read: still active, the
+/// actor's rights refused; not, the installation did.
+fn refusal_of(installation_active: bool) -> Reason {
+    match installation_active {
         true => Reason::Denied,
         false => Reason::Inactive,
-    })
+    }
 }
 
 enum Posted {
@@ -128,7 +134,7 @@ async fn post(
     url: &str,
 ) -> Result<Posted, StoreError> {
     let Some(event) = hub.store.stream_event(app_id, event_id).await? else {
-        return Ok(Posted::Other(Delivered::Failed(Reason::Inactive)));
+        return Ok(Posted::Other(Delivered::NotSent(Reason::Inactive)));
     };
     let body = crate::events::webhook_body(&event, &hub.sync_epoch);
     let id = event.id.to_string();
@@ -137,7 +143,7 @@ async fn post(
         .mark_job_sent(job.id, this_process(), SEND_ALLOWANCE)
         .await?
     {
-        return Ok(Posted::Other(Delivered::Failed(Reason::Unrecorded)));
+        return Ok(Posted::Other(Delivered::NotSent(Reason::Unrecorded)));
     }
     let sent = hub
         .interactions
@@ -236,4 +242,15 @@ async fn interaction_reply(
             Err(e) => refused(&e)?,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_names_the_installation_before_the_rights() {
+        assert_eq!(refusal_of(false), Reason::Inactive);
+        assert_eq!(refusal_of(true), Reason::Denied);
+    }
 }

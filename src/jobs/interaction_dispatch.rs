@@ -34,7 +34,7 @@ pub async fn run(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         Way::Gateway => {}
         Way::Inactive(url) => {
             if let Some(url) = url {
-                let inactive = Delivered::Failed(Reason::Inactive);
+                let inactive = Delivered::NotSent(Reason::Inactive);
                 record(app_id, "interaction", &url, inactive);
             }
             fail(hub, &interaction, APP_INACTIVE).await?
@@ -75,7 +75,7 @@ async fn to_url(
             interaction.app_id,
             "interaction",
             url,
-            Delivered::Failed(refused),
+            Delivered::NotSent(refused),
         );
         return fail(hub, interaction, stored_reason(refused)).await;
     }
@@ -90,7 +90,9 @@ async fn to_url(
     };
     match deliver::interaction(hub, job, interaction, event_id, url).await? {
         Delivered::Answered | Delivered::Deferred => Ok(()),
-        Delivered::Failed(reason) => fail(hub, interaction, reason.as_str()).await,
+        Delivered::Failed(reason) | Delivered::NotSent(reason) => {
+            fail(hub, interaction, reason.as_str()).await
+        }
     }
 }
 
@@ -111,4 +113,18 @@ pub async fn fail_closed(hub: &Arc<Hub>, job: &Job) -> Result<(), StoreError> {
         .fail_interaction(job.subject, APP_INACTIVE, now_millis())
         .await?;
     hub.store.finish_job(job.id).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One name for an inactive installation whichever step found it; a
+    /// refusal of the actor's rights stays `denied`.
+    #[test]
+    fn the_recheck_reasons_as_stored() {
+        assert_eq!(stored_reason(Reason::Inactive), APP_INACTIVE);
+        assert_eq!(stored_reason(Reason::Denied), "denied");
+        assert_eq!(stored_reason(Reason::Timeout), Reason::Timeout.as_str());
+    }
 }

@@ -11,6 +11,7 @@ mod interaction_dispatch;
 mod url_verify;
 mod webhook_attempt;
 pub mod webhook_deliveries;
+mod webhook_log;
 
 use std::sync::Arc;
 use std::time::Duration;

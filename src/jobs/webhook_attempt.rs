@@ -10,7 +10,6 @@ use rand::Rng;
 use tracing::{info, warn};
 use uuid::Uuid;
 
-use crate::domain::egress_policy::{check_url, HostPort};
 use crate::domain::event::StoredEvent;
 use crate::domain::webhook::{retry_after_ms, AfterFailure, Backoff, DisabledReason, Outcome};
 use crate::domain::{now_millis, Millis};
@@ -19,6 +18,8 @@ use crate::store::{Attempt, Next, StoreError, SubscriptionRecord};
 use crate::telemetry::names;
 use crate::webhooks::egress::Outcome as Sent;
 use crate::webhooks::{sender, subscription_secret};
+
+use super::webhook_log::{self, Window};
 
 /// Whether the worker goes on with this subscription.
 #[derive(Debug, PartialEq, Eq)]
@@ -36,28 +37,23 @@ pub(super) async fn step(
     token: Uuid,
 ) -> Result<Step, StoreError> {
     let cfg = &hub.config.webhooks;
-    let events = hub
-        .store
-        .events_after(sub.app_id, sub.cursor, cfg.read_batch)
-        .await?;
+    let window =
+        webhook_log::read(hub.store.as_ref(), sub.app_id, sub.cursor, cfg.read_batch).await?;
     let keep = Some(now_millis() + cfg.claim_ms as i64);
-    let Some(first) = events.first() else {
-        // Nothing after the cursor: caught up, or retention took every
-        // event it had not reached (the claim saw the log ahead of it).
-        let head = hub.store.stream_head(sub.app_id).await?;
-        if head > sub.cursor {
-            return pruned(hub, sub, token, head + 1, keep).await;
+    let events = match window {
+        Window::Events(events) => events,
+        // Retention took events the cursor had not reached (the claim saw
+        // the log ahead of it).
+        Window::Gap { first_held } => return pruned(hub, sub, token, first_held, keep).await,
+        Window::CaughtUp => {
+            let next = Next::Skip {
+                cursor: sub.cursor,
+                keep_until: None,
+            };
+            record(hub, sub, token, None, next).await?;
+            return Ok(Step::Stop);
         }
-        let next = Next::Skip {
-            cursor: sub.cursor,
-            keep_until: None,
-        };
-        record(hub, sub, token, None, next).await?;
-        return Ok(Step::Stop);
     };
-    if first.seq != sub.cursor + 1 {
-        return pruned(hub, sub, token, first.seq, keep).await;
-    }
     let Some(event) = events
         .iter()
         .find(|e| sub.event_types.contains(&e.event_type))
@@ -72,9 +68,6 @@ pub(super) async fn step(
             false => Step::Stop,
         });
     };
-    if !hub.store.subscription_allowed(sub.app_id).await? {
-        return paused(hub, sub, token).await;
-    }
     attempt(hub, sub, token, event).await
 }
 
@@ -143,7 +136,9 @@ async fn attempt(
 ) -> Result<Step, StoreError> {
     let started = Instant::now();
     let now = now_millis();
-    let sent = send(hub, sub, event, now).await;
+    let Some(sent) = send(hub, sub, event, now).await? else {
+        return paused(hub, sub, token).await;
+    };
     let took = started.elapsed();
     let duration_ms = took.as_millis().min(u128::from(u64::MAX)) as u64;
     let done = now_millis();
@@ -222,21 +217,26 @@ fn next_state(
 }
 
 /// The body is the stored envelope with `syncEpoch`, as on the gateway and
-/// in catch-up; `webhook-id` is the event id.
+/// in catch-up; `webhook-id` is the event id. `None`: the installation no
+/// longer allows deliveries, seen just before the request, which is not
+/// sent.
 async fn send(
     hub: &Arc<Hub>,
     sub: &SubscriptionRecord,
     event: &StoredEvent,
     now: Millis,
-) -> Sending {
-    let sending = |outcome, status, retry_after_ms| Sending {
-        outcome,
-        status,
-        retry_after_ms,
+) -> Result<Option<Sending>, StoreError> {
+    let sending = |outcome, status, retry_after_ms| {
+        Ok(Some(Sending {
+            outcome,
+            status,
+            retry_after_ms,
+        }))
     };
-    // The allowlist as configured now, before the egress client: an
-    // operator who removed the host stops the deliveries at once.
-    if !allowed(hub, &sub.url) {
+    // The egress client's own URL rules first, counted in
+    // `switchboard_egress_blocked_total` as its refusals are: no secret is
+    // opened and nothing is signed for a URL it would refuse.
+    if hub.webhook_egress.admit(&sub.url).is_err() {
         warn!(subscription = %sub.id, app = %sub.app_id, reason = "not_allowed", "webhook not sent");
         return sending(Outcome::Blocked, None, None);
     }
@@ -247,23 +247,27 @@ async fn send(
             return sending(Outcome::Unsigned, None, None);
         }
     };
-    let body = crate::events::webhook_body(event, &hub.sync_epoch);
     let id = event.id.to_string();
-    let cfg = &hub.config.webhooks;
-    let store = hub.store.as_ref();
     let request = sender::EventRequest {
         url: &sub.url,
         webhook_id: &id,
         hmac,
-        body,
+        body: crate::events::webhook_body(event, &hub.sync_epoch),
     };
-    let answered = match sender::post_event(store, cfg, &hub.webhook_egress, request, now).await {
-        Ok(a) => a,
-        Err(e) => {
-            warn!(subscription = %sub.id, error = %e, "webhook not sent");
-            return sending(Outcome::Unsigned, None, None);
-        }
-    };
+    let signed =
+        match sender::sign_event(hub.store.as_ref(), &hub.config.webhooks, request, now).await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(subscription = %sub.id, error = %e, "webhook not sent");
+                return sending(Outcome::Unsigned, None, None);
+            }
+        };
+    // The last read before the request: a pause committed before it sends
+    // nothing; one committed after it finds at most this request started.
+    if !hub.store.subscription_allowed(sub.app_id).await? {
+        return Ok(None);
+    }
+    let answered = signed.post(&hub.webhook_egress).await;
     let retry_after = answered
         .retry_after
         .as_deref()
@@ -276,17 +280,6 @@ async fn send(
         Sent::TooLarge => sending(Outcome::TooLarge, None, None),
         Sent::Transport { .. } => sending(Outcome::Transport, None, None),
     }
-}
-
-fn allowed(hub: &Hub, url: &str) -> bool {
-    let allowlist: Vec<HostPort> = hub
-        .config
-        .egress
-        .allowlist
-        .iter()
-        .filter_map(|e| HostPort::parse(e).ok())
-        .collect();
-    check_url(url, &allowlist, &[]).is_ok()
 }
 
 async fn secret(

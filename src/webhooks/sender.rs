@@ -59,25 +59,48 @@ pub struct EventRequest<'a> {
     pub body: Vec<u8>,
 }
 
-/// Sends a stored event, signed with every key that signs now (and the
-/// subscription's `v1` secret, if any). The answer keeps its `Retry-After`.
-pub async fn post_event(
+/// A stored event signed with every key that signs now (and the
+/// subscription's `v1` secret, if any), not yet sent: the caller checks
+/// what may have changed while the keys were read (a paused installation)
+/// just before [`post`](Self::post).
+pub struct SignedEvent<'a> {
+    url: &'a str,
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+}
+
+pub async fn sign_event<'a>(
     store: &(impl SigningKeyStore + ?Sized),
     cfg: &WebhooksConfig,
-    egress: &EgressClient,
-    request: EventRequest<'_>,
+    request: EventRequest<'a>,
     now: Millis,
-) -> Result<Answered, SendError> {
+) -> Result<SignedEvent<'a>, SendError> {
     let mut secrets = keys::signers(store, cfg, now).await?;
     if secrets.is_empty() {
         return Err(SendError::NoSigningKey);
     }
     secrets.extend(request.hmac);
     let timestamp = now.div_euclid(1000);
-    let signed = signature::headers(request.webhook_id, timestamp, &request.body, &secrets);
-    let mut headers: Vec<(&str, &str)> = signed.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    headers.push(("content-type", "application/json"));
-    Ok(egress
-        .post_answered(request.url, &headers, request.body)
-        .await)
+    let mut headers = Vec::from(signature::headers(
+        request.webhook_id,
+        timestamp,
+        &request.body,
+        &secrets,
+    ));
+    headers.push(("content-type", "application/json".to_string()));
+    Ok(SignedEvent {
+        url: request.url,
+        headers,
+        body: request.body,
+    })
+}
+
+impl SignedEvent<'_> {
+    /// One request through the egress client; the answer keeps its
+    /// `Retry-After`.
+    pub async fn post(self, egress: &EgressClient) -> Answered {
+        let headers: Vec<(&str, &str)> =
+            self.headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        egress.post_answered(self.url, &headers, self.body).await
+    }
 }

@@ -10,6 +10,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use super::{field, register, rest, Canaries, Cast, REGISTRATION_SECRET, TOKEN};
+use crate::interactions_url::{jobs_done, metric_reaches};
 use crate::support::receiver::Receiver;
 use crate::support::TestHub;
 
@@ -41,18 +42,6 @@ pub fn env(fake: &Receiver, ca: &std::path::Path) -> Vec<(String, String)> {
     .collect()
 }
 
-async fn jobs_done(hub: &TestHub, kind: &str, n: f64) {
-    let filter = format!("kind=\"{kind}\",outcome=\"done\"");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while hub.metric("switchboard_jobs_total", &filter).await < n {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the {kind} job never ended"
-        );
-        tokio::task::yield_now().await;
-    }
-}
-
 /// Registers the app, waits for its URL's check, lets Pat invoke its
 /// command in a channel both write in, and waits for the delivery and the
 /// reply. Answers every request the fake app received, as text.
@@ -81,7 +70,7 @@ pub async fn invoke(hub: &TestHub, cast: &mut Cast, c: &mut Canaries, fake: &Rec
     assert_eq!(status, 201, "{text}");
     let app = field(&text, "/appId");
     let hook = subscribe(hub, c, fake, &field(&text, "/appKey")).await;
-    jobs_done(hub, "app_url_verify", 1.0).await;
+    jobs_done(hub, "app_url_verify", 1).await;
     let body = Some(json!({"name": "desk"}));
     let (_, text) = rest(hub, Method::POST, "/api/v1/spaces", TOKEN, body).await;
     let space = field(&text, "/space/spaceId");
@@ -115,7 +104,7 @@ pub async fn invoke(hub: &TestHub, cast: &mut Cast, c: &mut Canaries, fake: &Rec
         "the app got the option"
     );
     // The scenario's other command was invoked once before this one.
-    jobs_done(hub, "app_command_dispatch", 2.0).await;
+    jobs_done(hub, "app_command_dispatch", 2).await;
     let hooked = fake.wait_on(&hook, 1).await;
     assert!(String::from_utf8_lossy(&hooked[0].body).contains(c.get(OPTION)));
     delivered(hub).await;
@@ -147,17 +136,14 @@ async fn subscribe(hub: &TestHub, c: &mut Canaries, fake: &Receiver, key: &str) 
 
 /// The webhook attempt is recorded (and logged) before the scan.
 async fn delivered(hub: &TestHub) {
-    let filter = "outcome=\"delivered\"";
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while hub
-        .metric("switchboard_webhook_attempts_total", filter)
-        .await
-        < 1.0
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the webhook was never recorded"
-        );
-        tokio::task::yield_now().await;
-    }
+    let delivered = "outcome=\"delivered\"";
+    let what = "the webhook was recorded";
+    metric_reaches(
+        hub,
+        "switchboard_webhook_attempts_total",
+        delivered,
+        1.0,
+        what,
+    )
+    .await;
 }

@@ -87,8 +87,13 @@ pub struct Interaction {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub values: Option<Value>,
     pub state: InteractionState,
-    /// Why it failed, when the hub failed it (`app_inactive`,
-    /// `url_unverified`).
+    /// Why it failed, when the hub failed it: `app_inactive` (the app's
+    /// installation is not active), `url_unverified`, or a delivery to the
+    /// app's `interactionsUrl` that gave no reply: `timeout`, `transport`,
+    /// `blocked`, `redirect`, `http_status`, `too_large`, `invalid_reply`,
+    /// `inactive` (its event no longer held), `denied` (the actor's rights
+    /// re-checked, or the app's reply refused), `unrecorded` (the request
+    /// went out and its answer could not be recorded), `no_signing_key`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// RFC 3339.

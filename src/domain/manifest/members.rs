@@ -22,10 +22,11 @@ pub enum ComponentKind {
     Form,
 }
 
-/// What the schema says of an `interactionsUrl`: `https://`, then a host
+/// What the schema says of an `interactionsUrl` and an `eventsUrl`:
+/// `https://`, then a host
 /// without user info. The hub's validation says the rest (no IP literal,
 /// the allowlist, the length) with a problem naming the member.
-const INTERACTIONS_URL_PATTERN: &str = r"^https://[^/?#@\s]+([/?#]|$)";
+const HTTPS_URL_PATTERN: &str = r"^https://[^/?#@\s]+([/?#]|$)";
 
 /// How the app receives its commands and interactions (issue 17 delivers;
 /// the URL is checked now so a manifest cannot store a target the hub
@@ -39,10 +40,17 @@ const INTERACTIONS_URL_PATTERN: &str = r"^https://[^/?#@\s]+([/?#]|$)";
         "properties": {"interactionsUrl": {
             "type": "string",
             "format": "uri",
-            "pattern": INTERACTIONS_URL_PATTERN
+            "pattern": HTTPS_URL_PATTERN
         }}
     },
     "else": {"not": {"required": ["interactionsUrl"]}}
+}, {
+    "if": {"required": ["eventsUrl"]},
+    "then": {"properties": {"eventsUrl": {
+        "type": "string",
+        "format": "uri",
+        "pattern": HTTPS_URL_PATTERN
+    }}}
 }]))]
 pub struct AppDelivery {
     pub mode: DeliveryMode,

@@ -115,7 +115,7 @@ async fn a_command_rerun_after_a_crash_repeats_the_webhook_id_once(options: Opti
     s.w.hub = restart(&s).await;
     jobs_done(s.hub(), "app_command_dispatch", 1).await;
     let unrecorded = format!(
-        "app=\"{}\",kind=\"command\",outcome=\"failed\",reason=\"unrecorded\"",
+        "app=\"{}\",kind=\"command\",outcome=\"not_sent\",reason=\"unrecorded\"",
         t.app.id
     );
     assert_eq!(

@@ -351,10 +351,17 @@ pub async fn url_state(hub: &TestHub, app: Uuid) -> Value {
 /// to 200 ms, so a slow job costs the hub a few reads, not a busy loop.
 pub async fn jobs_done(hub: &TestHub, kind: &str, n: usize) {
     let filter = format!("kind=\"{kind}\",outcome=\"done\"");
+    let what = format!("{n} {kind} jobs ended");
+    metric_reaches(hub, "switchboard_jobs_total", &filter, n as f64, &what).await;
+}
+
+/// Waits until the hub's `name{filter}` counts at least `n`, reading
+/// `/metrics` with a doubling pause (5 ms to 200 ms) up to a 30 s deadline.
+pub async fn metric_reaches(hub: &TestHub, name: &str, filter: &str, n: f64, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut pause = Duration::from_millis(5);
-    while hub.metric("switchboard_jobs_total", &filter).await < n as f64 {
-        assert!(Instant::now() < deadline, "{n} {kind} jobs never ended");
+    while hub.metric(name, filter).await < n {
+        assert!(Instant::now() < deadline, "never: {what}");
         tokio::time::sleep(pause.min(deadline.saturating_duration_since(Instant::now()))).await;
         pause = (pause * 2).min(Duration::from_millis(200));
     }

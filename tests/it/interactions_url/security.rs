@@ -217,7 +217,7 @@ async fn restart(s: &mut Setup) {
 
 async fn delivered(s: &Setup, t: &Tracker, kind: &str, reason: &str) -> f64 {
     let filter = format!(
-        "app=\"{}\",kind=\"{kind}\",outcome=\"failed\",reason=\"{reason}\"",
+        "app=\"{}\",kind=\"{kind}\",outcome=\"not_sent\",reason=\"{reason}\"",
         t.app.id
     );
     s.hub()

@@ -348,6 +348,33 @@ fn scopes_and_members(out: &mut Vec<Case>) {
             Invalid,
         ));
     }
+    // An eventsUrl: the same URL rules as an interactionsUrl, in any mode.
+    let events = |url: &str| {
+        let mut m = with(
+            &b,
+            "/delivery",
+            json!({"mode": "gateway", "eventsUrl": url}),
+        );
+        m["eventSubscriptions"] = json!(["app/installation/changed"]);
+        m
+    };
+    out.push(case(
+        "delivery eventsUrl",
+        events("https://app.example/e"),
+        HubOnly,
+    ));
+    for (name, url) in [
+        ("\"0\"", "0"),
+        ("http", "http://app.example/e"),
+        ("no host", "https:///e"),
+        ("user info", "https://me@app.example/e"),
+    ] {
+        out.push(case(
+            format!("delivery eventsUrl {name}"),
+            events(url),
+            Invalid,
+        ));
+    }
     out.push(case(
         "delivery mode other",
         with(&b, "/delivery", json!({"mode": "carrier-pigeon"})),

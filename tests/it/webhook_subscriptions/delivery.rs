@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use super::{ids, ms_between, World, CHANGED};
 use crate::support::hub::Options;
 use crate::support::receiver::Scripted;
+use crate::support::TestHub;
 
 crate::installations::both!(a_receiver_failing_for_a_while_gets_every_event_in_order_after);
 
@@ -171,4 +172,46 @@ async fn a_410_disables_the_subscription_and_tells_the_app() {
         .iter()
         .skip(1)
         .all(|a| a["outcome"] == json!("delivered")));
+}
+
+/// An operator takes the receiver's host off the allowlist and restarts
+/// the hub: the stored subscription's next attempt is `blocked` by the
+/// egress client's own check, before any secret is read, and counted in
+/// `switchboard_egress_blocked_total` like every egress refusal.
+#[tokio::test]
+async fn a_host_taken_off_the_allowlist_is_blocked_and_counted() {
+    let mut w = World::new(TestHub::fast_options()).await;
+    let sub = w.subscribed("/ok", &[CHANGED]).await;
+    w.event().await;
+    w.receiver.wait_on("/ok", 1).await;
+    w.attempts(&sub, 1).await;
+    w.hub.signal(libc::SIGTERM);
+    w.hub.wait_exit(std::time::Duration::from_secs(20)).await;
+    w.options = super::clone_options(&w.options)
+        .env(
+            "SWITCHBOARD_EGRESS__ALLOWLIST",
+            "[\"elsewhere.example.com\"]",
+        )
+        .env("SWITCHBOARD_EGRESS__PRIVATE_OVERRIDE", "[]");
+    w.restart().await;
+    let blocked_before = w
+        .hub
+        .metric("switchboard_egress_blocked_total", "purpose=\"webhook\"")
+        .await;
+    assert_eq!(blocked_before, 0.0);
+
+    w.event().await;
+    let log = w.attempts(&sub, 2).await;
+    assert_eq!(log[1]["outcome"], json!("blocked"), "{log:?}");
+    assert!(log[1]["status"].as_u64().is_none(), "{log:?}");
+    assert_eq!(
+        w.receiver.received_on("/ok").len(),
+        1,
+        "no request went out"
+    );
+    let blocked = w
+        .hub
+        .metric("switchboard_egress_blocked_total", "purpose=\"webhook\"")
+        .await;
+    assert!(blocked >= 1.0, "the refusal is counted: {blocked}");
 }

@@ -59,7 +59,7 @@ class Interaction(BaseModel):
     reason: Annotated[
         str | None,
         Field(
-            description='Why it failed, when the hub failed it (`app_inactive`,\n`url_unverified`).'
+            description="Why it failed, when the hub failed it: `app_inactive` (the app's\ninstallation is not active), `url_unverified`, or a delivery to the\napp's `interactionsUrl` that gave no reply: `timeout`, `transport`,\n`blocked`, `redirect`, `http_status`, `too_large`, `invalid_reply`,\n`inactive` (its event no longer held), `denied` (the actor's rights\nre-checked, or the app's reply refused), `unrecorded` (the request\nwent out and its answer could not be recorded), `no_signing_key`."
         ),
     ] = None
     createdAt: Annotated[str, Field(description='RFC 3339.')]

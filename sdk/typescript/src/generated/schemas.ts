@@ -2215,8 +2215,13 @@ export interface Interaction {
   };
   state: InteractionState;
   /**
-   * Why it failed, when the hub failed it (`app_inactive`,
-   * `url_unverified`).
+   * Why it failed, when the hub failed it: `app_inactive` (the app's
+   * installation is not active), `url_unverified`, or a delivery to the
+   * app's `interactionsUrl` that gave no reply: `timeout`, `transport`,
+   * `blocked`, `redirect`, `http_status`, `too_large`, `invalid_reply`,
+   * `inactive` (its event no longer held), `denied` (the actor's rights
+   * re-checked, or the app's reply refused), `unrecorded` (the request
+   * went out and its answer could not be recorded), `no_signing_key`.
    */
   reason?: string | null;
   /**
