@@ -83,6 +83,9 @@ pub mod names {
     /// (the node is gone), `no_reply` (no answer within the deadline),
     /// `nats_error` and `gone` (the socket closed since the presence read).
     pub const CLUSTER_HOOK_RELAYS: &str = "switchboard_cluster_hook_relays_total";
+    /// Relayed hook calls this node dropped unanswered by the app because
+    /// they arrived after the caller's deadline (ADR 0035, review fixes).
+    pub const CLUSTER_LATE_HOOK_CALLS: &str = "switchboard_cluster_late_hook_calls_total";
 }
 
 pub fn init_logging(config: &LogConfig) {
@@ -226,6 +229,10 @@ fn describe() {
     describe_counter!(
         names::CLUSTER_HOOK_RELAYS,
         "Hook calls relayed to the node holding the app's socket, by outcome"
+    );
+    describe_counter!(
+        names::CLUSTER_LATE_HOOK_CALLS,
+        "Relayed hook calls dropped because they arrived after their deadline"
     );
 }
 

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::HookOutcome;
 use crate::cluster::{subjects, Kind};
-use crate::domain::now_millis;
+use crate::domain::{now_millis, Millis};
 use crate::hub::Hub;
 use crate::protocol::{self, Direction, SpecKind};
 use crate::rpc::{CallOutcome, RpcError};
@@ -33,6 +33,29 @@ struct RelayCall {
     params: Value,
     /// What is left of the hook's deadline when the request is sent.
     timeout_ms: u64,
+    /// The caller's deadline, wall-clock epoch milliseconds: a call that
+    /// reaches the holding node late (NATS queued it through a reconnect)
+    /// is dropped, and a timely one gets only the time left. Wall clocks
+    /// of two nodes differ by their skew, which shortens (or lengthens)
+    /// the time left by as much; `timeout_ms` still caps it. Absent from
+    /// a node of an older version: `timeout_ms` alone then.
+    #[serde(default)]
+    deadline_ms: Option<Millis>,
+}
+
+impl RelayCall {
+    /// What the holding node may spend on the app at `now`: at most
+    /// `timeout_ms`, at most until the caller's deadline, less the margin
+    /// that lets its answer travel back. `None` when nothing is left.
+    fn time_left(&self, now: Millis) -> Option<Duration> {
+        let mut left = Duration::from_millis(self.timeout_ms);
+        if let Some(deadline) = self.deadline_ms {
+            let until = u64::try_from(deadline.saturating_sub(now)).unwrap_or(0);
+            left = left.min(Duration::from_millis(until));
+        }
+        let left = left.saturating_sub(relay_margin(left));
+        (!left.is_zero()).then_some(left)
+    }
 }
 
 /// The holding node's answer: one of the hook outcomes.
@@ -120,7 +143,9 @@ pub async fn call_in_cluster(
         let answer = if target.node_id == cluster.node_id() {
             call_local(hub, app_id, target.connection_id, name, params, left).await
         } else {
-            match cluster.client() {
+            // Not connected: the client would queue the request and send
+            // it on reconnect, long after this gate failed closed.
+            match cluster.client().filter(|_| cluster.is_connected()) {
                 Some(client) => call_remote(client, app_id, &target, name, params, left).await,
                 None => {
                     count("nats_error");
@@ -182,6 +207,7 @@ async fn call_remote(
         method: name.to_string(),
         params: params.clone(),
         timeout_ms: timeout.as_millis() as u64,
+        deadline_ms: Some(now_millis().saturating_add(timeout.as_millis() as Millis)),
     };
     let payload = Bytes::from(serde_json::to_vec(&call).expect("relay call serializes"));
     let request = async_nats::Request::new()
@@ -215,6 +241,11 @@ async fn call_remote(
     };
     count(label);
     answered
+}
+
+/// A relayed call this node dropped because its caller's deadline passed.
+fn count_late() {
+    metrics::counter!(names::CLUSTER_LATE_HOOK_CALLS).increment(1);
 }
 
 fn count(outcome: &'static str) {
@@ -285,9 +316,12 @@ async fn answer(hub: &Hub, payload: &[u8]) -> RelayAnswer {
         warn!(app = %call.app_id, "a relayed call named no app callback; refused");
         return RelayAnswer::Unavailable;
     };
+    let Some(timeout) = call.time_left(now_millis()) else {
+        count_late();
+        warn!(app = %call.app_id, "a relayed call arrived after its deadline; dropped");
+        return RelayAnswer::Timeout;
+    };
     let started = Instant::now();
-    let timeout = Duration::from_millis(call.timeout_ms);
-    let timeout = timeout.saturating_sub(relay_margin(timeout));
     let Some(conn) = hub.registry.app_connection(call.app_id, call.connection_id) else {
         return RelayAnswer::Gone;
     };
@@ -339,6 +373,46 @@ mod tests {
         }
         assert_eq!(app_callback("agents/connect"), None);
         assert_eq!(app_callback("nonsense"), None);
+    }
+
+    fn call(timeout_ms: u64, deadline_ms: Option<Millis>) -> RelayCall {
+        RelayCall {
+            app_id: Uuid::nil(),
+            connection_id: Uuid::nil(),
+            method: "app/task/create".into(),
+            params: Value::Null,
+            timeout_ms,
+            deadline_ms,
+        }
+    }
+
+    #[test]
+    fn a_call_gets_only_the_time_left_until_its_deadline() {
+        let now = 1_000_000;
+        assert_eq!(
+            call(1_000, Some(now + 1_000)).time_left(now),
+            Some(Duration::from_millis(950))
+        );
+        assert_eq!(
+            call(1_000, Some(now + 200)).time_left(now),
+            Some(Duration::from_millis(180)),
+            "late by 800 ms: 200 ms left, not the full timeout"
+        );
+        assert_eq!(call(1_000, Some(now)).time_left(now), None);
+        assert_eq!(
+            call(1_000, Some(now - 5_000)).time_left(now),
+            None,
+            "queued through a reconnect: dropped"
+        );
+        assert_eq!(
+            call(1_000, Some(now + 60_000)).time_left(now),
+            Some(Duration::from_millis(950)),
+            "a clock behind the caller's never lengthens the call"
+        );
+        assert_eq!(
+            call(1_000, None).time_left(now),
+            Some(Duration::from_millis(950))
+        );
     }
 
     #[test]

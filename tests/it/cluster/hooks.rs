@@ -253,3 +253,45 @@ async fn node_3_killed_during_the_call_fails_the_gate_closed_in_time() {
     .await;
     assert!(relays("no_responders").await >= 1.0);
 }
+
+/// Review fix (ADR 0035): a gate whose node is cut off from NATS answers
+/// `app_unavailable` at once, and its call never reaches the app later,
+/// when the client reconnects and would flush what it queued.
+#[tokio::test]
+async fn a_gate_cut_off_from_nats_is_unavailable_and_its_call_never_reaches_the_app() {
+    let deadline_ms = 2_000;
+    let mut nodes = ClusterHarness::start(3).await;
+    let s = setup(&nodes, deadline_ms).await;
+    let mut raw = RawSocket::connect_app(&nodes.node(3).ws_url(), &s.app_key).await;
+
+    nodes.stop_nats().await;
+    eventually("node 2 to see NATS gone", || async {
+        nodes.readyz(2).await.1.contains("nats disconnected")
+    })
+    .await;
+    let started = Instant::now();
+    assert_eq!(failure(s.request().await).1, json!("app_unavailable"));
+    assert!(
+        started.elapsed() < Duration::from_millis(deadline_ms),
+        "refused without waiting out the deadline"
+    );
+
+    nodes.start_nats().await;
+    let accept = json!({"result": {"verdict": {"decision": "Accept"}}});
+    let (result, ()) = tokio::join!(s.request(), answer_one(&mut raw, &accept));
+    assert!(
+        result.is_ok(),
+        "the first call the app sees is this one: {result:?}"
+    );
+    assert_eq!(
+        nodes
+            .node(3)
+            .metric(
+                "switchboard_cluster_messages_total",
+                "direction=\"received\",kind=\"hook\""
+            )
+            .await,
+        1.0,
+        "nothing queued during the outage reached node 3"
+    );
+}
