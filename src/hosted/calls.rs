@@ -12,6 +12,7 @@ use crate::access::{self, Refused, Target};
 use crate::domain::authz::Action;
 use crate::domain::hosted::primitives::Params;
 use crate::domain::hosted::wire::{ErrorCode, Failure};
+use crate::domain::installation::InstallationState;
 use crate::domain::message::Part;
 use crate::domain::{Principal, PrincipalKind};
 use crate::handlers::task_conversations;
@@ -66,8 +67,15 @@ impl Caller {
         }
     }
 
-    /// Serves one decoded call; a refusal keeps the request's id.
+    /// Serves one decoded call; a refusal keeps the request's id. Every
+    /// primitive first needs the app's installation active (ADR 0031 §5):
+    /// a suspended or uninstalled app's live run is answered
+    /// `capability_denied` for all of them, also those (persona, memory,
+    /// `coord`) that call no decision of their own.
     pub async fn serve(&self, id: &Value, params: Params) -> Result<String, Failure> {
+        if let Err((code, message)) = self.installation_active().await {
+            return Err(Failure::new(id.clone(), code, message));
+        }
         let class = match params {
             Params::SendMessage { .. } | Params::RoomsSend { .. } => RateClass::Message,
             Params::InviteCreate { .. } | Params::InviteAccept { .. } => RateClass::Write,
@@ -87,6 +95,36 @@ impl Caller {
         answer
             .map(|v| v.to_string())
             .map_err(|(code, message)| Failure::new(id.clone(), code, message))
+    }
+
+    /// The installation as the gateway reads it (the hub's cache), an
+    /// entry that is not active confirmed by the store, so a resume the
+    /// cache missed heals at once.
+    async fn installation_active(&self) -> Result<(), (ErrorCode, String)> {
+        let cache = &self.hub.installations;
+        let looked = cache.lookup(self.app).await.map_err(store_failure)?;
+        let mut state = looked.installation.map(|i| i.state);
+        if state != Some(InstallationState::Active) && !looked.from_store {
+            state = cache
+                .read_fresh(self.app)
+                .await
+                .map_err(store_failure)?
+                .map(|i| i.state);
+        }
+        match state {
+            Some(InstallationState::Active) => Ok(()),
+            Some(s) => Err((
+                ErrorCode::CapabilityDenied,
+                format!(
+                    "the app's installation is {}: no primitive is served",
+                    s.as_str()
+                ),
+            )),
+            None => Err((
+                ErrorCode::CapabilityDenied,
+                "the app has no installation: no primitive is served".into(),
+            )),
+        }
     }
 
     async fn answer(&self, params: Params) -> Answer {

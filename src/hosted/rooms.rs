@@ -75,27 +75,16 @@ impl Caller {
         Ok(json!({"rooms": listed, "nextAfter": next}))
     }
 
-    /// A channel's members are its readers (its levels), a conversation's
-    /// its participants.
+    /// A conversation's members are its participants. A channel's are the
+    /// app alone (ADR 0031 §6, issue 18's review): its readers are the
+    /// principals its grants reach, which only the operator or a place
+    /// admin may list, and an app (capped at `write`) never may; so neither
+    /// the others nor their count are shown.
     async fn members_of(&self, c: &Conversation) -> Result<Vec<Uuid>, (ErrorCode, String)> {
         if c.kind != ConversationKind::Channel {
             return Ok(c.participants.clone());
         }
-        let m = self
-            .hub
-            .memberships
-            .get(&self.hub.store, c.id)
-            .await
-            .map_err(store_failure)?;
-        let mut ids: Vec<Uuid> = m
-            .and_then(|m| {
-                m.channel
-                    .as_ref()
-                    .map(|ch| ch.levels.keys().copied().collect())
-            })
-            .unwrap_or_default();
-        ids.sort();
-        Ok(ids)
+        Ok(vec![self.app])
     }
 
     async fn member_counts(

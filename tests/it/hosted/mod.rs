@@ -19,6 +19,7 @@ mod runs;
 mod store;
 mod store_invites;
 mod store_profiles;
+mod suspend;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
