@@ -31,6 +31,7 @@ mod group_sends;
 mod group_verdicts;
 mod hosted;
 mod hosted_invites;
+mod hosted_memory;
 mod hosted_profiles;
 mod hosted_rooms;
 mod identity;
