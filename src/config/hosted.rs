@@ -57,11 +57,18 @@ pub struct HostedConfig {
     /// Longest profile (its JSON) an app may `set_profile`, in bytes.
     pub profile_max_bytes: usize,
     /// Most uses one invite link may be made with (`invite_create`'s
-    /// `max_uses`, and its default).
+    /// `max_uses`).
     pub invite_max_uses: u64,
-    /// Longest an invite link may live (`invite_create`'s `ttl_seconds`,
-    /// and its default).
+    /// Longest an invite link may live (`invite_create`'s `ttl_seconds`).
     pub invite_max_ttl_seconds: u64,
+    /// The uses of a link made without `max_uses`.
+    pub invite_default_uses: u64,
+    /// How long a link made without `ttl_seconds` lives.
+    pub invite_default_ttl_seconds: u64,
+    /// Most live links (not expired, a use left) one app may hold; an
+    /// `invite_create` past it is refused. Expired and used-up rows are
+    /// deleted by the retention task.
+    pub invite_max_live: u64,
 }
 
 impl Default for HostedConfig {
@@ -92,6 +99,9 @@ impl Default for HostedConfig {
             profile_max_bytes: 2_048,
             invite_max_uses: 100,
             invite_max_ttl_seconds: 7 * 24 * 3600,
+            invite_default_uses: 1,
+            invite_default_ttl_seconds: 24 * 3600,
+            invite_max_live: 1_000,
         }
     }
 }
@@ -126,14 +136,24 @@ impl HostedConfig {
             ("hosted.profile_max_bytes", self.profile_max_bytes as u64),
             ("hosted.invite_max_uses", self.invite_max_uses),
             ("hosted.invite_max_ttl_seconds", self.invite_max_ttl_seconds),
+            ("hosted.invite_default_uses", self.invite_default_uses),
+            (
+                "hosted.invite_default_ttl_seconds",
+                self.invite_default_ttl_seconds,
+            ),
+            ("hosted.invite_max_live", self.invite_max_live),
         ])?;
-        if self.persona_max_bytes > LINE_LIMIT || self.profile_max_bytes > LINE_LIMIT {
-            anyhow::bail!(
-                "hosted.persona_max_bytes and hosted.profile_max_bytes must be at most {LINE_LIMIT}"
-            );
-        }
         if !(2..=LINE_LIMIT).contains(&self.broker_max_line_bytes) {
             anyhow::bail!("hosted.broker_max_line_bytes must be from 2 to {LINE_LIMIT}");
+        }
+        self.check_fits_a_line()?;
+        if self.invite_default_uses > self.invite_max_uses {
+            anyhow::bail!("hosted.invite_default_uses must be at most hosted.invite_max_uses");
+        }
+        if self.invite_default_ttl_seconds > self.invite_max_ttl_seconds {
+            anyhow::bail!(
+                "hosted.invite_default_ttl_seconds must be at most hosted.invite_max_ttl_seconds"
+            );
         }
         if self.output_max_bytes > OUTPUT_LIMIT {
             anyhow::bail!("hosted.output_max_bytes must be at most {OUTPUT_LIMIT}");
@@ -159,6 +179,32 @@ impl HostedConfig {
     }
 }
 
+/// What a `set_persona`/`set_profile` request carries beside its value:
+/// the request's other members and quoting. A maximum that leaves less
+/// than this under `hosted.broker_max_line_bytes` cannot be reached.
+const REQUEST_OVERHEAD: usize = 256;
+
+impl HostedConfig {
+    /// A persona or profile of its maximum must fit in one broker line
+    /// with its request around it (escaping aside: the maxima count the
+    /// value's bytes, the line its JSON).
+    fn check_fits_a_line(&self) -> anyhow::Result<()> {
+        for (key, max) in [
+            ("hosted.persona_max_bytes", self.persona_max_bytes),
+            ("hosted.profile_max_bytes", self.profile_max_bytes),
+        ] {
+            if max.saturating_add(REQUEST_OVERHEAD) > self.broker_max_line_bytes {
+                anyhow::bail!(
+                    "{key} ({max}) plus a request's {REQUEST_OVERHEAD} bytes must fit in \
+                     hosted.broker_max_line_bytes ({}): a value of the maximum could not be sent",
+                    self.broker_max_line_bytes
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +225,21 @@ mod tests {
         c = HostedConfig::default();
         c.output_max_bytes = OUTPUT_LIMIT + 1;
         assert!(err(&c).contains("hosted.output_max_bytes"));
+        c = HostedConfig::default();
+        c.persona_max_bytes = c.broker_max_line_bytes;
+        assert!(err(&c).contains("hosted.persona_max_bytes"));
+        c = HostedConfig::default();
+        c.broker_max_line_bytes = 2_048;
+        c.persona_max_bytes = 1_024;
+        assert!(err(&c).contains("hosted.profile_max_bytes"));
+        c = HostedConfig::default();
+        c.invite_default_uses = c.invite_max_uses + 1;
+        assert!(err(&c).contains("hosted.invite_default_uses"));
+        c = HostedConfig::default();
+        c.invite_default_ttl_seconds = c.invite_max_ttl_seconds + 1;
+        assert!(err(&c).contains("hosted.invite_default_ttl_seconds"));
+        c = HostedConfig::default();
+        c.invite_max_live = 0;
+        assert!(err(&c).contains("hosted.invite_max_live"));
     }
 }

@@ -1,5 +1,7 @@
 //! The background task that enforces `events.retention_hours`,
-//! `events.retention_max_per_audience` and `audit.retention_days`.
+//! `events.retention_max_per_audience` and `audit.retention_days`, and
+//! deletes the hosted apps' invite links no one can redeem any more
+//! (expired or used up: `hosted.invite_max_live` counts only live ones).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +53,11 @@ pub async fn run(parts: Retention) {
             Err(e) => warn!(error = %e, "event pruning failed"),
         }
         prune_audit(&parts).await;
+        match parts.store.prune_invites(now_millis()).await {
+            Ok(0) => {}
+            Ok(n) => info!(deleted = n, "pruned expired and used-up invite links"),
+            Err(e) => warn!(error = %e, "invite link pruning failed"),
+        }
         parts.events.sweep_waiters();
         // Keyed rate-limiter state would otherwise grow with every principal seen.
         parts.limiters.retain_recent();

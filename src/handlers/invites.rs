@@ -24,7 +24,7 @@ use crate::protocol::invites::{InviteAcceptParams, InviteAcceptResult};
 use crate::protocol::tasks::{ConversationJoined, ConversationPayload};
 use crate::protocol::Notification;
 use crate::rpc::RpcError;
-use crate::store::{InviteJoin, InviteRecord, InviteRedemption};
+use crate::store::{InviteJoin, InviteRecord, InviteRedemption, Redeemed};
 
 fn not_valid() -> RpcError {
     RpcError::conflict(NOT_VALID).with_data(json!({"code": "invite_not_valid"}))
@@ -66,9 +66,23 @@ pub async fn redeem(
         InviteJoin::Task { .. } => hub.memberships.invalidate(row.conversation_id),
         InviteJoin::Channel { .. } => hub.memberships.invalidate_channels(),
     }
-    let stored = redeemed.map_err(store_failure)?.ok_or_else(not_valid)?;
-    hub.events.publish(&stored);
-    answer(hub, row.conversation_id, true).await
+    match redeemed.map_err(store_failure)? {
+        Redeemed::Joined(stored) => {
+            hub.events.publish(&stored);
+            answer(hub, row.conversation_id, true).await
+        }
+        Redeemed::Member => answer(hub, row.conversation_id, false).await,
+        Redeemed::NotValid => Err(not_valid()),
+        Redeemed::Full => Err(task_full()),
+    }
+}
+
+/// A task room whose task has its app's `limits.maxParticipants`.
+fn task_full() -> RpcError {
+    RpcError::conflict(
+        "the task has its app's limits.maxParticipants participants: no one more may join",
+    )
+    .with_data(json!({"code": "task_full"}))
 }
 
 /// The link's row when the text, the secret, its uses, its expiry and its
@@ -114,12 +128,8 @@ async fn join_of(
 ) -> Result<Option<InviteJoin>, RpcError> {
     match (room.kind, room.task_id) {
         (ConversationKind::Task, Some(task_id)) => {
-            if me.kind != PrincipalKind::Agent {
-                return Err(RpcError::conflict(
-                    "this invite is to a task's room, which takes agents only",
-                )
-                .with_data(json!({"code": "agents_only"})));
-            }
+            // The task's state first: a closed task's room answers as a
+            // dead link to everyone, whatever the redeemer's kind.
             let task = hub
                 .store
                 .task(task_id)
@@ -129,9 +139,24 @@ async fn join_of(
             if task.task.state != TaskState::Active {
                 return Err(not_valid());
             }
+            if me.kind != PrincipalKind::Agent {
+                return Err(RpcError::conflict(
+                    "this invite is to a task's room, which takes agents only",
+                )
+                .with_data(json!({"code": "agents_only"})));
+            }
             if room.participants.contains(&me.id) {
                 return Ok(None);
             }
+            let max_participants = hub
+                .store
+                .app(task.task.app_id)
+                .await
+                .map_err(store_failure)?
+                .ok_or_else(not_valid)?
+                .manifest
+                .limits
+                .max_participants;
             let mut after = hub
                 .store
                 .conversation(row.conversation_id)
@@ -146,6 +171,7 @@ async fn join_of(
             Ok(Some(InviteJoin::Task {
                 task_id,
                 agent: me.id,
+                max_participants,
                 events: vec![NewEvent::new(me.id, ConversationJoined::NAME, body)],
             }))
         }

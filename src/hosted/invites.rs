@@ -8,13 +8,33 @@ use rand::RngCore;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::calls::{refused, rpc_failure, store_failure, Answer, Caller};
-use crate::access::{self, Target};
+use super::calls::{rpc_failure, store_failure, Answer, Caller};
+use crate::access::{self, Refused, Target};
 use crate::domain::authz::Action;
 use crate::domain::conversation::ConversationKind;
 use crate::domain::hosted::invite;
 use crate::domain::hosted::wire::ErrorCode;
-use crate::store::InviteRecord;
+use crate::rpc::ErrorKind;
+use crate::store::{InviteRecord, StoreError};
+
+/// The decision's refusal of `message.create` on the room, in the
+/// broker's words: a room the app sees but may not write (a `read`
+/// grant, an archived channel) is `capability_denied` with the hub's
+/// reason; one it may not see answers as a missing one (`error`,
+/// "conversation not found"), byte for byte.
+fn refused_to_write(r: Refused) -> (ErrorCode, String) {
+    match r {
+        Refused::Denied(refusal) => {
+            let e = refusal.rpc();
+            if e.code == ErrorKind::Forbidden.code() {
+                (ErrorCode::CapabilityDenied, e.message)
+            } else {
+                rpc_failure(e)
+            }
+        }
+        Refused::Store(e) => store_failure(e),
+    }
+}
 
 impl Caller {
     /// `{link, inviteId, room, maxUses, expiresAt}`: the link is in this
@@ -32,12 +52,12 @@ impl Caller {
             Target::conversation(room),
         )
         .await
-        .map_err(refused)?;
+        .map_err(refused_to_write)?;
         let kind = granted.membership().map_err(rpc_failure)?.kind;
         if !matches!(kind, ConversationKind::Task | ConversationKind::Channel) {
             return Err((
-                ErrorCode::Error,
-                "invites are made to task rooms and channels only".into(),
+                ErrorCode::BadRequest,
+                "params.room: invites are made to task rooms and channels only".into(),
             ));
         }
         let mut secret = [0u8; 32];
@@ -53,11 +73,12 @@ impl Caller {
             expires_at: now.saturating_add(ttl_ms),
             created_at: now,
         };
-        self.hub
-            .store
-            .create_invite(&row)
-            .await
-            .map_err(store_failure)?;
+        let max_live = self.hub.config.hosted.invite_max_live;
+        match self.hub.store.create_invite(&row, max_live).await {
+            Ok(()) => {}
+            Err(StoreError::Conflict(m)) => return Err((ErrorCode::Error, m)),
+            Err(e) => return Err(store_failure(e)),
+        }
         Ok(json!({
             "link": invite::format(row.id, &secret),
             "inviteId": row.id,

@@ -169,6 +169,9 @@ async fn launch(
             ("HOME", dir.path().display().to_string()),
             ("LANG", "C.UTF-8".into()),
             ("PYTHONDONTWRITEBYTECODE", "1".into()),
+            // Each print reaches the per-run log as it is made, so the log
+            // reads while the run is live.
+            ("PYTHONUNBUFFERED", "1".into()),
             ("TMPDIR", dir.path().display().to_string()),
             ("SWITCHBOARD_BROKER_FD", child::BROKER_FD.to_string()),
             ("SWITCHBOARD_RUN_ID", id.to_string()),
@@ -200,6 +203,8 @@ async fn launch(
             profile_max_bytes: cfg.profile_max_bytes,
             invite_max_uses: cfg.invite_max_uses,
             invite_max_ttl_seconds: cfg.invite_max_ttl_seconds,
+            invite_default_uses: cfg.invite_default_uses,
+            invite_default_ttl_seconds: cfg.invite_default_ttl_seconds,
         },
         caller: calls::Caller {
             hub: hub.clone(),

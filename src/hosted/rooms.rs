@@ -15,13 +15,20 @@ use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::hosted::wire::ErrorCode;
 use crate::store::{MessagePage, PagePlace};
 
+/// A room as the primitives show it. `members` counts what
+/// `rooms_members` lists: a task conversation's participants, a channel's
+/// app alone (1; see `members_of`).
 pub(super) fn room_of(c: &Conversation) -> Value {
+    let members = match c.kind {
+        ConversationKind::Channel => 1,
+        _ => c.participants.len(),
+    };
     json!({
         "id": c.id,
         "kind": c.kind,
         "name": c.name,
         "taskId": c.task_id,
-        "members": c.participants.len(),
+        "members": members,
     })
 }
 

@@ -43,6 +43,17 @@ struct Log {
 }
 
 impl Log {
+    /// The log when it grew past `stored` bytes (what the row holds), and
+    /// its new length in `stored`.
+    fn grown(&self, stored: &mut usize) -> Option<Vec<u8>> {
+        let bytes = self.bytes.lock().expect("log lock");
+        if bytes.len() == *stored {
+            return None;
+        }
+        *stored = bytes.len();
+        Some(bytes.clone())
+    }
+
     fn take(&self, chunk: &[u8]) {
         let mut bytes = self.bytes.lock().expect("log lock");
         let room = self.cap.saturating_sub(bytes.len());
@@ -137,6 +148,7 @@ async fn wait(
     memory.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut control = interval(Duration::from_millis(cfg.control_interval_ms));
     control.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut stored = 0;
     loop {
         tokio::select! {
             status = child.wait() => match status {
@@ -156,7 +168,7 @@ async fn wait(
                 }
             }
             _ = control.tick() => match hub.store.beat_run(run, hub.runs.owner(), crate::domain::now_millis()).await {
-                Ok(Some(false)) => {}
+                Ok(Some(false)) => store_log(hub, run, log, &mut stored).await,
                 Ok(Some(true)) => return Ending::Runner(EndReason::Stopped),
                 // Swept as orphaned (this process stalled past
                 // hosted.orphan_after_ms): its row is ended, so is the run.
@@ -165,6 +177,20 @@ async fn wait(
                 Err(e) => tracing::warn!(run = %run, error = %e, "hosted run: heartbeat failed"),
             }
         }
+    }
+}
+
+/// The log so far onto the live run's row, when it grew since the last
+/// beat: what REST and the CLI read of a running run (any process may
+/// serve the read). A failed write is retried by the next beat.
+async fn store_log(hub: &Hub, run: Uuid, log: &Log, stored: &mut usize) {
+    let before = *stored;
+    let Some(bytes) = log.grown(stored) else {
+        return;
+    };
+    if let Err(e) = hub.store.write_run_log(run, hub.runs.owner(), &bytes).await {
+        *stored = before;
+        tracing::warn!(run = %run, error = %e, "hosted run: the live log was not stored");
     }
 }
 

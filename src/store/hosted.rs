@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use uuid::Uuid;
 
-pub use super::hosted_invites::{InviteJoin, InviteRecord, InviteRedemption};
+pub use super::hosted_invites::{InviteJoin, InviteRecord, InviteRedemption, Redeemed};
 pub use super::hosted_profiles::AppProfile;
-use crate::domain::event::StoredEvent;
 
+use super::installations::InstallationDialect;
 use super::sql::{Arg, Database, Row};
 use super::{StoreError, StoreResult};
 use crate::domain::card::ReplyPolicy;
@@ -33,7 +33,8 @@ pub struct RunRecord {
     pub stop_requested: bool,
     pub created_at: Millis,
     pub ended_at: Option<Millis>,
-    /// stdout and stderr, capped; present once the run ended.
+    /// stdout and stderr, capped: so far while the run is live (written
+    /// with its heartbeats), whole once it ended.
     pub log: Option<Vec<u8>>,
 }
 
@@ -97,6 +98,10 @@ pub trait HostedStore: Send + Sync + 'static {
     /// asked to stop it, or `None` when the run is no longer live or no
     /// longer this owner's (another process swept it as orphaned).
     async fn beat_run(&self, id: Uuid, owner: Uuid, now: Millis) -> StoreResult<Option<bool>>;
+
+    /// The owner's copy of a live run's log so far (replacing the one
+    /// before); nothing when the run is no longer live or this owner's.
+    async fn write_run_log(&self, id: Uuid, owner: Uuid, log: &[u8]) -> StoreResult<()>;
 
     /// Ends `failed` with `owner_lost` every live run of another owner whose
     /// last heartbeat is older than `stale_before` (its process is gone: a
@@ -176,16 +181,23 @@ pub trait HostedStore: Send + Sync + 'static {
     /// The profiles set by any of `ids` (`rooms_members`).
     async fn app_profiles(&self, ids: &[Uuid]) -> StoreResult<HashMap<Uuid, String>>;
 
-    /// Stores a new invite link (`invite_create`).
-    async fn create_invite(&self, invite: &InviteRecord) -> StoreResult<()>;
+    /// Stores a new invite link (`invite_create`); `Conflict`
+    /// [`INVITES_AT_MAX`] when its maker has `max_live` live links (not
+    /// expired at the link's `created_at`, a use left) already.
+    async fn create_invite(&self, invite: &InviteRecord, max_live: u64) -> StoreResult<()>;
 
     async fn invite(&self, id: Uuid) -> StoreResult<Option<InviteRecord>>;
 
     /// Spends one use of the link and joins the redeemer in one
-    /// transaction; `None` (nothing written) when no use is left or the
-    /// link expired by then.
-    async fn redeem_invite(&self, r: &InviteRedemption) -> StoreResult<Option<Vec<StoredEvent>>>;
+    /// transaction, with `put_grant`'s safeguards; see [`Redeemed`].
+    async fn redeem_invite(&self, r: &InviteRedemption) -> StoreResult<Redeemed>;
+
+    /// Deletes the links expired at `now` or used up; answers how many
+    /// (the retention task's).
+    async fn prune_invites(&self, now: Millis) -> StoreResult<u64>;
 }
+
+pub use super::hosted_invites::INVITES_AT_MAX;
 
 const RUN_COLUMNS: &str = "id, card_id, version, app_id, state, reason, exit_code, isolated, \
                            stop_requested, created_at, ended_at";
@@ -217,7 +229,7 @@ fn run_row(r: &Row, with_log: bool) -> StoreResult<RunRecord> {
 }
 
 #[async_trait]
-impl<D: Database> HostedStore for D {
+impl<D: Database + InstallationDialect> HostedStore for D {
     async fn hosted_app(&self, card_id: &str) -> StoreResult<Option<Uuid>> {
         let row = self
             .read()
@@ -388,6 +400,18 @@ impl<D: Database> HostedStore for D {
         Ok(stop.map(|n| n == 1))
     }
 
+    async fn write_run_log(&self, id: Uuid, owner: Uuid, log: &[u8]) -> StoreResult<()> {
+        let owner = owner.to_string();
+        let mut tx = self.begin().await?;
+        tx.execute(
+            "UPDATE app_runs SET log = $1 \
+             WHERE id = $2 AND owner = $3 AND state IN ('starting', 'running')",
+            &[Arg::Bytes(log), Arg::Id(id), Arg::Text(&owner)],
+        )
+        .await?;
+        tx.commit().await
+    }
+
     async fn sweep_orphan_runs(
         &self,
         owner: Uuid,
@@ -465,16 +489,20 @@ impl<D: Database> HostedStore for D {
         super::hosted_profiles::profiles_of(self, ids).await
     }
 
-    async fn create_invite(&self, invite: &InviteRecord) -> StoreResult<()> {
-        super::hosted_invites::create(self, invite).await
+    async fn create_invite(&self, invite: &InviteRecord, max_live: u64) -> StoreResult<()> {
+        super::hosted_invites::create(self, invite, max_live).await
     }
 
     async fn invite(&self, id: Uuid) -> StoreResult<Option<InviteRecord>> {
         super::hosted_invites::read(self, id).await
     }
 
-    async fn redeem_invite(&self, r: &InviteRedemption) -> StoreResult<Option<Vec<StoredEvent>>> {
-        super::hosted_invites::redeem(self, r).await
+    async fn redeem_invite(&self, r: &InviteRedemption) -> StoreResult<Redeemed> {
+        super::hosted_invites::redeem::<D>(self, r).await
+    }
+
+    async fn prune_invites(&self, now: Millis) -> StoreResult<u64> {
+        super::hosted_invites::prune(self, now).await
     }
 
     async fn remember(

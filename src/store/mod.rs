@@ -78,8 +78,8 @@ pub use effects::Effects;
 pub use events::EventStore;
 pub use existing::open_existing;
 pub use hosted::{
-    AppProfile, CoordOutcome, HostedStore, InviteJoin, InviteRecord, InviteRedemption, RunEnd,
-    RunRecord,
+    AppProfile, CoordOutcome, HostedStore, InviteJoin, InviteRecord, InviteRedemption, Redeemed,
+    RunEnd, RunRecord, INVITES_AT_MAX,
 };
 pub use identity::{
     IdempotencyRecord, IdempotentResponse, IdentityStore, KeyRecord, NewKey, NewPrincipal,

@@ -78,16 +78,16 @@ pub(super) struct Accept {
 }
 
 /// `invite_create {room, max_uses?, ttl_seconds?}`, each bound 1 to its
-/// config key, which is also its default.
+/// maximum's config key, defaulting to its default's.
 pub(super) fn create(p: Create, b: &ParamBounds) -> Result<Params, String> {
-    let max_uses = p.max_uses.unwrap_or(b.invite_max_uses);
+    let max_uses = p.max_uses.unwrap_or(b.invite_default_uses);
     if max_uses == 0 || max_uses > b.invite_max_uses {
         return Err(format!(
             "params.max_uses must be from 1 to {} (hosted.invite_max_uses)",
             b.invite_max_uses
         ));
     }
-    let ttl_seconds = p.ttl_seconds.unwrap_or(b.invite_max_ttl_seconds);
+    let ttl_seconds = p.ttl_seconds.unwrap_or(b.invite_default_ttl_seconds);
     if ttl_seconds == 0 || ttl_seconds > b.invite_max_ttl_seconds {
         return Err(format!(
             "params.ttl_seconds must be from 1 to {} (hosted.invite_max_ttl_seconds)",
@@ -167,8 +167,8 @@ mod tests {
             c(None, None),
             Ok(Params::InviteCreate {
                 room,
-                max_uses: b.invite_max_uses,
-                ttl_seconds: b.invite_max_ttl_seconds
+                max_uses: b.invite_default_uses,
+                ttl_seconds: b.invite_default_ttl_seconds
             })
         );
         assert!(c(Some(0), None).unwrap_err().contains("max_uses"));

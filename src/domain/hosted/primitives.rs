@@ -91,6 +91,8 @@ pub struct ParamBounds {
     pub profile_max_bytes: usize,
     pub invite_max_uses: u64,
     pub invite_max_ttl_seconds: u64,
+    pub invite_default_uses: u64,
+    pub invite_default_ttl_seconds: u64,
 }
 
 #[cfg(test)]
@@ -105,6 +107,8 @@ impl ParamBounds {
             profile_max_bytes: 64,
             invite_max_uses: 5,
             invite_max_ttl_seconds: 60,
+            invite_default_uses: 1,
+            invite_default_ttl_seconds: 30,
         }
     }
 }

@@ -61,6 +61,12 @@ pub(super) fn set_profile(p: Profile, b: &ParamBounds) -> Result<Params, String>
         if name.chars().any(char::is_control) {
             return Err("params.name must not hold control characters".into());
         }
+        if let Some(c) = name.chars().find(|c| is_format(*c)) {
+            return Err(format!(
+                "params.name must not hold Unicode format characters (Cf), such as U+{:04X}",
+                u32::from(c)
+            ));
+        }
     }
     let size = serde_json::to_string(&p).map_or(usize::MAX, |s| s.len());
     if size > b.profile_max_bytes {
@@ -70,6 +76,38 @@ pub(super) fn set_profile(p: Profile, b: &ParamBounds) -> Result<Params, String>
         ));
     }
     Ok(Params::SetProfile { profile: p })
+}
+
+/// Unicode's format characters (general category Cf, Unicode 15.1):
+/// invisible, and some (the bidirectional overrides, zero-width joiners)
+/// make a name read as another, so a profile name refuses them.
+const FORMAT: &[(u32, u32)] = &[
+    (0x00AD, 0x00AD),
+    (0x0600, 0x0605),
+    (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x2064),
+    (0x2066, 0x206F),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
+];
+
+fn is_format(c: char) -> bool {
+    let c = u32::from(c);
+    FORMAT.iter().any(|(lo, hi)| (*lo..=*hi).contains(&c))
 }
 
 /// What others see: the profile set, each absent member the card's own.
@@ -128,6 +166,15 @@ mod tests {
             .unwrap_err()
             .contains("control"));
         assert!(set_profile(p(&"x".repeat(81), None), &b()).is_err());
+        for hidden in ["Deal\u{202E}er", "Dea\u{200B}ler", "\u{FEFF}Dealer", "D\u{E0041}"] {
+            assert!(
+                set_profile(p(hidden, None), &b())
+                    .unwrap_err()
+                    .contains("format characters (Cf)"),
+                "{hidden:?}"
+            );
+        }
+        assert!(set_profile(p("Dealer é 🎲", None), &b()).is_ok());
         assert!(set_profile(p("Dealer", Some(&"d".repeat(30))), &b())
             .unwrap_err()
             .contains("hosted.profile_max_bytes"));

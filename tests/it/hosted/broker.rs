@@ -37,6 +37,9 @@ async fn every_broker_error_code_comes_from_its_own_case() {
         &c.data(),
         &[
             ("SWITCHBOARD_HOSTED__BROKER_MAX_LINE_BYTES", "1024"),
+            // A persona or profile of its maximum must fit in one line.
+            ("SWITCHBOARD_HOSTED__PERSONA_MAX_BYTES", "512"),
+            ("SWITCHBOARD_HOSTED__PROFILE_MAX_BYTES", "512"),
             ("SWITCHBOARD_HOSTED__MEMORY_MAX_KEYS", "1"),
         ],
     )

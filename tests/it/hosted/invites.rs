@@ -110,8 +110,8 @@ async fn a_channel_link_lets_each_holder_in_and_every_dead_link_answers_alike() 
     );
     assert_eq!(
         line(log, "two")["maxUses"],
-        100,
-        "hosted.invite_max_uses by default"
+        1,
+        "hosted.invite_default_uses by default"
     );
     for (k, field) in [
         ("too_many", "hosted.invite_max_uses"),

@@ -10,13 +10,14 @@ use switchboard::domain::authz::Level;
 use switchboard::domain::hosted::invite;
 use switchboard::store::{
     DynStore, InviteJoin, InviteRecord, InviteRedemption, NewChannel, NewGrant, NewSpace,
+    Redeemed,
 };
 use uuid::Uuid;
 
 use crate::store_contract::{agent_in, app_in, contract, postgres, sqlite};
 use crate::store_reads::active_room;
 
-fn link(room: Uuid, by: Uuid, uses: i64, expires_at: i64) -> InviteRecord {
+pub(super) fn link(room: Uuid, by: Uuid, uses: i64, expires_at: i64) -> InviteRecord {
     InviteRecord {
         id: Uuid::now_v7(),
         secret_hash: invite::hash(&[9u8; 32]),
@@ -28,7 +29,7 @@ fn link(room: Uuid, by: Uuid, uses: i64, expires_at: i64) -> InviteRecord {
     }
 }
 
-async fn channel(store: &DynStore, by: Uuid) -> (Uuid, Uuid) {
+pub(super) async fn channel(store: &DynStore, by: Uuid) -> (Uuid, Uuid) {
     let space = Uuid::now_v7();
     store
         .create_space(&NewSpace {
@@ -48,7 +49,7 @@ async fn channel(store: &DynStore, by: Uuid) -> (Uuid, Uuid) {
     (store.create_channel(&c).await.unwrap().id, space)
 }
 
-fn on_channel(invite: &InviteRecord, who: Uuid, now: i64) -> InviteRedemption {
+pub(super) fn on_channel(invite: &InviteRecord, who: Uuid, now: i64) -> InviteRedemption {
     InviteRedemption {
         invite: invite.id,
         conversation_id: invite.conversation_id,
@@ -60,7 +61,7 @@ fn on_channel(invite: &InviteRecord, who: Uuid, now: i64) -> InviteRedemption {
     }
 }
 
-async fn level(store: &DynStore, channel: Uuid, space: Uuid, who: Uuid) -> Option<Level> {
+pub(super) async fn level(store: &DynStore, channel: Uuid, space: Uuid, who: Uuid) -> Option<Level> {
     store
         .channel_levels(channel, space)
         .await
@@ -78,7 +79,7 @@ async fn a_task_invite_spends_a_use_and_joins_task_and_room(store: DynStore) {
     );
     let (task, room) = active_room(&store, app, a, b).await;
     let row = link(room.id, app, 2, 1_000);
-    store.create_invite(&row).await.unwrap();
+    store.create_invite(&row, 100).await.unwrap();
     assert_eq!(store.invite(row.id).await.unwrap(), Some(row.clone()));
     assert_eq!(store.invite(Uuid::now_v7()).await.unwrap(), None);
     let joined = |now| InviteRedemption {
@@ -87,6 +88,7 @@ async fn a_task_invite_spends_a_use_and_joins_task_and_room(store: DynStore) {
         join: InviteJoin::Task {
             task_id: task.id,
             agent: c,
+            max_participants: 10,
             events: vec![switchboard::domain::event::NewEvent::new(
                 c,
                 "agent/conversation/joined",
@@ -95,7 +97,9 @@ async fn a_task_invite_spends_a_use_and_joins_task_and_room(store: DynStore) {
         },
         now,
     };
-    let stored = store.redeem_invite(&joined(10)).await.unwrap().unwrap();
+    let Redeemed::Joined(stored) = store.redeem_invite(&joined(10)).await.unwrap() else {
+        panic!("joined")
+    };
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].audience, c);
     assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 1);
@@ -104,19 +108,39 @@ async fn a_task_invite_spends_a_use_and_joins_task_and_room(store: DynStore) {
     let t = store.task(task.id).await.unwrap().unwrap().task;
     assert!(t.participants.iter().any(|p| p.agent_id == c));
     assert_eq!(store.events_after(c, 0, 10).await.unwrap().len(), 1);
-    // Past its expiry the use is not spent and nothing is written.
-    assert!(store.redeem_invite(&joined(1_000)).await.unwrap().is_none());
+    // A member already spends nothing and writes nothing.
+    let again = store.redeem_invite(&joined(11)).await.unwrap();
+    assert_eq!(again, Redeemed::Member);
     assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 1);
     assert_eq!(store.events_after(c, 0, 10).await.unwrap().len(), 1);
+    // Past its expiry the use is not spent and nothing is written.
+    let d = agent_in(&store, "d").await;
+    let for_d = |now| {
+        let mut r = joined(now);
+        if let InviteJoin::Task { agent, events, .. } = &mut r.join {
+            *agent = d;
+            events[0].audience = d;
+        }
+        r
+    };
+    assert_eq!(store.redeem_invite(&for_d(1_000)).await.unwrap(), Redeemed::NotValid);
+    assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 1);
+    assert!(store.events_after(d, 0, 10).await.unwrap().is_empty());
     // A link names its room: spending it on another is no use.
-    let mut elsewhere = joined(20);
+    let mut elsewhere = for_d(20);
     elsewhere.conversation_id = Uuid::now_v7();
-    assert!(store.redeem_invite(&elsewhere).await.unwrap().is_none());
-    assert!(store.redeem_invite(&joined(20)).await.unwrap().is_some());
-    assert!(
-        store.redeem_invite(&joined(30)).await.unwrap().is_none(),
-        "used up"
-    );
+    assert_eq!(store.redeem_invite(&elsewhere).await.unwrap(), Redeemed::NotValid);
+    assert!(matches!(
+        store.redeem_invite(&for_d(20)).await.unwrap(),
+        Redeemed::Joined(_)
+    ));
+    let e = agent_in(&store, "e").await;
+    let mut for_e = for_d(30);
+    if let InviteJoin::Task { agent, events, .. } = &mut for_e.join {
+        *agent = e;
+        events[0].audience = e;
+    }
+    assert_eq!(store.redeem_invite(&for_e).await.unwrap(), Redeemed::NotValid, "used up");
     assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 0);
 }
 
@@ -125,7 +149,7 @@ async fn two_redemptions_race_for_the_last_use_and_one_wins(store: DynStore) {
     let (ch, space) = channel(&store, app).await;
     for round in 0..5 {
         let row = link(ch, app, 1, i64::MAX);
-        store.create_invite(&row).await.unwrap();
+        store.create_invite(&row, 100).await.unwrap();
         let (x, y) = (
             agent_in(&store, &format!("x{round}")).await,
             agent_in(&store, &format!("y{round}")).await,
@@ -136,7 +160,8 @@ async fn two_redemptions_race_for_the_last_use_and_one_wins(store: DynStore) {
             tokio::spawn(async move { s1.redeem_invite(&r1).await.unwrap() }),
             tokio::spawn(async move { s2.redeem_invite(&r2).await.unwrap() }),
         );
-        let (a, b) = (a.unwrap().is_some(), b.unwrap().is_some());
+        let joined = |r: Redeemed| matches!(r, Redeemed::Joined(_));
+        let (a, b) = (joined(a.unwrap()), joined(b.unwrap()));
         assert!(a ^ b, "round {round}: exactly one wins ({a}, {b})");
         let winner = if a { x } else { y };
         let loser = if a { y } else { x };
@@ -169,14 +194,17 @@ async fn a_channel_join_raises_read_and_keeps_admin(store: DynStore) {
     }
     let before = store.rights_version().await.unwrap();
     let row = link(ch, app, 5, i64::MAX);
-    store.create_invite(&row).await.unwrap();
-    for who in [reader, admin] {
-        assert!(store
-            .redeem_invite(&on_channel(&row, who, 3))
-            .await
-            .unwrap()
-            .is_some());
-    }
+    store.create_invite(&row, 100).await.unwrap();
+    assert!(matches!(
+        store.redeem_invite(&on_channel(&row, reader, 3)).await.unwrap(),
+        Redeemed::Joined(_)
+    ));
+    assert_eq!(
+        store.redeem_invite(&on_channel(&row, admin, 3)).await.unwrap(),
+        Redeemed::Member,
+        "an admin writes already: no use spent"
+    );
+    assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 4);
     assert_eq!(level(&store, ch, space, reader).await, Some(Level::Write));
     assert_eq!(level(&store, ch, space, admin).await, Some(Level::Admin));
     assert!(
