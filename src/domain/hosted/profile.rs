@@ -166,7 +166,12 @@ mod tests {
             .unwrap_err()
             .contains("control"));
         assert!(set_profile(p(&"x".repeat(81), None), &b()).is_err());
-        for hidden in ["Deal\u{202E}er", "Dea\u{200B}ler", "\u{FEFF}Dealer", "D\u{E0041}"] {
+        for hidden in [
+            "Deal\u{202E}er",
+            "Dea\u{200B}ler",
+            "\u{FEFF}Dealer",
+            "D\u{E0041}",
+        ] {
             assert!(
                 set_profile(p(hidden, None), &b())
                     .unwrap_err()

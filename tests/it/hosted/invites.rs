@@ -22,12 +22,13 @@ out(who=text("whoami"))
 
 const MAKER: &str = r#"
 from sb import call, out, text
-room, other = open("rooms.txt").read().split()
+room, other, readonly = open("rooms.txt").read().split()
 out(one=text("invite_create", {"room": room, "max_uses": 1, "ttl_seconds": 600}))
 out(two=text("invite_create", {"room": room}))
 out(too_many=call("invite_create", {"room": room, "max_uses": 1000}))
 out(forever=call("invite_create", {"room": room, "ttl_seconds": 0}))
 out(hidden=call("invite_create", {"room": other}))
+out(read_only=call("invite_create", {"room": readonly}))
 out(missing=call("invite_create", {"room": "0190a0a0-0000-7000-8000-000000000000"}))
 "#;
 
@@ -90,13 +91,22 @@ async fn accept(s: &mut RawSocket, method: &str, link: &str) -> Value {
 async fn a_channel_link_lets_each_holder_in_and_every_dead_link_answers_alike() {
     let hub = TestHub::start_with(TestHub::fast_options()).await;
     let s = space(&hub, "games").await;
-    let (room, other) = (
+    let (room, other, readonly) = (
         channel(&hub, ADMIN_TOKEN, s, "lobby").await,
         channel(&hub, ADMIN_TOKEN, s, "backroom").await,
+        channel(&hub, ADMIN_TOKEN, s, "notices").await,
     );
-    let rooms = format!("{room} {other}");
+    let rooms = format!("{room} {other} {readonly}");
     let (app, _) = app_with_rooms(&hub, "maker", &["invite_create"], MAKER, &rooms).await;
     let granted = grant(&hub, ADMIN_TOKEN, principal(app), on_channel(room), "write").await;
+    grant(
+        &hub,
+        ADMIN_TOKEN,
+        principal(app),
+        on_channel(readonly),
+        "read",
+    )
+    .await;
     let run = start(&hub, "maker").await;
     let end = ended(&hub, run["runId"].as_str().unwrap()).await;
     assert_eq!(end["exitCode"], 0, "{end}");
@@ -122,10 +132,21 @@ async fn a_channel_link_lets_each_holder_in_and_every_dead_link_answers_alike() 
         assert!(v["message"].as_str().unwrap().contains(field), "{k}: {v}");
     }
     let (hidden, missing) = (line(log, "hidden"), line(log, "missing"));
-    assert_eq!(hidden["error"], "error");
+    assert_eq!(missing["error"], "error");
     assert_eq!(
-        hidden["message"], missing["message"],
-        "a channel the app may not write answers like a missing one"
+        (&hidden["error"], &hidden["message"]),
+        (&missing["error"], &missing["message"]),
+        "an existing channel the app may not see answers like a missing one"
+    );
+    // A channel it sees but may not write: refused in the broker's words.
+    let read_only = line(log, "read_only");
+    assert_eq!(read_only["error"], "capability_denied", "{read_only}");
+    assert!(
+        read_only["message"]
+            .as_str()
+            .unwrap()
+            .contains("message.create"),
+        "{read_only}"
     );
 
     let sam = person(&hub, "sam").await;
@@ -267,4 +288,42 @@ async fn a_task_room_link_brings_an_agent_into_the_task_and_no_one_else() {
     let log = end["log"].as_str().unwrap();
     assert_eq!(line(log, "heard"), "hello from carol");
     assert_eq!(line(log, "sender"), json!(carol.id));
+}
+
+const SHORT: &str = r#"
+from sb import out, text
+room = open("rooms.txt").read().split()[0]
+out(made=text("invite_create", {"room": room, "ttl_seconds": 1}))
+"#;
+
+/// A link past its expiry lets no one in: made with a one-second expiry,
+/// redeemed once the hub's clock (the one `expires_at` is set and checked
+/// by) is past it, read by polling, not by a sleep of a guessed length.
+#[tokio::test]
+async fn an_expired_link_answers_as_every_dead_one() {
+    let hub = TestHub::start_with(TestHub::fast_options()).await;
+    let s = space(&hub, "games").await;
+    let room = channel(&hub, ADMIN_TOKEN, s, "lobby").await;
+    let (app, _) =
+        app_with_rooms(&hub, "shorty", &["invite_create"], SHORT, &room.to_string()).await;
+    grant(&hub, ADMIN_TOKEN, principal(app), on_channel(room), "write").await;
+    let run = start(&hub, "shorty").await;
+    let end = ended(&hub, run["runId"].as_str().unwrap()).await;
+    assert_eq!(end["exitCode"], 0, "{end}");
+    let made = line(end["log"].as_str().unwrap(), "made");
+    let expires_at = made["expiresAt"].as_i64().unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while switchboard::domain::now_millis() <= expires_at {
+        assert!(tokio::time::Instant::now() < deadline, "the clock stands");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let carol = agent(&hub, "carol").await;
+    let mut carol_s = RawSocket::connect_agent(&hub.ws_url(), &carol.key).await;
+    let link = made["link"].as_str().unwrap();
+    let dead = accept(&mut carol_s, "agent/invite/accept", link).await;
+    assert_eq!(dead["error"]["data"]["code"], "invite_not_valid", "{dead}");
+    assert_eq!(
+        dead["error"]["message"],
+        json!(switchboard::domain::hosted::invite::NOT_VALID)
+    );
 }

@@ -9,6 +9,7 @@ mod game;
 mod invites;
 mod isolation;
 mod limits;
+mod live_log;
 mod orphans;
 mod persona;
 mod policy;

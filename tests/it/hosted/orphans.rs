@@ -15,12 +15,13 @@ use super::{card, install, run_command};
 use crate::support::hub::{Options, ADMIN_TOKEN};
 use crate::support::TestHub;
 
-/// Writes its pid into its copy, then waits for mail forever.
+/// Writes its pid and working directory (its copy) into its copy, then
+/// waits for mail forever.
 const SLEEPER: &str = r#"
 import os
 from sb import call
 with open("pid", "w") as f:
-    f.write(str(os.getpid()))
+    f.write(str(os.getpid()) + " " + os.getcwd())
 while True:
     call("wait_for_message", {"timeout": 30})
 "#;
@@ -65,14 +66,17 @@ async fn until(hub: &TestHub, id: &str, done: impl Fn(&Value) -> bool) -> Value 
     }
 }
 
-/// The pid the entry wrote into its copy under `work`.
-async fn entry_pid(work: &Path) -> i32 {
+/// The pid the entry wrote into its copy under `work`, and that copy: the
+/// directory the entry ran in, as the entry itself found it.
+async fn entry_pid(work: &Path) -> (i32, std::path::PathBuf) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         for dir in std::fs::read_dir(work).unwrap().flatten() {
             if let Ok(pid) = std::fs::read_to_string(dir.path().join("pid")) {
-                if let Ok(pid) = pid.trim().parse() {
-                    return pid;
+                if let Some((pid, cwd)) = pid.trim().split_once(' ') {
+                    if let Ok(pid) = pid.parse() {
+                        return (pid, std::path::PathBuf::from(cwd));
+                    }
                 }
             }
         }
@@ -110,9 +114,15 @@ async fn a_killed_hubs_run_is_swept_owner_lost_and_a_live_processs_run_is_kept()
     assert_eq!(r.status().as_u16(), 201);
     let orphan: Value = r.json().await.unwrap();
     let orphan_id = orphan["runId"].as_str().unwrap().to_string();
-    let orphan_pid = entry_pid(&hub_work).await;
-    let orphan_copy = hub_work.join(format!("run-{orphan_id}"));
-    assert!(orphan_copy.is_dir(), "the copy is named by its run");
+    let (orphan_pid, orphan_copy) = entry_pid(&hub_work).await;
+    assert_eq!(
+        orphan_copy.canonicalize().unwrap(),
+        hub_work
+            .join(format!("run-{orphan_id}"))
+            .canonicalize()
+            .unwrap(),
+        "the copy the entry ran in is named by its run"
+    );
 
     // A second live process on the same database: the CLI's run.
     let mut env: Vec<(&str, &str)> = TIMING.to_vec();
@@ -131,7 +141,7 @@ async fn a_killed_hubs_run_is_swept_owner_lost_and_a_live_processs_run_is_kept()
         .expect("its start line");
     let kept_id = started.split(' ').nth(1).unwrap().to_string();
     assert!(started.contains(" running "), "{started}");
-    entry_pid(&cli_work).await;
+    let (_, cli_copy) = entry_pid(&cli_work).await;
 
     first.signal(libc::SIGKILL);
     first.wait_exit(Duration::from_secs(30)).await;
@@ -158,11 +168,8 @@ async fn a_killed_hubs_run_is_swept_owner_lost_and_a_live_processs_run_is_kept()
         assert!(Instant::now() < deadline, "the orphan's copy stays");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(
-        std::fs::read_dir(&cli_work).unwrap().count(),
-        1,
-        "the live CLI run's copy is kept"
-    );
+    assert!(cli_copy.is_dir(), "the live CLI run's copy is kept");
+    assert_eq!(std::fs::read_dir(&cli_work).unwrap().count(), 1);
     // Swept after the sweep that caught the orphan: the CLI's run beats.
     let kept = get_run(&second, &kept_id).await;
     assert_eq!(kept["state"], "running", "{kept}");

@@ -22,11 +22,12 @@ const MAKER: &str = r#"
 from sb import out, text
 room, _ = open("rooms.txt").read().split()
 out(made=text("invite_create", {"room": room, "max_uses": 1}))
+out(second=text("invite_create", {"room": room, "max_uses": 2}))
 "#;
 
 const ROOMER: &str = r#"
 from sb import call, out, text
-link = open("rooms.txt").read().strip()
+link, second, backroom = open("rooms.txt").read().split()
 page = text("wait_for_message", {"timeout": 30})
 while not any(e["type"] == "app/task/activated" for e in page["events"]):
     page = text("wait_for_message", {"timeout": 30, "after_id": page["nextAfter"]})
@@ -36,13 +37,16 @@ joined = text("rooms_join", {"link": link})
 out(joined=joined)
 room = joined["room"]["id"]
 out(again=call("rooms_join", {"link": link}))
+out(accepted=text("invite_accept", {"link": second}))
 out(after=text("rooms_list"))
 out(first=text("rooms_list", {"limit": 1}))
 out(members=text("rooms_members", {"room": room}))
 out(sent=text("rooms_send", {"room": room, "text": "hello lobby"}))
 out(read=text("rooms_read", {"room": room}))
 out(page=text("rooms_read", {"room": room, "limit": 1}))
-out(hidden=call("rooms_read", {"room": "0190a0a0-0000-7000-8000-000000000000"}))
+out(missing=call("rooms_read", {"room": "0190a0a0-0000-7000-8000-000000000000"}))
+out(hidden=call("rooms_read", {"room": backroom}))
+out(hidden_members=call("rooms_members", {"room": backroom}))
 "#;
 
 fn ids(v: &Value) -> Vec<String> {
@@ -59,6 +63,8 @@ async fn an_app_joins_a_channel_by_link_and_uses_every_room_method() {
     let hub = TestHub::start_with(TestHub::fast_options()).await;
     let s = space(&hub, "games").await;
     let lobby = channel(&hub, ADMIN_TOKEN, s, "lobby").await;
+    // A channel that exists, which the app may not see.
+    let backroom = channel(&hub, ADMIN_TOKEN, s, "backroom").await;
     let (maker, _) = app_with_rooms(
         &hub,
         "maker",
@@ -77,10 +83,9 @@ async fn an_app_joins_a_channel_by_link_and_uses_every_room_method() {
     .await;
     let run = start(&hub, "maker").await;
     let made = ended(&hub, run["runId"].as_str().unwrap()).await;
-    let link = line(made["log"].as_str().unwrap(), "made")["link"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let made_log = made["log"].as_str().unwrap();
+    let link_of = |k| line(made_log, k)["link"].as_str().unwrap().to_string();
+    let rooms_txt = format!("{} {} {backroom}", link_of("made"), link_of("second"));
 
     // Sam writes in the lobby before the app comes.
     let sam = person(&hub, "sam").await;
@@ -109,12 +114,12 @@ async fn an_app_joins_a_channel_by_link_and_uses_every_room_method() {
         .await;
     assert!(said.get("result").is_some(), "{said}");
 
-    let prims = ["rooms", "wait_for_message", "set_profile"];
+    let prims = ["rooms", "wait_for_message", "set_profile", "invite_accept"];
     let roomer = card_with(
         "roomer",
         &prims,
         ROOMER,
-        &[("rooms.txt", &link)],
+        &[("rooms.txt", &rooms_txt)],
         json!({}),
         None,
     );
@@ -145,6 +150,12 @@ async fn an_app_joins_a_channel_by_link_and_uses_every_room_method() {
     assert_eq!(joined["joined"], true, "{joined}");
     assert_eq!(joined["room"]["id"], json!(lobby));
     assert_eq!(joined["room"]["kind"], "channel");
+    assert_eq!(joined["room"]["members"], 1, "a channel's members: the app");
+    // `invite_accept` itself, on a link to a room the app writes already.
+    let accepted = line(log, "accepted");
+    assert_eq!(accepted["joined"], false, "{accepted}");
+    assert_eq!(accepted["room"]["id"], json!(lobby));
+    assert_eq!(accepted["room"]["members"], 1, "as rooms_list counts it");
     assert_eq!(
         line(log, "again")["error"],
         "error",
@@ -192,5 +203,14 @@ async fn an_app_joins_a_channel_by_link_and_uses_every_room_method() {
     let page = line(log, "page");
     assert_eq!(page["messages"].as_array().unwrap().len(), 1);
     assert_eq!(page["nextAfter"], read["messages"][0]["seq"]);
-    assert_eq!(line(log, "hidden")["error"], "error");
+    let missing = line(log, "missing");
+    assert_eq!(missing["error"], "error");
+    for k in ["hidden", "hidden_members"] {
+        let hidden = line(log, k);
+        assert_eq!(
+            (&hidden["error"], &hidden["message"]),
+            (&missing["error"], &missing["message"]),
+            "{k}: an existing room the app may not see answers as a missing one"
+        );
+    }
 }

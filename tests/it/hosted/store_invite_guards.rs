@@ -58,14 +58,22 @@ async fn a_channel_join_has_the_grants_safeguards(store: DynStore) {
     // A redeemer app: its grant is audited as a put_grant's is.
     let other = app_in(&store).await;
     let before = actions_of(&store, other).await;
-    assert!(joined(&store.redeem_invite(&on_channel(&row, other, 3)).await.unwrap()));
+    assert!(joined(
+        &store
+            .redeem_invite(&on_channel(&row, other, 3))
+            .await
+            .unwrap()
+    ));
     let after = actions_of(&store, other).await;
     assert_eq!(after.len(), before.len() + 1, "{after:?}");
     assert_eq!(after.last(), Some(&LifecycleAction::GrantManage));
 
     // No principal of that id: nothing written, no use spent.
     let ghost = Uuid::now_v7();
-    let r = store.redeem_invite(&on_channel(&row, ghost, 3)).await.unwrap();
+    let r = store
+        .redeem_invite(&on_channel(&row, ghost, 3))
+        .await
+        .unwrap();
     assert_eq!(r, Redeemed::NotValid);
     assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 4);
 
@@ -76,14 +84,20 @@ async fn a_channel_join_has_the_grants_safeguards(store: DynStore) {
         .uninstall(i.id, Actor::Operator, 6, &|_| Vec::new())
         .await
         .unwrap();
-    let r = store.redeem_invite(&on_channel(&row, parked, 7)).await.unwrap();
+    let r = store
+        .redeem_invite(&on_channel(&row, parked, 7))
+        .await
+        .unwrap();
     assert_eq!(r, Redeemed::NotValid);
     assert_eq!(level(&store, ch, space, parked).await, None);
 
     // The maker suspended lends nothing: the installation is held.
     suspend(&store, maker).await;
     let agent = agent_in(&store, "late").await;
-    let r = store.redeem_invite(&on_channel(&row, agent, 8)).await.unwrap();
+    let r = store
+        .redeem_invite(&on_channel(&row, agent, 8))
+        .await
+        .unwrap();
     assert_eq!(r, Redeemed::NotValid);
     assert_eq!(level(&store, ch, space, agent).await, None);
     assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 4);
@@ -230,7 +244,12 @@ async fn live_links_are_capped_and_dead_ones_pruned(store: DynStore) {
         "{past:?}"
     );
     let x = agent_in(&store, "x").await;
-    assert!(joined(&store.redeem_invite(&on_channel(&spent, x, 5)).await.unwrap()));
+    assert!(joined(
+        &store
+            .redeem_invite(&on_channel(&spent, x, 5))
+            .await
+            .unwrap()
+    ));
     // Links made at 100: the expired one and the used-up one are not live.
     let mut later = link(ch, app, 1, i64::MAX);
     later.created_at = 100;

@@ -9,8 +9,7 @@ use switchboard::domain::authz::level::{GrantPlace, Holder};
 use switchboard::domain::authz::Level;
 use switchboard::domain::hosted::invite;
 use switchboard::store::{
-    DynStore, InviteJoin, InviteRecord, InviteRedemption, NewChannel, NewGrant, NewSpace,
-    Redeemed,
+    DynStore, InviteJoin, InviteRecord, InviteRedemption, NewChannel, NewGrant, NewSpace, Redeemed,
 };
 use uuid::Uuid;
 
@@ -61,7 +60,12 @@ pub(super) fn on_channel(invite: &InviteRecord, who: Uuid, now: i64) -> InviteRe
     }
 }
 
-pub(super) async fn level(store: &DynStore, channel: Uuid, space: Uuid, who: Uuid) -> Option<Level> {
+pub(super) async fn level(
+    store: &DynStore,
+    channel: Uuid,
+    space: Uuid,
+    who: Uuid,
+) -> Option<Level> {
     store
         .channel_levels(channel, space)
         .await
@@ -123,13 +127,19 @@ async fn a_task_invite_spends_a_use_and_joins_task_and_room(store: DynStore) {
         }
         r
     };
-    assert_eq!(store.redeem_invite(&for_d(1_000)).await.unwrap(), Redeemed::NotValid);
+    assert_eq!(
+        store.redeem_invite(&for_d(1_000)).await.unwrap(),
+        Redeemed::NotValid
+    );
     assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 1);
     assert!(store.events_after(d, 0, 10).await.unwrap().is_empty());
     // A link names its room: spending it on another is no use.
     let mut elsewhere = for_d(20);
     elsewhere.conversation_id = Uuid::now_v7();
-    assert_eq!(store.redeem_invite(&elsewhere).await.unwrap(), Redeemed::NotValid);
+    assert_eq!(
+        store.redeem_invite(&elsewhere).await.unwrap(),
+        Redeemed::NotValid
+    );
     assert!(matches!(
         store.redeem_invite(&for_d(20)).await.unwrap(),
         Redeemed::Joined(_)
@@ -140,7 +150,11 @@ async fn a_task_invite_spends_a_use_and_joins_task_and_room(store: DynStore) {
         *agent = e;
         events[0].audience = e;
     }
-    assert_eq!(store.redeem_invite(&for_e).await.unwrap(), Redeemed::NotValid, "used up");
+    assert_eq!(
+        store.redeem_invite(&for_e).await.unwrap(),
+        Redeemed::NotValid,
+        "used up"
+    );
     assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 0);
 }
 
@@ -196,11 +210,17 @@ async fn a_channel_join_raises_read_and_keeps_admin(store: DynStore) {
     let row = link(ch, app, 5, i64::MAX);
     store.create_invite(&row, 100).await.unwrap();
     assert!(matches!(
-        store.redeem_invite(&on_channel(&row, reader, 3)).await.unwrap(),
+        store
+            .redeem_invite(&on_channel(&row, reader, 3))
+            .await
+            .unwrap(),
         Redeemed::Joined(_)
     ));
     assert_eq!(
-        store.redeem_invite(&on_channel(&row, admin, 3)).await.unwrap(),
+        store
+            .redeem_invite(&on_channel(&row, admin, 3))
+            .await
+            .unwrap(),
         Redeemed::Member,
         "an admin writes already: no use spent"
     );
