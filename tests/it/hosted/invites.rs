@@ -210,7 +210,9 @@ while heard is None:
         if e["type"] == "app/task/activated":
             room = e["payload"]["conversations"][0]["id"]
             made = text("invite_create", {"room": room, "max_uses": 1})
+            spare = text("invite_create", {"room": room, "max_uses": 1})
             text("send_message", {"to": room, "text": made["link"]})
+            text("send_message", {"to": room, "text": spare["link"]})
         elif e["type"] == "app/message/received":
             heard = e["payload"]["message"]
 out(heard=heard["parts"][0]["text"], sender=heard["senderId"])
@@ -254,6 +256,11 @@ async fn a_task_room_link_brings_an_agent_into_the_task_and_no_one_else() {
         .unwrap()
         .parse()
         .unwrap();
+    let spare = next_of(&mut a_events, "agent/message/received").await["payload"]["message"]
+        ["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     // A person holds a good link, but a task's room takes agents only; no
     // use is spent on the refusal.
@@ -288,6 +295,38 @@ async fn a_task_room_link_brings_an_agent_into_the_task_and_no_one_else() {
     let log = end["log"].as_str().unwrap();
     assert_eq!(line(log, "heard"), "hello from carol");
     assert_eq!(line(log, "sender"), json!(carol.id));
+
+    // The task closed: its room's unused link answers as a dead one to
+    // everyone, the person too (the task's state is checked before the
+    // redeemer's kind).
+    let task_id = joined.conversation.task_id.expect("a task's room");
+    close_task(&hub, task_id).await;
+    let closed = accept(&mut sam_s, "person/invite/accept", &spare).await;
+    assert_eq!(
+        closed["error"]["data"]["code"], "invite_not_valid",
+        "{closed}"
+    );
+}
+
+/// Closes the task in the hub's own database, as its app's close would
+/// (a hosted app has no primitive to close one).
+async fn close_task(hub: &TestHub, task: Uuid) {
+    use switchboard::domain::task::TaskState;
+    let mut config = switchboard::config::Config::default();
+    config.server.data_dir = hub.dir.path().join("data");
+    let store = switchboard::store::open_existing(&config).await.unwrap();
+    let moved = store
+        .transition_task(
+            task,
+            TaskState::Active,
+            TaskState::Closed,
+            None,
+            &switchboard::store::Effects::default(),
+            switchboard::domain::now_millis(),
+        )
+        .await
+        .unwrap();
+    assert!(moved.is_some(), "the task was active");
 }
 
 const SHORT: &str = r#"
