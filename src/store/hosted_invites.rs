@@ -166,9 +166,10 @@ pub(super) async fn read(
 /// (so a suspended or uninstalled app lends nothing), the redeemer an
 /// active principal of a kind the room takes, a redeemer app's own live
 /// installation held and the grant audited as `grant.manage`. The room's
-/// row is held first thing after the installations, so redemptions into
-/// one room queue: membership, the task's state and its participant count
-/// are read under it, and one redeemer racing itself spends one use.
+/// row is held next (after a task's own row: the order a close and an
+/// uninstall take them in), so redemptions into one room queue:
+/// membership, the task's state and its participant count are read under
+/// it, and one redeemer racing itself spends one use.
 pub(super) async fn redeem<D: InstallationDialect>(
     db: &(impl Database + ?Sized),
     r: &InviteRedemption,
@@ -190,7 +191,6 @@ pub(super) async fn redeem<D: InstallationDialect>(
         tx.rollback().await?;
         return Ok(Redeemed::NotValid);
     };
-    hold_seq(&mut *tx, r.conversation_id).await?;
     let outcome = match &r.join {
         InviteJoin::Task {
             task_id,
@@ -216,6 +216,7 @@ pub(super) async fn redeem<D: InstallationDialect>(
             principal,
             granted_by,
         } => {
+            hold_seq(&mut *tx, r.conversation_id).await?;
             if !principal_is(&mut *tx, *principal, &["agent", "person", "app"]).await? {
                 return stop(tx, Redeemed::NotValid).await;
             }
@@ -291,7 +292,8 @@ enum TaskReady {
 }
 
 /// The task active (its row held, so a close waits for the join or the
-/// join sees the close), the redeemer an active agent, not yet in the room.
+/// join sees the close), the redeemer an active agent, not yet in the room
+/// (read with the room's row held).
 async fn task_ready(
     ex: &mut dyn Executor,
     task: Uuid,
@@ -311,6 +313,7 @@ async fn task_ready(
     {
         return Ok(TaskReady::Stop(Redeemed::NotValid));
     }
+    hold_seq(ex, conversation).await?;
     let member = ex
         .fetch_optional(
             "SELECT 1 AS one FROM conversation_participants \
