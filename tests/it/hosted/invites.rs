@@ -312,9 +312,7 @@ async fn a_task_room_link_brings_an_agent_into_the_task_and_no_one_else() {
 /// (a hosted app has no primitive to close one).
 async fn close_task(hub: &TestHub, task: Uuid) {
     use switchboard::domain::task::TaskState;
-    let mut config = switchboard::config::Config::default();
-    config.server.data_dir = hub.dir.path().join("data");
-    let store = switchboard::store::open_existing(&config).await.unwrap();
+    let store = hub_store(hub).await;
     let moved = store
         .transition_task(
             task,
@@ -338,9 +336,13 @@ out(made=text("invite_create", {"room": room, "ttl_seconds": 1}))
 /// A link past its expiry lets no one in: made with a one-second expiry,
 /// redeemed once the hub's clock (the one `expires_at` is set and checked
 /// by) is past it, read by polling, not by a sleep of a guessed length.
+/// Then the retention task deletes its row.
 #[tokio::test]
-async fn an_expired_link_answers_as_every_dead_one() {
-    let hub = TestHub::start_with(TestHub::fast_options()).await;
+async fn an_expired_link_answers_as_every_dead_one_and_is_pruned() {
+    let hub = TestHub::start_with(
+        TestHub::fast_options().env("SWITCHBOARD_EVENTS__PRUNE_INTERVAL_MS", 50),
+    )
+    .await;
     let s = space(&hub, "games").await;
     let room = channel(&hub, ADMIN_TOKEN, s, "lobby").await;
     let (app, _) =
@@ -365,4 +367,17 @@ async fn an_expired_link_answers_as_every_dead_one() {
         dead["error"]["message"],
         json!(switchboard::domain::hosted::invite::NOT_VALID)
     );
+    let id: Uuid = made["inviteId"].as_str().unwrap().parse().unwrap();
+    let store = hub_store(&hub).await;
+    while store.invite(id).await.unwrap().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "the row stays");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// The hub's own database, opened beside it.
+async fn hub_store(hub: &TestHub) -> switchboard::store::DynStore {
+    let mut config = switchboard::config::Config::default();
+    config.server.data_dir = hub.dir.path().join("data");
+    switchboard::store::open_existing(&config).await.unwrap()
 }
