@@ -349,7 +349,10 @@ fn gate_manifest(message_authorize: Value) -> Value {
 /// static policy and with a hook that answers at once. Both apps live on the
 /// same hub and run back to back at each rate.
 pub async fn hook(rates: &[u64], seconds: u64) -> anyhow::Result<Vec<Entry>> {
-    let (server, _dir) = start_hub(None, |_| {}).await?;
+    // As `fanout`: at 5,000 sends a second the load client, on the same
+    // cores, can fall more than the default 1,024 frames behind its own
+    // socket's acks, and the hub then closes it as a slow consumer.
+    let (server, _dir) = start_hub(None, |c| c.gateway.outbound_queue_capacity = 8192).await?;
     let setup = hook_setup(&server).await?;
     let mut out = Vec::new();
     for &rate in rates {

@@ -48,19 +48,15 @@ pub trait MarkDecided {
     ) -> StoreResult<Marked>;
 }
 
-/// The [`GroupWriter`] of verdicts on a pool.
+/// The [`GroupWriter`] of verdicts on a pool (PostgreSQL; SQLite writes
+/// the same transaction on its writer thread, `sqlite::verdict_writer`).
 pub struct PoolVerdicts<DB: sqlx::Database> {
     pool: sqlx::Pool<DB>,
-    /// How a group's transaction starts. A verdict group reads before it
-    /// writes, so SQLite starts it `IMMEDIATE`: a deferred one would fail
-    /// at its first write (`SQLITE_BUSY_SNAPSHOT`, no wait) if another
-    /// process (the operator CLI) committed after its first read.
-    begin: &'static str,
 }
 
 impl<DB: sqlx::Database> PoolVerdicts<DB> {
-    pub fn new(pool: sqlx::Pool<DB>, begin: &'static str) -> PoolVerdicts<DB> {
-        PoolVerdicts { pool, begin }
+    pub fn new(pool: sqlx::Pool<DB>) -> PoolVerdicts<DB> {
+        PoolVerdicts { pool }
     }
 }
 
@@ -78,7 +74,7 @@ where
     }
 
     async fn write_group(&self, group: &[&VerdictWrite]) -> StoreResult<Vec<MessageDecided>> {
-        let mut tx = self.pool.begin_with(self.begin).await?;
+        let mut tx = self.pool.begin().await?;
         match decide_in(&mut *tx, group).await {
             Ok(done) => {
                 tx.commit().await?;
@@ -97,7 +93,10 @@ where
 /// caller decides again); a message decided already only finishes its job.
 /// Two statements a verdict (its listing, its mark); the finished jobs and
 /// the events go in a few statements for the whole group.
-async fn decide_in<C>(conn: &mut C, group: &[&VerdictWrite]) -> StoreResult<Vec<MessageDecided>>
+pub(super) async fn decide_in<C>(
+    conn: &mut C,
+    group: &[&VerdictWrite],
+) -> StoreResult<Vec<MessageDecided>>
 where
     C: Executor + MarkDecided,
 {

@@ -38,6 +38,8 @@ pub enum Arg<'a> {
 pub enum Row {
     Sqlite(sqlx::sqlite::SqliteRow),
     Postgres(sqlx::postgres::PgRow),
+    /// Read on SQLite's writer thread (ADR 0022).
+    SqliteWriter(super::sqlite::WriterRow),
 }
 
 /// Typed column reads, one implementation per backend row type.
@@ -58,6 +60,7 @@ impl Row {
         match self {
             Row::Sqlite(r) => r,
             Row::Postgres(r) => r,
+            Row::SqliteWriter(r) => r,
         }
     }
 

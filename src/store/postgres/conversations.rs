@@ -129,7 +129,7 @@ pub(super) fn group_commits(pool: PgPool, feed: CommitFeed) -> (SendCommit, Verd
         ),
         GroupCommit::new(
             Arc::new(tokio::sync::Mutex::new(())),
-            Arc::new(PoolVerdicts::new(pool, "BEGIN")),
+            Arc::new(PoolVerdicts::new(pool)),
             feed,
         ),
     )

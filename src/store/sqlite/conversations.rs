@@ -1,20 +1,19 @@
 //! The SQLite parts of the conversation area: the group committers of
-//! concurrent sends (ADR 0013, written on the writer thread, ADR 0022) and
-//! the verdict write.
+//! concurrent sends and verdicts (ADR 0013, both written on the writer
+//! thread, ADR 0022) and the verdict's mark.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use sqlx::{SqliteConnection, SqlitePool};
 use uuid::Uuid;
 
 use super::send_writer::ThreadSends;
+use super::verdict_writer::ThreadVerdicts;
 use super::writer::Writer;
 use super::SqliteStore;
 use crate::store::conversations::{ConversationDialect, Marked};
 use crate::store::group_commit::GroupCommit;
 use crate::store::group_sends::SendCommit;
-use crate::store::group_verdicts::{MarkDecided, PoolVerdicts, VerdictCommit};
+use crate::store::group_verdicts::VerdictCommit;
 use crate::store::messages::{is_pending, MessageOutcome};
 use crate::store::sql::{Arg, Executor};
 use crate::store::CommitFeed;
@@ -30,22 +29,10 @@ impl ConversationDialect for SqliteStore {
     }
 }
 
-#[async_trait]
-impl MarkDecided for SqliteConnection {
-    async fn mark_decided(
-        &mut self,
-        message_id: Uuid,
-        outcome: &MessageOutcome,
-        listed: bool,
-    ) -> StoreResult<Marked> {
-        mark_decided(self, message_id, outcome, listed).await
-    }
-}
-
 /// Writes a pending message's verdict; a forward only while its task and
 /// its app's installation are active, and safe against a concurrent close
 /// or suspend (ADR 0023 §7).
-async fn mark_decided(
+pub(super) async fn mark_decided(
     ex: &mut dyn Executor,
     message_id: Uuid,
     outcome: &MessageOutcome,
@@ -88,21 +75,16 @@ async fn mark_decided(
 /// writer lock.
 pub(super) fn group_commits(
     writer: Arc<tokio::sync::Mutex<()>>,
-    pool: SqlitePool,
     thread: Arc<Writer>,
     feed: CommitFeed,
 ) -> (SendCommit, VerdictCommit) {
     (
         GroupCommit::new(
             writer.clone(),
-            Arc::new(ThreadSends::new(thread)),
+            Arc::new(ThreadSends::new(thread.clone())),
             feed.clone(),
         ),
-        GroupCommit::new(
-            writer,
-            Arc::new(PoolVerdicts::new(pool, "BEGIN IMMEDIATE")),
-            feed,
-        ),
+        GroupCommit::new(writer, Arc::new(ThreadVerdicts::new(thread)), feed),
     )
 }
 

@@ -12,7 +12,11 @@ mod send_writer;
 mod send_writer_tests;
 #[cfg(test)]
 mod verdict_group_tests;
+mod verdict_writer;
 mod writer;
+mod writer_exec;
+
+pub(in crate::store) use writer_exec::WriterRow;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -108,12 +112,8 @@ impl SqliteStore {
         );
         let writer = Arc::new(tokio::sync::Mutex::new(()));
         let feed = CommitFeed::default();
-        let (sends, verdicts) = conversations::group_commits(
-            writer.clone(),
-            pool.clone(),
-            thread.clone(),
-            feed.clone(),
-        );
+        let (sends, verdicts) =
+            conversations::group_commits(writer.clone(), thread.clone(), feed.clone());
         Ok(SqliteStore {
             thread,
             feed,

@@ -233,7 +233,7 @@ fn insert_jobs(conn: &Connection, jobs: &[(&NewJob, Millis)]) -> StoreResult<()>
     Ok(())
 }
 
-fn insert_recipients(conn: &Connection, pairs: &[(Uuid, Uuid)]) -> StoreResult<()> {
+pub(super) fn insert_recipients(conn: &Connection, pairs: &[(Uuid, Uuid)]) -> StoreResult<()> {
     for part in pairs.chunks(ROW_CHUNK) {
         let values = part
             .iter()
@@ -247,7 +247,7 @@ fn insert_recipients(conn: &Connection, pairs: &[(Uuid, Uuid)]) -> StoreResult<(
 
 /// `super::events::append_events` on this connection: payload rows, then
 /// per chunk of audiences the stream upsert and the index rows.
-fn append_events(
+pub(super) fn append_events(
     conn: &Connection,
     events: &[NewEvent],
     now: Millis,
