@@ -17,6 +17,7 @@ mod rooms;
 mod rooms_join;
 mod runs;
 mod store;
+mod store_connections;
 mod store_invites;
 mod store_profiles;
 mod suspend;
