@@ -5,6 +5,7 @@
 mod beatless;
 mod broker;
 mod catalogue;
+mod channel_mail;
 mod game;
 mod invites;
 mod isolation;
