@@ -6,6 +6,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use super::channel_audience::{channel_apps, channel_readers, wakes_of};
 use super::{check_others, invalid, people_among, store_failure, threads};
 use crate::access::{self, Target};
 use crate::config::MessagesConfig;
@@ -21,8 +22,8 @@ use crate::protocol::conversations::*;
 use crate::protocol::Notification;
 use crate::rpc::RpcError;
 use crate::store::{
-    AppRecord, CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage, NewConversation,
-    NewMessage, PersonCopies, Verdict,
+    AppCopies, AppRecord, CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage,
+    NewConversation, NewMessage, PersonCopies, Verdict,
 };
 
 /// `agent/conversation/create`: check the participants and the kind, then
@@ -238,6 +239,8 @@ pub async fn store_message(
     let job = gated
         .as_ref()
         .map(|g| gates::inline_job(hub, JobKind::MessageAuthorize, id, g.hook_timeout_ms));
+    let mut jobs = wakes_of(hub, &fanout).await.map_err(store_failure)?;
+    jobs.extend(job.clone());
     let request_hash = request_hash(conversation, &out)?;
     let new = NewMessage {
         id,
@@ -252,7 +255,7 @@ pub async fn store_message(
         request_hash: Some(request_hash.clone()),
         created_at: now_millis(),
         fanout,
-        job: job.clone(),
+        jobs,
         card: out.card.as_ref().map(|c| c.stored.clone()),
         reply_to_interaction: None,
     };
@@ -379,10 +382,13 @@ async fn fanout_of(
             forward(conversation, conversation.recipients_but(out.sender)),
             None,
         )),
-        (ConversationKind::Channel, _) => Ok((
-            forward(conversation, channel_readers(conversation, out.sender)),
-            None,
-        )),
+        (ConversationKind::Channel, _) => {
+            let apps = channel_apps(hub, conversation, out.sender)
+                .await
+                .map_err(store_failure)?;
+            let readers = channel_readers(conversation, out.sender);
+            Ok((forward_with(conversation, readers, apps), None))
+        }
         // People never take part in tasks (ADR 0020 §1): `access` refuses
         // a person's send there before it gets here.
         (ConversationKind::Task, Origin::Person) => {
@@ -431,6 +437,11 @@ pub(super) fn app_fanout(conversation: &Membership, app: Uuid) -> Fanout {
 /// A forward to `recipients`, each event named by its recipient's kind
 /// (ADR 0020 §1).
 fn forward(conversation: &Membership, recipients: Vec<Uuid>) -> Fanout {
+    forward_with(conversation, recipients, AppCopies::NONE)
+}
+
+/// [`forward`] that `apps` also hear (a channel's, outside its recipients).
+fn forward_with(conversation: &Membership, recipients: Vec<Uuid>, apps: AppCopies) -> Fanout {
     let people = PersonCopies {
         people: conversation.people_among(&recipients),
         event_type: PersonMessageReceived::NAME,
@@ -439,23 +450,8 @@ fn forward(conversation: &Membership, recipients: Vec<Uuid>) -> Fanout {
         recipients,
         event_type: MessageReceived::NAME,
         people,
+        apps,
     }
-}
-
-/// A channel's fan-out (ADR 0020 §2): every reader but the sender, people
-/// and agents; apps get no channel events until they subscribe (issue 15).
-fn channel_readers(conversation: &Membership, sender: Uuid) -> Vec<Uuid> {
-    let Some(channel) = &conversation.channel else {
-        return Vec::new();
-    };
-    let mut readers: Vec<Uuid> = channel
-        .levels
-        .iter()
-        .filter(|(id, (kind, _))| **id != sender && *kind != crate::domain::PrincipalKind::App)
-        .map(|(id, _)| *id)
-        .collect();
-    readers.sort();
-    readers
 }
 
 /// What a retried send must repeat for its `clientMsgId` to count as the

@@ -114,7 +114,7 @@ pub async fn respond(
                 request_hash: None,
                 created_at: now_millis(),
                 fanout: app_fanout(&conversation, app),
-                job: None,
+                jobs: Vec::new(),
                 card: None,
                 reply_to_interaction: Some(interaction.interaction_id),
             })

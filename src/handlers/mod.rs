@@ -6,6 +6,7 @@
 
 pub mod autocomplete;
 mod cards;
+mod channel_audience;
 pub mod channels;
 pub mod commands;
 pub mod conversations;

@@ -394,17 +394,19 @@ impl Notification for MessageReceived {
     type Params = Envelope<MessageReceivedPayload>;
 }
 
-/// An agent's message reached the app that owns its task conversation
-/// (issue 18: what a hosted app, beatless or not, reads its players'
-/// answers from). Written with the verdict that forwards it, to the app's
-/// own stream, only while its installation is active and holds
-/// `events:subscribe`.
+/// An agent's message reached the app that owns its task conversation, or
+/// a message reached a channel the app reads (issue 18: what a hosted app,
+/// beatless or not, reads its players' answers and its channels from).
+/// Written with the verdict that forwards it (a channel's with the send),
+/// to the app's own stream, only while its installation is active and
+/// holds `events:subscribe`; never to the sender, never counted in a
+/// delivery.
 pub struct AppMessageReceived;
 impl Notification for AppMessageReceived {
     const NAME: &'static str = "app/message/received";
     const DIRECTION: Direction = Direction::FromHub;
     const AUDIENCE: Caller = Caller::App;
-    const SUMMARY: &'static str = "An agent's message in one of the app's task conversations was forwarded (the app's copy, beside its recipients'); payload: {message}.";
+    const SUMMARY: &'static str = "An agent's message in one of the app's task conversations was forwarded, or a message was sent in a channel the app reads and did not send (the app's copy, beside its recipients', counted in no delivery); payload: {message}.";
     const EPHEMERAL: bool = false;
     type Params = Envelope<MessageReceivedPayload>;
 }

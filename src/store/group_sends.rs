@@ -160,7 +160,7 @@ fn verdict_column(m: &NewMessage) -> &'static str {
 pub fn group_jobs<'a>(group: &[&'a NewMessage]) -> Vec<(&'a NewJob, Millis)> {
     group
         .iter()
-        .filter_map(|m| m.job.as_ref().map(|j| (j, m.created_at)))
+        .flat_map(|m| m.jobs.iter().map(|j| (j, m.created_at)))
         .collect()
 }
 
@@ -205,20 +205,9 @@ pub fn group_delivery(group: &[&NewMessage], seqs: &[i64]) -> GroupDelivery {
             reply_to_interaction: None,
             card: None,
         };
-        if let Fanout::Forward {
-            recipients,
-            event_type,
-            people,
-        } = &m.fanout
-        {
+        if let Fanout::Forward { .. } = &m.fanout {
             let payload = Arc::new(serde_json::json!({ "message": message }));
-            let copies = NewEvent::message_copies_by_kind(
-                recipients,
-                event_type,
-                (&people.people, people.event_type),
-                m.id,
-                payload,
-            );
+            let copies = super::messages::forward_copies(&m.fanout, m.id, payload);
             // One event per recipient kind: each id is this message's.
             for e in &copies {
                 owner.insert(e.id, i);

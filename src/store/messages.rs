@@ -24,6 +24,9 @@ pub enum Fanout {
         event_type: &'static str,
         /// Which of `recipients` are people, whose copy is named for them.
         people: PersonCopies,
+        /// The apps that hear the message without being its recipients (a
+        /// channel's app readers, ADR 0031 §7a): no delivery counts them.
+        apps: AppCopies,
     },
     /// A policy decides later; the message waits as `pending`.
     Pending,
@@ -46,6 +49,56 @@ impl PersonCopies {
     };
 }
 
+/// The apps a forward also reaches, outside its recipients (so in no
+/// `delivery` count), and the event type of their copies: one more event
+/// sharing the payload, never one per app (ADR 0018, ADR 0031 §7a).
+#[derive(Clone, Debug, Default)]
+pub struct AppCopies {
+    pub apps: Vec<Uuid>,
+    pub event_type: &'static str,
+}
+
+impl AppCopies {
+    /// No app hears the message beside its recipients.
+    pub const NONE: AppCopies = AppCopies {
+        apps: Vec::new(),
+        event_type: "",
+    };
+}
+
+/// A forward's events: the recipients' copies by kind, then the apps'.
+pub(super) fn forward_copies(
+    fanout: &Fanout,
+    message_id: Uuid,
+    payload: Arc<serde_json::Value>,
+) -> Vec<NewEvent> {
+    let Fanout::Forward {
+        recipients,
+        event_type,
+        people,
+        apps,
+    } = fanout
+    else {
+        return Vec::new();
+    };
+    let mut events = NewEvent::message_copies_by_kind(
+        recipients,
+        event_type,
+        (&people.people, people.event_type),
+        message_id,
+        payload.clone(),
+    );
+    if !apps.apps.is_empty() {
+        events.extend(NewEvent::message_copies(
+            &apps.apps,
+            apps.event_type,
+            message_id,
+            payload,
+        ));
+    }
+    events
+}
+
 #[derive(Clone, Debug)]
 pub struct NewMessage {
     pub id: Uuid,
@@ -63,8 +116,9 @@ pub struct NewMessage {
     pub request_hash: Option<String>,
     pub created_at: Millis,
     pub fanout: Fanout,
-    /// With `Fanout::Pending`: the job that will decide it.
-    pub job: Option<NewJob>,
+    /// Written with the message: with `Fanout::Pending` the job that will
+    /// decide it; a beatless app's `hosted_wake` for each that hears it.
+    pub jobs: Vec<NewJob>,
     /// An app's card (ADR 0027 §5): written with the message, never in a
     /// send group (`ConversationStore::insert_message` takes it alone).
     pub card: Option<NewCard>,
@@ -359,7 +413,7 @@ pub(super) async fn insert_one(
         reply_to_interaction: m.reply_to_interaction,
         card: m.card.as_ref().map(|c| c.card.clone()),
     };
-    if let Some(job) = &m.job {
+    for job in &m.jobs {
         insert_job(ex, job, m.created_at).await?;
     }
     if m.writes_alone() {
@@ -388,25 +442,14 @@ async fn deliver(
     message: &Message,
     listed: bool,
 ) -> StoreResult<Vec<StoredEvent>> {
-    let Fanout::Forward {
-        recipients,
-        event_type,
-        people,
-    } = &m.fanout
-    else {
+    let Fanout::Forward { recipients, .. } = &m.fanout else {
         return Ok(Vec::new());
     };
     if listed {
         ex.insert_recipients(m.id, recipients).await?;
     }
     let payload = Arc::new(serde_json::json!({ "message": message }));
-    let new = NewEvent::message_copies_by_kind(
-        recipients,
-        event_type,
-        (&people.people, people.event_type),
-        m.id,
-        payload,
-    );
+    let new = forward_copies(&m.fanout, m.id, payload);
     ex.append_events(&new, m.created_at).await
 }
 

@@ -96,8 +96,8 @@ pub use interactions::{
 pub use jobs::{ClaimRoom, Job, JobKind, JobStore, NewJob};
 pub use leases::{CreatedLease, LeaseAccess, LeaseChange, NewLease};
 pub use messages::{
-    Fanout, InsertedMessage, MessageDecided, MessageOutcome, MessagePage, NewMessage, PagePlace,
-    PersonCopies, Verdict,
+    AppCopies, Fanout, InsertedMessage, MessageDecided, MessageOutcome, MessagePage, NewMessage,
+    PagePlace, PersonCopies, Verdict,
 };
 pub use overview::{
     AppOverview, EventBacklog, JobBacklog, LiveLease, Overview, OverviewStore, WaitingTask,

@@ -233,8 +233,9 @@ async fn send(
             recipients: recipients.to_vec(),
             event_type: "agent/message/received",
             people: switchboard::store::PersonCopies::NONE,
+            apps: switchboard::store::AppCopies::NONE,
         },
-        job: None,
+        jobs: Vec::new(),
         card: None,
         reply_to_interaction: None,
     };

@@ -138,8 +138,9 @@ async fn post_in(
             recipients: readers.to_vec(),
             event_type: "agent/message/received",
             people: PersonCopies::NONE,
+            apps: switchboard::store::AppCopies::NONE,
         },
-        job: None,
+        jobs: Vec::new(),
         card: Some(card(card_use)),
         reply_to_interaction: None,
     };
@@ -317,8 +318,9 @@ fn reply_to(interaction: &NewInteraction, app: Uuid, conversation: Uuid) -> NewM
             recipients: Vec::new(),
             event_type: "agent/message/received",
             people: PersonCopies::NONE,
+            apps: switchboard::store::AppCopies::NONE,
         },
-        job: None,
+        jobs: Vec::new(),
         card: None,
         reply_to_interaction: Some(interaction.id),
     }

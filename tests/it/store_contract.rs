@@ -277,8 +277,9 @@ pub(crate) async fn send_to(
             recipients: recipients.to_vec(),
             event_type: "agent/message/received",
             people: switchboard::store::PersonCopies::NONE,
+            apps: switchboard::store::AppCopies::NONE,
         },
-        job: None,
+        jobs: Vec::new(),
         card: None,
         reply_to_interaction: None,
     };

@@ -241,7 +241,7 @@ pub(crate) async fn pending(store: &DynStore, conversation: Uuid, sender: Uuid) 
         request_hash: None,
         created_at: 20,
         fanout: Fanout::Pending,
-        job: Some(job.clone()),
+        jobs: vec![job.clone()],
         card: None,
         reply_to_interaction: None,
     };

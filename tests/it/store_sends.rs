@@ -33,8 +33,9 @@ async fn concurrent_sends_keep_order_and_fail_alone(store: DynStore) {
             recipients: vec![b, c],
             event_type: "agent/message/received",
             people: switchboard::store::PersonCopies::NONE,
+            apps: switchboard::store::AppCopies::NONE,
         },
-        job: None,
+        jobs: Vec::new(),
         card: None,
         reply_to_interaction: None,
     };
@@ -113,7 +114,7 @@ async fn concurrent_sends_keep_order_and_fail_alone(store: DynStore) {
         let mut m = message(if i % 2 == 0 { group } else { other }, None);
         if i % 3 == 0 {
             m.fanout = Fanout::Pending;
-            m.job = Some(NewJob::new(JobKind::MessageAuthorize, m.id, 7));
+            m.jobs = vec![NewJob::new(JobKind::MessageAuthorize, m.id, 7)];
         }
         let store = store.clone();
         sends.push(tokio::spawn(async move {
@@ -138,7 +139,7 @@ async fn concurrent_sends_keep_order_and_fail_alone(store: DynStore) {
             .push(message.seq);
         let (_, stored_verdict) = store.message(m.id).await.unwrap().unwrap();
         assert_eq!(stored_verdict, verdict);
-        match &m.job {
+        match m.jobs.first() {
             Some(job) => {
                 assert_eq!(verdict, Verdict::Pending);
                 assert!(events.is_empty());

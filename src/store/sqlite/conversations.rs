@@ -163,7 +163,10 @@ mod tests {
             request_hash: None,
             created_at: 5,
             fanout,
-            job: job.then(|| NewJob::new(JobKind::MessageAuthorize, id, 7)),
+            jobs: job
+                .then(|| NewJob::new(JobKind::MessageAuthorize, id, 7))
+                .into_iter()
+                .collect(),
             card: None,
             reply_to_interaction: None,
         }
@@ -184,6 +187,7 @@ mod tests {
             recipients: recipients.clone(),
             event_type: "agent/message/received",
             people: crate::store::PersonCopies::NONE,
+            apps: crate::store::AppCopies::NONE,
         };
         let group = [
             message(big, sender, forward(), false),
@@ -230,7 +234,7 @@ mod tests {
                 Fanout::Pending => {
                     assert!(events.is_empty());
                     assert_eq!(*verdict, Verdict::Pending);
-                    let job = m.job.as_ref().unwrap();
+                    let job = &m.jobs[0];
                     assert!(
                         s.claim_job(job.id, 0, 1).await.unwrap().is_some(),
                         "its job"
@@ -268,6 +272,7 @@ mod tests {
                 recipients: vec![other],
                 event_type: "agent/message/received",
                 people: crate::store::PersonCopies::NONE,
+                apps: crate::store::AppCopies::NONE,
             },
             false,
         );

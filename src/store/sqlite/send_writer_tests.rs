@@ -91,6 +91,7 @@ impl World {
                 recipients: recipients.to_vec(),
                 event_type: "agent/message/received",
                 people: PersonCopies::NONE,
+                apps: crate::store::AppCopies::NONE,
             },
         )
     }
@@ -113,7 +114,10 @@ impl World {
             request_hash: None,
             created_at: 5,
             fanout,
-            job: pending.then(|| NewJob::new(JobKind::MessageAuthorize, id, 7)),
+            jobs: pending
+                .then(|| NewJob::new(JobKind::MessageAuthorize, id, 7))
+                .into_iter()
+                .collect(),
             card: None,
             reply_to_interaction: None,
         }

@@ -149,7 +149,7 @@ async fn pending(s: &SqliteStore, room: Uuid, sender: Uuid) -> (Uuid, Uuid) {
         request_hash: None,
         created_at: 5,
         fanout: Fanout::Pending,
-        job: Some(job.clone()),
+        jobs: vec![job.clone()],
         card: None,
         reply_to_interaction: None,
     };

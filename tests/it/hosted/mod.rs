@@ -5,6 +5,7 @@
 mod beatless;
 mod broker;
 mod catalogue;
+mod channel_mail;
 mod game;
 mod invites;
 mod isolation;
@@ -19,6 +20,7 @@ mod rooms_join;
 mod runs;
 mod store;
 mod store_invite_guards;
+mod store_connections;
 mod store_invites;
 mod store_profiles;
 mod suspend;

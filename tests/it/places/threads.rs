@@ -71,8 +71,9 @@ async fn in_events(w: &World, who: &Member, ids: &[Uuid]) -> Vec<Uuid> {
 
 /// Of `notes`'s root, reply and main message: a reader (helper) has all
 /// three events, the sender (Alex) only the one Robin sent, a non-reader
-/// (Sam, who reads Support, not Research) and an app (the bot, a reader
-/// through its group: apps get no channel events) none.
+/// (Sam, who reads Support, not Research) none, and an app (the bot, a
+/// reader through its group that receives events) all three, as
+/// `app/message/received` (ADR 0031, 2026-12-02).
 async fn no_channel_events(w: &World, [root, reply, main]: [Uuid; 3]) {
     let all = [root, reply, main];
     assert_eq!(in_events(w, &w.helper, &all).await, all, "a reader");
@@ -82,11 +83,7 @@ async fn no_channel_events(w: &World, [root, reply, main]: [Uuid; 3]) {
         Vec::<Uuid>::new(),
         "a non-reader"
     );
-    assert_eq!(
-        in_events(w, &w.bot, &all).await,
-        Vec::<Uuid>::new(),
-        "an app"
-    );
+    assert_eq!(in_events(w, &w.bot, &all).await, all, "an app reader");
 }
 
 async fn check_threads(w: &World) {

@@ -90,7 +90,7 @@ fn stored_message(
         request_hash: None,
         created_at: 1,
         fanout,
-        job,
+        jobs: job.into_iter().collect(),
         card: None,
         reply_to_interaction: None,
     }
@@ -171,6 +171,7 @@ async fn a_dispatch_gate_that_keeps_failing_denies_the_lease() {
             recipients: vec![recipient],
             event_type: "agent/message/received",
             people: switchboard::store::PersonCopies::NONE,
+            apps: switchboard::store::AppCopies::NONE,
         },
         None,
     );
