@@ -10,6 +10,7 @@
 //! In `single` mode there is no client and publishing does nothing, so
 //! callers need not ask which mode runs.
 
+mod connect;
 pub mod control;
 pub mod subjects;
 pub mod wake;
@@ -63,6 +64,9 @@ struct Outgoing {
 /// The node's identity and, in `nats` mode, its NATS client.
 pub struct Cluster {
     node_id: String,
+    /// This process's id, random per start: which process holds the node
+    /// id's presence lease (two processes never share one node id).
+    instance_id: String,
     mode: ClusterMode,
     client: Option<async_nats::Client>,
     outbox: Option<mpsc::Sender<Outgoing>>,
@@ -74,6 +78,7 @@ impl Cluster {
     pub fn single(node_id: String) -> Cluster {
         Cluster {
             node_id,
+            instance_id: uuid::Uuid::new_v4().to_string(),
             mode: ClusterMode::Single,
             client: None,
             outbox: None,
@@ -91,22 +96,24 @@ impl Cluster {
         }
         let connected = Arc::new(AtomicBool::new(false));
         metrics::gauge!(names::CLUSTER_CONNECTED).set(0.0);
-        let client = async_nats::ConnectOptions::new()
-            .name(format!("switchboard {node_id}"))
-            // A node's own wake-ups and controls were acted on in process.
-            .no_echo()
-            .retry_on_initial_connect()
-            .max_reconnects(None)
-            .reconnect_delay_callback(reconnect_delay)
-            .event_callback(on_event(node_id.clone(), connected.clone()))
-            .connect(config.nats_url.as_str())
-            .await
-            .map_err(|e| anyhow::anyhow!("cluster.nats_url: {e}"))?;
+        let security = connect::Security::load(config)?;
+        let options = || {
+            let options = async_nats::ConnectOptions::new()
+                .name(format!("switchboard {node_id}"))
+                // A node's own wake-ups and controls were acted on in process.
+                .no_echo()
+                .max_reconnects(None)
+                .reconnect_delay_callback(reconnect_delay)
+                .event_callback(on_event(node_id.clone(), connected.clone()));
+            security.apply(options)
+        };
+        let client = connect::connect(config.nats_url.as_str(), options).await?;
         let (tx, rx) = mpsc::channel(OUTBOX_CAPACITY);
         tokio::spawn(send_outbox(client.clone(), rx));
         info!(node = %node_id, "cluster mode nats: connecting to NATS in the background");
         Ok(Cluster {
             node_id,
+            instance_id: uuid::Uuid::new_v4().to_string(),
             mode: ClusterMode::Nats,
             client: Some(client),
             outbox: Some(tx),
@@ -116,6 +123,10 @@ impl Cluster {
 
     pub fn node_id(&self) -> &str {
         &self.node_id
+    }
+
+    pub fn instance_id(&self) -> &str {
+        &self.instance_id
     }
 
     pub fn mode(&self) -> ClusterMode {

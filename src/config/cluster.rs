@@ -1,6 +1,8 @@
 //! `[cluster]`: one node alone, or several nodes on one PostgreSQL with
 //! NATS between them (issue 19, docs/adr/0034-cluster-mode.md).
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 
 use super::require_positive;
@@ -53,6 +55,22 @@ pub struct ClusterConfig {
     /// How often the node renews its presence lease; below
     /// `cluster.presence_lease_ms` (`nats` mode).
     pub presence_renew_ms: u64,
+    /// A NATS credentials file (a user JWT and its nkey seed, as `nsc`
+    /// writes it) to authenticate with. Not with `nats_nkey_seed_file`.
+    pub nats_creds_file: Option<PathBuf>,
+    /// A file holding a NATS user nkey seed (`SU...`) to authenticate
+    /// with (the server lists the user's public key). Not with
+    /// `nats_creds_file`.
+    pub nats_nkey_seed_file: Option<PathBuf>,
+    /// Refuse to talk to NATS without TLS (a `tls://` URL requires it too).
+    pub nats_tls_required: bool,
+    /// PEM roots the NATS server's certificate is checked against (a
+    /// private CA); the system roots when unset.
+    pub nats_tls_ca_file: Option<PathBuf>,
+    /// Allows a `nats://` URL beyond loopback without TLS. Everything on
+    /// the link, hook calls' params and answers among it, then crosses the
+    /// network in clear.
+    pub nats_allow_plaintext: bool,
 }
 
 impl Default for ClusterConfig {
@@ -65,6 +83,11 @@ impl Default for ClusterConfig {
             control_latency_ms: 5_000,
             presence_lease_ms: 5_000,
             presence_renew_ms: 1_000,
+            nats_creds_file: None,
+            nats_nkey_seed_file: None,
+            nats_tls_required: false,
+            nats_tls_ca_file: None,
+            nats_allow_plaintext: false,
         }
     }
 }
@@ -86,8 +109,52 @@ impl ClusterConfig {
         if self.mode == ClusterMode::Nats && self.nats_url.trim().is_empty() {
             anyhow::bail!("cluster.nats_url must be set when cluster.mode = \"nats\"");
         }
+        if self.nats_creds_file.is_some() && self.nats_nkey_seed_file.is_some() {
+            anyhow::bail!("set cluster.nats_creds_file or cluster.nats_nkey_seed_file, not both: NATS authenticates a connection as one user");
+        }
+        if self.mode == ClusterMode::Nats {
+            self.check_plaintext()?;
+        }
         Ok(())
     }
+
+    /// A link beyond loopback without TLS carries hook calls' params and
+    /// answers, and any credentials, in clear: refused unless asked for.
+    fn check_plaintext(&self) -> anyhow::Result<()> {
+        if self.nats_tls_required || self.nats_allow_plaintext {
+            return Ok(());
+        }
+        for server in self.nats_url.split(',').map(str::trim) {
+            let host = server_host(server);
+            if !server.starts_with("tls://") && !is_loopback(host) {
+                anyhow::bail!(
+                    "cluster.nats_url reaches NATS at {host:?}, beyond loopback, without TLS: \
+                     set cluster.nats_tls_required = true (or a tls:// URL), \
+                     or cluster.nats_allow_plaintext = true to send the link in clear"
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The host of a NATS server address (`[scheme://][user:pass@]host[:port]`),
+/// without the credentials an error must not show.
+fn server_host(server: &str) -> &str {
+    let rest = server.split_once("://").map_or(server, |(_, r)| r);
+    let host_port = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host_port.split(':').next().unwrap_or(""),
+    }
+}
+
+/// Whether a host names this machine.
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// A node id is one NATS subject token: letters, digits, `-` and `_`.
@@ -108,6 +175,61 @@ pub fn check_node_id(id: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn nats(url: &str) -> ClusterConfig {
+        ClusterConfig {
+            mode: ClusterMode::Nats,
+            nats_url: url.into(),
+            ..ClusterConfig::default()
+        }
+    }
+
+    #[test]
+    fn plaintext_nats_beyond_loopback_is_refused() {
+        for ok in [
+            "nats://127.0.0.1:4222",
+            "nats://localhost:4222",
+            "nats://[::1]:4222",
+            "nats://u:p@127.0.0.2:4222",
+            "127.0.0.1:4222",
+            "tls://nats.example:4222",
+        ] {
+            nats(ok).validate().unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in [
+            "nats://nats.example:4222",
+            "nats://10.0.0.5:4222",
+            "nats://127.0.0.1:4222,nats://10.0.0.5:4222",
+            "nats://u:p@nats.example:4222",
+            "nats.example:4222",
+        ] {
+            let e = nats(bad).validate().unwrap_err().to_string();
+            assert!(e.contains("without TLS"), "{bad}: {e}");
+            assert!(
+                !e.contains("u:p"),
+                "{bad}: no credentials in the error: {e}"
+            );
+        }
+        let mut tls = nats("nats://nats.example:4222");
+        tls.nats_tls_required = true;
+        tls.validate().unwrap();
+        let mut allowed = nats("nats://nats.example:4222");
+        allowed.nats_allow_plaintext = true;
+        allowed.validate().unwrap();
+        let mut single = nats("nats://nats.example:4222");
+        single.mode = ClusterMode::Single;
+        single.validate().unwrap();
+    }
+
+    #[test]
+    fn one_way_to_authenticate() {
+        let mut c = nats("nats://127.0.0.1:4222");
+        c.nats_creds_file = Some("a.creds".into());
+        c.validate().unwrap();
+        c.nats_nkey_seed_file = Some("a.nk".into());
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("not both"), "{e}");
+    }
 
     #[test]
     fn node_ids_are_subject_tokens() {

@@ -132,7 +132,7 @@ pub async fn call_in_cluster(
         if left.is_zero() {
             return HookOutcome::Timeout;
         }
-        let target = match hub.store.callback_presence(app_id, now_millis()).await {
+        let target = match hub.store.callback_presence(app_id).await {
             Ok(Some(target)) => target,
             Ok(None) => return HookOutcome::Unavailable,
             Err(e) => {
@@ -210,6 +210,11 @@ async fn call_remote(
         deadline_ms: Some(now_millis().saturating_add(timeout.as_millis() as Millis)),
     };
     let payload = Bytes::from(serde_json::to_vec(&call).expect("relay call serializes"));
+    if payload.len() > client.server_info().max_payload {
+        // NATS would refuse it: no node could answer it, whatever it waits.
+        count("too_large");
+        return Answered::Outcome(HookOutcome::BadResult(TOO_LARGE_CALL.into()));
+    }
     let request = async_nats::Request::new()
         .payload(payload)
         .timeout(Some(timeout));
@@ -298,13 +303,40 @@ pub async fn serve(hub: std::sync::Arc<Hub>) {
         let client = client.clone();
         hub.tasks.spawn(async move {
             let answer = answer(&hub2, &msg.payload).await;
-            let bytes = Bytes::from(serde_json::to_vec(&answer).expect("relay answer serializes"));
-            if let Err(e) = client.publish(reply, bytes).await {
-                debug!(error = %e, "replying to a relayed hook call failed");
-            }
+            send_answer(&client, reply, &answer).await;
         });
     }
     let _ = calls.unsubscribe().await;
+}
+
+/// Why a relayed answer is `bad_result`: the app's answer was larger than
+/// NATS carries (the server's `max_payload`).
+const TOO_LARGE_ANSWER: &str = "the app's answer exceeds the NATS server's max_payload";
+
+/// Why a relayed call is `bad_result` before it is sent.
+const TOO_LARGE_CALL: &str = "the hook call exceeds the NATS server's max_payload";
+
+/// Replies with the answer; one NATS cannot carry becomes a small
+/// `bad_result` (the caller would otherwise wait out its deadline and
+/// read `timeout`, which is not what happened).
+async fn send_answer(
+    client: &async_nats::Client,
+    reply: async_nats::Subject,
+    answer: &RelayAnswer,
+) {
+    let bytes = Bytes::from(serde_json::to_vec(answer).expect("relay answer serializes"));
+    let bytes = if bytes.len() > client.server_info().max_payload {
+        count("answer_too_large");
+        let small = RelayAnswer::BadResult {
+            reason: TOO_LARGE_ANSWER.into(),
+        };
+        Bytes::from(serde_json::to_vec(&small).expect("relay answer serializes"))
+    } else {
+        bytes
+    };
+    if let Err(e) = client.publish(reply, bytes).await {
+        debug!(error = %e, "replying to a relayed hook call failed");
+    }
 }
 
 /// One relayed call made on this node's socket.

@@ -261,9 +261,18 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     );
     // A stable line on stdout that scripts and tests wait for.
     println!("switchboard listening on http://{}", server.addr);
-    signals.wait().await;
+    // The hub stops by itself only when it must not serve on (another
+    // process took this node's cluster id): it drains, then fails.
+    let hub_stopped = tokio::select! {
+        _ = signals.wait() => false,
+        _ = server.hub.shutdown.cancelled() => true,
+    };
     info!("shutdown requested; draining");
-    server.shutdown().await
+    server.shutdown().await?;
+    if hub_stopped {
+        anyhow::bail!("stopped: another node took this node's cluster.node_id");
+    }
+    Ok(())
 }
 
 /// SIGINT and SIGTERM, registered with the OS when installed (tokio's

@@ -113,7 +113,7 @@ pub use places::{
     PlaceStore, SpaceLevels, SpaceRecord, APP_NOT_INSTALLED,
 };
 pub use postgres::PgStore;
-pub use presence::{CallbackPresence, PresenceStore};
+pub use presence::{CallbackPresence, PresenceStore, Renewal};
 pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
 pub use sql::count_statements;
 pub use sqlite::SqliteStore;

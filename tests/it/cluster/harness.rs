@@ -51,10 +51,15 @@ impl ClusterHarness {
     /// Starts NATS, then node 1 alone (it migrates the database), then the
     /// others at once, and waits until every node is on NATS.
     pub async fn start_with(nodes: usize, settings: Settings) -> ClusterHarness {
+        Self::start_on(nodes, settings, Nats::start().await).await
+    }
+
+    /// As [`Self::start_with`], on a NATS server the test started.
+    pub async fn start_on(nodes: usize, settings: Settings, nats: Nats) -> ClusterHarness {
         assert!(nodes >= 1);
         let mut cluster = ClusterHarness {
             database_url: pg::fresh_database().await,
-            nats: Nats::start().await,
+            nats,
             settings,
             nodes: (0..nodes).map(|_| None).collect(),
         };
@@ -125,10 +130,27 @@ impl ClusterHarness {
     }
 
     /// Starts node `n` again (on a new port) and waits until it is on NATS
-    /// (when NATS runs).
+    /// (when NATS runs). After a kill the node id's presence lease is
+    /// still live, and a start is refused until it lapses: tried again
+    /// until it starts, within [`JOIN_WITHIN`].
     pub async fn restart(&mut self, n: usize) {
         assert!(self.nodes[n - 1].is_none(), "node {n} still runs");
-        let hub = self.spawn(n).await;
+        let deadline = Instant::now() + JOIN_WITHIN;
+        let hub = loop {
+            match TestHub::try_start_with(self.options(n)).await {
+                Ok(hub) => break hub,
+                Err(refused) => {
+                    assert!(
+                        refused.log.contains("is held by another live node")
+                            && Instant::now() < deadline,
+                        "node {n} did not start again: {}\n{}",
+                        refused.status,
+                        refused.log
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        };
         self.nodes[n - 1] = Some(hub);
         if self.nats.is_running() {
             self.wait_joined(n).await;

@@ -17,7 +17,7 @@ use crate::support::RawSocket;
 
 const RELAYS: &str = "switchboard_cluster_hook_relays_total";
 
-fn hooked(timeout_ms: u64) -> Value {
+pub(super) fn hooked(timeout_ms: u64) -> Value {
     json!({
         "name": "Gatekeeper",
         "description": "A test app",
@@ -31,15 +31,15 @@ fn hooked(timeout_ms: u64) -> Value {
     })
 }
 
-struct Setup {
+pub(super) struct Setup {
     app_id: Uuid,
-    app_key: String,
+    pub(super) app_key: String,
     invited: Uuid,
     /// The initiator, connected to node 2.
     client: AgentClient,
 }
 
-async fn setup(nodes: &ClusterHarness, timeout_ms: u64) -> Setup {
+pub(super) async fn setup(nodes: &ClusterHarness, timeout_ms: u64) -> Setup {
     let (app_id, app_key) = nodes.node(1).register_app(&hooked(timeout_ms)).await;
     let initiator = agent(nodes.node(1), "initiator").await;
     let invited = agent(nodes.node(1), "invited").await;
@@ -55,7 +55,7 @@ async fn setup(nodes: &ClusterHarness, timeout_ms: u64) -> Setup {
 }
 
 impl Setup {
-    async fn request(&self) -> Result<AcceptedTask, ClientError> {
+    pub(super) async fn request(&self) -> Result<AcceptedTask, ClientError> {
         self.client
             .call::<AgentTaskRequest>(TaskRequestParams {
                 app_id: self.app_id,
@@ -66,7 +66,7 @@ impl Setup {
     }
 }
 
-fn failure(result: Result<AcceptedTask, ClientError>) -> (String, Value) {
+pub(super) fn failure(result: Result<AcceptedTask, ClientError>) -> (String, Value) {
     let err = result.expect_err("the gate must fail closed");
     let e = err
         .rpc()
@@ -78,7 +78,7 @@ fn failure(result: Result<AcceptedTask, ClientError>) -> (String, Value) {
 }
 
 /// The app answers one call on `raw` with `answer` (a result or an error).
-async fn answer_one(raw: &mut RawSocket, answer: &Value) {
+pub(super) async fn answer_one(raw: &mut RawSocket, answer: &Value) {
     let req = raw.recv_request().await;
     assert_eq!(req["method"], json!("app/task/create"));
     let mut frame = json!({"jsonrpc": "2.0", "id": req["id"]});

@@ -9,6 +9,8 @@ mod claims;
 mod control;
 mod delivery;
 mod hooks;
+mod identity;
+mod nats_security;
 mod node_loss;
 mod retention;
 mod startup;

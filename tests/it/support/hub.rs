@@ -18,6 +18,13 @@ pub struct TestHub {
     pub http: reqwest::Client,
 }
 
+/// How a hub that did not start exited.
+#[derive(Debug)]
+pub struct Refused {
+    pub status: std::process::ExitStatus,
+    pub log: String,
+}
+
 #[derive(Default)]
 pub struct Options {
     pub env: Vec<(String, String)>,
@@ -41,6 +48,18 @@ impl TestHub {
     }
 
     pub async fn start_with(options: Options) -> TestHub {
+        match Self::try_start_with(options).await {
+            Ok(hub) => hub,
+            Err(refused) => panic!(
+                "switchboard serve exited before listening ({}); log:\n{}",
+                refused.status, refused.log
+            ),
+        }
+    }
+
+    /// Starts a hub, or returns how it exited when it stopped before
+    /// listening (a start the hub refuses).
+    pub async fn try_start_with(options: Options) -> Result<TestHub, Refused> {
         let dir = tempfile::tempdir().expect("tempdir");
         let data_dir = options
             .dir
@@ -87,13 +106,10 @@ impl TestHub {
         let base = tokio::time::timeout(Duration::from_secs(60), async {
             while let Some(line) = lines.next_line().await.expect("read stdout") {
                 if let Some(url) = line.strip_prefix("switchboard listening on ") {
-                    return url.to_string();
+                    return Some(url.to_string());
                 }
             }
-            panic!(
-                "switchboard serve exited before listening; log:\n{}",
-                read_log(dir.path().join("hub.log"))
-            );
+            None
         })
         .await
         .unwrap_or_else(|_| {
@@ -102,14 +118,24 @@ impl TestHub {
                 read_log(dir.path().join("hub.log"))
             )
         });
+        let Some(base) = base else {
+            let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+                .await
+                .expect("a hub that closed its stdout exits")
+                .expect("wait");
+            return Err(Refused {
+                status,
+                log: read_log(dir.path().join("hub.log")),
+            });
+        };
         // Keep draining stdout so the child never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        TestHub {
+        Ok(TestHub {
             base,
             child,
             dir,
             http: reqwest::Client::new(),
-        }
+        })
     }
 
     /// Test-friendly limits: a high rate limit in every class so bulk

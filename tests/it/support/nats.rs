@@ -23,20 +23,43 @@ pub struct Nats {
     child: Option<Child>,
     dir: TempDir,
     starts: u32,
+    /// A configuration file the server runs with (`-c`), if any.
+    config: Option<PathBuf>,
 }
 
 impl Nats {
     /// A new server on a free loopback port.
     pub async fn start() -> Nats {
+        Self::start_inner(None).await
+    }
+
+    /// A new server that also reads `config` (nats-server's configuration
+    /// syntax: limits, `authorization`, `tls`); the port stays random.
+    pub async fn start_with_config(config: &str) -> Nats {
+        Self::start_inner(Some(config)).await
+    }
+
+    async fn start_inner(config: Option<&str>) -> Nats {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (child, port) = spawn(&dir, None, 1).await;
+        let config = config.map(|text| {
+            let path = dir.path().join("nats.conf");
+            std::fs::write(&path, text).expect("nats config");
+            path
+        });
+        let (child, port) = spawn(&dir, config.as_deref(), None, 1).await;
         Nats {
             url: format!("nats://127.0.0.1:{port}"),
             port,
             child: Some(child),
             dir,
             starts: 1,
+            config,
         }
+    }
+
+    /// A directory that lives as long as the server (for key files).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
     }
 
     /// Whether the server runs now.
@@ -58,7 +81,13 @@ impl Nats {
     pub async fn restart(&mut self) {
         assert!(self.child.is_none(), "nats-server is still running");
         self.starts += 1;
-        let (child, port) = spawn(&self.dir, Some(self.port), self.starts).await;
+        let (child, port) = spawn(
+            &self.dir,
+            self.config.as_deref(),
+            Some(self.port),
+            self.starts,
+        )
+        .await;
         assert_eq!(port, self.port, "nats-server came back on another port");
         self.child = Some(child);
     }
@@ -87,9 +116,18 @@ fn log_path(dir: &TempDir, start: u32) -> PathBuf {
 
 /// Spawns `nats-server` and waits for its "Server is ready" line, with the
 /// port it listens on; its stderr goes on into a log file.
-async fn spawn(dir: &TempDir, port: Option<u16>, start: u32) -> (Child, u16) {
+async fn spawn(
+    dir: &TempDir,
+    config: Option<&std::path::Path>,
+    port: Option<u16>,
+    start: u32,
+) -> (Child, u16) {
     let port = port.map_or("-1".to_string(), |p| p.to_string());
-    let mut child = Command::new(binary())
+    let mut cmd = Command::new(binary());
+    if let Some(config) = config {
+        cmd.arg("-c").arg(config);
+    }
+    let mut child = cmd
         .args(["-a", "127.0.0.1", "-p", &port])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
