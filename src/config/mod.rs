@@ -178,8 +178,22 @@ impl Config {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             anyhow::bail!("cluster.mode = \"nats\" needs PostgreSQL: SQLite is one process's file, so several nodes cannot share it; set storage.database_url to a postgres:// URL or cluster.mode = \"single\"");
         }
-        if self.gateway.revocation_check_interval_ms >= self.cluster.control_latency_ms {
-            anyhow::bail!("gateway.revocation_check_interval_ms must be below cluster.control_latency_ms in nats mode: the database sweep is the control subject's fallback within that bound");
+        self.check_sweep_margin()
+    }
+
+    /// The sweep is the control subject's fallback within
+    /// `cluster.control_latency_ms`: a sweep 1 ms below the bound would
+    /// meet it only when the sweep's own read took no time, so it must run
+    /// at least twice within the bound (ADR 0034, 2026-12-02).
+    fn check_sweep_margin(&self) -> anyhow::Result<()> {
+        let sweep = self.gateway.revocation_check_interval_ms;
+        let latency = self.cluster.control_latency_ms;
+        if sweep.saturating_mul(2) > latency {
+            anyhow::bail!(
+                "gateway.revocation_check_interval_ms ({sweep}) must be at most half of \
+                 cluster.control_latency_ms ({latency}) in nats mode: the database sweep is \
+                 the control subject's fallback within that bound, with room for its own read"
+            );
         }
         Ok(())
     }
@@ -462,6 +476,12 @@ mod tests {
         c.validate().unwrap();
         c.gateway.revocation_check_interval_ms = c.cluster.control_latency_ms;
         let e = c.validate().unwrap_err().to_string();
-        assert!(e.contains("below cluster.control_latency_ms"), "{e}");
+        assert!(e.contains("at most half of"), "{e}");
+        // A sweep just below the bound leaves no room for its own read.
+        c.gateway.revocation_check_interval_ms = c.cluster.control_latency_ms - 1;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("at most half of"), "{e}");
+        c.gateway.revocation_check_interval_ms = c.cluster.control_latency_ms / 2;
+        c.validate().unwrap();
     }
 }

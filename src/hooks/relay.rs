@@ -114,6 +114,11 @@ fn relay_margin(timeout: Duration) -> Duration {
 
 /// Targets tried for one call: a socket that closed after the presence
 /// read hands the call to the next newest, as the registry does on one node.
+/// Three, not a setting: each try reads presence again and shares the one
+/// hook deadline, so more tries cannot make a call slower than its
+/// deadline, only bound the presence reads when callback sockets churn
+/// (a newest socket closing twice within one call is already rare; a
+/// fourth read would mostly find the deadline spent).
 const MAX_TARGETS: usize = 3;
 
 /// One call to the app's newest socket anywhere in the cluster, within
