@@ -172,9 +172,10 @@ pub(super) async fn read(
 /// active principal of a kind the room takes, a redeemer app's own live
 /// installation held and the grant audited as `grant.manage`. The room's
 /// row is held next (after a task's own row: the order a close and an
-/// uninstall take them in), so redemptions into one room queue:
-/// membership, the task's state and its participant count are read under
-/// it, and one redeemer racing itself spends one use.
+/// uninstall take them in), so redemptions into one room queue. The
+/// task's state is read under the task's row; membership and the
+/// participant count under the room's, and one redeemer racing itself
+/// spends one use.
 pub(super) async fn redeem<D: InstallationDialect>(
     db: &(impl Database + ?Sized),
     r: &InviteRedemption,
