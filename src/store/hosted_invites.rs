@@ -13,8 +13,9 @@ use super::places::bump_rights_version;
 use super::sql::{Arg, Database, Executor, Tx};
 use super::{app_grants, installation_held, InstallationRecord, StoreError, StoreResult};
 use crate::domain::authz::level::Holder;
+use crate::domain::authz::ChannelState;
 use crate::domain::event::{NewEvent, StoredEvent};
-use crate::domain::installation::Actor;
+use crate::domain::installation::{Actor, InstallationState};
 use crate::domain::task::TaskState;
 use crate::domain::Millis;
 
@@ -121,17 +122,21 @@ pub(super) async fn create(
     tx.commit().await
 }
 
-/// Deletes the links no one can redeem any more.
+/// Deletes the links no one can redeem any more: two `DELETE`s, each on
+/// one indexed column (an `OR` of the two would scan the table).
 pub(super) async fn prune(db: &(impl Database + ?Sized), now: Millis) -> StoreResult<u64> {
     let mut tx = db.begin().await?;
-    let n = tx
+    let spent = tx
+        .execute("DELETE FROM app_invites WHERE uses_left <= 0", &[])
+        .await?;
+    let expired = tx
         .execute(
-            "DELETE FROM app_invites WHERE uses_left <= 0 OR expires_at <= $1",
+            "DELETE FROM app_invites WHERE expires_at <= $1",
             &[Arg::Int(now)],
         )
         .await?;
     tx.commit().await?;
-    Ok(n)
+    Ok(spent + expired)
 }
 
 pub(super) async fn read(
@@ -167,9 +172,10 @@ pub(super) async fn read(
 /// active principal of a kind the room takes, a redeemer app's own live
 /// installation held and the grant audited as `grant.manage`. The room's
 /// row is held next (after a task's own row: the order a close and an
-/// uninstall take them in), so redemptions into one room queue:
-/// membership, the task's state and its participant count are read under
-/// it, and one redeemer racing itself spends one use.
+/// uninstall take them in), so redemptions into one room queue. The
+/// task's state is read under the task's row; membership and the
+/// participant count under the room's, and one redeemer racing itself
+/// spends one use.
 pub(super) async fn redeem<D: InstallationDialect>(
     db: &(impl Database + ?Sized),
     r: &InviteRedemption,
@@ -216,7 +222,9 @@ pub(super) async fn redeem<D: InstallationDialect>(
             principal,
             granted_by,
         } => {
-            hold_seq(&mut *tx, r.conversation_id).await?;
+            if !hold_open_channel(&mut *tx, r.conversation_id).await? {
+                return stop(tx, Redeemed::NotValid).await;
+            }
             if !principal_is(&mut *tx, *principal, &["agent", "person", "app"]).await? {
                 return stop(tx, Redeemed::NotValid).await;
             }
@@ -255,11 +263,11 @@ async fn hold_installations<D: InstallationDialect>(
     maker: Uuid,
     redeemer_app: Option<Uuid>,
 ) -> StoreResult<Option<Option<InstallationRecord>>> {
-    let Some(app) = redeemer_app.filter(|a| *a != maker) else {
+    if redeemer_app == Some(maker) {
+        return own_row::<D>(ex, maker).await;
+    }
+    let Some(app) = redeemer_app else {
         let active = installation_held::active::<D>(ex, maker).await?;
-        if active && redeemer_app == Some(maker) {
-            return redeemer_row::<D>(ex, maker).await;
-        }
         return Ok(active.then_some(None));
     };
     if maker < app {
@@ -273,6 +281,20 @@ async fn hold_installations<D: InstallationDialect>(
         return Ok(None);
     }
     Ok(row)
+}
+
+/// The maker redeeming its own link: its row taken once, exclusively, and
+/// required active. A shared lock then an exclusive one on the same row
+/// would deadlock two such redemptions on PostgreSQL (each holding the
+/// shared lock the other's upgrade waits on).
+async fn own_row<D: InstallationDialect>(
+    ex: &mut dyn Executor,
+    app: Uuid,
+) -> StoreResult<Option<Option<InstallationRecord>>> {
+    Ok(redeemer_row::<D>(ex, app).await?.filter(|row| {
+        row.as_ref()
+            .is_some_and(|i| i.state == InstallationState::Active)
+    }))
 }
 
 async fn redeemer_row<D: InstallationDialect>(
@@ -342,6 +364,24 @@ async fn room_for(ex: &mut dyn Executor, task: Uuid, agent: Uuid, max: u32) -> S
     let n = row.int("n")?;
     let mine = row.opt_int("mine")?.unwrap_or(0);
     Ok(mine > 0 || n < i64::from(max))
+}
+
+/// The channel's row held (as `hold_seq` holds it) and its state read
+/// under it: `false` when it is archived. `set_channel` updates the same
+/// row, so an archive and a redemption serialize: the handler's recheck of
+/// the maker's right ran before the transaction, and a channel archived
+/// since then must not take a new member (ADR 0031, 2026-12-02).
+async fn hold_open_channel(ex: &mut dyn Executor, channel: Uuid) -> StoreResult<bool> {
+    let state = ex
+        .fetch_optional(
+            "UPDATE conversations SET last_message_seq = last_message_seq WHERE id = $1 \
+             RETURNING state",
+            &[Arg::Id(channel)],
+        )
+        .await?
+        .ok_or(StoreError::NotFound)?
+        .opt_text("state")?;
+    Ok(state.as_deref() != Some(ChannelState::Archived.as_str()))
 }
 
 /// An existing, active principal of one of `kinds`.

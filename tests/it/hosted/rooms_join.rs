@@ -47,6 +47,7 @@ out(page=text("rooms_read", {"room": room, "limit": 1}))
 out(missing=call("rooms_read", {"room": "0190a0a0-0000-7000-8000-000000000000"}))
 out(hidden=call("rooms_read", {"room": backroom}))
 out(hidden_members=call("rooms_members", {"room": backroom}))
+out(missing_members=call("rooms_members", {"room": "0190a0a0-0000-7000-8000-000000000000"}))
 "#;
 
 fn ids(v: &Value) -> Vec<String> {
@@ -203,10 +204,10 @@ async fn an_app_joins_a_channel_by_link_and_uses_every_room_method() {
     let page = line(log, "page");
     assert_eq!(page["messages"].as_array().unwrap().len(), 1);
     assert_eq!(page["nextAfter"], read["messages"][0]["seq"]);
-    let missing = line(log, "missing");
-    assert_eq!(missing["error"], "error");
-    for k in ["hidden", "hidden_members"] {
-        let hidden = line(log, k);
+    // Each tool's hidden answer against the same tool's missing one.
+    for (k, m) in [("hidden", "missing"), ("hidden_members", "missing_members")] {
+        let (hidden, missing) = (line(log, k), line(log, m));
+        assert_eq!(missing["error"], "error", "{m}");
         assert_eq!(
             (&hidden["error"], &hidden["message"]),
             (&missing["error"], &missing["message"]),

@@ -6,6 +6,7 @@
 //! one use, many redeemers never spending past `max_uses`, the live-link
 //! cap of `invite_create` and the pruning of dead links.
 
+use switchboard::domain::authz::ChannelState;
 use switchboard::domain::event::NewEvent;
 use switchboard::domain::installation::{Actor, LifecycleAction, Transition};
 use switchboard::domain::task::TaskState;
@@ -261,10 +262,80 @@ async fn live_links_are_capped_and_dead_ones_pruned(store: DynStore) {
     assert!(store.invite(later.id).await.unwrap().is_some());
 }
 
+async fn a_maker_racing_its_own_link_answers_without_error(store: DynStore) {
+    let maker = app_in(&store).await;
+    for round in 0..5 {
+        let (ch, space) = channel(&store, maker).await;
+        let row = link(ch, maker, 3, i64::MAX);
+        store.create_invite(&row, 10).await.unwrap();
+        // Each holds the maker's row, which is also the redeemer's: on
+        // PostgreSQL a shared lock then an exclusive one would deadlock.
+        let runs: Vec<_> = (0..3)
+            .map(|_| {
+                let (s, r) = (store.clone(), on_channel(&row, maker, 5));
+                tokio::spawn(async move { s.redeem_invite(&r).await })
+            })
+            .collect();
+        let mut won = 0;
+        for r in runs {
+            let r = r.await.unwrap();
+            let r = r.unwrap_or_else(|e| panic!("round {round}: {e:?}"));
+            assert!(joined(&r) || r == Redeemed::Member, "{r:?}");
+            won += usize::from(joined(&r));
+        }
+        assert_eq!(won, 1, "round {round}");
+        assert!(level(&store, ch, space, maker).await.is_some());
+    }
+    // Suspended, the maker lends nothing, to itself either.
+    let (ch, _) = channel(&store, maker).await;
+    let row = link(ch, maker, 3, i64::MAX);
+    store.create_invite(&row, 10).await.unwrap();
+    suspend(&store, maker).await;
+    let r = store
+        .redeem_invite(&on_channel(&row, maker, 8))
+        .await
+        .unwrap();
+    assert_eq!(r, Redeemed::NotValid);
+    assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 3);
+}
+
+async fn a_channel_archived_after_the_link_takes_no_one(store: DynStore) {
+    let maker = app_in(&store).await;
+    let (ch, space) = channel(&store, maker).await;
+    let row = link(ch, maker, 3, i64::MAX);
+    store.create_invite(&row, 10).await.unwrap();
+    // Archived after the handler's recheck: the transaction reads it.
+    store
+        .set_channel(ch, None, Some(ChannelState::Archived))
+        .await
+        .unwrap();
+    let agent = agent_in(&store, "late").await;
+    let r = store
+        .redeem_invite(&on_channel(&row, agent, 8))
+        .await
+        .unwrap();
+    assert_eq!(r, Redeemed::NotValid);
+    assert_eq!(level(&store, ch, space, agent).await, None);
+    assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 3);
+    // Read-only stays open to a link (the maker's level decides that,
+    // in the handler).
+    store
+        .set_channel(ch, None, Some(ChannelState::ReadOnly))
+        .await
+        .unwrap();
+    let r = store
+        .redeem_invite(&on_channel(&row, agent, 9))
+        .await
+        .unwrap();
+    assert!(joined(&r), "{r:?}");
+}
+
 contract!(
     a_channel_join_has_the_grants_safeguards,
     a_task_join_checks_its_limit_and_state_in_the_transaction,
     one_redeemer_racing_itself_spends_one_use,
     many_redeemers_never_spend_past_max_uses,
-    live_links_are_capped_and_dead_ones_pruned
+    live_links_are_capped_and_dead_ones_pruned,
+    a_maker_racing_its_own_link_answers_without_error,
+    a_channel_archived_after_the_link_takes_no_one
 );
