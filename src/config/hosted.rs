@@ -19,6 +19,10 @@ pub struct HostedConfig {
     /// Most bytes of stdout and stderr together before the run ends
     /// `output_limit`; also the per-run log's cap.
     pub output_max_bytes: u64,
+    /// Most bytes of a live run's log kept on its row while it runs: the
+    /// last ones, so a reader sees what the run printed most recently and
+    /// one write costs at most this much. The whole log is stored at the end.
+    pub live_log_max_bytes: u64,
     /// `RLIMIT_NOFILE` of the child.
     pub max_open_files: u64,
     /// Longest broker request line; a longer one is `too_large`.
@@ -79,8 +83,9 @@ impl Default for HostedConfig {
             memory_sample_ms: 20,
             address_space_bytes: 4 << 30,
             output_max_bytes: 1 << 20,
+            live_log_max_bytes: 65_536,
             max_open_files: 64,
-            broker_max_line_bytes: 65_536,
+            broker_max_line_bytes: 131_072,
             control_interval_ms: 500,
             memory_max_keys: 1_000,
             memory_key_max_bytes: 128,
@@ -119,6 +124,7 @@ impl HostedConfig {
             ("hosted.memory_sample_ms", self.memory_sample_ms),
             ("hosted.address_space_bytes", self.address_space_bytes),
             ("hosted.output_max_bytes", self.output_max_bytes),
+            ("hosted.live_log_max_bytes", self.live_log_max_bytes),
             ("hosted.max_open_files", self.max_open_files),
             ("hosted.control_interval_ms", self.control_interval_ms),
             ("hosted.memory_max_keys", self.memory_max_keys),
@@ -158,6 +164,13 @@ impl HostedConfig {
         if self.output_max_bytes > OUTPUT_LIMIT {
             anyhow::bail!("hosted.output_max_bytes must be at most {OUTPUT_LIMIT}");
         }
+        if self.live_log_max_bytes > self.output_max_bytes {
+            anyhow::bail!(
+                "hosted.live_log_max_bytes ({}) must be at most hosted.output_max_bytes ({})",
+                self.live_log_max_bytes,
+                self.output_max_bytes
+            );
+        }
         if self.address_space_bytes < self.memory_bytes {
             anyhow::bail!("hosted.address_space_bytes must be at least hosted.memory_bytes");
         }
@@ -184,19 +197,31 @@ impl HostedConfig {
 /// than this under `hosted.broker_max_line_bytes` cannot be reached.
 const REQUEST_OVERHEAD: usize = 256;
 
+/// How many bytes one byte of a value may take in a request line once
+/// JSON-escaped: a control character is written `\u00XX`, six bytes for
+/// one. Nothing grows more: `"` and `\\` take two, and a non-ASCII
+/// character escaped as `\uXXXX` (Python's `json.dumps` by default) takes
+/// six for its two to four bytes (twelve, a surrogate pair, for four).
+const ESCAPE_FACTOR: usize = 6;
+
 impl HostedConfig {
-    /// A persona or profile of its maximum must fit in one broker line
-    /// with its request around it (escaping aside: the maxima count the
-    /// value's bytes, the line its JSON).
+    /// A persona or profile of its maximum, escaped at its worst, must fit
+    /// in one broker line with its request around it: the maxima count the
+    /// value's bytes, the line its JSON, so a smaller line would refuse a
+    /// value the maximum allows.
     fn check_fits_a_line(&self) -> anyhow::Result<()> {
         for (key, max) in [
             ("hosted.persona_max_bytes", self.persona_max_bytes),
             ("hosted.profile_max_bytes", self.profile_max_bytes),
         ] {
-            if max.saturating_add(REQUEST_OVERHEAD) > self.broker_max_line_bytes {
+            let line = max
+                .saturating_mul(ESCAPE_FACTOR)
+                .saturating_add(REQUEST_OVERHEAD);
+            if line > self.broker_max_line_bytes {
                 anyhow::bail!(
-                    "{key} ({max}) plus a request's {REQUEST_OVERHEAD} bytes must fit in \
-                     hosted.broker_max_line_bytes ({}): a value of the maximum could not be sent",
+                    "{key} ({max}) JSON-escaped ({ESCAPE_FACTOR} times, {line} bytes with a \
+                     request's {REQUEST_OVERHEAD}) must fit in hosted.broker_max_line_bytes \
+                     ({}): a value of the maximum could not be sent",
                     self.broker_max_line_bytes
                 );
             }
@@ -230,8 +255,16 @@ mod tests {
         assert!(err(&c).contains("hosted.persona_max_bytes"));
         c = HostedConfig::default();
         c.broker_max_line_bytes = 2_048;
-        c.persona_max_bytes = 1_024;
+        c.persona_max_bytes = 128;
         assert!(err(&c).contains("hosted.profile_max_bytes"));
+        c = HostedConfig::default();
+        c.live_log_max_bytes = 0;
+        assert!(err(&c).contains("hosted.live_log_max_bytes"));
+        c = HostedConfig::default();
+        c.live_log_max_bytes = c.output_max_bytes + 1;
+        assert!(err(&c).contains("hosted.live_log_max_bytes"));
+        c.live_log_max_bytes = c.output_max_bytes;
+        c.validate().unwrap();
         c = HostedConfig::default();
         c.invite_default_uses = c.invite_max_uses + 1;
         assert!(err(&c).contains("hosted.invite_default_uses"));
@@ -241,5 +274,38 @@ mod tests {
         c = HostedConfig::default();
         c.invite_max_live = 0;
         assert!(err(&c).contains("hosted.invite_max_live"));
+    }
+
+    #[test]
+    fn the_default_persona_fits_the_default_line_escaped() {
+        let c = HostedConfig::default();
+        assert_eq!(c.broker_max_line_bytes, 131_072);
+        assert!(6 * c.persona_max_bytes + 256 <= c.broker_max_line_bytes);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn a_maximum_that_exactly_fits_escaped_passes_and_one_more_byte_fails() {
+        let line = 1_024;
+        // 6 * 128 + 256 = 1024: exactly one line.
+        let fits = 128;
+        for key in ["hosted.persona_max_bytes", "hosted.profile_max_bytes"] {
+            let mut c = HostedConfig {
+                broker_max_line_bytes: line,
+                persona_max_bytes: fits,
+                profile_max_bytes: fits,
+                ..HostedConfig::default()
+            };
+            c.validate().unwrap();
+            if key == "hosted.persona_max_bytes" {
+                c.persona_max_bytes = fits + 1;
+            } else {
+                c.profile_max_bytes = fits + 1;
+            }
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains("1030 bytes"), "{e}");
+            c.broker_max_line_bytes = line + 6;
+            c.validate().unwrap();
+        }
     }
 }

@@ -5,7 +5,8 @@
 //!
 //! `package` verifies what runs, `principal` makes the card's app,
 //! `child` starts the isolated process, `broker` and `calls` serve the
-//! channel, `supervise` enforces the limits and stores the end.
+//! channel, `supervise` enforces the limits and stores the end, and
+//! `run_log` keeps the capped log and writes its live copy.
 
 pub mod broker;
 mod calls;
@@ -15,6 +16,7 @@ pub mod package;
 pub mod principal;
 mod profile;
 mod rooms;
+mod run_log;
 mod supervise;
 pub mod sweep;
 pub mod wake;

@@ -2,20 +2,21 @@
 //! memory samples, the output cap, stops (this process's and other
 //! processes' through the row, read with each heartbeat), and the hub's
 //! shutdown, each ending the run
-//! with its own reason; then the log and the end are stored.
+//! with its own reason; then the log and the end are stored. The live
+//! copy of the log is written by `run_log::LiveLog`'s own task, told of
+//! the log's growth on each control tick.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
 use tokio::process::Child;
-use tokio::task::JoinHandle;
 use tokio::time::{interval, sleep_until, Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::broker::Broker;
 use super::child::{kill_group, resident_bytes};
+use super::run_log::{reader, LiveLog, Log};
 use crate::domain::hosted::{EndReason, RunState};
 use crate::hub::Hub;
 use crate::store::{RunEnd, RunRecord};
@@ -35,51 +36,6 @@ pub struct Live {
     pub dir: tempfile::TempDir,
 }
 
-/// The capped per-run log, shared by the stdout and stderr readers.
-struct Log {
-    bytes: Mutex<Vec<u8>>,
-    cap: usize,
-    over: CancellationToken,
-}
-
-impl Log {
-    /// The log when it grew past `stored` bytes (what the row holds), and
-    /// its new length in `stored`.
-    fn grown(&self, stored: &mut usize) -> Option<Vec<u8>> {
-        let bytes = self.bytes.lock().expect("log lock");
-        if bytes.len() == *stored {
-            return None;
-        }
-        *stored = bytes.len();
-        Some(bytes.clone())
-    }
-
-    fn take(&self, chunk: &[u8]) {
-        let mut bytes = self.bytes.lock().expect("log lock");
-        let room = self.cap.saturating_sub(bytes.len());
-        bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if chunk.len() > room {
-            self.over.cancel();
-        }
-    }
-}
-
-fn reader(
-    log: Arc<Log>,
-    pipe: Option<impl AsyncReadExt + Unpin + Send + 'static>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let Some(mut pipe) = pipe else { return };
-        let mut buf = vec![0u8; 8192];
-        while let Ok(n) = pipe.read(&mut buf).await {
-            if n == 0 {
-                return;
-            }
-            log.take(&buf[..n]);
-        }
-    })
-}
-
 /// How the wait ended.
 enum Ending {
     Exit(std::process::ExitStatus),
@@ -91,11 +47,13 @@ pub async fn supervise(mut live: Live) -> Option<RunRecord> {
     let hub = live.hub.clone();
     let cfg = hub.config.hosted.clone();
     let pid = live.child.id().unwrap_or(0);
-    let log = Arc::new(Log {
-        bytes: Mutex::new(Vec::new()),
-        cap: cfg.output_max_bytes as usize,
-        over: CancellationToken::new(),
-    });
+    let log = Log::new(cfg.output_max_bytes as usize);
+    let live_log = LiveLog::start(
+        hub.clone(),
+        live.run,
+        log.clone(),
+        cfg.live_log_max_bytes as usize,
+    );
     let readers = [
         reader(log.clone(), live.child.stdout.take()),
         reader(log.clone(), live.child.stderr.take()),
@@ -111,7 +69,15 @@ pub async fn supervise(mut live: Live) -> Option<RunRecord> {
             None
         }
     };
-    let ending = wait(&hub, &mut live.child, live.run, pid, &log, &live.stop).await;
+    let ending = wait(
+        &hub,
+        &mut live.child,
+        live.run,
+        pid,
+        (&log, &live_log),
+        &live.stop,
+    )
+    .await;
     kill_group(pid);
     let status = match ending {
         Ending::Exit(s) => Ok(s),
@@ -130,8 +96,10 @@ pub async fn supervise(mut live: Live) -> Option<RunRecord> {
         }
     }
     drop(live.dir);
-    let bytes = std::mem::take(&mut *log.bytes.lock().expect("log lock"));
-    finish(&hub, live.run, status, &bytes).await
+    // Before the end is written: a live write after it would replace the
+    // whole log with its tail.
+    live_log.stop().await;
+    finish(&hub, live.run, status, &log.take_all()).await
 }
 
 async fn wait(
@@ -139,7 +107,7 @@ async fn wait(
     child: &mut Child,
     run: Uuid,
     pid: u32,
-    log: &Log,
+    (log, live_log): (&Log, &LiveLog),
     stop: &CancellationToken,
 ) -> Ending {
     let cfg = &hub.config.hosted;
@@ -148,7 +116,6 @@ async fn wait(
     memory.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut control = interval(Duration::from_millis(cfg.control_interval_ms));
     control.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut stored = 0;
     loop {
         tokio::select! {
             status = child.wait() => match status {
@@ -168,7 +135,7 @@ async fn wait(
                 }
             }
             _ = control.tick() => match hub.store.beat_run(run, hub.runs.owner(), crate::domain::now_millis()).await {
-                Ok(Some(false)) => store_log(hub, run, log, &mut stored).await,
+                Ok(Some(false)) => live_log.grew(log.len()),
                 Ok(Some(true)) => return Ending::Runner(EndReason::Stopped),
                 // Swept as orphaned (this process stalled past
                 // hosted.orphan_after_ms): its row is ended, so is the run.
@@ -177,20 +144,6 @@ async fn wait(
                 Err(e) => tracing::warn!(run = %run, error = %e, "hosted run: heartbeat failed"),
             }
         }
-    }
-}
-
-/// The log so far onto the live run's row, when it grew since the last
-/// beat: what REST and the CLI read of a running run (any process may
-/// serve the read). A failed write is retried by the next beat.
-async fn store_log(hub: &Hub, run: Uuid, log: &Log, stored: &mut usize) {
-    let before = *stored;
-    let Some(bytes) = log.grown(stored) else {
-        return;
-    };
-    if let Err(e) = hub.store.write_run_log(run, hub.runs.owner(), &bytes).await {
-        *stored = before;
-        tracing::warn!(run = %run, error = %e, "hosted run: the live log was not stored");
     }
 }
 

@@ -33,8 +33,9 @@ pub struct RunRecord {
     pub stop_requested: bool,
     pub created_at: Millis,
     pub ended_at: Option<Millis>,
-    /// stdout and stderr, capped: so far while the run is live (written
-    /// with its heartbeats), whole once it ended.
+    /// stdout and stderr, capped: while the run is live, the last
+    /// `hosted.live_log_max_bytes` of it as of a recent heartbeat; whole
+    /// once it ended.
     pub log: Option<Vec<u8>>,
 }
 
@@ -99,8 +100,9 @@ pub trait HostedStore: Send + Sync + 'static {
     /// longer this owner's (another process swept it as orphaned).
     async fn beat_run(&self, id: Uuid, owner: Uuid, now: Millis) -> StoreResult<Option<bool>>;
 
-    /// The owner's copy of a live run's log so far (replacing the one
-    /// before); nothing when the run is no longer live or this owner's.
+    /// The owner's live copy of a run's log (its tail, replacing the one
+    /// before); nothing when the run is no longer live or this owner's, so
+    /// a late write never replaces the whole log `finish_run` stored.
     async fn write_run_log(&self, id: Uuid, owner: Uuid, log: &[u8]) -> StoreResult<()>;
 
     /// Ends `failed` with `owner_lost` every live run of another owner whose

@@ -37,9 +37,11 @@ async fn every_broker_error_code_comes_from_its_own_case() {
         &c.data(),
         &[
             ("SWITCHBOARD_HOSTED__BROKER_MAX_LINE_BYTES", "1024"),
-            // A persona or profile of its maximum must fit in one line.
-            ("SWITCHBOARD_HOSTED__PERSONA_MAX_BYTES", "512"),
-            ("SWITCHBOARD_HOSTED__PROFILE_MAX_BYTES", "512"),
+            // A persona or profile of its maximum, JSON-escaped at its
+            // worst (6 times) with 256 bytes of request, must fit in one
+            // line: 6 * 128 + 256 = 1024.
+            ("SWITCHBOARD_HOSTED__PERSONA_MAX_BYTES", "128"),
+            ("SWITCHBOARD_HOSTED__PROFILE_MAX_BYTES", "128"),
             ("SWITCHBOARD_HOSTED__MEMORY_MAX_KEYS", "1"),
         ],
     )

@@ -65,7 +65,11 @@ async fn the_output_limit_ends_a_run_output_limit_and_caps_its_log() {
     let ran = ended(
         "chatter",
         CHATTER,
-        &[("SWITCHBOARD_HOSTED__OUTPUT_MAX_BYTES", "20000")],
+        &[
+            ("SWITCHBOARD_HOSTED__OUTPUT_MAX_BYTES", "20000"),
+            // The live copy is at most the whole log.
+            ("SWITCHBOARD_HOSTED__LIVE_LOG_MAX_BYTES", "20000"),
+        ],
     )
     .await;
     assert!(
