@@ -70,22 +70,25 @@ pub struct Subscription {
 impl Subscription {
     /// Sends the event if it is exactly the next one; the frame is written
     /// only then, by the publish call's shared writer.
-    fn offer<'a>(&self, event: &'a StoredEvent, frames: &mut FrameWriter<'a>) {
+    /// True when it was sent: the caller counts a publish's deliveries
+    /// once, not a labelled counter lookup per receiver.
+    fn offer<'a>(&self, event: &'a StoredEvent, frames: &mut FrameWriter<'a>) -> bool {
         let mut c = self.cursor.lock().expect("cursor lock");
         c.latest_known = c.latest_known.max(event.seq);
         if !c.live || event.seq <= c.delivered {
-            return;
+            return false;
         }
         if event.seq == c.delivered + 1 {
             if self.peer.send(frames.frame(event)).is_ok() {
                 c.delivered = event.seq;
-                metrics::counter!(names::EVENTS_DELIVERED, "path" => "live").increment(1);
+                return true;
             }
         } else {
             c.live = false;
             metrics::counter!(names::EVENT_GAPS).increment(1);
             self.wake.notify_one();
         }
+        false
     }
 
     /// The audience's log reached `seq` somewhere: a socket behind it reads
@@ -141,15 +144,19 @@ impl EventBus {
     pub fn publish(&self, events: &[StoredEvent]) {
         count_written(events);
         let mut frames = FrameWriter::new();
+        let mut delivered = 0;
         for event in events {
             if let Some(subs) = self.subscriptions.get(&event.audience) {
                 for s in subs.iter() {
-                    s.offer(event, &mut frames);
+                    delivered += u64::from(s.offer(event, &mut frames));
                 }
             }
             if let Some(w) = self.waiters.get(&event.audience) {
                 w.notify_waiters();
             }
+        }
+        if delivered > 0 {
+            metrics::counter!(names::EVENTS_DELIVERED, "path" => "live").increment(delivered);
         }
         self.wake_other_nodes(events);
     }

@@ -8,10 +8,15 @@
 //! read the log again: at 100 members and 16 sends in flight that replay
 //! was a sixth of the hub's time (docs/benchmarks.md, "Gaps").
 //!
-//! So the group's own task publishes, in group order, after the commit and
-//! before it answers the writers. It takes the feed's turn before it lets
-//! the next group write, so groups publish in commit order while the next
-//! one writes. Publishing is no I/O (it queues frames).
+//! So the group's own task publishes, in group order, after the commit,
+//! not each writer. It answers the writers first (their answers then go
+//! out ahead of the deliveries the publish wakes, and their next sends
+//! come in while this group's frames go out), and takes the feed's turn
+//! before it lets the next group write, so groups publish in commit order
+//! while the next one writes. A lone write whose turn is free takes it
+//! before writing and is finished where it was written
+//! ([`super::group_commit::LoneFinish`]). Publishing is no I/O (it queues
+//! frames).
 //! The store is built before the event bus, hence the listener is set once
 //! after both exist ([`CommitFeed::listen`]).
 
@@ -51,6 +56,12 @@ impl CommitFeed {
     /// lock of the commit whose events it publishes.
     pub async fn turn(&self) -> tokio::sync::OwnedMutexGuard<()> {
         self.turn.clone().lock_owned().await
+    }
+
+    /// The turn, if nobody holds or waits for it now: a lone write that
+    /// takes it before writing delays no earlier group's publishing.
+    pub fn try_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        self.turn.clone().try_lock_owned().ok()
     }
 
     pub fn publish(&self, events: &[StoredEvent]) {

@@ -25,6 +25,49 @@ pub trait GroupWriter<T, R>: Send + Sync + 'static {
     async fn write_one(&self, item: &T) -> StoreResult<R>;
     /// The whole group in one transaction, results in group order.
     async fn write_group(&self, group: &[&T]) -> StoreResult<Vec<R>>;
+    /// A lone item written and its group finished where it is written
+    /// (SQLite's writer thread): no group task, no hop back to one before
+    /// the answer. A backend without such a place gives `finish` back.
+    fn write_lone(&self, item: &T, finish: LoneFinish<R>) -> Result<(), LoneFinish<R>> {
+        let _ = item;
+        Err(finish)
+    }
+}
+
+/// What is left of a lone write's group once it is written: let the next
+/// group write, answer, publish. It holds the writer lock and the feed's
+/// turn, both taken before the write, so it publishes in commit order.
+/// Dropped unfinished (the write panicked), it answers nobody and releases
+/// both.
+pub struct LoneFinish<R> {
+    holding: tokio::sync::OwnedMutexGuard<()>,
+    turn: tokio::sync::OwnedMutexGuard<()>,
+    feed: CommitFeed,
+    reply: Reply<R>,
+    ran: tokio::sync::oneshot::Sender<u64>,
+}
+
+impl<R: Committed> LoneFinish<R> {
+    /// Called after the commit, with the statements the write ran. Runs on
+    /// any thread: publishing only queues frames.
+    pub fn done(self, result: StoreResult<R>, statements: u64) {
+        let LoneFinish {
+            holding,
+            turn,
+            feed,
+            reply,
+            ran,
+        } = self;
+        drop(holding);
+        let events = match &result {
+            Ok(r) => r.committed_events().to_vec(),
+            Err(_) => Vec::new(),
+        };
+        let _ = ran.send(statements);
+        let _ = reply.send(result);
+        feed.publish(&events);
+        drop(turn);
+    }
 }
 
 struct Queued<T, R> {
@@ -93,16 +136,21 @@ where
         if let Ok(done) = answer.try_recv() {
             return done;
         }
-        let group = std::mem::take(&mut *self.queue());
+        let mut group = std::mem::take(&mut *self.queue());
         if group.is_empty() {
             // Ours is in the group whose task just let the lock go and is
             // publishing; it answers us next.
             drop(holding);
             return answer.await.unwrap_or_else(|_| Err(group_ended()));
         }
-        let writer = self.writer.clone();
-        let feed = self.feed.clone();
         let (ran_tx, ran) = tokio::sync::oneshot::channel();
+        // Alone, with no earlier group still publishing: the whole group
+        // goes where it is written.
+        let (holding, ran_tx) = match self.lone(&mut group, holding, ran_tx) {
+            Lone::Handed => return answered(ran, answer).await,
+            Lone::Kept { holding, ran } => (holding, ran),
+        };
+        let (writer, feed) = (self.writer.clone(), self.feed.clone());
         // Its own task: the group's other writers wait on this write, so it
         // must finish even if this caller is dropped.
         tokio::spawn(async move {
@@ -113,20 +161,68 @@ where
             // publish before it: the turn is taken in commit order.
             let turn = feed.turn().await;
             drop(holding);
+            // Answer first, then publish: each sender's answer is queued
+            // ahead of the deliveries the publish wakes, so the next sends
+            // come in while this group's frames go out (the commit is
+            // durable either way). The answers keep their events; the
+            // feed publishes copies (shared payloads, so a copy is small).
+            let mut published = Vec::with_capacity(answers.len());
             for (reply, result) in answers {
                 if let Ok(r) = &result {
-                    feed.publish(r.committed_events());
+                    published.push(r.committed_events().to_vec());
                 }
                 let _ = reply.send(result);
             }
+            for events in &published {
+                feed.publish(events);
+            }
             drop(turn);
         });
-        // The group's statements count for the caller that wrote it
-        // ([`super::count_statements`]): a lone write's are exactly its own.
-        if let Ok(n) = ran.await {
-            super::sql::note_statements(n);
+        answered(ran, answer).await
+    }
+
+    /// Hands a lone group to [`GroupWriter::write_lone`] when the feed's
+    /// turn is free now; otherwise (a group is publishing, or the backend
+    /// has no such path) keeps it for a group task.
+    fn lone(
+        &self,
+        group: &mut Vec<Queued<T, R>>,
+        holding: tokio::sync::OwnedMutexGuard<()>,
+        ran: tokio::sync::oneshot::Sender<u64>,
+    ) -> Lone {
+        let free_turn = (group.len() == 1).then(|| self.feed.try_turn()).flatten();
+        let Some(turn) = free_turn else {
+            return Lone::Kept { holding, ran };
+        };
+        let Queued {
+            ticket,
+            item,
+            reply,
+        } = group.pop().expect("a lone group");
+        let finish = LoneFinish {
+            holding,
+            turn,
+            feed: self.feed.clone(),
+            reply,
+            ran,
+        };
+        match self.writer.write_lone(&item, finish) {
+            Ok(()) => Lone::Handed,
+            Err(finish) => {
+                let LoneFinish {
+                    holding,
+                    reply,
+                    ran,
+                    ..
+                } = finish;
+                group.push(Queued {
+                    ticket,
+                    item,
+                    reply,
+                });
+                Lone::Kept { holding, ran }
+            }
         }
-        answer.await.unwrap_or_else(|_| Err(group_ended()))
     }
 
     #[cfg(test)]
@@ -137,6 +233,27 @@ where
     fn queue(&self) -> std::sync::MutexGuard<'_, Vec<Queued<T, R>>> {
         self.queued.lock().expect("group queue poisoned")
     }
+}
+
+enum Lone {
+    Handed,
+    Kept {
+        holding: tokio::sync::OwnedMutexGuard<()>,
+        ran: tokio::sync::oneshot::Sender<u64>,
+    },
+}
+
+/// The caller's answer. The group's statements count for the caller that
+/// wrote it ([`super::count_statements`]): a lone write's are exactly its
+/// own.
+async fn answered<R>(
+    ran: tokio::sync::oneshot::Receiver<u64>,
+    answer: tokio::sync::oneshot::Receiver<StoreResult<R>>,
+) -> StoreResult<R> {
+    if let Ok(n) = ran.await {
+        super::sql::note_statements(n);
+    }
+    answer.await.unwrap_or_else(|_| Err(group_ended()))
 }
 
 fn group_ended() -> StoreError {
@@ -218,3 +335,7 @@ fn one_item_at_fault(e: &StoreError) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+#[path = "group_commit_tests.rs"]
+mod tests;

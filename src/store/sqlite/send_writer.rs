@@ -24,7 +24,7 @@ use crate::domain::Millis;
 use crate::store::events::append::{
     audience_runs, index_rows, payload_rows, stored_events, IndexRow, StreamSeq,
 };
-use crate::store::group_commit::GroupWriter;
+use crate::store::group_commit::{GroupWriter, LoneFinish};
 use crate::store::group_sends::{
     assign_seqs, conversation_counts, group_delivery, group_jobs, message_rows, recipient_pairs,
     MessageRow, TAKE_SEQS,
@@ -56,19 +56,40 @@ impl GroupWriter<NewMessage, InsertedMessage> for ThreadSends {
     /// A group of one: the lone send's statements are the group's with
     /// every count 1 (one seq, one row, its copies).
     async fn write_one(&self, m: &NewMessage) -> StoreResult<InsertedMessage> {
-        let group = vec![m.clone()];
-        let mut done = self
-            .writer
-            .run(move |conn| write_sends(conn, &group))
-            .await?;
-        done.pop()
-            .ok_or_else(|| StoreError::Corrupt("a send's write returned no result".into()))
+        let m = m.clone();
+        self.writer.run(move |conn| write_lone_send(conn, m)).await
     }
 
     async fn write_group(&self, group: &[&NewMessage]) -> StoreResult<Vec<InsertedMessage>> {
         let group: Vec<NewMessage> = group.iter().map(|m| (*m).clone()).collect();
         self.writer.run(move |conn| write_sends(conn, &group)).await
     }
+
+    /// The lone send, answered and published from the writer thread: one
+    /// hand-off in, one wake-up of its sender out (ADR 0022).
+    fn write_lone(
+        &self,
+        m: &NewMessage,
+        finish: LoneFinish<InsertedMessage>,
+    ) -> Result<(), LoneFinish<InsertedMessage>> {
+        let m = m.clone();
+        // A thread that has ended drops the job and `finish` with it: its
+        // sender is answered "the group write ended".
+        let handed = self.writer.hand_off(move |conn, ran| {
+            let done = write_lone_send(conn, m);
+            finish.done(done, ran());
+        });
+        if !handed {
+            tracing::error!("the SQLite writer thread has ended; a send was not written");
+        }
+        Ok(())
+    }
+}
+
+fn write_lone_send(conn: &mut Connection, m: NewMessage) -> StoreResult<InsertedMessage> {
+    write_sends(conn, &[m])?
+        .pop()
+        .ok_or_else(|| StoreError::Corrupt("a send's write returned no result".into()))
 }
 
 /// The group in one immediate transaction, on the writer thread. On any

@@ -92,6 +92,21 @@ impl Writer {
         crate::store::sql::note_statements(ran);
         out
     }
+
+    /// Runs `work` on the writer's connection without awaiting it: `work`
+    /// answers for itself, with the statements it ran. The caller holds the
+    /// store's writer lock and hands it to `work`. False when the thread
+    /// has ended (`work`, dropped unrun, answers nobody).
+    pub fn hand_off<F>(&self, work: F) -> bool
+    where
+        F: FnOnce(&mut Connection, &dyn Fn() -> u64) + Send + 'static,
+    {
+        let job: Job = Box::new(move |conn| {
+            let before = RAN.with(|n| n.get());
+            work(conn, &|| RAN.with(|n| n.get()) - before);
+        });
+        self.jobs.send(job).is_ok()
+    }
 }
 
 thread_local! {
