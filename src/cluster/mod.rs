@@ -12,6 +12,7 @@
 
 mod connect;
 pub mod control;
+pub mod ephemeral;
 pub mod subjects;
 pub mod wake;
 

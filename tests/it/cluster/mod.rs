@@ -14,3 +14,4 @@ mod nats_security;
 mod node_loss;
 mod retention;
 mod startup;
+mod typing;
