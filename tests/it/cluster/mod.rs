@@ -6,6 +6,7 @@ pub mod harness;
 mod hook_nodes;
 
 mod claims;
+mod console;
 mod control;
 mod delivery;
 mod hooks;
