@@ -91,6 +91,12 @@ pub async fn connect(
 ) -> anyhow::Result<async_nats::Client> {
     match options()?.connect(url).await {
         Ok(client) => Ok(client),
+        Err(e) if tls_failed(&e) => Err(anyhow::anyhow!(
+            "cluster.nats_url: NATS refused this node: the TLS handshake failed ({}); check \
+             cluster.nats_tls_ca_file against the CA that signed the server's certificate, \
+             and that the server has TLS when cluster.nats_tls_required is set",
+            chain(&e)
+        )),
         Err(e) if refused(e.kind()) => Err(anyhow::anyhow!(
             "cluster.nats_url: NATS refused this node ({e}); check cluster.nats_creds_file, \
              cluster.nats_nkey_seed_file and the TLS settings against the server's"
@@ -112,4 +118,63 @@ fn refused(kind: ConnectErrorKind) -> bool {
             | ConnectErrorKind::Tls
             | ConnectErrorKind::ServerParse
     )
+}
+
+/// Whether TLS itself failed: a certificate the configured CA does not
+/// vouch for, or a server that does not speak TLS to a node that requires
+/// it. async-nats reports a handshake failure as an I/O error, the kind an
+/// unreachable server also gets, so the cause is looked for under it: a
+/// `rustls` error wrapped in an `io::Error`. Retrying would never succeed
+/// (the server is there and the settings disagree), so the start fails.
+fn tls_failed(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if err.is::<rustls::Error>() {
+            return true;
+        }
+        if let Some(inner) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+        {
+            if tls_failed(inner) {
+                return true;
+            }
+        }
+        next = err.source();
+    }
+    false
+}
+
+/// The error and its causes, for the start's message (no secret is in a
+/// connect error: the credentials never reach one).
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(err) = next {
+        let part = err.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        next = err.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rustls_error_under_an_io_error_is_a_tls_failure() {
+        let handshake = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        );
+        let e = async_nats::ConnectError::with_source(ConnectErrorKind::Io, handshake);
+        assert!(tls_failed(&e));
+        let unreachable = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let e = async_nats::ConnectError::with_source(ConnectErrorKind::Io, unreachable);
+        assert!(!tls_failed(&e), "an unreachable server is retried, not refused");
+    }
 }

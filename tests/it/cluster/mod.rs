@@ -12,6 +12,7 @@ mod delivery;
 mod hooks;
 mod identity;
 mod nats_security;
+mod nats_tls;
 mod node_loss;
 mod retention;
 mod startup;
