@@ -68,7 +68,7 @@ pub fn encode(
         .map(|chunk| {
             let mut by_type: BTreeMap<&str, Vec<Uuid>> = BTreeMap::new();
             for (audience, event_type) in chunk {
-                by_type.entry(event_type).or_default().push(*audience);
+                by_type.entry(*event_type).or_default().push(*audience);
             }
             let out = BatchOut {
                 version: VERSION,

@@ -96,3 +96,31 @@ async fn a_console_session_made_on_one_node_works_on_another_and_a_logout_ends_i
     assert_eq!(logout.status().as_u16(), 204);
     assert_eq!(authenticated(two, &l).await, json!(false));
 }
+
+/// `console.max_sessions` holds over the cluster: logins made at once
+/// through both nodes leave exactly the limit live, not one per node.
+#[tokio::test]
+async fn concurrent_logins_on_two_nodes_keep_console_max_sessions() {
+    const MAX: usize = 3;
+    const LOGINS: usize = 12;
+    let settings = Settings {
+        env: vec![(
+            "SWITCHBOARD_CONSOLE__MAX_SESSIONS".to_string(),
+            MAX.to_string(),
+        )],
+        ..Settings::default()
+    };
+    let cluster = ClusterHarness::start_with(2, settings).await;
+    let logins = futures_util::future::join_all(
+        (0..LOGINS).map(|i| login(cluster.node(1 + i % 2))),
+    )
+    .await;
+    let mut live = 0;
+    for (i, l) in logins.iter().enumerate() {
+        // Asked of the other node than the one that made it.
+        if authenticated(cluster.node(2 - i % 2), l).await == json!(true) {
+            live += 1;
+        }
+    }
+    assert_eq!(live, MAX, "sessions live over both nodes");
+}

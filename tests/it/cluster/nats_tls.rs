@@ -50,7 +50,7 @@ impl Pki {
         let (ca, ca_key) = self_signed_ca("switchboard NATS test CA");
         let (other, _) = self_signed_ca("another test CA");
         let server_key = rcgen::KeyPair::generate().unwrap();
-        let server = rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+        let server = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
             .unwrap()
             .signed_by(&server_key, &ca, &ca_key)
             .unwrap();
