@@ -175,6 +175,9 @@ mod tests {
         assert!(tls_failed(&e));
         let unreachable = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         let e = async_nats::ConnectError::with_source(ConnectErrorKind::Io, unreachable);
-        assert!(!tls_failed(&e), "an unreachable server is retried, not refused");
+        assert!(
+            !tls_failed(&e),
+            "an unreachable server is retried, not refused"
+        );
     }
 }

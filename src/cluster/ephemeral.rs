@@ -103,7 +103,11 @@ mod tests {
         let messages = encode(
             id,
             "2026-12-02T17:00:00.000Z",
-            &[(a, "agent/typing/received"), (b, "person/typing/received"), (c, "agent/typing/received")],
+            &[
+                (a, "agent/typing/received"),
+                (b, "person/typing/received"),
+                (c, "agent/typing/received"),
+            ],
             &payload,
         );
         assert_eq!(messages.len(), 1);
@@ -125,10 +129,20 @@ mod tests {
         assert_eq!(messages.len(), 2);
         let listed: usize = messages
             .iter()
-            .map(|m| decode(m).unwrap().audiences.values().map(Vec::len).sum::<usize>())
+            .map(|m| {
+                decode(m)
+                    .unwrap()
+                    .audiences
+                    .values()
+                    .map(Vec::len)
+                    .sum::<usize>()
+            })
             .sum();
         assert_eq!(listed, audiences.len());
-        assert!(messages[0].len() < 1024 * 1024, "under NATS's default max_payload");
+        assert!(
+            messages[0].len() < 1024 * 1024,
+            "under NATS's default max_payload"
+        );
         assert!(encode(Uuid::now_v7(), "t", &[], &json!({})).is_empty());
     }
 

@@ -23,8 +23,7 @@ impl EventBus {
     /// the other nodes in one message. All copies share one id.
     pub fn publish_ephemeral_many(&self, audiences: &[(Uuid, &'static str)], payload: Value) {
         let clustered = self.cluster.client().is_some();
-        if audiences.is_empty()
-            || (!clustered && !audiences.iter().any(|(a, _)| self.is_live(*a)))
+        if audiences.is_empty() || (!clustered && !audiences.iter().any(|(a, _)| self.is_live(*a)))
         {
             return;
         }

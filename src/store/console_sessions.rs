@@ -94,7 +94,11 @@ impl<D: Database + BaseDialect> ConsoleSessionStore for D {
         tx.execute(
             "INSERT INTO console_sessions (id_digest, csrf_digest, created_at, last_used_at) \
              VALUES ($1, $2, $3, $3)",
-            &[Arg::Bytes(id_digest), Arg::Bytes(csrf_digest), Arg::Int(now)],
+            &[
+                Arg::Bytes(id_digest),
+                Arg::Bytes(csrf_digest),
+                Arg::Int(now),
+            ],
         )
         .await?;
         tx.commit().await

@@ -27,8 +27,8 @@ use axum::{Extension, Router};
 
 use crate::hub::Hub;
 
-pub use pages::Asset;
 pub use login::{CSRF_COOKIE, CSRF_HEADER, SESSION_COOKIE};
+pub use pages::Asset;
 
 /// The policy every console answer carries: the page's own scripts, styles
 /// and images, requests to the hub only, no frames, no plugins, no base.
@@ -68,9 +68,7 @@ pub fn routes(hub: &Hub) -> Router<Arc<Hub>> {
         .route("/console/assets/{name}", get(pages::asset))
         .route(
             "/console/api/session",
-            get(login::status)
-                .post(login::login)
-                .delete(login::logout),
+            get(login::status).post(login::login).delete(login::logout),
         )
         .route("/console/api/stream", get(stream::stream))
         .route("/console/api/apps/{app_id}/suspend", post(actions::suspend))

@@ -262,7 +262,10 @@ mod tests {
             s.check(&issued.csrf, true).await.unwrap(),
             Err(Ended::Missing)
         );
-        assert_eq!(s.admit(&issued.id, Some(&issued.csrf)).await.unwrap(), Ok(()));
+        assert_eq!(
+            s.admit(&issued.id, Some(&issued.csrf)).await.unwrap(),
+            Ok(())
+        );
         assert_eq!(
             s.admit(&issued.id, Some(&issued.id)).await.unwrap(),
             Err(Refused::Csrf)
@@ -283,7 +286,13 @@ mod tests {
         let f = sessions(60, 600, 4).await;
         let issued = f.sessions.issue().await.unwrap();
         let key = f.sessions.digest(Secret::Id, &issued.id);
-        let row = f.sessions.store.console_session(&key).await.unwrap().unwrap();
+        let row = f
+            .sessions
+            .store
+            .console_session(&key)
+            .await
+            .unwrap()
+            .unwrap();
         assert_ne!(row.csrf_digest, issued.csrf.as_bytes());
         assert_ne!(key, issued.id.as_bytes());
         let rotated = Sessions::new(
@@ -318,8 +327,14 @@ mod tests {
         let f = sessions(60, 600, 4).await;
         let s = &f.sessions;
         let issued = s.issue().await.unwrap();
-        assert_eq!(s.check_at(&issued.id, true, later(59)).await.unwrap(), Ok(()));
-        assert_eq!(s.check_at(&issued.id, true, later(118)).await.unwrap(), Ok(()));
+        assert_eq!(
+            s.check_at(&issued.id, true, later(59)).await.unwrap(),
+            Ok(())
+        );
+        assert_eq!(
+            s.check_at(&issued.id, true, later(118)).await.unwrap(),
+            Ok(())
+        );
         assert_eq!(
             s.check_at(&issued.id, true, later(180)).await.unwrap(),
             Err(Ended::Idle)
@@ -348,7 +363,9 @@ mod tests {
         let s = &f.sessions;
         let issued = s.issue().await.unwrap();
         assert_eq!(
-            s.admit_at(&issued.id, Some("forged"), later(50)).await.unwrap(),
+            s.admit_at(&issued.id, Some("forged"), later(50))
+                .await
+                .unwrap(),
             Err(Refused::Csrf)
         );
         assert_eq!(
@@ -362,13 +379,23 @@ mod tests {
         );
         let issued = s.issue().await.unwrap();
         assert_eq!(
-            s.admit_at(&issued.id, Some(&issued.csrf), later(50)).await.unwrap(),
+            s.admit_at(&issued.id, Some(&issued.csrf), later(50))
+                .await
+                .unwrap(),
             Ok(())
         );
-        assert_eq!(s.admit_at(&issued.id, None, later(100)).await.unwrap(), Ok(()));
-        assert_eq!(s.check_at(&issued.id, false, later(150)).await.unwrap(), Ok(()));
         assert_eq!(
-            s.admit_at("unknown", Some(&issued.csrf), later(1)).await.unwrap(),
+            s.admit_at(&issued.id, None, later(100)).await.unwrap(),
+            Ok(())
+        );
+        assert_eq!(
+            s.check_at(&issued.id, false, later(150)).await.unwrap(),
+            Ok(())
+        );
+        assert_eq!(
+            s.admit_at("unknown", Some(&issued.csrf), later(1))
+                .await
+                .unwrap(),
             Err(Refused::LoggedOut)
         );
     }

@@ -48,11 +48,19 @@ async fn a_console_session_made_on_one_node_works_on_another_and_a_logout_ends_i
     let (agent, _key) = one.register_agent("console-cluster").await;
     let revoke = format!("/agents/{agent}/keys/revoke");
     let l = login(one).await;
-    assert_eq!(authenticated(two, &l).await, json!(true), "node 2 knows node 1's login");
+    assert_eq!(
+        authenticated(two, &l).await,
+        json!(true),
+        "node 2 knows node 1's login"
+    );
     // An action on node 2 is admitted with the session's CSRF token, and
     // refused without it, as on the node that made it.
     let (status, body) = action(two, &l, &revoke, None).await;
-    assert_eq!((status, &body["error"]["code"]), (403, &json!("csrf_refused")), "{body}");
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (403, &json!("csrf_refused")),
+        "{body}"
+    );
     let (status, body) = action(two, &l, &revoke, Some(&l.csrf)).await;
     assert_eq!((status, &body["revoked"]), (200, &json!(1)), "{body}");
 
@@ -62,7 +70,10 @@ async fn a_console_session_made_on_one_node_works_on_another_and_a_logout_ends_i
     for (events, node) in [(&mut on_one, 1), (&mut on_two, 2)] {
         let (name, snapshot) = events.next().await.unwrap();
         assert_eq!(name, "snapshot");
-        assert_eq!(snapshot["hub"]["node"], json!(ClusterHarness::node_id(node)));
+        assert_eq!(
+            snapshot["hub"]["node"],
+            json!(ClusterHarness::node_id(node))
+        );
     }
 
     // A logout through node 2 ends the session on node 1 too: its stream
@@ -111,10 +122,8 @@ async fn concurrent_logins_on_two_nodes_keep_console_max_sessions() {
         ..Settings::default()
     };
     let cluster = ClusterHarness::start_with(2, settings).await;
-    let logins = futures_util::future::join_all(
-        (0..LOGINS).map(|i| login(cluster.node(1 + i % 2))),
-    )
-    .await;
+    let logins =
+        futures_util::future::join_all((0..LOGINS).map(|i| login(cluster.node(1 + i % 2)))).await;
     let mut live = 0;
     for (i, l) in logins.iter().enumerate() {
         // Asked of the other node than the one that made it.

@@ -50,10 +50,11 @@ impl Pki {
         let (ca, ca_key) = self_signed_ca("switchboard NATS test CA");
         let (other, _) = self_signed_ca("another test CA");
         let server_key = rcgen::KeyPair::generate().unwrap();
-        let server = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .unwrap()
-            .signed_by(&server_key, &ca, &ca_key)
-            .unwrap();
+        let server =
+            rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+                .unwrap()
+                .signed_by(&server_key, &ca, &ca_key)
+                .unwrap();
         Pki {
             ca: write(dir.path(), "ca.pem", &ca.pem()),
             other_ca: write(dir.path(), "other-ca.pem", &other.pem()),
@@ -111,7 +112,11 @@ async fn refused_start(options: crate::support::hub::Options) -> String {
 async fn a_node_with_the_ca_joins_over_tls_and_delivers_across_nodes() {
     let pki = Pki::new();
     let nats = pki.server().await;
-    assert!(nats.log().contains("TLS required for client connections"), "{}", nats.log());
+    assert!(
+        nats.log().contains("TLS required for client connections"),
+        "{}",
+        nats.log()
+    );
     let settings = Settings {
         // Slower than next_of's deadline: only wake-ups over TLS deliver.
         poll_interval_ms: 600_000,

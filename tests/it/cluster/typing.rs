@@ -55,7 +55,9 @@ async fn a_typing_send_is_one_nats_message_and_reaches_readers_on_every_node() {
     // every message node 1 published for the group's sends has been too.
     let outsider = agent(cluster.node(1), "outsider").await;
     let fence = direct(&s.sender, outsider.id).await;
-    let watcher = async_nats::connect(cluster.nats.url.as_str()).await.unwrap();
+    let watcher = async_nats::connect(cluster.nats.url.as_str())
+        .await
+        .unwrap();
     let mut seen = watcher
         .subscribe(switchboard::cluster::subjects::EPHEMERAL)
         .await
@@ -99,7 +101,10 @@ async fn a_typing_send_is_one_nats_message_and_reaches_readers_on_every_node() {
             assert_eq!(typing["payload"]["agentId"], json!(s.sender.agent_id()));
             got.push(typing["id"].as_str().unwrap().parse::<Uuid>().unwrap());
         }
-        assert_eq!(got, group_ids, "a member on node {node}: each send once, in order");
+        assert_eq!(
+            got, group_ids,
+            "a member on node {node}: each send once, in order"
+        );
     }
     drop(s.clients);
 }
