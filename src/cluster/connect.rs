@@ -85,13 +85,16 @@ fn read_seed(path: &std::path::Path) -> anyhow::Result<String> {
 /// Connects once; when NATS is only unreachable, connects again in the
 /// background, retrying (a node started while NATS is down serves and
 /// joins later). A refusal (authorization, TLS) fails the start.
+/// `tls_required`: the node requires TLS, so a server that closes the
+/// connection during the handshake (a plaintext one) refused it too.
 pub async fn connect(
     url: &str,
+    tls_required: bool,
     options: impl Fn() -> anyhow::Result<ConnectOptions>,
 ) -> anyhow::Result<async_nats::Client> {
     match options()?.connect(url).await {
         Ok(client) => Ok(client),
-        Err(e) if tls_failed(&e) => Err(anyhow::anyhow!(
+        Err(e) if tls_failed(&e) || (tls_required && closed_early(&e)) => Err(anyhow::anyhow!(
             "cluster.nats_url: NATS refused this node: the TLS handshake failed ({}); check \
              cluster.nats_tls_ca_file against the CA that signed the server's certificate, \
              and that the server has TLS when cluster.nats_tls_required is set",
@@ -139,6 +142,23 @@ fn tls_failed(e: &(dyn std::error::Error + 'static)) -> bool {
             if tls_failed(inner) {
                 return true;
             }
+        }
+        next = err.source();
+    }
+    false
+}
+
+/// Whether the server closed the connection mid-exchange (after taking
+/// it): an I/O error of kind `UnexpectedEof` under the connect error. An
+/// unreachable server is `ConnectionRefused` or a timeout, never this.
+fn closed_early(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof)
+        {
+            return true;
         }
         next = err.source();
     }
