@@ -12,6 +12,7 @@
 
 mod connect;
 pub mod control;
+pub mod ephemeral;
 pub mod subjects;
 pub mod wake;
 
@@ -107,7 +108,8 @@ impl Cluster {
                 .event_callback(on_event(node_id.clone(), connected.clone()));
             security.apply(options)
         };
-        let client = connect::connect(config.nats_url.as_str(), options).await?;
+        let tls_required = config.nats_tls_required || config.nats_url.starts_with("tls://");
+        let client = connect::connect(config.nats_url.as_str(), tls_required, options).await?;
         let (tx, rx) = mpsc::channel(OUTBOX_CAPACITY);
         tokio::spawn(send_outbox(client.clone(), rx));
         info!(node = %node_id, "cluster mode nats: connecting to NATS in the background");

@@ -13,7 +13,8 @@ pub struct ConsoleConfig {
     pub session_idle_secs: u64,
     /// A session ends this long after its login, however used.
     pub session_max_secs: u64,
-    /// Sessions held at most (in memory); a login past it ends the oldest.
+    /// Sessions held at most, over every node (they are in the database,
+    /// ADR 0036); a login past it ends the oldest.
     pub max_sessions: usize,
     /// How often the live view reads the store and the registry, while at
     /// least one console is open (one reader for all of them).

@@ -16,6 +16,7 @@
 //! gives the subscription a *hint* that its log grew, and it reads the log
 //! as it does on a gap. Ephemeral events cross on NATS with their payload.
 
+mod ephemeral;
 pub mod frames;
 pub mod remote;
 pub mod retention;
@@ -29,9 +30,7 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use crate::cluster::{self, wake, Cluster};
-use crate::domain::event::{rfc3339, EventEnvelope, StoredEvent};
-use crate::domain::now_millis;
-use crate::rpc::frame;
+use crate::domain::event::StoredEvent;
 use crate::rpc::{close_code, Peer};
 use crate::store::DynStore;
 use crate::telemetry::names;
@@ -210,50 +209,6 @@ impl EventBus {
     /// The audiences with a long-poll (or its notifier) here.
     pub fn waited_audiences(&self) -> Vec<Uuid> {
         self.waiters.iter().map(|e| *e.key()).collect()
-    }
-
-    /// Sends an ephemeral event to the audience's open sockets. It is never
-    /// stored, has no seq, and is dropped for a socket whose queue is nearly
-    /// full.
-    pub fn publish_ephemeral(&self, audience: Uuid, event_type: &'static str, payload: Value) {
-        let clustered = self.cluster.client().is_some();
-        if !clustered && !self.subscriptions.contains_key(&audience) {
-            return;
-        }
-        let envelope = EventEnvelope {
-            id: Uuid::now_v7(),
-            seq: None,
-            event_type: event_type.to_string(),
-            occurred_at: rfc3339(now_millis()),
-            audience,
-            ephemeral: true,
-            payload,
-        };
-        self.deliver_ephemeral(&envelope);
-        if clustered {
-            match serde_json::to_vec(&envelope) {
-                Ok(body) => self.cluster.publish(
-                    cluster::Kind::Ephemeral,
-                    cluster::subjects::EPHEMERAL,
-                    body.into(),
-                ),
-                Err(e) => warn!(error = %e, "an ephemeral event did not serialize"),
-            }
-        }
-    }
-
-    /// Sends an ephemeral event to this node's sockets of its audience
-    /// (one published here, or by another node).
-    pub fn deliver_ephemeral(&self, envelope: &EventEnvelope) {
-        let Some(subs) = self.subscriptions.get(&envelope.audience) else {
-            return;
-        };
-        let text = frame::notification(&envelope.event_type, envelope);
-        for s in subs.iter() {
-            if !s.peer.send_droppable(text.clone()) {
-                metrics::counter!(names::EPHEMERAL_DROPPED).increment(1);
-            }
-        }
     }
 
     /// Starts delivery on a socket from just after `after`: registers the

@@ -2,8 +2,8 @@
 //!
 //! Three tasks, in `nats` mode only: one takes wake-ups from `sb.wake` and
 //! hints the subscriptions and long-polls of their audiences; one takes
-//! ephemeral events from `sb.ephemeral` and sends them to this node's
-//! sockets; one reads, every `cluster.poll_interval_ms`, the last seq of
+//! ephemeral events from `sb.ephemeral` (one message per send, listing its
+//! audiences) and sends them to this node's sockets of those audiences; one reads, every `cluster.poll_interval_ms`, the last seq of
 //! each audience with a socket or a long-poll here, and hints those behind
 //! it. Wake-ups are only the fast path: with every one lost, an event
 //! reaches a live socket at most one poll interval (plus one log read)
@@ -19,8 +19,7 @@ use tracing::warn;
 use uuid::Uuid;
 
 use super::EventBus;
-use crate::cluster::{self, subjects, wake, Cluster, Kind};
-use crate::domain::event::EventEnvelope;
+use crate::cluster::{self, ephemeral, subjects, wake, Cluster, Kind};
 use crate::store::DynStore;
 use crate::telemetry::names;
 
@@ -74,11 +73,9 @@ impl Remote {
             };
             let Some(message) = message else { return };
             cluster::count_received(Kind::Ephemeral);
-            match serde_json::from_slice::<EventEnvelope>(&message.payload) {
-                Ok(envelope) if envelope.ephemeral && envelope.seq.is_none() => {
-                    self.bus.deliver_ephemeral(&envelope)
-                }
-                _ => cluster::count_undecodable(Kind::Ephemeral),
+            match ephemeral::decode(&message.payload) {
+                Some(batch) => self.bus.deliver_remote_ephemeral(&batch),
+                None => cluster::count_undecodable(Kind::Ephemeral),
             }
         }
     }

@@ -565,32 +565,3 @@ pub async fn history(
     }
     Ok(MessageListResult { messages, has_more })
 }
-
-pub async fn typing(ctx: RequestContext, p: TypingSendParams) -> Result<Empty, RpcError> {
-    let me = ctx.principal().id;
-    let target = Target::conversation(p.conversation_id);
-    let conversation = access::check(&ctx, Action::TypingSend, target)
-        .await?
-        .membership()?;
-    let payload = serde_json::to_value(TypingPayload {
-        conversation_id: conversation.id,
-        principal_id: me,
-        agent_id: (!conversation.is_person(me)).then_some(me),
-    })
-    .map_err(|_| RpcError::internal())?;
-    let others: Vec<Uuid> = match conversation.kind {
-        ConversationKind::Channel => channel_readers(&conversation, me),
-        _ => conversation.recipients_but(me),
-    };
-    for other in others {
-        let name = if conversation.is_person(other) {
-            PersonTypingReceived::NAME
-        } else {
-            TypingReceived::NAME
-        };
-        ctx.hub
-            .events
-            .publish_ephemeral(other, name, payload.clone());
-    }
-    Ok(Empty {})
-}

@@ -18,6 +18,7 @@ pub mod network;
 pub mod task_conversations;
 pub mod tasks;
 pub mod threads;
+pub mod typing;
 
 use crate::hub::RequestContext;
 use crate::protocol::{
@@ -48,7 +49,7 @@ pub fn router() -> Router<RequestContext> {
         )
         .register_twins::<c::AgentMessageSend, c::PersonMessageSend, _, _>(conversations::send)
         .register_twins::<c::AgentMessageList, c::PersonMessageList, _, _>(conversations::history)
-        .register_twins::<c::AgentTypingSend, c::PersonTypingSend, _, _>(conversations::typing)
+        .register_twins::<c::AgentTypingSend, c::PersonTypingSend, _, _>(typing::send)
         .register_twins::<ch::AgentChannelList, ch::PersonChannelList, _, _>(channels::list)
         .register::<ch::AppChannelList, _, _>(channels::list)
         .register_twins::<crate::protocol::invites::AgentInviteAccept, crate::protocol::invites::PersonInviteAccept, _, _>(

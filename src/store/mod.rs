@@ -3,7 +3,7 @@
 //!
 //! A caller names the area it uses: [`IdentityStore`], [`EventStore`],
 //! [`ConversationStore`], [`TaskStore`], [`JobStore`], [`CardStore`],
-//! [`SigningKeyStore`], [`PlaceStore`], [`AuditStore`], [`InstallationStore`], [`OverviewStore`], [`PresenceStore`], with [`BaseStore`] for what concerns the database
+//! [`SigningKeyStore`], [`PlaceStore`], [`AuditStore`], [`InstallationStore`], [`OverviewStore`], [`PresenceStore`], [`ConsoleSessionStore`], with [`BaseStore`] for what concerns the database
 //! itself. [`Store`] is all of them, and the hub holds one [`DynStore`].
 //!
 //! Each area module holds its trait, its records and its SQL, written once
@@ -22,6 +22,7 @@ mod command_manifest;
 mod commands;
 mod commit_feed;
 mod components;
+mod console_sessions;
 mod conversations;
 mod effects;
 pub(crate) mod events;
@@ -73,6 +74,7 @@ pub use commands::{
 };
 pub use commit_feed::{CommitFeed, CommitListener};
 pub use components::{ComponentChange, ComponentChanged, ComponentStore, NewCard};
+pub use console_sessions::{ConsoleSessionRecord, ConsoleSessionStore, SessionPrune};
 pub use conversations::{ConversationStore, CreatedConversation, NewConversation};
 pub use effects::Effects;
 pub use events::EventStore;
@@ -187,6 +189,7 @@ pub trait Store:
     + WebhookStore
     + WebhookDeliveryStore
     + PresenceStore
+    + ConsoleSessionStore
 {
 }
 
@@ -211,6 +214,7 @@ impl<T> Store for T where
         + WebhookStore
         + WebhookDeliveryStore
         + PresenceStore
+        + ConsoleSessionStore
 {
 }
 

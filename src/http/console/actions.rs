@@ -13,7 +13,7 @@ use axum::{Extension, Json};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::session::operator;
+use super::login::operator;
 use super::Console;
 use crate::domain::installation::Transition;
 use crate::http::error::ApiError;
@@ -21,13 +21,13 @@ use crate::http::installations::{app_id, object_body, operator_transition};
 use crate::hub::Hub;
 
 /// The session, its CSRF header and an empty (or `{}`) body.
-fn admitted(
+async fn admitted(
     hub: &Hub,
     console: &Console,
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Result<(), ApiError> {
-    operator(hub, console, headers, true)?;
+    operator(hub, console, headers, true).await?;
     object_body(headers, body, &[])?;
     Ok(())
 }
@@ -40,7 +40,7 @@ async fn transition(
     body: Bytes,
     transition: Transition,
 ) -> Result<Json<Value>, ApiError> {
-    admitted(&hub, &console, &headers, &body)?;
+    admitted(&hub, &console, &headers, &body).await?;
     let app = app_id(&raw)?;
     let answer = operator_transition(&hub, app, transition).await?;
     tracing::info!(app = %app, ?transition, "installation changed from the console");
@@ -78,7 +78,7 @@ pub async fn check(
     Path(raw): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    admitted(&hub, &console, &headers, &body)?;
+    admitted(&hub, &console, &headers, &body).await?;
     let app = app_id(&raw)?;
     Ok(Json(
         crate::http::app_health::check_answer(&hub, app).await?,
@@ -94,7 +94,7 @@ pub async fn revoke_keys(
     Path(raw): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    admitted(&hub, &console, &headers, &body)?;
+    admitted(&hub, &console, &headers, &body).await?;
     // A malformed id names no agent: the nil id, which none has.
     let agent = Uuid::parse_str(&raw).unwrap_or(Uuid::nil());
     let revoked = crate::http::people::revoke_as_operator(&hub, agent).await?;

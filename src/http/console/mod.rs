@@ -10,6 +10,7 @@
 
 mod actions;
 mod assets;
+mod login;
 mod pages;
 mod session;
 mod stream;
@@ -26,8 +27,8 @@ use axum::{Extension, Router};
 
 use crate::hub::Hub;
 
+pub use login::{CSRF_COOKIE, CSRF_HEADER, SESSION_COOKIE};
 pub use pages::Asset;
-pub use session::{CSRF_COOKIE, CSRF_HEADER, SESSION_COOKIE};
 
 /// The policy every console answer carries: the page's own scripts, styles
 /// and images, requests to the hub only, no frames, no plugins, no base.
@@ -36,7 +37,10 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
      form-action 'self'; frame-ancestors 'none'";
 
 /// What the console's routes share: its sessions, its one reader of the
-/// view, and the name of this hub process's node.
+/// view, and this hub process's node id: the one `/readyz` names, so the
+/// connections listed here are told apart by the node behind the load
+/// balancer that holds them (in `single` mode too, where the id is the
+/// configured `cluster.node_id` or one drawn at start).
 pub struct Console {
     sessions: session::Sessions,
     feed: Arc<stream::Feed>,
@@ -46,27 +50,14 @@ pub struct Console {
 impl Console {
     fn new(hub: &Hub) -> Console {
         Console {
-            sessions: session::Sessions::new(&hub.config.console),
+            sessions: session::Sessions::new(
+                hub.store.clone(),
+                &hub.config.console,
+                &hub.config.admin.token,
+            ),
             feed: Arc::new(stream::Feed::default()),
-            node: node_name().into(),
+            node: hub.cluster.node_id().into(),
         }
-    }
-}
-
-/// This machine's host name: the node a connection is held by (each hub
-/// process lists its own sockets).
-fn node_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname writes at
-    // most that many bytes.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "localhost".into();
-    }
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    match std::str::from_utf8(&buf[..end]) {
-        Ok(name) if !name.is_empty() => name.to_string(),
-        _ => "localhost".into(),
     }
 }
 
@@ -77,9 +68,7 @@ pub fn routes(hub: &Hub) -> Router<Arc<Hub>> {
         .route("/console/assets/{name}", get(pages::asset))
         .route(
             "/console/api/session",
-            get(session::status)
-                .post(session::login)
-                .delete(session::logout),
+            get(login::status).post(login::login).delete(login::logout),
         )
         .route("/console/api/stream", get(stream::stream))
         .route("/console/api/apps/{app_id}/suspend", post(actions::suspend))

@@ -10,7 +10,7 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
 use super::assets::{ASSETS, INDEX_HTML};
-use super::session::require_enabled;
+use super::login::require_enabled;
 use crate::http::error::ApiError;
 use crate::hub::Hub;
 

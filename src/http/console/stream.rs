@@ -19,7 +19,7 @@ use futures_util::stream::{self, Stream};
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::session::operator;
+use super::login::operator;
 use super::view::{self, Sections};
 use super::Console;
 use crate::http::error::ApiError;
@@ -141,9 +141,19 @@ impl Watch {
             if self.done {
                 return None;
             }
-            if let Err(why) = self.console.sessions.check(&self.session, false) {
-                self.done = true;
-                return Some(ended(why.as_str()));
+            // Read on each view the stream would send: a logout or an end
+            // on another node ends this stream within one poll interval.
+            match self.console.sessions.check(&self.session, false).await {
+                Ok(Ok(())) => {}
+                Ok(Err(why)) => {
+                    self.done = true;
+                    return Some(ended(why.as_str()));
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "the console's session could not be read; ending its stream");
+                    self.done = true;
+                    return Some(ended("unreachable"));
+                }
             }
             let current = self.latest.borrow_and_update().clone();
             if let Some(event) = current.and_then(|c| self.event_for(&c)) {
@@ -193,7 +203,7 @@ pub async fn stream(
     Extension(console): Extension<Arc<Console>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let session = operator(&hub, &console, &headers, false)?;
+    let session = operator(&hub, &console, &headers, false).await?;
     let slot = console
         .feed
         .slot(hub.config.console.max_streams)

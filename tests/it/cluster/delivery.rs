@@ -18,20 +18,20 @@ use super::harness::{ClusterHarness, Settings};
 use crate::support::agents::{agent, expect_sequence, next_of, send, send_many, Agent};
 
 /// The group's members, two on each node, connected to their node.
-struct Spread {
-    sender: AgentClient,
-    group: Uuid,
-    members: Vec<Agent>,
-    clients: Vec<AgentClient>,
-    streams: Vec<UnboundedReceiver<Notification>>,
+pub(super) struct Spread {
+    pub sender: AgentClient,
+    pub group: Uuid,
+    pub members: Vec<Agent>,
+    pub clients: Vec<AgentClient>,
+    pub streams: Vec<UnboundedReceiver<Notification>>,
     /// The node each member is connected to.
-    nodes: Vec<usize>,
+    pub nodes: Vec<usize>,
 }
 
 /// An agent on node 1 creates a group of six members, two connected to
 /// each node; every member has its first event (the group was created)
 /// before this returns, so every socket is live.
-async fn spread(cluster: &ClusterHarness) -> Spread {
+pub(super) async fn spread(cluster: &ClusterHarness) -> Spread {
     let sender_agent = agent(cluster.node(1), "sender").await;
     let mut members = Vec::new();
     let mut nodes = Vec::new();

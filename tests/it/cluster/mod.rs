@@ -6,11 +6,14 @@ pub mod harness;
 mod hook_nodes;
 
 mod claims;
+mod console;
 mod control;
 mod delivery;
 mod hooks;
 mod identity;
 mod nats_security;
+mod nats_tls;
 mod node_loss;
 mod retention;
 mod startup;
+mod typing;

@@ -5,7 +5,7 @@
 //! half is the browser suite's, `console/tests/`).
 
 mod session;
-mod stream;
+pub mod stream;
 
 use reqwest::header::{HeaderMap, COOKIE, SET_COOKIE};
 use serde_json::{json, Value};

@@ -12,13 +12,13 @@ use crate::support::hub::TestHub;
 use crate::support::RawSocket;
 
 /// An open `GET /console/api/stream`, read event by event.
-struct Events {
+pub struct Events {
     response: reqwest::Response,
     buffer: String,
 }
 
 impl Events {
-    async fn open(hub: &TestHub, login: &Login) -> Events {
+    pub async fn open(hub: &TestHub, login: &Login) -> Events {
         let response = hub
             .http
             .get(format!("{}/console/api/stream", hub.base))
@@ -35,7 +35,7 @@ impl Events {
     }
 
     /// The next event's name and data; `None` when the stream ended.
-    async fn next(&mut self) -> Option<(String, Value)> {
+    pub async fn next(&mut self) -> Option<(String, Value)> {
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let block: String = self.buffer.drain(..end + 2).collect();
@@ -62,7 +62,7 @@ impl Events {
     }
 
     /// Reads until a `changes` event whose `section` satisfies `until`.
-    async fn until(&mut self, section: &str, until: impl Fn(&Value) -> bool) -> Value {
+    pub async fn until(&mut self, section: &str, until: impl Fn(&Value) -> bool) -> Value {
         loop {
             let (name, data) = self.next().await.expect("the stream is open");
             assert!(name == "changes" || name == "snapshot", "{name}: {data}");
@@ -110,7 +110,22 @@ async fn the_stream_shows_a_snapshot_then_each_change_and_ends_with_its_session(
     assert_eq!(connections["byKind"]["agent"], json!(1), "{connections}");
     let row = &rows_of(&connections)[0];
     assert_eq!(row["kind"], json!("agent"));
-    assert!(row["node"].as_str().is_some_and(|n| !n.is_empty()));
+    // The node is the hub's node id, the one /readyz names.
+    let readyz = hub
+        .http
+        .get(format!("{}/readyz", hub.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let node = readyz
+        .lines()
+        .find_map(|l| l.strip_prefix("node: "))
+        .expect("/readyz names the node");
+    assert_eq!(row["node"], json!(node), "{readyz}");
+    assert_eq!(snapshot["hub"]["node"], json!(node));
     assert!(row["connectedAt"].as_str().is_some());
 
     // Revoking its keys from the console closes its socket, seen live.
