@@ -8,6 +8,7 @@ mod hook_nodes;
 mod claims;
 mod control;
 mod delivery;
+mod drain;
 mod hooks;
 mod identity;
 mod nats_security;
