@@ -80,9 +80,13 @@ async fn receive(
             let last = seen.last().expect("an event before the close")["seq"]
                 .as_u64()
                 .unwrap();
-            reader = EventReader::connect_url(&resume.fallback, &resume.key, Some((last, &resume.epoch)))
-                .await
-                .0;
+            reader = EventReader::connect_url(
+                &resume.fallback,
+                &resume.key,
+                Some((last, &resume.epoch)),
+            )
+            .await
+            .0;
         }
     }
     seen.append(&mut reader.events);
@@ -106,14 +110,22 @@ fn check_received(member: usize, got: &Received, sent: &HashSet<Uuid>) {
         .iter()
         .map(|e| e["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids.len(), got.events.len(), "member {member}: each event once");
+    assert_eq!(
+        ids.len(),
+        got.events.len(),
+        "member {member}: each event once"
+    );
     let received: Vec<Uuid> = got
         .events
         .iter()
         .filter(|e| e["type"] == json!("agent/message/received"))
         .map(|e| serde_json::from_value(e["payload"]["message"]["id"].clone()).unwrap())
         .collect();
-    assert_eq!(received.len(), STREAM, "member {member}: every message once");
+    assert_eq!(
+        received.len(),
+        STREAM,
+        "member {member}: every message once"
+    );
     assert_eq!(
         &received.into_iter().collect::<HashSet<_>>(),
         sent,
@@ -190,20 +202,33 @@ async fn a_sigtermed_nodes_receivers_resume_on_the_other_nodes_with_no_gap_and_n
 
     // A quarter in on both of its sockets, node 3 drains mid-stream.
     for q in quarters {
-        q.await.expect("a member on node 3 read a quarter of the stream");
+        q.await
+            .expect("a member on node 3 read a quarter of the stream");
     }
     let status = nodes.stop(3).await;
-    assert!(status.success(), "node 3 drained and exited cleanly: {status:?}");
+    assert!(
+        status.success(),
+        "node 3 drained and exited cleanly: {status:?}"
+    );
 
     let sent: HashSet<Uuid> = sending.await.unwrap().into_iter().collect();
     assert_eq!(sent.len(), STREAM, "every send acknowledged");
     for (member, (node, task)) in receivers.into_iter().enumerate() {
         let got = task.await.unwrap();
         if node == 3 {
-            let codes: Vec<Option<u16>> = got.closes.iter().map(|c| c.as_ref().map(|c| c.0)).collect();
-            assert_eq!(codes, vec![Some(1001)], "member {member}: the going-away close, once");
+            let codes: Vec<Option<u16>> =
+                got.closes.iter().map(|c| c.as_ref().map(|c| c.0)).collect();
+            assert_eq!(
+                codes,
+                vec![Some(1001)],
+                "member {member}: the going-away close, once"
+            );
         } else {
-            assert!(got.closes.is_empty(), "member {member} on node {node} was closed: {:?}", got.closes);
+            assert!(
+                got.closes.is_empty(),
+                "member {member} on node {node} was closed: {:?}",
+                got.closes
+            );
         }
         check_received(member, &got, &sent);
     }
@@ -239,7 +264,10 @@ async fn a_sigtermed_node_answers_the_hook_call_it_serves_and_later_calls_go_to_
         app.send_json(&json!({"jsonrpc": "2.0", "id": call["id"], "result": accept["result"]}))
             .await;
     });
-    assert!(served.is_ok(), "the call node 3 served during its drain was answered: {served:?}");
+    assert!(
+        served.is_ok(),
+        "the call node 3 served during its drain was answered: {served:?}"
+    );
 
     // Its socket closes with 1001, with no other call on it.
     let close = loop {
@@ -254,7 +282,10 @@ async fn a_sigtermed_node_answers_the_hook_call_it_serves_and_later_calls_go_to_
     };
     assert_eq!(close.map(|c| c.0), Some(1001), "the going-away close");
     let status = nodes.wait_stopped(3).await;
-    assert!(status.success(), "node 3 drained and exited cleanly: {status:?}");
+    assert!(
+        status.success(),
+        "node 3 drained and exited cleanly: {status:?}"
+    );
 
     // The app reconnects to node 1, and the next gate reaches it there.
     let mut app = RawSocket::connect_app(&nodes.node(1).ws_url(), &s.app_key).await;
