@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use crate::config::{check_node_id, ClusterConfig, ClusterMode};
@@ -62,6 +62,13 @@ struct Outgoing {
     payload: Bytes,
 }
 
+/// What the outbox carries: messages, and the marker a drain puts behind
+/// them to learn when everything before it was handed to the client.
+enum Outbound {
+    Message(Outgoing),
+    Marker(oneshot::Sender<()>),
+}
+
 /// The node's identity and, in `nats` mode, its NATS client.
 pub struct Cluster {
     node_id: String,
@@ -70,7 +77,7 @@ pub struct Cluster {
     instance_id: String,
     mode: ClusterMode,
     client: Option<async_nats::Client>,
-    outbox: Option<mpsc::Sender<Outgoing>>,
+    outbox: Option<mpsc::Sender<Outbound>>,
     connected: Arc<AtomicBool>,
 }
 
@@ -157,9 +164,30 @@ impl Cluster {
             subject: subject.into(),
             payload,
         };
-        if outbox.try_send(message).is_err() {
+        if outbox.try_send(Outbound::Message(message)).is_err() {
             metrics::counter!(names::CLUSTER_ERRORS, "kind" => "dropped").increment(1);
         }
+    }
+
+    /// At the end of a drain (SIGTERM): waits until every message queued
+    /// so far (the wake-ups and controls of the node's last commits) has
+    /// been handed to the client and the client has written it to the
+    /// server, for at most `within`. True when all of it went; false when
+    /// the bound passed (NATS down or slow), which the other nodes' log
+    /// check and sweep make up for. True at once in `single` mode.
+    pub async fn flush(&self, within: Duration) -> bool {
+        let (Some(outbox), Some(client)) = (&self.outbox, &self.client) else {
+            return true;
+        };
+        let (marker, passed) = oneshot::channel();
+        let flushed = tokio::time::timeout(within, async {
+            // Waits for room: the marker must not be dropped as a message is.
+            outbox.send(Outbound::Marker(marker)).await.ok()?;
+            passed.await.ok()?;
+            client.flush().await.ok()
+        })
+        .await;
+        matches!(flushed, Ok(Some(())))
     }
 
     /// A subscription to `subject`, or `None` in `single` mode. The client
@@ -245,10 +273,18 @@ fn on_event(
     }
 }
 
-/// Moves the outbox to the client in order. Ends when the cluster handle
+/// Moves the outbox to the client in order, and tells a drain's marker
+/// when everything before it was handed over. Ends when the cluster handle
 /// is dropped.
-async fn send_outbox(client: async_nats::Client, mut rx: mpsc::Receiver<Outgoing>) {
-    while let Some(m) = rx.recv().await {
+async fn send_outbox(client: async_nats::Client, mut rx: mpsc::Receiver<Outbound>) {
+    while let Some(next) = rx.recv().await {
+        let m = match next {
+            Outbound::Message(m) => m,
+            Outbound::Marker(passed) => {
+                let _ = passed.send(());
+                continue;
+            }
+        };
         match client.publish(m.subject, m.payload).await {
             Ok(()) => metrics::counter!(
                 names::CLUSTER_MESSAGES,

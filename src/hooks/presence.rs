@@ -59,7 +59,8 @@ fn lease_ms(hub: &Hub) -> i64 {
 /// Renews the lease every `cluster.presence_renew_ms` and forgets nodes
 /// whose lease lapsed a lease ago; at shutdown, forgets this node, so
 /// new calls go to the app's sockets on other nodes while this one
-/// drains (calls already relayed here still answer). A node that finds
+/// drains (calls already relayed here still answer), and the node id is
+/// free for the next start at once. A node that finds
 /// another instance holding its id stops (fail closed: two holders would
 /// answer each other's hook calls).
 pub async fn run(hub: Arc<Hub>) {
@@ -81,9 +82,23 @@ pub async fn run(hub: Arc<Hub>) {
         }
         prune(&hub).await;
     }
-    let instance = hub.cluster.instance_id();
-    if let Err(e) = hub.store.forget_node(&node, instance).await {
-        warn!(error = %e, "forgetting this node's presence at shutdown failed; its lease lapses");
+    forget_at_drain(&hub, &node).await;
+}
+
+/// At the start of the drain: the node's lease and its app sockets' rows
+/// go, so new hook calls pick the app's sockets on other nodes at once and
+/// a restart with the same node id is not refused. The relay keeps
+/// answering calls already routed here until the sockets closed
+/// (`hooks::relay::serve`).
+async fn forget_at_drain(hub: &Hub, node: &str) {
+    match hub.store.forget_node(node, hub.cluster.instance_id()).await {
+        Ok(sockets) => info!(
+            sockets,
+            "forgot this node's presence; new hook calls go to other nodes"
+        ),
+        Err(e) => {
+            warn!(error = %e, "forgetting this node's presence at shutdown failed; its lease lapses")
+        }
     }
 }
 

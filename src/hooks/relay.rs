@@ -132,6 +132,8 @@ pub async fn call_in_cluster(
 ) -> HookOutcome<Value> {
     let cluster = &hub.cluster;
     let started = Instant::now();
+    // The socket whose node had no responder on its hook subject.
+    let mut unreachable = None;
     for _ in 0..MAX_TARGETS {
         let left = timeout.saturating_sub(started.elapsed());
         if left.is_zero() {
@@ -145,6 +147,10 @@ pub async fn call_in_cluster(
                 return HookOutcome::Unavailable;
             }
         };
+        if unreachable == Some(target.connection_id) {
+            // Still the newest: its node died and its lease is live.
+            return HookOutcome::Unavailable;
+        }
         let answer = if target.node_id == cluster.node_id() {
             call_local(hub, app_id, target.connection_id, name, params, left).await
         } else {
@@ -160,6 +166,13 @@ pub async fn call_in_cluster(
         };
         match answer {
             Answered::Outcome(outcome) => return outcome,
+            Answered::NoResponders => {
+                // A drained node forgot its rows before it unsubscribed:
+                // read again and the app's socket elsewhere is the target.
+                // A dead node's rows stay until its lease lapses: the same
+                // target again, which ends the call `unavailable`.
+                unreachable = Some(target.connection_id);
+            }
             Answered::Gone => {
                 // Closed since the read: its row is stale; the next newest.
                 if let Err(e) = hub.store.remove_presence(target.connection_id).await {
@@ -172,11 +185,13 @@ pub async fn call_in_cluster(
     HookOutcome::Unavailable
 }
 
-/// A call's end as the caller sees it: an outcome, or a socket that was no
-/// longer open where the presence table said it was.
+/// A call's end as the caller sees it: an outcome, a socket that was no
+/// longer open where the presence table said it was, or a node that no
+/// longer takes calls on its hook subject.
 enum Answered {
     Outcome(HookOutcome<Value>),
     Gone,
+    NoResponders,
 }
 
 /// The call on this node's socket `connection_id` of the app.
@@ -228,9 +243,7 @@ async fn call_remote(
     let (answered, label) = match tokio::time::timeout(timeout, sent).await {
         Err(_) => (Answered::Outcome(HookOutcome::Timeout), "no_reply"),
         Ok(Err(e)) => match e.kind() {
-            async_nats::RequestErrorKind::NoResponders => {
-                (Answered::Outcome(HookOutcome::Unavailable), "no_responders")
-            }
+            async_nats::RequestErrorKind::NoResponders => (Answered::NoResponders, "no_responders"),
             async_nats::RequestErrorKind::TimedOut => {
                 (Answered::Outcome(HookOutcome::Timeout), "no_reply")
             }
@@ -281,9 +294,17 @@ fn app_callback(name: &str) -> Option<&'static str> {
         })
 }
 
-/// Answers the hook calls other nodes relay to this one, until shutdown.
-/// Each call runs as its own task, so a slow app holds up nobody else;
-/// calls already taken still answer during the drain.
+/// How long a drain answers the calls NATS had already delivered when the
+/// node unsubscribed from its hook subject.
+const DRAIN_REPLIES_WITHIN: Duration = Duration::from_secs(2);
+
+/// Answers the hook calls other nodes relay to this one. Each call runs as
+/// its own task, so a slow app holds up nobody else. At shutdown the node
+/// has forgotten its presence rows (`hooks::presence::run`), so no new
+/// caller picks it; it keeps answering until its sockets have closed (a
+/// call that finds its socket closed answers `gone`, and the caller tries
+/// the app's next newest socket), then unsubscribes, answers what NATS had
+/// already delivered, and ends (ADR 0034, 2026-12-02 drain).
 pub async fn serve(hub: std::sync::Arc<Hub>) {
     let cluster = &hub.cluster;
     let Some(client) = cluster.client().cloned() else {
@@ -297,21 +318,35 @@ pub async fn serve(hub: std::sync::Arc<Hub>) {
     loop {
         let msg = tokio::select! {
             msg = calls.next() => msg,
-            _ = hub.shutdown.cancelled() => break,
+            // Resolves only once shutdown closed the tracker and the last
+            // socket ended.
+            _ = hub.connections.wait() => break,
         };
-        let Some(msg) = msg else { break };
-        metrics::counter!(names::CLUSTER_MESSAGES, "direction" => "received", "kind" => Kind::Hook.as_str()).increment(1);
-        let Some(reply) = msg.reply.clone() else {
-            continue;
-        };
-        let hub2 = hub.clone();
-        let client = client.clone();
-        hub.tasks.spawn(async move {
-            let answer = answer(&hub2, &msg.payload).await;
-            send_answer(&client, reply, &answer).await;
-        });
+        let Some(msg) = msg else { return };
+        take_call(&hub, &client, msg);
     }
-    let _ = calls.unsubscribe().await;
+    if let Err(e) = calls.drain().await {
+        debug!(error = %e, "unsubscribing from the hook subject failed");
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + DRAIN_REPLIES_WITHIN;
+    while let Ok(Some(msg)) = tokio::time::timeout_at(deadline, calls.next()).await {
+        take_call(&hub, &client, msg);
+    }
+}
+
+/// Answers one relayed call in a task of its own.
+fn take_call(hub: &std::sync::Arc<Hub>, client: &async_nats::Client, msg: async_nats::Message) {
+    metrics::counter!(names::CLUSTER_MESSAGES, "direction" => "received", "kind" => Kind::Hook.as_str()).increment(1);
+    let Some(reply) = msg.reply.clone() else {
+        return;
+    };
+    let hub2 = hub.clone();
+    let client = client.clone();
+    hub.tasks.spawn(async move {
+        let answer = answer(&hub2, &msg.payload).await;
+        send_answer(&client, reply, &answer).await;
+    });
 }
 
 /// Why a relayed answer is `bad_result`: the app's answer was larger than

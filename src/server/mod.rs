@@ -136,6 +136,7 @@ impl Server {
                 Ok(())
             }
         };
+        flush_cluster(&self.hub).await;
         // The last flush, with the store still open. It closes the log: a
         // handler still running after a timed-out wait has its denial
         // counted in `switchboard_audit_denials_dropped_total`, not lost
@@ -144,6 +145,30 @@ impl Server {
         served?;
         info!("hub stopped");
         Ok(())
+    }
+}
+
+/// How long a drain waits for NATS to take what the node queued for it.
+/// The messages are signals whose loss only delays (the other nodes' log
+/// check and sweep), so a NATS that is down or slow holds the exit no
+/// longer than this.
+const CLUSTER_FLUSH_WITHIN: Duration = Duration::from_secs(2);
+
+/// In a cluster, after the sockets, the background tasks and the HTTP
+/// requests ended (so every commit of the drain has queued its wake-up):
+/// the outbox and the client's buffer go to NATS before the process exits
+/// (ADR 0034, 2026-12-02 drain).
+async fn flush_cluster(hub: &Hub) {
+    if hub.cluster.client().is_none() {
+        return;
+    }
+    if hub.cluster.flush(CLUSTER_FLUSH_WITHIN).await {
+        info!("cluster messages flushed to NATS");
+    } else {
+        warn!(
+            within_ms = CLUSTER_FLUSH_WITHIN.as_millis() as u64,
+            "cluster messages not all flushed to NATS in time; other nodes find their events by the log check"
+        );
     }
 }
 

@@ -117,9 +117,35 @@ impl ClusterHarness {
 
     /// Stops node `n` with SIGTERM and waits for its drain to end.
     pub async fn stop(&mut self, n: usize) -> std::process::ExitStatus {
+        self.terminate(n);
+        self.wait_stopped(n).await
+    }
+
+    /// Sends node `n` SIGTERM without waiting: it drains while the test
+    /// goes on (its sockets close as their calls end).
+    pub fn terminate(&self, n: usize) {
+        self.node(n).signal(libc::SIGTERM);
+    }
+
+    /// Waits for node `n`, signalled, to exit.
+    pub async fn wait_stopped(&mut self, n: usize) -> std::process::ExitStatus {
         let mut hub = self.nodes[n - 1].take().expect("node runs");
-        hub.signal(libc::SIGTERM);
         hub.wait_exit(Duration::from_secs(60)).await
+    }
+
+    /// Starts node `n` again once, with its node id, and waits until it is
+    /// on NATS: after a SIGTERM its drain released the id's lease, so a
+    /// refusal fails the test (unlike [`Self::restart`] after a kill).
+    pub async fn start_again(&mut self, n: usize) {
+        assert!(self.nodes[n - 1].is_none(), "node {n} still runs");
+        match TestHub::try_start_with(self.options(n)).await {
+            Ok(hub) => self.nodes[n - 1] = Some(hub),
+            Err(refused) => panic!(
+                "node {n} was refused its node id after a drain: {}\n{}",
+                refused.status, refused.log
+            ),
+        }
+        self.wait_joined(n).await;
     }
 
     /// Kills node `n` with SIGKILL: no drain, no goodbye to NATS.

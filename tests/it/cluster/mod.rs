@@ -9,6 +9,7 @@ mod claims;
 mod console;
 mod control;
 mod delivery;
+mod drain;
 mod hooks;
 mod identity;
 mod nats_security;

@@ -141,22 +141,26 @@ async fn a_sigkilled_nodes_clients_resume_on_another_node_with_no_gap_and_no_dup
     nodes.kill(3).await;
     let seen_on_3 = reader.events.clone();
     let last = seen_on_3.last().unwrap()["seq"].as_u64().unwrap();
-    let (mut resumed, _) =
+    let (resumed, _) =
         EventReader::connect(nodes.node(2), &reader_agent.key, Some((last, &epoch))).await;
-    let sent = sending.await.unwrap();
-    let total_messages = |events: &[Value]| {
-        events
-            .iter()
-            .filter(|e| e["type"] == json!("agent/message/received"))
-            .count()
-    };
+    // Read while the sender still sends. Left unread until the stream is
+    // sent, the socket's TCP buffers fill (the rest of the stream is a few
+    // MB), node 2's writer blocks on it, and past
+    // `gateway.heartbeat_timeout_ms` the hub gives the socket up: the test
+    // then failed whenever the sends outlasted that on a loaded machine.
     let on_3 = total_messages(&seen_on_3);
-    while total_messages(&resumed.events) < STREAM - on_3 {
-        let n = resumed.events.len() + 1;
-        resumed.until(n).await;
-    }
+    let reading = tokio::spawn(async move {
+        let mut resumed = resumed;
+        while total_messages(&resumed.events) < STREAM - on_3 {
+            let n = resumed.events.len() + 1;
+            resumed.until(n).await;
+        }
+        resumed.events
+    });
+    let sent = sending.await.unwrap();
+    let resumed = reading.await.unwrap();
 
-    let all: Vec<&Value> = seen_on_3.iter().chain(resumed.events.iter()).collect();
+    let all: Vec<&Value> = seen_on_3.iter().chain(resumed.iter()).collect();
     let seqs: Vec<u64> = all.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     let first = seqs[0];
     let expected: Vec<u64> = (first..first + seqs.len() as u64).collect();
@@ -174,4 +178,12 @@ async fn a_sigkilled_nodes_clients_resume_on_another_node_with_no_gap_and_no_dup
         sent.iter().collect::<HashSet<_>>(),
         "the messages sent, each once"
     );
+}
+
+/// The message events among these.
+fn total_messages(events: &[Value]) -> usize {
+    events
+        .iter()
+        .filter(|e| e["type"] == json!("agent/message/received"))
+        .count()
 }

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 
+use super::raw::RawEvent;
 use super::{RawSocket, TestHub};
 
 /// A socket with the stored events it has received so far, in arrival
@@ -21,7 +22,17 @@ impl EventReader {
         key: &str,
         resume: Option<(u64, &str)>,
     ) -> (EventReader, Value) {
-        let mut socket = RawSocket::connect(&hub.ws_url()).await;
+        Self::connect_url(&hub.ws_url(), key, resume).await
+    }
+
+    /// As [`Self::connect`], to the gateway at `url` (for a task that
+    /// holds no [`TestHub`]).
+    pub async fn connect_url(
+        url: &str,
+        key: &str,
+        resume: Option<(u64, &str)>,
+    ) -> (EventReader, Value) {
+        let mut socket = RawSocket::connect(url).await;
         let mut params = json!({ "agentKey": key });
         if let Some((after, epoch)) = resume {
             params["resume"] = json!({ "after": after, "syncEpoch": epoch });
@@ -46,6 +57,20 @@ impl EventReader {
         if frame.get("id").is_none() && frame["params"].get("seq").is_some() {
             self.events.push(frame["params"].clone());
         }
+    }
+
+    /// Reads until `n` stored events in all have arrived or the hub closed
+    /// the socket: `None` when they arrived, else the close frame (`None`
+    /// inside when the socket ended without one).
+    pub async fn until_or_closed(&mut self, n: usize) -> Option<Option<(u16, String)>> {
+        while self.events.len() < n {
+            match self.socket.next_event().await {
+                RawEvent::Text(frame) => self.keep(frame),
+                RawEvent::Close(close) => return Some(close),
+                RawEvent::Ended => return Some(None),
+            }
+        }
+        None
     }
 
     /// Reads until `n` stored events in all have arrived (each frame within
