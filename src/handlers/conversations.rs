@@ -6,7 +6,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::channel_audience::wakes_of;
+use super::channel_audience::{channel_readers, wakes_of};
 use super::fanout::{channel_forward, forward};
 use super::{check_others, invalid, people_among, store_failure, threads};
 use crate::access::{self, Target};
@@ -23,8 +23,8 @@ use crate::protocol::conversations::*;
 use crate::protocol::Notification;
 use crate::rpc::RpcError;
 use crate::store::{
-    AppRecord, CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage,
-    NewConversation, NewMessage, Verdict,
+    AppRecord, CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage, NewConversation,
+    NewMessage, Verdict,
 };
 
 /// `agent/conversation/create`: check the participants and the kind, then

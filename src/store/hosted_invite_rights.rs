@@ -84,12 +84,7 @@ pub(super) async fn hold<D: InstallationDialect>(
     for n in merged(needs) {
         let row = match n.lock {
             Lock::Shared => {
-                shared::<D>(
-                    ex,
-                    "app_id = $1 AND state <> 'uninstalled'",
-                    Arg::Id(n.app),
-                )
-                .await?
+                shared::<D>(ex, "app_id = $1 AND state <> 'uninstalled'", Arg::Id(n.app)).await?
             }
             Lock::Exclusive => match app_grants::hold_installation::<D>(ex, n.app).await {
                 Ok(row) => Some(row),
@@ -190,7 +185,10 @@ mod tests {
             need(b, Lock::Shared, true),
         ]);
         assert_eq!(got.len(), 2);
-        assert_eq!((got[0].app, got[0].lock, got[0].active), (a, Lock::Shared, true));
+        assert_eq!(
+            (got[0].app, got[0].lock, got[0].active),
+            (a, Lock::Shared, true)
+        );
         assert_eq!(
             (got[1].app, got[1].lock, got[1].active),
             (b, Lock::Exclusive, true),

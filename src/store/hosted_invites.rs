@@ -40,7 +40,10 @@ pub struct InviteRecord {
 /// tell is what it decided: the caller's, so the store writes them without
 /// knowing the protocol's names (as `FailureEvents`).
 #[derive(Clone)]
-pub struct JoinedEvents(pub Arc<dyn Fn(&Conversation) -> Vec<NewEvent> + Send + Sync>);
+pub struct JoinedEvents(pub Arc<JoinedEventsFn>);
+
+/// What [`JoinedEvents`] calls.
+pub type JoinedEventsFn = dyn Fn(&Conversation) -> Vec<NewEvent> + Send + Sync;
 
 impl JoinedEvents {
     pub fn new(f: impl Fn(&Conversation) -> Vec<NewEvent> + Send + Sync + 'static) -> Self {
@@ -257,7 +260,8 @@ async fn redeem_into_task<D: InstallationDialect>(
 ) -> StoreResult<Redeemed> {
     // The room's task and its app never change: read before the
     // transaction, whose first statement must be a lock (see `app_grants`).
-    let Some(task_app) = task_app_of_room(&mut *db.read().await?, r.conversation_id, j.task).await?
+    let Some(task_app) =
+        task_app_of_room(&mut *db.read().await?, r.conversation_id, j.task).await?
     else {
         return Ok(Redeemed::NotValid);
     };
@@ -321,7 +325,9 @@ async fn redeem_into_channel<D: InstallationDialect>(
     };
     let redeemer_row = redeemer_app.and_then(|app| held.of(app).cloned());
     let Some(maker_row) = held.of(maker).cloned() else {
-        return Err(StoreError::Corrupt("a held installation went missing".into()));
+        return Err(StoreError::Corrupt(
+            "a held installation went missing".into(),
+        ));
     };
     let Some((state, space)) = hold_channel(&mut *tx, r.conversation_id).await? else {
         return stop(tx, Redeemed::NotValid).await;

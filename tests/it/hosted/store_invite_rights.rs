@@ -57,7 +57,11 @@ async fn a_makers_revoked_grant_lends_nothing(store: DynStore) {
         .await
         .unwrap();
     assert_eq!(r, Redeemed::NotValid);
-    assert_eq!(level(&store, ch, space, late).await, None, "nothing written");
+    assert_eq!(
+        level(&store, ch, space, late).await,
+        None,
+        "nothing written"
+    );
     assert_eq!(uses_left(&store, row.id).await, 4, "no use spent");
 
     // Only `read` left: no write to lend either.
@@ -85,7 +89,13 @@ async fn a_makers_revoked_grant_lends_nothing(store: DynStore) {
         .await
         .unwrap();
     store.add_member(group, maker, 7).await.unwrap();
-    grant_on(&store, Holder::Group(group), GrantPlace::Space(space), Level::Write).await;
+    grant_on(
+        &store,
+        Holder::Group(group),
+        GrantPlace::Space(space),
+        Level::Write,
+    )
+    .await;
     let r = store
         .redeem_invite(&on_channel(&row, late, 8))
         .await

@@ -11,8 +11,8 @@
 
 use switchboard::domain::authz::level::{GrantPlace, Holder};
 use switchboard::domain::authz::Level;
-use switchboard::domain::hosted::invite;
 use switchboard::domain::event::NewEvent;
+use switchboard::domain::hosted::invite;
 use switchboard::domain::PrincipalKind;
 use switchboard::store::{
     DynStore, InviteJoin, InviteRecord, InviteRedemption, JoinedEvents, NewChannel, NewGrant,
@@ -83,7 +83,13 @@ pub(super) async fn grant_on(
 /// a grant of its own).
 pub(super) async fn channel(store: &DynStore, by: Uuid) -> (Uuid, Uuid) {
     let (ch, space) = bare_channel(store, by).await;
-    grant_on(store, Holder::Principal(by), GrantPlace::Space(space), Level::Write).await;
+    grant_on(
+        store,
+        Holder::Principal(by),
+        GrantPlace::Space(space),
+        Level::Write,
+    )
+    .await;
     (ch, space)
 }
 
@@ -178,7 +184,10 @@ async fn a_task_invite_spends_a_use_and_joins_task_and_room(store: DynStore) {
     };
     assert_eq!(done.events.len(), 1);
     assert_eq!(done.events[0].audience, c);
-    assert!(done.room.participants.contains(&c), "the room as it committed");
+    assert!(
+        done.room.participants.contains(&c),
+        "the room as it committed"
+    );
     assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 1);
     let conversation = store.conversation(room.id).await.unwrap().unwrap();
     assert!(conversation.participants.contains(&c));

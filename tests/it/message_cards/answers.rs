@@ -123,7 +123,11 @@ async fn a_reply_in_a_channel_reaches_its_other_app_readers(options: Options) {
     let mut app = t.connect(&t.bot).await;
     let mut alex = t.connect(&t.alex).await;
     let card = t.post(&mut app, buttons(), "once").await["message"].clone();
-    assert_eq!(app_copies(&t, &ear_key, &card["id"]).await, 1, "a send's copy");
+    assert_eq!(
+        app_copies(&t, &ear_key, &card["id"]).await,
+        1,
+        "a send's copy"
+    );
     let yes = component_id(&card, "yes");
     let pressed = press(&mut alex, &t.alex, &card["id"], &yes, None).await;
     let id = pressed["result"]["interaction"]["interactionId"].clone();
