@@ -39,7 +39,7 @@ pub(super) fn link(room: Uuid, by: Uuid, uses: i64, expires_at: i64) -> InviteRe
 /// it holds `write` on, so its links to it lend that.
 pub(super) async fn maker_in(store: &DynStore) -> Uuid {
     let mut m = crate::support::werewolf_manifest();
-    m["scopes"] = serde_json::json!(["messages:write"]);
+    m["scopes"] = serde_json::json!(["messages:write", "events:subscribe"]);
     let bounds = switchboard::config::Config::default().manifest_bounds();
     let m = switchboard::domain::manifest::validate(&m, &bounds).unwrap();
     let app = principal(PrincipalKind::App, "maker");
