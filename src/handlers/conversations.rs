@@ -6,7 +6,8 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::channel_audience::{channel_apps, channel_readers, wakes_of};
+use super::channel_audience::{channel_readers, wakes_of};
+use super::fanout::{channel_forward, forward};
 use super::{check_others, invalid, people_among, store_failure, threads};
 use crate::access::{self, Target};
 use crate::config::MessagesConfig;
@@ -22,8 +23,8 @@ use crate::protocol::conversations::*;
 use crate::protocol::Notification;
 use crate::rpc::RpcError;
 use crate::store::{
-    AppCopies, AppRecord, CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage,
-    NewConversation, NewMessage, PersonCopies, Verdict,
+    AppRecord, CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage, NewConversation,
+    NewMessage, Verdict,
 };
 
 /// `agent/conversation/create`: check the participants and the kind, then
@@ -382,13 +383,12 @@ async fn fanout_of(
             forward(conversation, conversation.recipients_but(out.sender)),
             None,
         )),
-        (ConversationKind::Channel, _) => {
-            let apps = channel_apps(hub, conversation, out.sender)
+        (ConversationKind::Channel, _) => Ok((
+            channel_forward(hub, conversation, out.sender)
                 .await
-                .map_err(store_failure)?;
-            let readers = channel_readers(conversation, out.sender);
-            Ok((forward_with(conversation, readers, apps), None))
-        }
+                .map_err(store_failure)?,
+            None,
+        )),
         // People never take part in tasks (ADR 0020 §1): `access` refuses
         // a person's send there before it gets here.
         (ConversationKind::Task, Origin::Person) => {
@@ -422,35 +422,6 @@ async fn fanout_of(
                 }),
             ))
         }
-    }
-}
-
-/// An app's message's fan-out (its task conversations' participants, a
-/// channel's readers): what an interaction's reply reaches.
-pub(super) fn app_fanout(conversation: &Membership, app: Uuid) -> Fanout {
-    match conversation.kind {
-        ConversationKind::Channel => forward(conversation, channel_readers(conversation, app)),
-        _ => forward(conversation, conversation.recipients_but(app)),
-    }
-}
-
-/// A forward to `recipients`, each event named by its recipient's kind
-/// (ADR 0020 §1).
-fn forward(conversation: &Membership, recipients: Vec<Uuid>) -> Fanout {
-    forward_with(conversation, recipients, AppCopies::NONE)
-}
-
-/// [`forward`] that `apps` also hear (a channel's, outside its recipients).
-fn forward_with(conversation: &Membership, recipients: Vec<Uuid>, apps: AppCopies) -> Fanout {
-    let people = PersonCopies {
-        people: conversation.people_among(&recipients),
-        event_type: PersonMessageReceived::NAME,
-    };
-    Fanout::Forward {
-        recipients,
-        event_type: MessageReceived::NAME,
-        people,
-        apps,
     }
 }
 

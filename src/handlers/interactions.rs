@@ -8,7 +8,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::cards::invalid_at;
-use super::conversations::app_fanout;
+use super::fanout::app_message;
 use super::{invalid, store_failure};
 use crate::access::{self, Target};
 use crate::config::MessagesConfig;
@@ -100,6 +100,10 @@ pub async fn respond(
             let conversation = access::check(&ctx, Action::MessageCreate, place)
                 .await?
                 .membership()?;
+            // A send's audience: a channel's app readers hear the reply too.
+            let (fanout, jobs) = app_message(&ctx.hub, &conversation, app)
+                .await
+                .map_err(store_failure)?;
             Some(NewMessage {
                 id: Uuid::now_v7(),
                 conversation_id: conversation.id,
@@ -113,8 +117,8 @@ pub async fn respond(
                 client_msg_id: None,
                 request_hash: None,
                 created_at: now_millis(),
-                fanout: app_fanout(&conversation, app),
-                jobs: Vec::new(),
+                fanout,
+                jobs,
                 card: None,
                 reply_to_interaction: Some(interaction.interaction_id),
             })

@@ -3,9 +3,12 @@
 //! `rooms_join`, one path. The redeemer is decided by `access`
 //! (`invite.accept`: its kind, that it is active, an app's installation);
 //! the link lends its maker's right to the room, which is decided again
-//! now (`message.create` of the maker, Filter mode), so a link whose app
-//! was suspended or lost the room is as dead as an expired one. Every link
-//! that does not let its holder in answers the same `Conflict`.
+//! now (`message.create` of the maker, Filter mode, to refuse early), and
+//! once more by the store inside the joining transaction, under the rows a
+//! change of it takes (ADR 0031, 2026-12-02 third pass), so a link whose
+//! app was suspended or lost the room is as dead as an expired one, even
+//! racing the change. Every link that does not let its holder in answers
+//! the same `Conflict`.
 
 use std::sync::Arc;
 
@@ -14,7 +17,7 @@ use serde_json::json;
 use super::store_failure;
 use crate::access::{self, Target};
 use crate::domain::authz::{Action, Level};
-use crate::domain::conversation::ConversationKind;
+use crate::domain::conversation::{Conversation, ConversationKind};
 use crate::domain::event::NewEvent;
 use crate::domain::hosted::invite::{self, NOT_VALID};
 use crate::domain::task::TaskState;
@@ -24,7 +27,7 @@ use crate::protocol::invites::{InviteAcceptParams, InviteAcceptResult};
 use crate::protocol::tasks::{ConversationJoined, ConversationPayload};
 use crate::protocol::Notification;
 use crate::rpc::RpcError;
-use crate::store::{InviteJoin, InviteRecord, InviteRedemption, Redeemed};
+use crate::store::{InviteJoin, InviteRecord, InviteRedemption, JoinedEvents, Redeemed};
 
 fn not_valid() -> RpcError {
     RpcError::conflict(NOT_VALID).with_data(json!({"code": "invite_not_valid"}))
@@ -67,9 +70,12 @@ pub async fn redeem(
         InviteJoin::Channel { .. } => hub.memberships.invalidate_channels(),
     }
     match redeemed.map_err(store_failure)? {
-        Redeemed::Joined(stored) => {
-            hub.events.publish(&stored);
-            answer(hub, row.conversation_id, true).await
+        Redeemed::Joined(joined) => {
+            hub.events.publish(&joined.events);
+            Ok(InviteAcceptResult {
+                conversation: joined.room,
+                joined: true,
+            })
         }
         Redeemed::Member => answer(hub, row.conversation_id, false).await,
         Redeemed::NotValid => Err(not_valid()),
@@ -157,22 +163,12 @@ async fn join_of(
                 .manifest
                 .limits
                 .max_participants;
-            let mut after = hub
-                .store
-                .conversation(row.conversation_id)
-                .await
-                .map_err(store_failure)?
-                .ok_or_else(not_valid)?;
-            after.participants.push(me.id);
-            let body = serde_json::to_value(ConversationPayload {
-                conversation: after,
-            })
-            .map_err(|_| RpcError::internal())?;
+            let agent = me.id;
             Ok(Some(InviteJoin::Task {
                 task_id,
-                agent: me.id,
+                agent,
                 max_participants,
-                events: vec![NewEvent::new(me.id, ConversationJoined::NAME, body)],
+                joined: JoinedEvents::new(move |room| joined_events(agent, room)),
             }))
         }
         (ConversationKind::Channel, _) => {
@@ -192,6 +188,16 @@ async fn join_of(
         // `invite_create` makes links to task rooms and channels only.
         _ => Err(not_valid()),
     }
+}
+
+/// The redeemer's `agent/conversation/joined`, telling the room as the
+/// joining transaction left it.
+fn joined_events(agent: uuid::Uuid, room: &Conversation) -> Vec<NewEvent> {
+    let body = serde_json::to_value(ConversationPayload {
+        conversation: room.clone(),
+    })
+    .expect("event payloads serialize");
+    vec![NewEvent::new(agent, ConversationJoined::NAME, body)]
 }
 
 async fn answer(

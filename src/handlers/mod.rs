@@ -11,6 +11,7 @@ pub mod channels;
 pub mod commands;
 pub mod conversations;
 pub mod events;
+mod fanout;
 pub mod interactions;
 pub mod invites;
 pub mod leases;

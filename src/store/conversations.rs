@@ -232,7 +232,10 @@ pub(super) async fn load_conversation(
 /// One conversation and its participants in ONE statement, whether or not
 /// it exists (no rows then): a hidden id costs what a missing one costs
 /// (ADR 0020 §3). A row per participant, or one with a NULL participant.
-async fn conversation_alone(ex: &mut dyn Executor, id: Uuid) -> StoreResult<Option<Conversation>> {
+pub(super) async fn conversation_alone(
+    ex: &mut dyn Executor,
+    id: Uuid,
+) -> StoreResult<Option<Conversation>> {
     let sql = format!(
         "SELECT {CONVERSATION_COLUMNS}, p.principal_id FROM conversations c \
          LEFT JOIN conversation_participants p ON p.conversation_id = c.id \

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use uuid::Uuid;
 
-pub use super::hosted_invites::{InviteJoin, InviteRecord, InviteRedemption, Redeemed};
+pub use super::hosted_invites::{
+    InviteJoin, InviteRecord, InviteRedemption, JoinedEvents, JoinedRoom, Redeemed,
+};
 pub use super::hosted_profiles::AppProfile;
 
 use super::installations::InstallationDialect;

@@ -5,17 +5,21 @@
 //! count decides: two redemptions racing for the last use cannot both win,
 //! on either backend, and the loser writes nothing.
 
+use std::sync::Arc;
+
 use uuid::Uuid;
 
-use super::conversations::hold_seq;
+use super::conversations::{conversation_alone, hold_seq};
+use super::hosted_invite_rights::{self as rights, principal_is, Lock, Need};
 use super::installations::InstallationDialect;
 use super::places::bump_rights_version;
-use super::sql::{Arg, Database, Executor, Tx};
-use super::{app_grants, installation_held, InstallationRecord, StoreError, StoreResult};
+use super::sql::{parsed, Arg, Database, Executor, Tx};
+use super::{app_grants, StoreError, StoreResult};
 use crate::domain::authz::level::Holder;
 use crate::domain::authz::ChannelState;
+use crate::domain::conversation::Conversation;
 use crate::domain::event::{NewEvent, StoredEvent};
-use crate::domain::installation::{Actor, InstallationState};
+use crate::domain::installation::Actor;
 use crate::domain::task::TaskState;
 use crate::domain::Millis;
 
@@ -31,18 +35,41 @@ pub struct InviteRecord {
     pub created_at: Millis,
 }
 
+/// The events of a task join (the agent's `agent/conversation/joined`),
+/// built from the room as the joining transaction left it, so what they
+/// tell is what it decided: the caller's, so the store writes them without
+/// knowing the protocol's names (as `FailureEvents`).
+#[derive(Clone)]
+pub struct JoinedEvents(pub Arc<JoinedEventsFn>);
+
+/// What [`JoinedEvents`] calls.
+pub type JoinedEventsFn = dyn Fn(&Conversation) -> Vec<NewEvent> + Send + Sync;
+
+impl JoinedEvents {
+    pub fn new(f: impl Fn(&Conversation) -> Vec<NewEvent> + Send + Sync + 'static) -> Self {
+        JoinedEvents(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for JoinedEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JoinedEvents")
+    }
+}
+
 /// How the redeemer becomes a member, by the room's kind.
 #[derive(Clone, Debug)]
 pub enum InviteJoin {
     /// A task conversation: the agent becomes a participant of the task
-    /// (`invited`) and of the conversation, with its events (its
-    /// `agent/conversation/joined`), while the task is active and has
-    /// fewer than `max_participants` (its app's `limits.maxParticipants`).
+    /// (`invited`) and of the conversation, with the events `joined`
+    /// builds, while the task is active, its app's installation active and
+    /// fewer than `max_participants` (its app's `limits.maxParticipants`)
+    /// take part.
     Task {
         task_id: Uuid,
         agent: Uuid,
         max_participants: u32,
-        events: Vec<NewEvent>,
+        joined: JoinedEvents,
     },
     /// A channel: the principal holds `write` on it (a `read` grant of its
     /// own is raised; a higher one is kept), granted by the link's maker.
@@ -57,17 +84,27 @@ pub struct InviteRedemption {
     pub now: Millis,
 }
 
+/// A join as it committed: the room as the transaction left it (a task
+/// room's participants with the redeemer), and the events it wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JoinedRoom {
+    pub room: Conversation,
+    pub events: Vec<StoredEvent>,
+}
+
 /// What a redemption did; only `Joined` wrote anything.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Redeemed {
-    /// One use spent and the redeemer joined; the join's events.
-    Joined(Vec<StoredEvent>),
+    /// One use spent and the redeemer joined.
+    Joined(JoinedRoom),
     /// The redeemer was a member already (also the later of one
     /// redeemer's racing redemptions): no use spent.
     Member,
     /// No use left, expired, another room, the task no longer active, the
-    /// maker's installation not active, or the redeemer not an active
-    /// principal of a kind the room takes.
+    /// maker's or the task app's installation not active, the maker no
+    /// longer writing the room (its grant, its scope, the channel's
+    /// state), or the redeemer not an active principal of a kind the room
+    /// takes.
     NotValid,
     /// The task has its app's `limits.maxParticipants` already.
     Full,
@@ -166,16 +203,17 @@ pub(super) async fn read(
     .transpose()
 }
 
-/// Joins and spends one use in one transaction, with `put_grant`'s
-/// safeguards (ADR 0031, 2026-12-02): the maker's installation held active
-/// (so a suspended or uninstalled app lends nothing), the redeemer an
-/// active principal of a kind the room takes, a redeemer app's own live
-/// installation held and the grant audited as `grant.manage`. The room's
-/// row is held next (after a task's own row: the order a close and an
+/// Joins and spends one use in one transaction, deciding there what the
+/// link lends (ADR 0031, 2026-12-02 and its third pass): the installations
+/// held first (`hosted_invite_rights::hold`: the maker's and, for a task
+/// room, the task app's, both active; a redeemer app's on a channel, live),
+/// then the room's row (after a task's own row: the order a close and an
 /// uninstall take them in), so redemptions into one room queue. The
-/// task's state is read under the task's row; membership and the
-/// participant count under the room's, and one redeemer racing itself
-/// spends one use.
+/// task's state is read under the task's row; the maker's right, the
+/// membership and the participant count under the room's; on a channel the
+/// maker's level after the rights version is held. One redeemer racing
+/// itself spends one use. A join answers the room as it committed, and
+/// builds the joined events from it.
 pub(super) async fn redeem<D: InstallationDialect>(
     db: &(impl Database + ?Sized),
     r: &InviteRedemption,
@@ -184,66 +222,141 @@ pub(super) async fn redeem<D: InstallationDialect>(
         Some(row) if row.conversation_id == r.conversation_id => row.created_by,
         _ => return Ok(Redeemed::NotValid),
     };
-    // A principal's kind never changes: read before the transaction, whose
-    // first statement must be a lock (see `app_grants`).
-    let redeemer_app = match &r.join {
-        InviteJoin::Channel { principal, .. } => {
-            app_grants::app_subject(&mut *db.read().await?, Holder::Principal(*principal)).await?
-        }
-        InviteJoin::Task { .. } => None,
-    };
-    let mut tx = db.begin().await?;
-    let Some(held) = hold_installations::<D>(&mut *tx, maker, redeemer_app).await? else {
-        tx.rollback().await?;
-        return Ok(Redeemed::NotValid);
-    };
-    let outcome = match &r.join {
+    match &r.join {
         InviteJoin::Task {
             task_id,
             agent,
             max_participants,
-            events,
+            joined,
         } => {
-            let ready = task_ready(&mut *tx, *task_id, r.conversation_id, *agent).await?;
-            match ready {
-                TaskReady::Go => {}
-                TaskReady::Stop(o) => return stop(tx, o).await,
-            }
-            if !room_for(&mut *tx, *task_id, *agent, *max_participants).await? {
-                return stop(tx, Redeemed::Full).await;
-            }
-            if !spend(&mut *tx, r).await? {
-                return stop(tx, Redeemed::NotValid).await;
-            }
-            join_task(&mut *tx, *task_id, r.conversation_id, *agent, r.now).await?;
-            Redeemed::Joined(tx.append_events(events, r.now).await?)
+            let join = TaskJoin {
+                task: *task_id,
+                agent: *agent,
+                max: *max_participants,
+                maker,
+            };
+            redeem_into_task::<D>(db, r, &join, joined).await
         }
         InviteJoin::Channel {
             principal,
             granted_by,
-        } => {
-            if !hold_open_channel(&mut *tx, r.conversation_id).await? {
-                return stop(tx, Redeemed::NotValid).await;
-            }
-            if !principal_is(&mut *tx, *principal, &["agent", "person", "app"]).await? {
-                return stop(tx, Redeemed::NotValid).await;
-            }
-            if writes_already(&mut *tx, r.conversation_id, *principal).await? {
-                return stop(tx, Redeemed::Member).await;
-            }
-            if !spend(&mut *tx, r).await? {
-                return stop(tx, Redeemed::NotValid).await;
-            }
-            write_on_channel(&mut *tx, r.conversation_id, *principal, *granted_by, r.now).await?;
-            if let Some(installation) = &held {
-                app_grants::record_put(&mut *tx, Actor::App(*granted_by), installation, r.now)
-                    .await?;
-            }
-            Redeemed::Joined(Vec::new())
-        }
+        } => redeem_into_channel::<D>(db, r, maker, *principal, *granted_by).await,
+    }
+}
+
+/// A task room's redemption, as its handler asked for it.
+struct TaskJoin {
+    task: Uuid,
+    agent: Uuid,
+    max: u32,
+    maker: Uuid,
+}
+
+async fn redeem_into_task<D: InstallationDialect>(
+    db: &(impl Database + ?Sized),
+    r: &InviteRedemption,
+    j: &TaskJoin,
+    joined: &JoinedEvents,
+) -> StoreResult<Redeemed> {
+    // The room's task and its app never change: read before the
+    // transaction, whose first statement must be a lock (see `app_grants`).
+    let Some(task_app) =
+        task_app_of_room(&mut *db.read().await?, r.conversation_id, j.task).await?
+    else {
+        return Ok(Redeemed::NotValid);
     };
+    let mut tx = db.begin().await?;
+    let needs = [
+        Need {
+            app: j.maker,
+            lock: Lock::Shared,
+            active: true,
+        },
+        Need {
+            app: task_app,
+            lock: Lock::Shared,
+            active: true,
+        },
+    ];
+    if rights::hold::<D>(&mut *tx, &needs).await?.is_none() {
+        return stop(tx, Redeemed::NotValid).await;
+    }
+    match task_ready(&mut *tx, j, task_app, r.conversation_id).await? {
+        TaskReady::Go => {}
+        TaskReady::Stop(o) => return stop(tx, o).await,
+    }
+    if !room_for(&mut *tx, j.task, j.agent, j.max).await? {
+        return stop(tx, Redeemed::Full).await;
+    }
+    if !spend(&mut *tx, r).await? {
+        return stop(tx, Redeemed::NotValid).await;
+    }
+    join_task(&mut *tx, j.task, r.conversation_id, j.agent, r.now).await?;
+    let room = room_as_joined(&mut *tx, r.conversation_id).await?;
+    let events = tx.append_events(&(joined.0)(&room), r.now).await?;
     tx.commit().await?;
-    Ok(outcome)
+    Ok(Redeemed::Joined(JoinedRoom { room, events }))
+}
+
+async fn redeem_into_channel<D: InstallationDialect>(
+    db: &(impl Database + ?Sized),
+    r: &InviteRedemption,
+    maker: Uuid,
+    principal: Uuid,
+    granted_by: Uuid,
+) -> StoreResult<Redeemed> {
+    // A principal's kind never changes: read before the transaction, whose
+    // first statement must be a lock (see `app_grants`).
+    let redeemer_app =
+        app_grants::app_subject(&mut *db.read().await?, Holder::Principal(principal)).await?;
+    let mut needs = vec![Need {
+        app: maker,
+        lock: Lock::Shared,
+        active: true,
+    }];
+    needs.extend(redeemer_app.map(|app| Need {
+        app,
+        lock: Lock::Exclusive,
+        active: false,
+    }));
+    let mut tx = db.begin().await?;
+    let Some(held) = rights::hold::<D>(&mut *tx, &needs).await? else {
+        return stop(tx, Redeemed::NotValid).await;
+    };
+    let redeemer_row = redeemer_app.and_then(|app| held.of(app).cloned());
+    let Some(maker_row) = held.of(maker).cloned() else {
+        return Err(StoreError::Corrupt(
+            "a held installation went missing".into(),
+        ));
+    };
+    let Some((state, space)) = hold_channel(&mut *tx, r.conversation_id).await? else {
+        return stop(tx, Redeemed::NotValid).await;
+    };
+    if !rights::open_to_apps(state)
+        || !principal_is(&mut *tx, principal, &["agent", "person", "app"]).await?
+    {
+        return stop(tx, Redeemed::NotValid).await;
+    }
+    if writes_already(&mut *tx, r.conversation_id, principal).await? {
+        return stop(tx, Redeemed::Member).await;
+    }
+    if !spend(&mut *tx, r).await? {
+        return stop(tx, Redeemed::NotValid).await;
+    }
+    write_on_channel(&mut *tx, r.conversation_id, principal, granted_by, r.now).await?;
+    // The rights version is held now: the maker's level as of this commit.
+    if !rights::maker_writes_channel(&mut *tx, &maker_row, r.conversation_id, space).await? {
+        return stop(tx, Redeemed::NotValid).await;
+    }
+    if let Some(installation) = &redeemer_row {
+        app_grants::record_put(&mut *tx, Actor::App(granted_by), installation, r.now).await?;
+    }
+    let room = room_as_joined(&mut *tx, r.conversation_id).await?;
+    tx.commit().await?;
+    Ok(Redeemed::Joined(JoinedRoom {
+        room,
+        events: Vec::new(),
+    }))
 }
 
 /// Ends a redemption that writes nothing.
@@ -252,60 +365,28 @@ async fn stop(tx: Tx, outcome: Redeemed) -> StoreResult<Redeemed> {
     Ok(outcome)
 }
 
-/// The maker's installation held active (shared) and, when the redeemer
-/// of a channel is an app, the redeemer's live one locked as `put_grant`
-/// locks it, the two taken in id order so two apps redeeming each other's
-/// links do not wait on each other in a cycle. `None` when the maker's is
-/// not active or the redeemer app has no live installation; else the
-/// redeemer app's row, if any, for the audit.
-async fn hold_installations<D: InstallationDialect>(
+/// The app of the room's task, when the room is `task`'s.
+async fn task_app_of_room(
     ex: &mut dyn Executor,
-    maker: Uuid,
-    redeemer_app: Option<Uuid>,
-) -> StoreResult<Option<Option<InstallationRecord>>> {
-    if redeemer_app == Some(maker) {
-        return own_row::<D>(ex, maker).await;
-    }
-    let Some(app) = redeemer_app else {
-        let active = installation_held::active::<D>(ex, maker).await?;
-        return Ok(active.then_some(None));
-    };
-    if maker < app {
-        if !installation_held::active::<D>(ex, maker).await? {
-            return Ok(None);
-        }
-        return redeemer_row::<D>(ex, app).await;
-    }
-    let row = redeemer_row::<D>(ex, app).await?;
-    if row.is_none() || !installation_held::active::<D>(ex, maker).await? {
-        return Ok(None);
-    }
-    Ok(row)
+    room: Uuid,
+    task: Uuid,
+) -> StoreResult<Option<Uuid>> {
+    ex.fetch_optional(
+        "SELECT t.app_id FROM conversations c JOIN tasks t ON t.id = c.task_id \
+         WHERE c.id = $1 AND t.id = $2",
+        &[Arg::Id(room), Arg::Id(task)],
+    )
+    .await?
+    .map(|r| r.id("app_id"))
+    .transpose()
 }
 
-/// The maker redeeming its own link: its row taken once, exclusively, and
-/// required active. A shared lock then an exclusive one on the same row
-/// would deadlock two such redemptions on PostgreSQL (each holding the
-/// shared lock the other's upgrade waits on).
-async fn own_row<D: InstallationDialect>(
-    ex: &mut dyn Executor,
-    app: Uuid,
-) -> StoreResult<Option<Option<InstallationRecord>>> {
-    Ok(redeemer_row::<D>(ex, app).await?.filter(|row| {
-        row.as_ref()
-            .is_some_and(|i| i.state == InstallationState::Active)
-    }))
-}
-
-async fn redeemer_row<D: InstallationDialect>(
-    ex: &mut dyn Executor,
-    app: Uuid,
-) -> StoreResult<Option<Option<InstallationRecord>>> {
-    match app_grants::hold_installation::<D>(ex, app).await {
-        Ok(row) => Ok(Some(Some(row))),
-        Err(StoreError::Conflict(_)) => Ok(None),
-        Err(e) => Err(e),
-    }
+/// The room as this transaction leaves it: what the join answers and its
+/// events tell.
+async fn room_as_joined(ex: &mut dyn Executor, room: Uuid) -> StoreResult<Conversation> {
+    conversation_alone(ex, room)
+        .await?
+        .ok_or(StoreError::NotFound)
 }
 
 enum TaskReady {
@@ -314,33 +395,37 @@ enum TaskReady {
 }
 
 /// The task active (its row held, so a close waits for the join or the
-/// join sees the close), the redeemer an active agent, not yet in the room
-/// (read with the room's row held).
+/// join sees the close), the redeemer an active agent; then, with the
+/// room's row held, the maker's right to the room and the redeemer not in
+/// it yet.
 async fn task_ready(
     ex: &mut dyn Executor,
-    task: Uuid,
+    j: &TaskJoin,
+    task_app: Uuid,
     conversation: Uuid,
-    agent: Uuid,
 ) -> StoreResult<TaskReady> {
     let state = ex
         .fetch_optional(
             "UPDATE tasks SET state = state WHERE id = $1 RETURNING state",
-            &[Arg::Id(task)],
+            &[Arg::Id(j.task)],
         )
         .await?
         .map(|r| r.text("state"))
         .transpose()?;
     if state.as_deref() != Some(TaskState::Active.as_str())
-        || !principal_is(ex, agent, &["agent"]).await?
+        || !principal_is(ex, j.agent, &["agent"]).await?
     {
         return Ok(TaskReady::Stop(Redeemed::NotValid));
     }
     hold_seq(ex, conversation).await?;
+    if !rights::maker_writes_task_room(ex, j.maker, task_app, conversation).await? {
+        return Ok(TaskReady::Stop(Redeemed::NotValid));
+    }
     let member = ex
         .fetch_optional(
             "SELECT 1 AS one FROM conversation_participants \
              WHERE conversation_id = $1 AND principal_id = $2",
-            &[Arg::Id(conversation), Arg::Id(agent)],
+            &[Arg::Id(conversation), Arg::Id(j.agent)],
         )
         .await?;
     Ok(match member {
@@ -366,35 +451,30 @@ async fn room_for(ex: &mut dyn Executor, task: Uuid, agent: Uuid, max: u32) -> S
     Ok(mine > 0 || n < i64::from(max))
 }
 
-/// The channel's row held (as `hold_seq` holds it) and its state read
-/// under it: `false` when it is archived. `set_channel` updates the same
-/// row, so an archive and a redemption serialize: the handler's recheck of
-/// the maker's right ran before the transaction, and a channel archived
-/// since then must not take a new member (ADR 0031, 2026-12-02).
-async fn hold_open_channel(ex: &mut dyn Executor, channel: Uuid) -> StoreResult<bool> {
-    let state = ex
+/// The channel's row held (as `hold_seq` holds it) and its state and
+/// space read under it. `set_channel` updates the same row, so a change of
+/// the channel's state and a redemption serialize: an archived or
+/// read-only channel takes no one by an app's link (ADR 0031, 2026-12-02).
+/// `None` when the room is no channel.
+async fn hold_channel(
+    ex: &mut dyn Executor,
+    channel: Uuid,
+) -> StoreResult<Option<(ChannelState, Uuid)>> {
+    let Some(row) = ex
         .fetch_optional(
-            "UPDATE conversations SET last_message_seq = last_message_seq WHERE id = $1 \
-             RETURNING state",
+            "UPDATE conversations SET last_message_seq = last_message_seq \
+             WHERE id = $1 AND kind = 'channel' RETURNING state, space_id",
             &[Arg::Id(channel)],
         )
         .await?
-        .ok_or(StoreError::NotFound)?
-        .opt_text("state")?;
-    Ok(state.as_deref() != Some(ChannelState::Archived.as_str()))
-}
-
-/// An existing, active principal of one of `kinds`.
-async fn principal_is(ex: &mut dyn Executor, id: Uuid, kinds: &[&str]) -> StoreResult<bool> {
-    let kind = ex
-        .fetch_optional(
-            "SELECT kind FROM principals WHERE id = $1 AND disabled_at IS NULL",
-            &[Arg::Id(id)],
-        )
-        .await?
-        .map(|r| r.text("kind"))
-        .transpose()?;
-    Ok(kind.is_some_and(|k| kinds.contains(&k.as_str())))
+    else {
+        return Ok(None);
+    };
+    let state = parsed(row.text("state")?, "channel state", ChannelState::parse)?;
+    let space = row
+        .opt_id("space_id")?
+        .ok_or_else(|| StoreError::Corrupt("a channel without a space".into()))?;
+    Ok(Some((state, space)))
 }
 
 /// Whether the principal's own grant on the channel is `write` or above.

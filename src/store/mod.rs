@@ -31,6 +31,7 @@ mod group_commit;
 mod group_sends;
 mod group_verdicts;
 mod hosted;
+mod hosted_invite_rights;
 mod hosted_invites;
 mod hosted_memory;
 mod hosted_profiles;
@@ -80,8 +81,8 @@ pub use effects::Effects;
 pub use events::EventStore;
 pub use existing::open_existing;
 pub use hosted::{
-    AppProfile, CoordOutcome, HostedStore, InviteJoin, InviteRecord, InviteRedemption, Redeemed,
-    RunEnd, RunRecord, INVITES_AT_MAX,
+    AppProfile, CoordOutcome, HostedStore, InviteJoin, InviteRecord, InviteRedemption,
+    JoinedEvents, JoinedRoom, Redeemed, RunEnd, RunRecord, INVITES_AT_MAX,
 };
 pub use identity::{
     IdempotencyRecord, IdempotentResponse, IdentityStore, KeyRecord, NewKey, NewPrincipal,

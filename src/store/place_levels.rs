@@ -50,6 +50,30 @@ pub(super) async fn channel_levels(
     Ok(level::fold(rows))
 }
 
+/// The level reaching `principal` on the channel (directly, through a
+/// group, or on its space), capped for its kind; `None` without a grant or
+/// for a disabled principal. The levels query for one principal, read
+/// inside a transaction that must decide one right (a redemption's maker).
+pub(super) async fn principal_channel_level(
+    ex: &mut dyn Executor,
+    principal: Uuid,
+    channel: Uuid,
+    space: Uuid,
+) -> StoreResult<Option<level::Level>> {
+    let sql = format!("{CHANNEL_LEVELS} AND p.id = $3");
+    let rows = ex
+        .fetch_all(
+            &sql,
+            &[Arg::Id(channel), Arg::Id(space), Arg::Id(principal)],
+        )
+        .await?;
+    let rows = rows
+        .iter()
+        .map(level_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok(level::fold(rows).get(&principal).map(|(_, l)| *l))
+}
+
 pub(super) async fn space_levels(
     ex: &mut dyn Executor,
     principal: Uuid,

@@ -296,6 +296,22 @@ async fn a_task_room_link_brings_an_agent_into_the_task_and_no_one_else() {
     assert_eq!(line(log, "heard"), "hello from carol");
     assert_eq!(line(log, "sender"), json!(carol.id));
 
+    // The task's app suspended: its task takes no one by a link, the one
+    // refusal of every dead link (the redemption holds the task app's
+    // installation); resumed, the spare link is still unspent.
+    let path = |action: &str| format!("/api/v1/apps/{app_id}/installation/{action}");
+    let (status, body) = super::runs::admin(&hub, Method::POST, &path("suspend"), None).await;
+    assert_eq!(status, 200, "{body}");
+    let held = accept(&mut dave_s, "agent/invite/accept", &spare).await;
+    assert_eq!(held["error"]["data"]["code"], "invite_not_valid", "{held}");
+    let (status, body) = super::runs::admin(&hub, Method::POST, &path("resume"), None).await;
+    assert_eq!(status, 200, "{body}");
+    let spare_id = switchboard::domain::hosted::invite::parse(&spare)
+        .expect("a link")
+        .id;
+    let unspent = hub_store(&hub).await.invite(spare_id).await.unwrap();
+    assert_eq!(unspent.map(|r| r.uses_left), Some(1), "no use spent");
+
     // The task closed: its room's unused link answers as a dead one to
     // everyone, the person too (the task's state is checked before the
     // redeemer's kind).

@@ -21,6 +21,7 @@ mod runs;
 mod store;
 mod store_connections;
 mod store_invite_guards;
+mod store_invite_rights;
 mod store_invites;
 mod store_profiles;
 mod suspend;

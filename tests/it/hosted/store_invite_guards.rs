@@ -7,15 +7,12 @@
 //! cap of `invite_create` and the pruning of dead links.
 
 use switchboard::domain::authz::ChannelState;
-use switchboard::domain::event::NewEvent;
 use switchboard::domain::installation::{Actor, LifecycleAction, Transition};
 use switchboard::domain::task::TaskState;
-use switchboard::store::{
-    DynStore, Effects, InviteJoin, InviteRedemption, Redeemed, StoreError, INVITES_AT_MAX,
-};
+use switchboard::store::{DynStore, Effects, Redeemed, StoreError, INVITES_AT_MAX};
 use uuid::Uuid;
 
-use super::store_invites::{channel, level, link, on_channel};
+use super::store_invites::{channel, into_task, level, link, maker_in, on_channel};
 use crate::store_contract::{agent_in, app_in, contract, postgres, sqlite};
 use crate::store_installations::{actions_of, no_events};
 use crate::store_reads::active_room;
@@ -24,25 +21,7 @@ fn joined(r: &Redeemed) -> bool {
     matches!(r, Redeemed::Joined(_))
 }
 
-fn into_task(invite: Uuid, room: Uuid, task: Uuid, agent: Uuid, max: u32) -> InviteRedemption {
-    InviteRedemption {
-        invite,
-        conversation_id: room,
-        join: InviteJoin::Task {
-            task_id: task,
-            agent,
-            max_participants: max,
-            events: vec![NewEvent::new(
-                agent,
-                "agent/conversation/joined",
-                serde_json::json!({}),
-            )],
-        },
-        now: 10,
-    }
-}
-
-async fn suspend(store: &DynStore, app: Uuid) {
+pub(super) async fn suspend(store: &DynStore, app: Uuid) {
     let i = store.installation(app).await.unwrap().unwrap();
     store
         .transition(i.id, Transition::Suspend, Actor::Operator, 5, &no_events)
@@ -51,7 +30,7 @@ async fn suspend(store: &DynStore, app: Uuid) {
 }
 
 async fn a_channel_join_has_the_grants_safeguards(store: DynStore) {
-    let maker = app_in(&store).await;
+    let maker = maker_in(&store).await;
     let (ch, space) = channel(&store, maker).await;
     let row = link(ch, maker, 5, i64::MAX);
     store.create_invite(&row, 10).await.unwrap();
@@ -117,21 +96,21 @@ async fn a_task_join_checks_its_limit_and_state_in_the_transaction(store: DynSto
     store.create_invite(&row, 10).await.unwrap();
     // The task has a and b: a limit of 2 leaves no room.
     let full = store
-        .redeem_invite(&into_task(row.id, room.id, task.id, c, 2))
+        .redeem_invite(&into_task(row.id, room.id, task.id, c, 2, 10))
         .await
         .unwrap();
     assert_eq!(full, Redeemed::Full);
     assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 5);
     assert!(store.events_after(c, 0, 10).await.unwrap().is_empty());
     let in_c = store
-        .redeem_invite(&into_task(row.id, room.id, task.id, c, 3))
+        .redeem_invite(&into_task(row.id, room.id, task.id, c, 3, 10))
         .await
         .unwrap();
     assert!(joined(&in_c));
     // An app is no agent: a task takes agents only.
     let an_app = app_in(&store).await;
     let r = store
-        .redeem_invite(&into_task(row.id, room.id, task.id, an_app, 10))
+        .redeem_invite(&into_task(row.id, room.id, task.id, an_app, 10, 10))
         .await
         .unwrap();
     assert_eq!(r, Redeemed::NotValid);
@@ -148,7 +127,7 @@ async fn a_task_join_checks_its_limit_and_state_in_the_transaction(store: DynSto
         .await
         .unwrap();
     let late = store
-        .redeem_invite(&into_task(row.id, room.id, task.id, d, 10))
+        .redeem_invite(&into_task(row.id, room.id, task.id, d, 10, 10))
         .await
         .unwrap();
     assert_eq!(late, Redeemed::NotValid);
@@ -156,7 +135,7 @@ async fn a_task_join_checks_its_limit_and_state_in_the_transaction(store: DynSto
 }
 
 async fn one_redeemer_racing_itself_spends_one_use(store: DynStore) {
-    let app = app_in(&store).await;
+    let app = maker_in(&store).await;
     let (ch, _) = channel(&store, app).await;
     let (a, b) = (agent_in(&store, "a").await, agent_in(&store, "b").await);
     let (task, room) = active_room(&store, app, a, b).await;
@@ -185,7 +164,7 @@ async fn one_redeemer_racing_itself_spends_one_use(store: DynStore) {
         let runs: Vec<_> = (0..3)
             .map(|_| {
                 let s = store.clone();
-                let r = into_task(row.id, room.id, task.id, y, 100);
+                let r = into_task(row.id, room.id, task.id, y, 100, 10);
                 tokio::spawn(async move { s.redeem_invite(&r).await.unwrap() })
             })
             .collect();
@@ -202,7 +181,7 @@ async fn one_redeemer_racing_itself_spends_one_use(store: DynStore) {
 }
 
 async fn many_redeemers_never_spend_past_max_uses(store: DynStore) {
-    let app = app_in(&store).await;
+    let app = maker_in(&store).await;
     let (ch, space) = channel(&store, app).await;
     let row = link(ch, app, 2, i64::MAX);
     store.create_invite(&row, 10).await.unwrap();
@@ -231,7 +210,7 @@ async fn many_redeemers_never_spend_past_max_uses(store: DynStore) {
 }
 
 async fn live_links_are_capped_and_dead_ones_pruned(store: DynStore) {
-    let app = app_in(&store).await;
+    let app = maker_in(&store).await;
     let (ch, _) = channel(&store, app).await;
     let spent = link(ch, app, 1, i64::MAX);
     let expired = link(ch, app, 1, 50);
@@ -263,7 +242,7 @@ async fn live_links_are_capped_and_dead_ones_pruned(store: DynStore) {
 }
 
 async fn a_maker_racing_its_own_link_answers_without_error(store: DynStore) {
-    let maker = app_in(&store).await;
+    let maker = maker_in(&store).await;
     for round in 0..5 {
         let (ch, space) = channel(&store, maker).await;
         let row = link(ch, maker, 3, i64::MAX);
@@ -300,7 +279,7 @@ async fn a_maker_racing_its_own_link_answers_without_error(store: DynStore) {
 }
 
 async fn a_channel_archived_after_the_link_takes_no_one(store: DynStore) {
-    let maker = app_in(&store).await;
+    let maker = maker_in(&store).await;
     let (ch, space) = channel(&store, maker).await;
     let row = link(ch, maker, 3, i64::MAX);
     store.create_invite(&row, 10).await.unwrap();
@@ -317,14 +296,27 @@ async fn a_channel_archived_after_the_link_takes_no_one(store: DynStore) {
     assert_eq!(r, Redeemed::NotValid);
     assert_eq!(level(&store, ch, space, agent).await, None);
     assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 3);
-    // Read-only stays open to a link (the maker's level decides that,
-    // in the handler).
+    // Read-only after the handler's recheck: the maker, an app, is below
+    // the admin a read-only channel takes writes from, and the
+    // transaction reads the state under the channel's row (third pass).
     store
         .set_channel(ch, None, Some(ChannelState::ReadOnly))
         .await
         .unwrap();
     let r = store
         .redeem_invite(&on_channel(&row, agent, 9))
+        .await
+        .unwrap();
+    assert_eq!(r, Redeemed::NotValid);
+    assert_eq!(level(&store, ch, space, agent).await, None);
+    assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 3);
+    // Open again, the link lends again.
+    store
+        .set_channel(ch, None, Some(ChannelState::Open))
+        .await
+        .unwrap();
+    let r = store
+        .redeem_invite(&on_channel(&row, agent, 10))
         .await
         .unwrap();
     assert!(joined(&r), "{r:?}");

@@ -4,16 +4,23 @@
 //! left or the link expired, two redemptions racing for the last use with
 //! one winner, and a channel join that raises `read` to `write` but never
 //! lowers a higher grant.
+//!
+//! A link lends its maker's right, which the redemption decides in its own
+//! transaction (ADR 0031, 2026-12-02 third pass), so a channel's maker here
+//! is an app with `messages:write` and `write` on the channel's space.
 
 use switchboard::domain::authz::level::{GrantPlace, Holder};
 use switchboard::domain::authz::Level;
+use switchboard::domain::event::NewEvent;
 use switchboard::domain::hosted::invite;
+use switchboard::domain::PrincipalKind;
 use switchboard::store::{
-    DynStore, InviteJoin, InviteRecord, InviteRedemption, NewChannel, NewGrant, NewSpace, Redeemed,
+    DynStore, InviteJoin, InviteRecord, InviteRedemption, JoinedEvents, NewChannel, NewGrant,
+    NewSpace, Redeemed,
 };
 use uuid::Uuid;
 
-use crate::store_contract::{agent_in, app_in, contract, postgres, sqlite};
+use crate::store_contract::{agent_in, app_in, contract, new_key, postgres, principal, sqlite};
 use crate::store_reads::active_room;
 
 pub(super) fn link(room: Uuid, by: Uuid, uses: i64, expires_at: i64) -> InviteRecord {
@@ -28,7 +35,66 @@ pub(super) fn link(room: Uuid, by: Uuid, uses: i64, expires_at: i64) -> InviteRe
     }
 }
 
+/// An installed app with `messages:write`: one that may write a channel
+/// it holds `write` on, so its links to it lend that.
+pub(super) async fn maker_in(store: &DynStore) -> Uuid {
+    let mut m = crate::support::werewolf_manifest();
+    m["scopes"] = serde_json::json!(["messages:write", "events:subscribe"]);
+    let bounds = switchboard::config::Config::default().manifest_bounds();
+    let m = switchboard::domain::manifest::validate(&m, &bounds).unwrap();
+    let app = principal(PrincipalKind::App, "maker");
+    let (_, key) = new_key(PrincipalKind::App);
+    let install = switchboard::store::RegistrationInstall::new(
+        app.id,
+        &m,
+        switchboard::domain::installation::Actor::Operator,
+        1,
+    );
+    store
+        .create_app(&app, &m, &key, Some(&install), None)
+        .await
+        .unwrap();
+    app.id
+}
+
+/// `level` for `who` on `place`, by the operator: the grant's id.
+pub(super) async fn grant_on(
+    store: &DynStore,
+    who: Holder,
+    place: GrantPlace,
+    level: Level,
+) -> Uuid {
+    store
+        .put_grant(&NewGrant {
+            id: Uuid::now_v7(),
+            subject: who,
+            place,
+            level,
+            granted_by: None,
+            created_at: 1,
+        })
+        .await
+        .unwrap()
+        .id
+}
+
+/// A new channel in a new space, `by` holding `write` on the space (so
+/// not on the channel itself: a maker redeeming its own link still gets
+/// a grant of its own).
 pub(super) async fn channel(store: &DynStore, by: Uuid) -> (Uuid, Uuid) {
+    let (ch, space) = bare_channel(store, by).await;
+    grant_on(
+        store,
+        Holder::Principal(by),
+        GrantPlace::Space(space),
+        Level::Write,
+    )
+    .await;
+    (ch, space)
+}
+
+/// A new channel in a new space, with no grant.
+pub(super) async fn bare_channel(store: &DynStore, by: Uuid) -> (Uuid, Uuid) {
     let space = Uuid::now_v7();
     store
         .create_space(&NewSpace {
@@ -46,6 +112,32 @@ pub(super) async fn channel(store: &DynStore, by: Uuid) -> (Uuid, Uuid) {
         created_at: 2,
     };
     (store.create_channel(&c).await.unwrap().id, space)
+}
+
+/// A redemption into a task room by `agent`, whose joined event is one
+/// `agent/conversation/joined` telling the room as the transaction left it.
+pub(super) fn into_task(
+    invite: Uuid,
+    room: Uuid,
+    task: Uuid,
+    agent: Uuid,
+    max: u32,
+    now: i64,
+) -> InviteRedemption {
+    InviteRedemption {
+        invite,
+        conversation_id: room,
+        join: InviteJoin::Task {
+            task_id: task,
+            agent,
+            max_participants: max,
+            joined: JoinedEvents::new(move |room| {
+                let body = serde_json::json!({ "conversation": room });
+                vec![NewEvent::new(agent, "agent/conversation/joined", body)]
+            }),
+        },
+        now,
+    }
 }
 
 pub(super) fn on_channel(invite: &InviteRecord, who: Uuid, now: i64) -> InviteRedemption {
@@ -86,26 +178,16 @@ async fn a_task_invite_spends_a_use_and_joins_task_and_room(store: DynStore) {
     store.create_invite(&row, 100).await.unwrap();
     assert_eq!(store.invite(row.id).await.unwrap(), Some(row.clone()));
     assert_eq!(store.invite(Uuid::now_v7()).await.unwrap(), None);
-    let joined = |now| InviteRedemption {
-        invite: row.id,
-        conversation_id: room.id,
-        join: InviteJoin::Task {
-            task_id: task.id,
-            agent: c,
-            max_participants: 10,
-            events: vec![switchboard::domain::event::NewEvent::new(
-                c,
-                "agent/conversation/joined",
-                serde_json::json!({}),
-            )],
-        },
-        now,
-    };
-    let Redeemed::Joined(stored) = store.redeem_invite(&joined(10)).await.unwrap() else {
+    let joined = |now| into_task(row.id, room.id, task.id, c, 10, now);
+    let Redeemed::Joined(done) = store.redeem_invite(&joined(10)).await.unwrap() else {
         panic!("joined")
     };
-    assert_eq!(stored.len(), 1);
-    assert_eq!(stored[0].audience, c);
+    assert_eq!(done.events.len(), 1);
+    assert_eq!(done.events[0].audience, c);
+    assert!(
+        done.room.participants.contains(&c),
+        "the room as it committed"
+    );
     assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 1);
     let conversation = store.conversation(room.id).await.unwrap().unwrap();
     assert!(conversation.participants.contains(&c));
@@ -119,14 +201,7 @@ async fn a_task_invite_spends_a_use_and_joins_task_and_room(store: DynStore) {
     assert_eq!(store.events_after(c, 0, 10).await.unwrap().len(), 1);
     // Past its expiry the use is not spent and nothing is written.
     let d = agent_in(&store, "d").await;
-    let for_d = |now| {
-        let mut r = joined(now);
-        if let InviteJoin::Task { agent, events, .. } = &mut r.join {
-            *agent = d;
-            events[0].audience = d;
-        }
-        r
-    };
+    let for_d = |now| into_task(row.id, room.id, task.id, d, 10, now);
     assert_eq!(
         store.redeem_invite(&for_d(1_000)).await.unwrap(),
         Redeemed::NotValid
@@ -145,11 +220,7 @@ async fn a_task_invite_spends_a_use_and_joins_task_and_room(store: DynStore) {
         Redeemed::Joined(_)
     ));
     let e = agent_in(&store, "e").await;
-    let mut for_e = for_d(30);
-    if let InviteJoin::Task { agent, events, .. } = &mut for_e.join {
-        *agent = e;
-        events[0].audience = e;
-    }
+    let for_e = into_task(row.id, room.id, task.id, e, 10, 30);
     assert_eq!(
         store.redeem_invite(&for_e).await.unwrap(),
         Redeemed::NotValid,
@@ -159,7 +230,7 @@ async fn a_task_invite_spends_a_use_and_joins_task_and_room(store: DynStore) {
 }
 
 async fn two_redemptions_race_for_the_last_use_and_one_wins(store: DynStore) {
-    let app = app_in(&store).await;
+    let app = maker_in(&store).await;
     let (ch, space) = channel(&store, app).await;
     for round in 0..5 {
         let row = link(ch, app, 1, i64::MAX);
@@ -190,7 +261,7 @@ async fn two_redemptions_race_for_the_last_use_and_one_wins(store: DynStore) {
 }
 
 async fn a_channel_join_raises_read_and_keeps_admin(store: DynStore) {
-    let app = app_in(&store).await;
+    let app = maker_in(&store).await;
     let (ch, space) = channel(&store, app).await;
     let (reader, admin) = (agent_in(&store, "r").await, agent_in(&store, "ad").await);
     for (who, lvl) in [(reader, Level::Read), (admin, Level::Admin)] {

@@ -1,7 +1,8 @@
 //! The app's side (ADR 0027 §5, §6): respond once (compare-and-swap), the
 //! reply is the app's and not dispatchable, `components:write` gates
 //! update and respond (and, missing, makes the app's components unusable),
-//! and REST twins of the three routes.
+//! and REST twins of the three routes; a reply in a channel reaches its
+//! other app readers as a send does (`app/message/received`).
 
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -15,6 +16,7 @@ both!(
     losing_components_write_refuses_respond_and_update_and_stops_presses,
     without_components_write_a_card_posts_but_nothing_operates_it,
     the_rest_routes_answer_as_the_gateway,
+    a_reply_in_a_channel_reaches_its_other_app_readers,
 );
 
 async fn a_respond_moves_once_and_its_reply_is_the_apps(options: Options) {
@@ -77,6 +79,79 @@ async fn a_respond_moves_once_and_its_reply_is_the_apps(options: Options) {
         .await;
     assert_eq!(theirs["error"]["code"], json!(-32004), "{theirs}");
     assert_eq!(theirs["error"]["data"]["interactionId"], id);
+}
+
+/// The `app/message/received` copies of `message` in `key`'s log, read
+/// over REST from the start: the reply is committed before its respond
+/// answers, so a copy it writes is there at once.
+async fn app_copies(t: &super::Table, key: &str, message: &Value) -> usize {
+    let (status, page) = call(
+        &t.hub,
+        Method::GET,
+        "/api/v1/events?after=0&limit=100",
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{page}");
+    page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["type"] == json!("app/message/received") && e["payload"]["message"]["id"] == *message
+        })
+        .count()
+}
+
+async fn a_reply_in_a_channel_reaches_its_other_app_readers(options: Options) {
+    let t = table(options, ALL_SCOPES).await;
+    // Another app reads the channel and receives events.
+    let mut manifest = crate::support::werewolf_manifest();
+    manifest["name"] = json!("Ear");
+    manifest["scopes"] = json!(["events:subscribe"]);
+    let (ear_id, ear_key) = t.hub.register_app(&manifest).await;
+    let ear: uuid::Uuid = ear_id.parse().unwrap();
+    crate::support::world::grant(
+        &t.hub,
+        crate::support::hub::ADMIN_TOKEN,
+        crate::support::world::principal(ear),
+        crate::support::world::on_channel(t.general),
+        "read",
+    )
+    .await;
+    let mut app = t.connect(&t.bot).await;
+    let mut alex = t.connect(&t.alex).await;
+    let card = t.post(&mut app, buttons(), "once").await["message"].clone();
+    assert_eq!(
+        app_copies(&t, &ear_key, &card["id"]).await,
+        1,
+        "a send's copy"
+    );
+    let yes = component_id(&card, "yes");
+    let pressed = press(&mut alex, &t.alex, &card["id"], &yes, None).await;
+    let id = pressed["result"]["interaction"]["interactionId"].clone();
+    next(&mut app, "app/interaction/created").await;
+    let answered = app
+        .call(
+            json!("r"),
+            "app/interaction/respond",
+            json!({"interactionId": id, "state": "acknowledged",
+                   "reply": {"parts": [{"type": "text", "text": "counted"}]}}),
+        )
+        .await;
+    let reply = answered["result"]["message"]["id"].clone();
+    assert!(reply.is_string(), "{answered}");
+    assert_eq!(
+        app_copies(&t, &ear_key, &reply).await,
+        1,
+        "the reply's copy, as a send's"
+    );
+    assert_eq!(
+        app_copies(&t, &t.bot.key, &reply).await,
+        0,
+        "never the replying app's own"
+    );
 }
 
 async fn without_components_write_a_card_posts_but_nothing_operates_it(options: Options) {
