@@ -55,10 +55,14 @@ impl Log {
         let bytes = self.bytes.lock().expect("log lock");
         let len = bytes.len();
         let cut = len.saturating_sub(max);
-        // A character has at most three continuation bytes.
-        let start = (cut..len.min(cut + 4))
-            .find(|&i| !is_continuation(bytes[i]))
-            .unwrap_or(cut);
+        // A character has at most three continuation bytes. Nothing cut,
+        // nothing skipped: a log starting mid-character is kept whole.
+        let start = match cut {
+            0 => 0,
+            _ => (cut..len.min(cut + 4))
+                .find(|&i| !is_continuation(bytes[i]))
+                .unwrap_or(cut),
+        };
         (len, bytes[start..].to_vec())
     }
 
@@ -191,5 +195,8 @@ mod tests {
         // Not UTF-8 (more than three continuation bytes): the cut stays.
         let raw = log_of(100, &[&[0x80; 8]]);
         assert_eq!(raw.tail(5).1, vec![0x80; 5]);
+        // Nothing cut: kept whole, even starting on a continuation byte.
+        let whole = log_of(100, &[&[0x80, b'a']]);
+        assert_eq!(whole.tail(10).1, vec![0x80, b'a']);
     }
 }

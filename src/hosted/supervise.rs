@@ -48,12 +48,7 @@ pub async fn supervise(mut live: Live) -> Option<RunRecord> {
     let cfg = hub.config.hosted.clone();
     let pid = live.child.id().unwrap_or(0);
     let log = Log::new(cfg.output_max_bytes as usize);
-    let live_log = LiveLog::start(
-        hub.clone(),
-        live.run,
-        log.clone(),
-        cfg.live_log_max_bytes as usize,
-    );
+    let live_log = LiveLog::start(hub.clone(), live.run, log.clone(), cfg.live_log_bytes());
     let readers = [
         reader(log.clone(), live.child.stdout.take()),
         reader(log.clone(), live.child.stderr.take()),

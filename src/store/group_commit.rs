@@ -6,8 +6,10 @@
 //! backend's [`GroupWriter`] and answers each writer. A write answered by
 //! an earlier group returns at once; a write given up while still queued
 //! is taken back out, so it is never written behind writes that came after
-//! it. The group's events go live from the group's task, in group order,
-//! before the next group may write ([`super::commit_feed`]).
+//! it. The group's events go live in group order, after its writers are
+//! answered and before any later group's ([`super::commit_feed`]): from the
+//! group's task, which lets the next group write meanwhile, or, for a lone
+//! send on SQLite, from the writer thread ([`LoneFinish`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -139,7 +141,7 @@ where
         let mut group = std::mem::take(&mut *self.queue());
         if group.is_empty() {
             // Ours is in the group whose task just let the lock go and is
-            // publishing; it answers us next.
+            // answering; it answers us next.
             drop(holding);
             return answer.await.unwrap_or_else(|_| Err(group_ended()));
         }
@@ -286,8 +288,8 @@ type Reply<R> = tokio::sync::oneshot::Sender<StoreResult<R>>;
 /// duplicate `clientMsgId`, a missing conversation) each is written on its
 /// own so only that one gets the error; any other failure (the database is
 /// unavailable) is every writer's answer, rather than N more attempts.
-/// Answers come back in group order, not yet sent: they are published
-/// first.
+/// Answers come back in group order, not yet sent: the caller sends them,
+/// then publishes their events.
 async fn write_group<T: Sync + 'static, R: Send + 'static>(
     writer: &dyn GroupWriter<T, R>,
     group: Vec<Queued<T, R>>,

@@ -37,7 +37,8 @@ pub struct RunRecord {
     pub ended_at: Option<Millis>,
     /// stdout and stderr, capped: while the run is live, the last
     /// `hosted.live_log_max_bytes` of it as of a recent heartbeat; whole
-    /// once it ended.
+    /// once it ended, except after its process was killed (`owner_lost`
+    /// by another's sweep): then the live copy it last wrote.
     pub log: Option<Vec<u8>>,
 }
 
@@ -341,6 +342,16 @@ impl<D: Database + InstallationDialect> HostedStore for D {
                 ],
             )
             .await?;
+        if n == 0 {
+            // Swept `owner_lost` while this process stalled: the row keeps
+            // its end, and gets the whole log, which only this process has
+            // (its live copy is only the tail).
+            tx.execute(
+                "UPDATE app_runs SET log = $1 WHERE id = $2 AND reason = 'owner_lost'",
+                &[Arg::Bytes(end.log), Arg::Id(id)],
+            )
+            .await?;
+        }
         tx.commit().await?;
         Ok(n == 1)
     }

@@ -29,7 +29,7 @@ use crate::store::group_sends::{
     assign_seqs, conversation_counts, group_delivery, group_jobs, message_rows, recipient_pairs,
     MessageRow, TAKE_SEQS,
 };
-use crate::store::messages::{InsertedMessage, NewMessage};
+use crate::store::messages::{recipient_count, InsertedMessage, NewMessage};
 use crate::store::recipients::{listed_by, rosters_needed, Roster, ROSTER_COUNT, ROSTER_MEMBER};
 use crate::store::sql::Arg;
 use crate::store::{NewJob, StoreError, StoreResult};
@@ -39,6 +39,11 @@ const MESSAGE_INSERT: &str = "INSERT INTO messages (id, conversation_id, seq, se
      thread_id) ";
 const JOB_INSERT: &str =
     "INSERT INTO jobs (id, kind, subject, run_at, created_at, locked_until, attempts) ";
+
+/// The largest lone send finished on the writer thread: its publish (a
+/// frame and an offer per recipient, about a microsecond each) stays well
+/// under one commit's sync, so the next group's write barely waits.
+const LONE_MAX_RECIPIENTS: i64 = 64;
 
 /// The [`GroupWriter`] of sends on SQLite: one hand-off per transaction.
 pub(super) struct ThreadSends {
@@ -66,12 +71,18 @@ impl GroupWriter<NewMessage, InsertedMessage> for ThreadSends {
     }
 
     /// The lone send, answered and published from the writer thread: one
-    /// hand-off in, one wake-up of its sender out (ADR 0022).
+    /// hand-off in, one wake-up of its sender out (ADR 0022). Only a small
+    /// fan-out: the thread publishes before it takes the next group's
+    /// write, and a large one's offers are better overlapped with that
+    /// write by a group task.
     fn write_lone(
         &self,
         m: &NewMessage,
         finish: LoneFinish<InsertedMessage>,
     ) -> Result<(), LoneFinish<InsertedMessage>> {
+        if recipient_count(m) > LONE_MAX_RECIPIENTS {
+            return Err(finish);
+        }
         let m = m.clone();
         // A thread that has ended drops the job and `finish` with it: its
         // sender is answered "the group write ended".

@@ -230,6 +230,26 @@ async fn orphan_sweep_by_owner_and_heartbeat(store: DynStore) {
             .is_empty(),
         "a sweep ends a run once"
     );
+    // The stalled owner still finishes: the swept row keeps its end and
+    // gets the whole log, which only that owner had.
+    let late = RunEnd {
+        state: RunState::Exited,
+        reason: None,
+        exit_code: Some(0),
+        log: b"the whole log",
+        at: 7_000,
+    };
+    assert!(!store.finish_run(orphan.id, &late).await.unwrap());
+    let got = store.run(orphan.id).await.unwrap().unwrap();
+    assert_eq!(
+        (got.state, got.reason.as_deref(), got.ended_at),
+        (RunState::Failed, Some("owner_lost"), Some(6_000))
+    );
+    assert_eq!(got.log.as_deref(), Some(&b"the whole log"[..]));
+    // An ended run that was not swept is not rewritten.
+    assert!(!store.finish_run(ended.id, &late).await.unwrap());
+    let kept = store.run(ended.id).await.unwrap().unwrap();
+    assert_eq!(kept.log.as_deref(), Some(&b""[..]));
 }
 
 /// A beatless app's runs are `alone`: one live at a time per app, held by
