@@ -6,7 +6,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::channel_audience::{channel_readers, wakes_of};
+use super::channel_audience::wakes_of;
 use super::fanout::{channel_forward, forward};
 use super::{check_others, invalid, people_among, store_failure, threads};
 use crate::access::{self, Target};
@@ -20,7 +20,6 @@ use crate::domain::{now_millis, PrincipalKind};
 use crate::gates;
 use crate::hub::{Membership, RequestContext};
 use crate::protocol::conversations::*;
-use crate::protocol::Notification;
 use crate::rpc::RpcError;
 use crate::store::{
     AppRecord, CreatedConversation, Fanout, InsertedMessage, JobKind, MessagePage, NewConversation,

@@ -244,7 +244,7 @@ const NOT_FOUND_ALLOWED: [(&str, &str); 12] = [
     ("http/runs.rs", "StatusCode::NOT_FOUND"),
     // The operator's console (ADR 0030): a console without `admin.token`
     // is "no such route", and a file name not in the embedded bundle.
-    ("http/console/session.rs", "ApiError::not_found("),
+    ("http/console/login.rs", "ApiError::not_found("),
     ("http/console/pages.rs", "ApiError::not_found("),
     // Webhook subscriptions (ADR 0033): an app's own, after its decision on
     // its own stream; one read by id answers a missing subscription and
