@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::harness::{ClusterHarness, Settings};
 use crate::console::stream::Events;
-use crate::console::{action, login, Login};
+use crate::console::{action, login, logout, Login};
 use crate::support::TestHub;
 
 async fn authenticated(hub: &TestHub, login: &Login) -> Value {
@@ -78,15 +78,8 @@ async fn a_console_session_made_on_one_node_works_on_another_and_a_logout_ends_i
 
     // A logout through node 2 ends the session on node 1 too: its stream
     // ends, and the cookie is no longer a session there.
-    let logout = two
-        .http
-        .delete(format!("{}/console/api/session", two.base))
-        .header(COOKIE, l.cookie_header())
-        .header("X-Console-CSRF", &l.csrf)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(logout.status().as_u16(), 204);
+    let out = logout(two, &l).await;
+    assert_eq!(out.status().as_u16(), 204);
     assert_eq!(ended(&mut on_one).await, json!("logged_out"));
     assert_eq!(ended(&mut on_two).await, json!("logged_out"));
     assert_eq!(authenticated(one, &l).await, json!(false));
@@ -96,15 +89,8 @@ async fn a_console_session_made_on_one_node_works_on_another_and_a_logout_ends_i
     // The other way round: made on node 2, ended through node 1.
     let l = login(two).await;
     assert_eq!(authenticated(one, &l).await, json!(true));
-    let logout = one
-        .http
-        .delete(format!("{}/console/api/session", one.base))
-        .header(COOKIE, l.cookie_header())
-        .header("X-Console-CSRF", &l.csrf)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(logout.status().as_u16(), 204);
+    let out = logout(one, &l).await;
+    assert_eq!(out.status().as_u16(), 204);
     assert_eq!(authenticated(two, &l).await, json!(false));
 }
 

@@ -65,6 +65,17 @@ pub async fn login(hub: &TestHub) -> Login {
     }
 }
 
+/// `DELETE /console/api/session` with the login's cookies and CSRF token.
+pub async fn logout(hub: &TestHub, login: &Login) -> reqwest::Response {
+    hub.http
+        .delete(format!("{}/console/api/session", hub.base))
+        .header(COOKIE, login.cookie_header())
+        .header("X-Console-CSRF", &login.csrf)
+        .send()
+        .await
+        .expect("logout")
+}
+
 /// A console action: `POST /console/api{path}` with the cookies and,
 /// when given, `X-Console-CSRF`.
 pub async fn action(hub: &TestHub, login: &Login, path: &str, csrf: Option<&str>) -> (u16, Value) {

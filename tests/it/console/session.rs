@@ -5,7 +5,7 @@
 use reqwest::header::COOKIE;
 use serde_json::{json, Value};
 
-use super::{action, console_hub, cookie_value, login, post_login, set_cookies};
+use super::{action, console_hub, cookie_value, login, logout, post_login, set_cookies};
 use crate::support::hub::{TestHub, ADMIN_TOKEN};
 use crate::support::werewolf_manifest;
 
@@ -148,16 +148,9 @@ async fn the_session_cookies_are_http_only_strict_and_scoped_to_the_console() {
     };
     assert_eq!(status(l.cookie_header()).await, json!(true));
     assert_eq!(status("sb_console=forged".into()).await, json!(false));
-    let logout = hub
-        .http
-        .delete(format!("{}/console/api/session", hub.base))
-        .header(COOKIE, l.cookie_header())
-        .header("X-Console-CSRF", &l.csrf)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(logout.status().as_u16(), 204);
-    let cleared = set_cookies(logout.headers());
+    let out = logout(&hub, &l).await;
+    assert_eq!(out.status().as_u16(), 204);
+    let cleared = set_cookies(out.headers());
     assert_eq!(cookie_value(&cleared, "sb_console").as_deref(), Some(""));
     assert!(
         cleared.iter().all(|c| c.contains("Max-Age=0")),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::header::COOKIE;
 use serde_json::{json, Value};
 
-use super::{action, console_hub, login, Login};
+use super::{action, console_hub, login, logout, Login};
 use crate::support::hub::TestHub;
 use crate::support::RawSocket;
 
@@ -145,15 +145,8 @@ async fn the_stream_shows_a_snapshot_then_each_change_and_ends_with_its_session(
         .await;
 
     // A logout ends the stream with its reason.
-    let logout = hub
-        .http
-        .delete(format!("{}/console/api/session", hub.base))
-        .header(COOKIE, l.cookie_header())
-        .header("X-Console-CSRF", &l.csrf)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(logout.status().as_u16(), 204);
+    let out = logout(&hub, &l).await;
+    assert_eq!(out.status().as_u16(), 204);
     loop {
         let (name, data) = events.next().await.expect("the ended event");
         if name == "ended" {
