@@ -200,14 +200,7 @@ impl ClusterHarness {
 
     /// What node `n`'s `/readyz` answers.
     pub async fn readyz(&self, n: usize) -> (u16, String) {
-        let hub = self.node(n);
-        let r = hub
-            .http
-            .get(format!("{}/readyz", hub.base))
-            .send()
-            .await
-            .expect("GET /readyz");
-        (r.status().as_u16(), r.text().await.expect("readyz body"))
+        self.node(n).readyz().await
     }
 
     /// Waits until node `n` says it is on NATS, or fails the test.

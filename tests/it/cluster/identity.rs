@@ -57,14 +57,6 @@ async fn a_second_process_with_a_live_nodes_id_refuses_to_start() {
         killed.elapsed() >= Duration::from_millis(1_000),
         "the killed node's lease (2 s, renewed every 300 ms) kept its id for a while"
     );
-    let body = hub
-        .http
-        .get(format!("{}/readyz", hub.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let body = hub.readyz().await.1;
     assert!(body.contains("node: node-1"), "{body}");
 }

@@ -26,15 +26,7 @@ async fn a_single_node_gets_a_random_id() {
     let (a, b) = (TestHub::start().await, TestHub::start().await);
     let mut ids = Vec::new();
     for hub in [&a, &b] {
-        let body = hub
-            .http
-            .get(format!("{}/readyz", hub.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let body = hub.readyz().await.1;
         let lines: Vec<&str> = body.lines().collect();
         assert_eq!(lines[0], "ready");
         assert_eq!(lines[2], "cluster: single");

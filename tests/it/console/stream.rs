@@ -111,15 +111,7 @@ async fn the_stream_shows_a_snapshot_then_each_change_and_ends_with_its_session(
     let row = &rows_of(&connections)[0];
     assert_eq!(row["kind"], json!("agent"));
     // The node is the hub's node id, the one /readyz names.
-    let readyz = hub
-        .http
-        .get(format!("{}/readyz", hub.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let readyz = hub.readyz().await.1;
     let node = readyz
         .lines()
         .find_map(|l| l.strip_prefix("node: "))

@@ -12,7 +12,9 @@ use switchboard::domain::task::TaskState;
 use switchboard::store::{DynStore, Effects, Redeemed, StoreError, INVITES_AT_MAX};
 use uuid::Uuid;
 
-use super::store_invites::{channel, into_task, level, link, maker_in, on_channel};
+use super::store_invites::{
+    channel, into_task, level, link, maker_in, on_channel, refused_on_channel,
+};
 use crate::store_contract::{agent_in, app_in, contract, postgres, sqlite};
 use crate::store_installations::{actions_of, no_events};
 use crate::store_reads::active_room;
@@ -289,13 +291,7 @@ async fn a_channel_archived_after_the_link_takes_no_one(store: DynStore) {
         .await
         .unwrap();
     let agent = agent_in(&store, "late").await;
-    let r = store
-        .redeem_invite(&on_channel(&row, agent, 8))
-        .await
-        .unwrap();
-    assert_eq!(r, Redeemed::NotValid);
-    assert_eq!(level(&store, ch, space, agent).await, None);
-    assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 3);
+    refused_on_channel(&store, &row, space, (agent, 8), 3).await;
     // Read-only after the handler's recheck: the maker, an app, is below
     // the admin a read-only channel takes writes from, and the
     // transaction reads the state under the channel's row (third pass).
@@ -303,13 +299,7 @@ async fn a_channel_archived_after_the_link_takes_no_one(store: DynStore) {
         .set_channel(ch, None, Some(ChannelState::ReadOnly))
         .await
         .unwrap();
-    let r = store
-        .redeem_invite(&on_channel(&row, agent, 9))
-        .await
-        .unwrap();
-    assert_eq!(r, Redeemed::NotValid);
-    assert_eq!(level(&store, ch, space, agent).await, None);
-    assert_eq!(store.invite(row.id).await.unwrap().unwrap().uses_left, 3);
+    refused_on_channel(&store, &row, space, (agent, 9), 3).await;
     // Open again, the link lends again.
     store
         .set_channel(ch, None, Some(ChannelState::Open))

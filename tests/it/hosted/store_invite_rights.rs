@@ -13,37 +13,16 @@
 use switchboard::domain::authz::level::{GrantPlace, Holder};
 use switchboard::domain::authz::Level;
 use switchboard::domain::installation::{Actor, ScopeSet, Transition};
-use switchboard::store::{DynStore, InviteRecord, NewGroup, Redeemed};
+use switchboard::store::{DynStore, NewGroup, Redeemed};
 use uuid::Uuid;
 
 use super::store_invite_guards::suspend;
-use super::store_invites::{bare_channel, grant_on, into_task, level, link, maker_in, on_channel};
+use super::store_invites::{
+    bare_channel, grant_on, into_task, link, maker_in, on_channel, refused_on_channel,
+};
 use crate::store_contract::{agent_in, app_in, contract, postgres, sqlite};
 use crate::store_installations::no_events;
 use crate::store_reads::active_room;
-
-/// A fresh agent `name` redeems the channel link `row` at `now`: refused,
-/// given no level on the channel, and no use spent (`uses` still left).
-async fn refused_on_channel(
-    store: &DynStore,
-    row: &InviteRecord,
-    space: Uuid,
-    (name, now): (&str, i64),
-    uses: i64,
-) {
-    let who = agent_in(store, name).await;
-    let r = store
-        .redeem_invite(&on_channel(row, who, now))
-        .await
-        .unwrap();
-    assert_eq!(r, Redeemed::NotValid);
-    assert_eq!(
-        level(store, row.conversation_id, space, who).await,
-        None,
-        "nothing written"
-    );
-    assert_eq!(uses_left(store, row.id).await, uses, "no use spent");
-}
 
 fn joined(r: &Redeemed) -> bool {
     matches!(r, Redeemed::Joined(_))
@@ -74,7 +53,8 @@ async fn a_makers_revoked_grant_lends_nothing(store: DynStore) {
 
     // Revoked after the handler looked: the transaction reads the level.
     store.delete_grant(own, None, 4).await.unwrap();
-    refused_on_channel(&store, &row, space, ("late", 5), 4).await;
+    let who = agent_in(&store, "late").await;
+    refused_on_channel(&store, &row, space, (who, 5), 4).await;
 
     // Only `read` left: no write to lend either.
     grant_on(
@@ -84,7 +64,8 @@ async fn a_makers_revoked_grant_lends_nothing(store: DynStore) {
         Level::Read,
     )
     .await;
-    refused_on_channel(&store, &row, space, ("later", 6), 4).await;
+    let who = agent_in(&store, "later").await;
+    refused_on_channel(&store, &row, space, (who, 6), 4).await;
 
     // Through a group: leaving the group is a revocation too.
     let group = Uuid::now_v7();
@@ -111,7 +92,8 @@ async fn a_makers_revoked_grant_lends_nothing(store: DynStore) {
         .unwrap();
     assert!(joined(&r), "its group's write lends: {r:?}");
     store.remove_member(group, maker).await.unwrap();
-    refused_on_channel(&store, &row, space, ("last", 9), 3).await;
+    let who = agent_in(&store, "last").await;
+    refused_on_channel(&store, &row, space, (who, 9), 3).await;
 }
 
 async fn a_maker_without_messages_write_lends_nothing(store: DynStore) {
@@ -130,7 +112,8 @@ async fn a_maker_without_messages_write_lends_nothing(store: DynStore) {
         .set_scopes(maker, ScopeSet::default(), Actor::Operator, 4, &no_events)
         .await
         .unwrap();
-    refused_on_channel(&store, &row, space, ("late", 5), 5).await;
+    let who = agent_in(&store, "late").await;
+    refused_on_channel(&store, &row, space, (who, 5), 5).await;
 }
 
 async fn a_task_link_needs_the_task_apps_installation_and_a_maker_in_the_room(store: DynStore) {

@@ -152,6 +152,29 @@ pub(super) fn on_channel(invite: &InviteRecord, who: Uuid, now: i64) -> InviteRe
     }
 }
 
+/// `who` redeems the channel link `row` at `now`: refused, given no level
+/// on the channel, and no use spent (`uses` still left).
+pub(super) async fn refused_on_channel(
+    store: &DynStore,
+    row: &InviteRecord,
+    space: Uuid,
+    (who, now): (Uuid, i64),
+    uses: i64,
+) {
+    let r = store
+        .redeem_invite(&on_channel(row, who, now))
+        .await
+        .unwrap();
+    assert_eq!(r, Redeemed::NotValid);
+    assert_eq!(
+        level(store, row.conversation_id, space, who).await,
+        None,
+        "nothing written"
+    );
+    let left = store.invite(row.id).await.unwrap().unwrap().uses_left;
+    assert_eq!(left, uses, "no use spent");
+}
+
 pub(super) async fn level(
     store: &DynStore,
     channel: Uuid,

@@ -192,6 +192,17 @@ impl TestHub {
         )
     }
 
+    /// What `/readyz` answers: its status and its text.
+    pub async fn readyz(&self) -> (u16, String) {
+        let r = self
+            .http
+            .get(format!("{}/readyz", self.base))
+            .send()
+            .await
+            .expect("GET /readyz");
+        (r.status().as_u16(), r.text().await.expect("readyz body"))
+    }
+
     pub async fn register_agent(&self, name: &str) -> (String, String) {
         let (status, body) = self
             .post(
