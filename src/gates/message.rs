@@ -144,7 +144,7 @@ async fn decide_once(
         .then_some(owner);
     let events = verdict_events(&subject.message, &outcome, &delivery, owner);
     let schedule = match (owner, &outcome) {
-        (Some(app), MessageOutcome::Forward { .. }) => wake_of(hub, app).await?,
+        (Some(app), MessageOutcome::Forward { .. }) => wake_of(app),
         _ => Vec::new(),
     };
     let effects = Effects {
@@ -174,12 +174,10 @@ async fn decide_once(
 }
 
 /// A beatless hosted app is woken by the mail it receives: the job is
-/// written with the verdict (ADR 0031 §8).
-async fn wake_of(hub: &Arc<Hub>, app: Uuid) -> Result<Vec<NewJob>, StoreError> {
-    Ok(match hub.store.beatless_card_of(app).await? {
-        Some(_) => vec![NewJob::new(JobKind::HostedWake, app, now_millis())],
-        None => Vec::new(),
-    })
+/// written with the verdict (ADR 0031 §8), and the store keeps it only if
+/// the app is a beatless hosted app then.
+fn wake_of(app: Uuid) -> Vec<NewJob> {
+    vec![NewJob::new(JobKind::HostedWake, app, now_millis())]
 }
 
 /// A message decided already: only the job is finished (the store leaves a

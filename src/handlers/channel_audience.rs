@@ -56,17 +56,16 @@ pub(super) async fn channel_apps(
     })
 }
 
-/// One `hosted_wake` job per beatless hosted app the forward's app copies
-/// reach (each app once: `apps` holds distinct ids).
-pub(super) async fn wakes_of(hub: &Hub, fanout: &Fanout) -> StoreResult<Vec<NewJob>> {
+/// One `hosted_wake` job per app the forward's app copies reach (each app
+/// once: `apps` holds distinct ids); the store keeps only the beatless
+/// hosted apps' (ADR 0031 §8), deciding in the send's transaction.
+pub(super) fn wakes_of(fanout: &Fanout) -> Vec<NewJob> {
     let Fanout::Forward { apps, .. } = fanout else {
-        return Ok(Vec::new());
+        return Vec::new();
     };
-    let mut jobs = Vec::new();
-    for app in &apps.apps {
-        if hub.store.beatless_card_of(*app).await?.is_some() {
-            jobs.push(NewJob::new(JobKind::HostedWake, *app, now_millis()));
-        }
-    }
-    Ok(jobs)
+    let at = now_millis();
+    apps.apps
+        .iter()
+        .map(|app| NewJob::new(JobKind::HostedWake, *app, at))
+        .collect()
 }

@@ -239,7 +239,7 @@ pub async fn store_message(
     let job = gated
         .as_ref()
         .map(|g| gates::inline_job(hub, JobKind::MessageAuthorize, id, g.hook_timeout_ms));
-    let mut jobs = wakes_of(hub, &fanout).await.map_err(store_failure)?;
+    let mut jobs = wakes_of(&fanout);
     jobs.extend(job.clone());
     let request_hash = request_hash(conversation, &out)?;
     let new = NewMessage {

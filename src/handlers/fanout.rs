@@ -60,6 +60,6 @@ pub(super) async fn app_message(
         ConversationKind::Channel => channel_forward(hub, conversation, app).await?,
         _ => forward(conversation, conversation.recipients_but(app)),
     };
-    let jobs = wakes_of(hub, &fanout).await?;
+    let jobs = wakes_of(&fanout);
     Ok((fanout, jobs))
 }

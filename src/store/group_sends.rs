@@ -156,12 +156,16 @@ fn verdict_column(m: &NewMessage) -> &'static str {
     }
 }
 
-/// The jobs of a group's pending messages, with their messages' times.
-pub fn group_jobs<'a>(group: &[&'a NewMessage]) -> Vec<(&'a NewJob, Millis)> {
+/// The jobs of a group's messages, with their messages' times: the ones
+/// written as given (many a statement), then the wakes, each written by
+/// [`crate::store::jobs::WAKE_INSERT`] only for a beatless hosted app.
+pub type TimedJobs<'a> = Vec<(&'a NewJob, Millis)>;
+
+pub fn group_jobs<'a>(group: &[&'a NewMessage]) -> (TimedJobs<'a>, TimedJobs<'a>) {
     group
         .iter()
         .flat_map(|m| m.jobs.iter().map(|j| (j, m.created_at)))
-        .collect()
+        .partition(|(j, _)| !j.kind.kept_for_beatless_only())
 }
 
 /// `(message, recipient)` rows of a group's listed forwards.

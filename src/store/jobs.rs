@@ -53,6 +53,12 @@ impl JobKind {
         URL_KINDS.contains(&self)
     }
 
+    /// Whether the job is written only for a beatless hosted app
+    /// ([`WAKE_INSERT`]); every other kind is written as given.
+    pub fn kept_for_beatless_only(self) -> bool {
+        self == JobKind::HostedWake
+    }
+
     pub fn parse(s: &str) -> Option<JobKind> {
         [
             JobKind::TaskCreate,
@@ -204,21 +210,38 @@ pub(super) async fn insert_job(
     job: &NewJob,
     now: Millis,
 ) -> StoreResult<()> {
-    ex.execute(
-        "INSERT INTO jobs (id, kind, subject, run_at, created_at, locked_until, attempts) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        &[
-            Arg::Id(job.id),
-            Arg::Text(job.kind.as_str()),
-            Arg::Id(job.subject),
-            Arg::Int(job.run_at),
-            Arg::Int(now),
-            Arg::OptInt(job.claimed_until),
-            Arg::Int(job.initial_attempts()),
-        ],
-    )
-    .await?;
+    let sql = match job.kind.kept_for_beatless_only() {
+        true => WAKE_INSERT,
+        false => JOB_INSERT,
+    };
+    ex.execute(sql, &job_args(job, now)).await?;
     Ok(())
+}
+
+const JOB_INSERT: &str = "INSERT INTO jobs (id, kind, subject, run_at, created_at, locked_until, \
+     attempts) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+/// A `hosted_wake` job, kept only if its subject is a beatless hosted app
+/// when the transaction writes it (ADR 0031 §8, "Deciding the wake in the
+/// write"). Its writers name every app reader a forward reaches; this
+/// statement picks the beatless ones, in the same transaction, so the send
+/// path reads nothing for it and a wake cannot be missed between a read
+/// and the write.
+pub const WAKE_INSERT: &str = "INSERT INTO jobs (id, kind, subject, run_at, created_at, \
+     locked_until, attempts) SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS \
+     (SELECT 1 FROM hosted_apps WHERE app_id = $3 AND beatless = 1)";
+
+/// The seven columns of a new job row, in the order both statements take.
+pub fn job_args(job: &NewJob, now: Millis) -> [Arg<'static>; 7] {
+    [
+        Arg::Id(job.id),
+        Arg::Text(job.kind.as_str()),
+        Arg::Id(job.subject),
+        Arg::Int(job.run_at),
+        Arg::Int(now),
+        Arg::OptInt(job.claimed_until),
+        Arg::Int(job.initial_attempts()),
+    ]
 }
 
 /// Deletes the job a change completes, if any.

@@ -177,7 +177,7 @@ async fn insert_group_in(
         });
         q.build().execute(&mut *conn).await?;
     }
-    let jobs = group_jobs(group);
+    let (jobs, wakes) = group_jobs(group);
     for part in jobs.chunks(500) {
         let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
             "INSERT INTO jobs (id, kind, subject, run_at, created_at, locked_until, attempts) ",
@@ -192,6 +192,9 @@ async fn insert_group_in(
                 .push_bind(job.initial_attempts());
         });
         q.build().execute(&mut *conn).await?;
+    }
+    for (job, now) in wakes {
+        crate::store::jobs::insert_job(&mut *conn, job, now).await?;
     }
     let pairs = recipient_pairs(&rows);
     for part in pairs.chunks(500) {

@@ -29,6 +29,7 @@ use crate::store::group_sends::{
     assign_seqs, conversation_counts, group_delivery, group_jobs, message_rows, recipient_pairs,
     MessageRow, TAKE_SEQS,
 };
+use crate::store::jobs::{job_args, WAKE_INSERT};
 use crate::store::messages::{recipient_count, InsertedMessage, NewMessage};
 use crate::store::recipients::{listed_by, rosters_needed, Roster, ROSTER_COUNT, ROSTER_MEMBER};
 use crate::store::sql::Arg;
@@ -121,7 +122,9 @@ fn insert_group(conn: &Connection, group: &[&NewMessage]) -> StoreResult<Vec<Ins
     let listed = listings(conn, group)?;
     let rows = message_rows(group, &seqs, &listed)?;
     insert_messages(conn, &rows)?;
-    insert_jobs(conn, &group_jobs(group))?;
+    let (jobs, wakes) = group_jobs(group);
+    insert_jobs(conn, &jobs)?;
+    insert_wakes(conn, &wakes)?;
     insert_recipients(conn, &recipient_pairs(&rows))?;
     let delivery = group_delivery(group, &seqs);
     let stored = append_events(conn, &delivery.events, delivery.occurred_at)?;
@@ -261,6 +264,18 @@ fn insert_jobs(conn: &Connection, jobs: &[(&NewJob, Millis)]) -> StoreResult<()>
             );
         }
         insert_rows(conn, JOB_INSERT, 7, values)?;
+    }
+    Ok(())
+}
+
+/// Each wake by its own statement: it is kept only for a beatless hosted
+/// app ([`WAKE_INSERT`]).
+fn insert_wakes(conn: &Connection, wakes: &[(&NewJob, Millis)]) -> StoreResult<()> {
+    for (job, now) in wakes {
+        let mut stmt = conn.prepare_cached(WAKE_INSERT).map_err(lite_err)?;
+        bind_numbered(&mut stmt, &job_args(job, *now)).map_err(lite_err)?;
+        stmt.raw_execute().map_err(lite_err)?;
+        super::writer::note_statement();
     }
     Ok(())
 }

@@ -24,6 +24,7 @@ mod store_invite_guards;
 mod store_invite_rights;
 mod store_invites;
 mod store_profiles;
+mod store_wakes;
 mod suspend;
 
 use std::path::{Path, PathBuf};
