@@ -7,6 +7,7 @@ mod ceiling;
 pub mod chaos;
 mod cluster;
 mod connections;
+mod fanout_load;
 mod layout;
 mod report;
 mod scenarios;
@@ -47,6 +48,10 @@ pub struct BenchArgs {
     /// Deliveries to aim for per fanout size (messages = deliveries / N).
     #[arg(long, default_value_t = 50_000)]
     pub fanout_deliveries: usize,
+    /// Deliveries sent and read before each fanout run is measured (not
+    /// counted): a short run is otherwise mostly the hub's first moments.
+    #[arg(long, default_value_t = 20_000)]
+    pub fanout_warm_up_deliveries: usize,
     /// Sends in flight at once in fanout (1 measures latency unloaded).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
     pub inflight: u64,
@@ -102,6 +107,7 @@ impl BenchArgs {
             self.fanout_sizes = vec![3];
             // Enough that the stored messages grow the file by whole pages.
             self.fanout_deliveries = 600;
+            self.fanout_warm_up_deliveries = 30;
             self.hook_rates = vec![50];
             self.hook_seconds = 1;
             self.connections = 20;
@@ -198,6 +204,7 @@ async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
                 };
                 let run = scenarios::FanoutRun {
                     deliveries: args.fanout_deliveries,
+                    warm_up: args.fanout_warm_up_deliveries,
                     inflight: args.inflight as usize,
                     rate: args.fanout_rate,
                     backend,

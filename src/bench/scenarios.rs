@@ -221,6 +221,9 @@ pub(super) async fn send_text(
 /// How a fanout run is shaped, beside its group size.
 pub struct FanoutRun<'a> {
     pub deliveries: usize,
+    /// Deliveries sent and read before the measured run
+    /// (`--fanout-warm-up-deliveries`), not counted.
+    pub warm_up: usize,
     /// Sends in flight at once (`--inflight`).
     pub inflight: usize,
     /// Messages per second offered on a schedule instead (`--fanout-rate`;
@@ -234,6 +237,7 @@ pub struct FanoutRun<'a> {
 pub async fn fanout(n: usize, run: FanoutRun<'_>) -> anyhow::Result<Entry> {
     let FanoutRun {
         deliveries,
+        warm_up: warm_up_deliveries,
         inflight,
         rate,
         backend,
@@ -267,6 +271,8 @@ pub async fn fanout(n: usize, run: FanoutRun<'_>) -> anyhow::Result<Entry> {
         .await?
         .conversation
         .id;
+    let warm_up = (warm_up_deliveries / n).min(messages);
+    super::fanout_load::warm_up(&sender, group, &mut receivers, warm_up, inflight).await?;
     let handles: Vec<_> = receivers
         .into_iter()
         .map(|ws| tokio::spawn(receive(ws, messages)))
@@ -275,22 +281,16 @@ pub async fn fanout(n: usize, run: FanoutRun<'_>) -> anyhow::Result<Entry> {
     let before = super::written::mark(&store_url).await?;
     let cpu0 = own_cpu_seconds();
     let started = Instant::now();
-    if rate > 0 {
-        offered_fanout(Arc::new(sender), group, messages, rate).await?;
-    } else {
-        futures_util::stream::iter(0..messages)
-            .map(|_| send_text(&sender, group, format!("{} {}", stamp(), "x".repeat(100))))
-            .buffer_unordered(inflight.max(1))
-            .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .collect::<anyhow::Result<Vec<_>>>()?;
+    match rate {
+        0 => super::fanout_load::saturated(&sender, group, messages, inflight).await?,
+        r => super::fanout_load::offered(Arc::new(sender), group, messages, r).await?,
     }
     let mut entry = Entry::new("fanout")
         .param("n", n)
         .param("messages", messages)
         .param("backend", backend)
-        .param("outbound_queue_capacity", queue);
+        .param("outbound_queue_capacity", queue)
+        .param("warm_up_messages", warm_up);
     entry = match rate {
         0 => entry.param("inflight", inflight),
         r => entry.param("offered_messages_per_second", r),
@@ -304,31 +304,6 @@ pub async fn fanout(n: usize, run: FanoutRun<'_>) -> anyhow::Result<Entry> {
     server.shutdown().await?;
     super::written::record(&mut entry, &store_url, before, messages * n).await?;
     Ok(entry)
-}
-
-/// `messages` sends into `group`, each started on its schedule at `rate`
-/// a second, however many are still in flight.
-async fn offered_fanout(
-    sender: Arc<AgentClient>,
-    group: Uuid,
-    messages: usize,
-    rate: u64,
-) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let mut sends = Vec::with_capacity(messages);
-    for i in 0..messages {
-        let at = started + Duration::from_secs_f64(i as f64 / rate as f64);
-        tokio::time::sleep_until(at.into()).await;
-        let sender = sender.clone();
-        sends.push(tokio::spawn(async move {
-            let text = format!("{} {}", stamp(), "x".repeat(100));
-            send_text(&sender, group, text).await
-        }));
-    }
-    for s in sends {
-        s.await??;
-    }
-    Ok(())
 }
 
 fn gate_manifest(message_authorize: Value) -> Value {
