@@ -253,15 +253,15 @@ pub(crate) async fn group_of(store: &DynStore, members: &[Uuid]) -> Uuid {
     }
 }
 
-pub(crate) async fn send_to(
-    store: &DynStore,
+/// A plain agent's message to `recipients`, forwarded at once, no jobs.
+pub(crate) fn new_send(
     conversation: Uuid,
     sender: Uuid,
     recipients: &[Uuid],
-) -> Vec<switchboard::domain::event::StoredEvent> {
+) -> switchboard::store::NewMessage {
     use switchboard::domain::message::{Origin, Part};
-    use switchboard::store::{Fanout, InsertedMessage, NewMessage};
-    let m = NewMessage {
+    use switchboard::store::{Fanout, NewMessage};
+    NewMessage {
         id: Uuid::now_v7(),
         conversation_id: conversation,
         sender_id: sender,
@@ -282,7 +282,17 @@ pub(crate) async fn send_to(
         jobs: Vec::new(),
         card: None,
         reply_to_interaction: None,
-    };
+    }
+}
+
+pub(crate) async fn send_to(
+    store: &DynStore,
+    conversation: Uuid,
+    sender: Uuid,
+    recipients: &[Uuid],
+) -> Vec<switchboard::domain::event::StoredEvent> {
+    use switchboard::store::InsertedMessage;
+    let m = new_send(conversation, sender, recipients);
     match store.insert_message(&m).await.unwrap() {
         InsertedMessage::Inserted { events, .. } => events,
         InsertedMessage::Duplicate { .. } => panic!("new message"),

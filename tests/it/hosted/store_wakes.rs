@@ -3,39 +3,19 @@
 //! way a send or a verdict writes its jobs: a lone send, a group of sends
 //! in one transaction, and a verdict's effects.
 
-use switchboard::domain::message::{Origin, Part};
 use switchboard::store::{
-    AppCopies, DynStore, Effects, Fanout, JobKind, MessageDecided, MessageOutcome, NewJob,
-    NewMessage, PersonCopies,
+    DynStore, Effects, Fanout, JobKind, MessageDecided, MessageOutcome, NewJob, NewMessage,
 };
 use uuid::Uuid;
 
-use crate::store_contract::{agent_in, app_in, contract, group_of, postgres, sqlite};
+use crate::store_contract::{agent_in, app_in, contract, group_of, new_send, postgres, sqlite};
 
 contract!(wakes_are_kept_for_beatless_hosted_apps_only);
 
 fn send(conversation: Uuid, sender: Uuid, recipients: &[Uuid], jobs: Vec<NewJob>) -> NewMessage {
     NewMessage {
-        id: Uuid::now_v7(),
-        conversation_id: conversation,
-        sender_id: sender,
-        origin: Origin::Agent,
-        parts: vec![Part::Text { text: "hi".into() }],
-        reply_to: None,
-        thread_id: None,
-        in_channel: false,
-        client_msg_id: None,
-        request_hash: None,
-        created_at: 10,
-        fanout: Fanout::Forward {
-            recipients: recipients.to_vec(),
-            event_type: "agent/message/received",
-            people: PersonCopies::NONE,
-            apps: AppCopies::NONE,
-        },
         jobs,
-        card: None,
-        reply_to_interaction: None,
+        ..new_send(conversation, sender, recipients)
     }
 }
 
