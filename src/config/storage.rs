@@ -16,6 +16,10 @@ pub struct StorageConfig {
     /// `full` (default): a commit survives power loss. `normal`: in WAL mode a
     /// commit survives a crash of the hub process but not of the machine.
     pub sqlite_synchronous: SqliteSynchronous,
+    /// A pooled PostgreSQL connection idle at least this long is pinged
+    /// before use; one in use more recently is known to be alive. 0 pings
+    /// before every use.
+    pub postgres_ping_idle_after_ms: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,6 +37,7 @@ impl Default for StorageConfig {
             migrate_on_start: true,
             sqlite_busy_timeout_ms: 5_000,
             sqlite_synchronous: SqliteSynchronous::Full,
+            postgres_ping_idle_after_ms: 5_000,
         }
     }
 }

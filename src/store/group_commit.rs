@@ -18,6 +18,7 @@ use async_trait::async_trait;
 
 use super::commit_feed::{CommitFeed, Committed};
 use super::{StoreError, StoreResult};
+use crate::domain::event::StoredEvent;
 
 /// A backend's two ways of writing items of one kind.
 #[async_trait]
@@ -88,6 +89,21 @@ pub struct GroupCommit<T, R> {
     tickets: AtomicU64,
     writer: Arc<dyn GroupWriter<T, R>>,
     feed: CommitFeed,
+    tasks: GroupTasks,
+}
+
+/// Where a group's task runs, and how many groups it writes.
+enum GroupTasks {
+    /// On the caller's runtime, one group a task. SQLite's: its lock is
+    /// every write transaction's, so a task that kept it would hold off
+    /// writes of other kinds.
+    PerGroup,
+    /// On a writer runtime of the backend's own (ADR 0037): a task writes
+    /// its group, then every group queued behind it while it holds the
+    /// lock, and hands each group's publish back to the caller's runtime.
+    /// Only for a lock of this kind alone: whoever waits for it has queued
+    /// an item, which the task takes.
+    Draining(tokio::runtime::Handle),
 }
 
 impl<T, R> GroupCommit<T, R>
@@ -106,7 +122,19 @@ where
             tickets: AtomicU64::new(0),
             writer,
             feed,
+            tasks: GroupTasks::PerGroup,
         }
+    }
+
+    /// Group tasks on `writer`, each draining the queue (see
+    /// [`GroupTasks::Draining`]): a runtime whose threads do nothing else
+    /// takes a statement's answer as soon as it arrives, where a busy
+    /// runtime's workers get to it after the deliveries they are writing,
+    /// and the next group starts as the last one commits instead of when
+    /// a waiting caller is next polled.
+    pub fn draining_on(mut self, writer: tokio::runtime::Handle) -> Self {
+        self.tasks = GroupTasks::Draining(writer);
+        self
     }
 
     pub async fn submit(&self, item: &T) -> StoreResult<R> {
@@ -152,34 +180,22 @@ where
             Lone::Handed => return answered(ran, answer).await,
             Lone::Kept { holding, ran } => (holding, ran),
         };
-        let (writer, feed) = (self.writer.clone(), self.feed.clone());
+        let task = GroupTask {
+            writer: self.writer.clone(),
+            feed: self.feed.clone(),
+            queued: self.queued.clone(),
+        };
         // Its own task: the group's other writers wait on this write, so it
         // must finish even if this caller is dropped.
-        tokio::spawn(async move {
-            let (answers, n) =
-                super::sql::count_statements(write_group(writer.as_ref(), group)).await;
-            let _ = ran_tx.send(n);
-            // The next group may write while this one publishes, but not
-            // publish before it: the turn is taken in commit order.
-            let turn = feed.turn().await;
-            drop(holding);
-            // Answer first, then publish: each sender's answer is queued
-            // ahead of the deliveries the publish wakes, so the next sends
-            // come in while this group's frames go out (the commit is
-            // durable either way). The answers keep their events; the
-            // feed publishes copies (shared payloads, so a copy is small).
-            let mut published = Vec::with_capacity(answers.len());
-            for (reply, result) in answers {
-                if let Ok(r) = &result {
-                    published.push(r.committed_events().to_vec());
-                }
-                let _ = reply.send(result);
+        match &self.tasks {
+            GroupTasks::PerGroup => {
+                tokio::spawn(task.one(group, holding, ran_tx));
             }
-            for events in &published {
-                feed.publish(events);
+            GroupTasks::Draining(writer) => {
+                let publisher = tokio::runtime::Handle::current();
+                writer.spawn(task.drain(group, holding, ran_tx, publisher));
             }
-            drop(turn);
-        });
+        }
         answered(ran, answer).await
     }
 
@@ -234,6 +250,94 @@ where
 
     fn queue(&self) -> std::sync::MutexGuard<'_, Vec<Queued<T, R>>> {
         self.queued.lock().expect("group queue poisoned")
+    }
+}
+
+/// What a group's task needs of its [`GroupCommit`].
+struct GroupTask<T, R> {
+    writer: Arc<dyn GroupWriter<T, R>>,
+    feed: CommitFeed,
+    queued: Queue<T, R>,
+}
+
+impl<T, R> GroupTask<T, R>
+where
+    T: Send + Sync + 'static,
+    R: Committed + Send + 'static,
+{
+    /// Writes one group, lets the next write while this one publishes,
+    /// answers, publishes.
+    async fn one(
+        self,
+        group: Vec<Queued<T, R>>,
+        holding: tokio::sync::OwnedMutexGuard<()>,
+        ran: tokio::sync::oneshot::Sender<u64>,
+    ) {
+        let (answers, n) =
+            super::sql::count_statements(write_group(self.writer.as_ref(), group)).await;
+        let _ = ran.send(n);
+        // The next group may write while this one publishes, but not
+        // publish before it: the turn is taken in commit order.
+        let turn = self.feed.turn().await;
+        drop(holding);
+        let published = answer(answers);
+        publish(&self.feed, &published);
+        drop(turn);
+    }
+
+    /// Writes groups while any are queued, holding the lock throughout;
+    /// each group's publish runs on `publisher` in commit order (its turn
+    /// is taken before the next group's write).
+    async fn drain(
+        self,
+        mut group: Vec<Queued<T, R>>,
+        holding: tokio::sync::OwnedMutexGuard<()>,
+        ran: tokio::sync::oneshot::Sender<u64>,
+        publisher: tokio::runtime::Handle,
+    ) {
+        let mut ran = Some(ran);
+        loop {
+            let (answers, n) =
+                super::sql::count_statements(write_group(self.writer.as_ref(), group)).await;
+            if let Some(ran) = ran.take() {
+                let _ = ran.send(n);
+            }
+            let turn = self.feed.turn().await;
+            let published = answer(answers);
+            let feed = self.feed.clone();
+            publisher.spawn(async move {
+                publish(&feed, &published);
+                drop(turn);
+            });
+            group = std::mem::take(&mut *self.queued.lock().expect("group queue poisoned"));
+            if group.is_empty() {
+                drop(holding);
+                return;
+            }
+        }
+    }
+}
+
+/// Sends each writer its answer; returns the events to publish. Answer
+/// first, then publish: each sender's answer is queued ahead of the
+/// deliveries the publish wakes, so the next sends come in while this
+/// group's frames go out (the commit is durable either way). The answers
+/// keep their events; the feed publishes copies (shared payloads, so a
+/// copy is small).
+fn answer<R: Committed>(answers: Vec<(Reply<R>, StoreResult<R>)>) -> Vec<Vec<StoredEvent>> {
+    let mut published = Vec::with_capacity(answers.len());
+    for (reply, result) in answers {
+        if let Ok(r) = &result {
+            published.push(r.committed_events().to_vec());
+        }
+        let _ = reply.send(result);
+    }
+    published
+}
+
+fn publish(feed: &CommitFeed, published: &[Vec<StoredEvent>]) {
+    for events in published {
+        feed.publish(events);
     }
 }
 

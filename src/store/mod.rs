@@ -287,7 +287,14 @@ pub async fn open(config: &Config) -> anyhow::Result<DynStore> {
 pub async fn open_unmigrated(config: &Config) -> anyhow::Result<DynStore> {
     let url = config.database_url();
     let store: DynStore = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Arc::new(PgStore::connect(&url, config.storage.max_connections).await?)
+        Arc::new(
+            PgStore::connect(
+                &url,
+                config.storage.max_connections,
+                std::time::Duration::from_millis(config.storage.postgres_ping_idle_after_ms),
+            )
+            .await?,
+        )
     } else if url.starts_with("sqlite:") {
         Arc::new(
             SqliteStore::open(

@@ -118,20 +118,26 @@ async fn task_active_held(ex: &mut dyn Executor, message_id: Uuid) -> StoreResul
     })
 }
 
-/// The group committers of sends and of verdicts, one lock each; other
-/// writes run concurrently.
-pub(super) fn group_commits(pool: PgPool, feed: CommitFeed) -> (SendCommit, VerdictCommit) {
+/// The group committers of sends and of verdicts, one lock each, draining
+/// their queues on the writer runtime; other writes run concurrently.
+pub(super) fn group_commits(
+    pool: PgPool,
+    feed: CommitFeed,
+    writer: tokio::runtime::Handle,
+) -> (SendCommit, VerdictCommit) {
     (
         GroupCommit::new(
             Arc::new(tokio::sync::Mutex::new(())),
             Arc::new(PoolSends::new(pool.clone())),
             feed.clone(),
-        ),
+        )
+        .draining_on(writer.clone()),
         GroupCommit::new(
             Arc::new(tokio::sync::Mutex::new(())),
             Arc::new(PoolVerdicts::new(pool)),
             feed,
-        ),
+        )
+        .draining_on(writer),
     )
 }
 

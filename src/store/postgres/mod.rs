@@ -6,6 +6,7 @@
 mod conversations;
 mod events;
 mod locks;
+mod writer_runtime;
 
 use async_trait::async_trait;
 use sqlx::encode::IsNull;
@@ -35,23 +36,57 @@ pub struct PgStore {
     /// Verdicts of gated messages, group-committed.
     verdicts: VerdictCommit,
     feed: CommitFeed,
+    /// Where `sends` and `verdicts` write; declared last, so it stops after
+    /// they are dropped.
+    _writer: writer_runtime::WriterRuntime,
 }
 
 impl PgStore {
-    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
+    pub async fn connect(
+        url: &str,
+        max_connections: u32,
+        ping_idle_after: std::time::Duration,
+    ) -> StoreResult<Self> {
+        let pool = pool_options(max_connections, ping_idle_after)
             .connect(url)
             .await?;
+        let writer = writer_runtime::WriterRuntime::start().map_err(sqlx::Error::Io)?;
+        let writer_pool = writer
+            .pool(
+                url,
+                pool_options(writer_runtime::WRITER_CONNECTIONS, ping_idle_after),
+            )
+            .await?;
         let feed = CommitFeed::default();
-        let (sends, verdicts) = conversations::group_commits(pool.clone(), feed.clone());
+        let (sends, verdicts) =
+            conversations::group_commits(writer_pool, feed.clone(), writer.handle());
         Ok(PgStore {
             feed,
             sends,
             verdicts,
             pool,
+            _writer: writer,
         })
     }
+}
+
+/// sqlx pings a connection before every use by default: a round trip in
+/// front of every statement's. Only one that sat idle is pinged here (a
+/// restart or a proxy's idle timeout drops those); one used within
+/// `ping_idle_after` is known to be alive, and should it have died since,
+/// the statement fails and the pool drops the connection.
+fn pool_options(max_connections: u32, ping_idle_after: std::time::Duration) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .test_before_acquire(false)
+        .before_acquire(move |conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= ping_idle_after {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
 }
 
 #[async_trait]

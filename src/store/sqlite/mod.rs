@@ -100,8 +100,12 @@ impl SqliteStore {
             synchronous: synchronous_pragma,
             busy_timeout: Duration::from_millis(busy_timeout_ms),
         };
+        // No ping before each use (sqlx's default): on SQLite it is a hop
+        // to the connection's thread and back, and a connection to a local
+        // file has no peer to lose.
         let pool = SqlitePoolOptions::new()
             .max_connections(max_connections)
+            .test_before_acquire(false)
             .connect_with(options)
             .await?;
         // After the pool: its first connection made the file and set WAL.
