@@ -9,7 +9,9 @@
 //! it. The group's events go live in group order, after its writers are
 //! answered and before any later group's ([`super::commit_feed`]): from the
 //! group's task, which lets the next group write meanwhile, or, for a lone
-//! send on SQLite, from the writer thread ([`LoneFinish`]).
+//! send on SQLite, from the writer thread ([`LoneFinish`]). On PostgreSQL
+//! a group's task runs on the writer runtime and goes on to the groups
+//! queued behind it ([`GroupTasks::Draining`], ADR 0037).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

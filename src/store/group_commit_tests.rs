@@ -40,6 +40,8 @@ struct Backend {
     lone: AtomicUsize,
     grouped: AtomicUsize,
     drop_lone: std::sync::atomic::AtomicBool,
+    /// No lone path, as PostgreSQL has none.
+    no_lone: std::sync::atomic::AtomicBool,
 }
 
 #[async_trait]
@@ -59,6 +61,9 @@ impl GroupWriter<u64, Written> for Backend {
         item: &u64,
         finish: LoneFinish<Written>,
     ) -> Result<(), LoneFinish<Written>> {
+        if self.no_lone.load(Ordering::SeqCst) {
+            return Err(finish);
+        }
         self.lone.fetch_add(1, Ordering::SeqCst);
         let (seq, unanswered) = (*item, self.drop_lone.load(Ordering::SeqCst));
         std::thread::spawn(move || {
@@ -152,4 +157,50 @@ async fn a_lone_write_that_dies_unanswered_fails_and_frees_both_locks() {
     );
     drop(feed.turn().await);
     assert_eq!(*published.seen.lock().unwrap(), vec![(10, true)]);
+}
+
+/// PostgreSQL's way (ADR 0037): group tasks on a writer runtime of their
+/// own, each going on to the groups queued behind it. Every write is
+/// answered and published once, publishes keep the order writes took,
+/// and the lock and the turn are free once the queue is empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draining_on_a_writer_runtime_answers_and_publishes_every_write_once() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let writer = runtime.handle().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        runtime.block_on(async {
+            let _ = stopped.await;
+        })
+    });
+    let (commit, backend, published, feed) = commit();
+    backend.no_lone.store(true, Ordering::SeqCst);
+    let commit = Arc::new(commit.draining_on(writer));
+    let writes: Vec<_> = (1..=200u64)
+        .map(|seq| {
+            let commit = commit.clone();
+            tokio::spawn(async move { commit.submit(&seq).await })
+        })
+        .collect();
+    for (seq, w) in (1..=200u64).zip(writes) {
+        let done = w.await.unwrap().expect("answered");
+        assert_eq!(done.0[0].seq, seq);
+    }
+    assert_eq!(backend.grouped.load(Ordering::SeqCst), 200);
+    assert_eq!(backend.lone.load(Ordering::SeqCst), 0);
+    // Every publish done: the last one gives the turn back.
+    drop(feed.turn().await);
+    let mut seen: Vec<u64> = published.seen.lock().unwrap().iter().map(|s| s.0).collect();
+    assert_eq!(seen.len(), 200, "each write published once");
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), 200);
+    // The lock was let go: a later write goes through.
+    let later = commit.submit(&201).await.expect("answered");
+    assert_eq!(later.0[0].seq, 201);
+    let _ = stop.send(());
+    thread.join().unwrap();
 }
