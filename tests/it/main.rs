@@ -50,6 +50,7 @@ mod store_audit;
 mod store_cards;
 mod store_command_races;
 mod store_commands;
+mod store_connections;
 mod store_contract;
 mod store_installations;
 mod store_overview;
