@@ -289,7 +289,9 @@ where
 
     /// Writes groups while any are queued, holding the lock throughout;
     /// each group's publish runs on `publisher` in commit order (its turn
-    /// is taken before the next group's write).
+    /// is taken before the next group's write). `publisher` is the runtime
+    /// of the caller that started the drain, for every group it writes:
+    /// the hub runs its store on one runtime.
     async fn drain(
         self,
         mut group: Vec<Queued<T, R>>,

@@ -42,17 +42,24 @@ struct Backend {
     drop_lone: std::sync::atomic::AtomicBool,
     /// No lone path, as PostgreSQL has none.
     no_lone: std::sync::atomic::AtomicBool,
+    /// The items in the order they were written (commit order).
+    written: Mutex<Vec<u64>>,
 }
 
 #[async_trait]
 impl GroupWriter<u64, Written> for Backend {
     async fn write_one(&self, item: &u64) -> StoreResult<Written> {
         self.grouped.fetch_add(1, Ordering::SeqCst);
+        self.written.lock().unwrap().push(*item);
         Ok(Written(vec![event(*item)]))
     }
 
     async fn write_group(&self, group: &[&u64]) -> StoreResult<Vec<Written>> {
         self.grouped.fetch_add(group.len(), Ordering::SeqCst);
+        self.written
+            .lock()
+            .unwrap()
+            .extend(group.iter().map(|i| **i));
         Ok(group.iter().map(|i| Written(vec![event(**i)])).collect())
     }
 
@@ -193,11 +200,13 @@ async fn draining_on_a_writer_runtime_answers_and_publishes_every_write_once() {
     assert_eq!(backend.lone.load(Ordering::SeqCst), 0);
     // Every publish done: the last one gives the turn back.
     drop(feed.turn().await);
-    let mut seen: Vec<u64> = published.seen.lock().unwrap().iter().map(|s| s.0).collect();
+    let seen: Vec<u64> = published.seen.lock().unwrap().iter().map(|s| s.0).collect();
     assert_eq!(seen.len(), 200, "each write published once");
-    seen.sort_unstable();
-    seen.dedup();
-    assert_eq!(seen.len(), 200);
+    assert_eq!(
+        seen,
+        *backend.written.lock().unwrap(),
+        "published in the order written"
+    );
     // The lock was let go: a later write goes through.
     let later = commit.submit(&201).await.expect("answered");
     assert_eq!(later.0[0].seq, 201);

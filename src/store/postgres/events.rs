@@ -27,6 +27,9 @@ pub(super) async fn insert_recipients(
     message_id: Uuid,
     recipients: &[Uuid],
 ) -> StoreResult<()> {
+    if recipients.is_empty() {
+        return Ok(());
+    }
     sqlx::query(
         "INSERT INTO message_recipients (message_id, recipient_id) \
          SELECT $1, r FROM unnest($2::uuid[]) AS u(r)",

@@ -36,8 +36,8 @@ pub struct PgStore {
     /// Verdicts of gated messages, group-committed.
     verdicts: VerdictCommit,
     feed: CommitFeed,
-    /// Where `sends` and `verdicts` write; declared last, so it stops after
-    /// they are dropped.
+    /// Where `sends` and `verdicts` write. Dropped, it closes its pools
+    /// (a group being written finishes first) and stops its thread.
     _writer: writer_runtime::WriterRuntime,
 }
 
