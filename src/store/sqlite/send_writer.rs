@@ -18,7 +18,7 @@ use super::events::{
     STREAM_CHUNK, STREAM_INSERT, STREAM_UPSERT,
 };
 use super::uuid;
-use super::writer::{bind_numbered, lite_err, value, values_clause, Writer};
+use super::writer::{bind_numbered, lite_err, shaped_chunks, value, values_clause, Writer};
 use crate::domain::event::{NewEvent, StoredEvent};
 use crate::domain::Millis;
 use crate::store::events::append::{
@@ -177,26 +177,16 @@ fn first_int(conn: &Connection, sql: &str, args: &[Arg<'_>]) -> StoreResult<Opti
     }
 }
 
-/// Multi-row statements differ by their row count, up to 1,000 rows: only
-/// the small shapes, the common ones, are kept prepared, so a fan-out's
-/// large statements (thousands of parameters each) do not fill the cache.
-const CACHED_ROWS: usize = 32;
-
-/// Runs `f` on `sql` prepared, from the cache when it has at most
-/// [`CACHED_ROWS`] rows.
+/// Runs `f` on `sql`, prepared once and kept: every multi-row statement
+/// comes in [`shaped_chunks`]' few shapes.
 fn with_statement<R>(
     conn: &Connection,
     sql: &str,
-    rows: usize,
     f: impl FnOnce(&mut rusqlite::Statement<'_>) -> StoreResult<R>,
 ) -> StoreResult<R> {
     super::writer::note_statement();
-    if rows <= CACHED_ROWS {
-        let mut cached = conn.prepare_cached(sql).map_err(lite_err)?;
-        f(&mut cached)
-    } else {
-        f(&mut conn.prepare(sql).map_err(lite_err)?)
-    }
+    let mut cached = conn.prepare_cached(sql).map_err(lite_err)?;
+    f(&mut cached)
 }
 
 /// One multi-row insert of `values`, `columns` to a row.
@@ -208,14 +198,14 @@ fn insert_rows(
 ) -> StoreResult<()> {
     let rows = values.len() / columns;
     let sql = format!("{head}{}", values_clause(rows, columns));
-    with_statement(conn, &sql, rows, |stmt| {
+    with_statement(conn, &sql, |stmt| {
         stmt.execute(params_from_iter(values)).map_err(lite_err)?;
         Ok(())
     })
 }
 
 fn insert_messages(conn: &Connection, rows: &[MessageRow<'_>]) -> StoreResult<()> {
-    for part in rows.chunks(ROW_CHUNK) {
+    for part in shaped_chunks(rows, ROW_CHUNK) {
         let mut values = Vec::with_capacity(part.len() * 14);
         for r in part {
             let m = r.message;
@@ -246,7 +236,7 @@ fn insert_messages(conn: &Connection, rows: &[MessageRow<'_>]) -> StoreResult<()
 }
 
 fn insert_jobs(conn: &Connection, jobs: &[(&NewJob, Millis)]) -> StoreResult<()> {
-    for part in jobs.chunks(ROW_CHUNK) {
+    for part in shaped_chunks(jobs, ROW_CHUNK) {
         let mut values = Vec::with_capacity(part.len() * 7);
         for (job, now) in part {
             values.extend(
@@ -281,7 +271,7 @@ fn insert_wakes(conn: &Connection, wakes: &[(&NewJob, Millis)]) -> StoreResult<(
 }
 
 pub(super) fn insert_recipients(conn: &Connection, pairs: &[(Uuid, Uuid)]) -> StoreResult<()> {
-    for part in pairs.chunks(ROW_CHUNK) {
+    for part in shaped_chunks(pairs, ROW_CHUNK) {
         let values = part
             .iter()
             .flat_map(|(message, recipient)| [Arg::Id(*message), Arg::Id(*recipient)])
@@ -305,7 +295,7 @@ pub(super) fn append_events(
     let payload_of = insert_payloads(conn, events, now)?;
     let (sorted, runs) = audience_runs(events);
     let mut stored = Vec::with_capacity(sorted.len());
-    for chunk in runs.chunks(STREAM_CHUNK) {
+    for chunk in shaped_chunks(&runs, STREAM_CHUNK) {
         let streams = take_stream_seqs(conn, chunk)?;
         let rows = index_rows(&sorted, chunk, &streams, &payload_of)?;
         insert_index(conn, &rows)?;
@@ -322,7 +312,7 @@ fn insert_payloads(
 ) -> StoreResult<HashMap<Uuid, i64>> {
     let payloads = payload_rows(events)?;
     let mut payload_of = HashMap::with_capacity(payloads.len());
-    for part in payloads.chunks(ROW_CHUNK) {
+    for part in shaped_chunks(&payloads, ROW_CHUNK) {
         let mut values = Vec::with_capacity(part.len() * 6);
         for p in part {
             values.extend(
@@ -342,7 +332,7 @@ fn insert_payloads(
             "{PAYLOAD_INSERT}{}{PAYLOAD_RETURNING}",
             values_clause(part.len(), 6)
         );
-        with_statement(conn, &sql, part.len(), |stmt| {
+        with_statement(conn, &sql, |stmt| {
             let mut rows = stmt.query(params_from_iter(values)).map_err(lite_err)?;
             while let Some(r) = rows.next().map_err(lite_err)? {
                 let id: i64 = r.get(0).map_err(lite_err)?;
@@ -370,7 +360,7 @@ fn take_stream_seqs(
         "{STREAM_INSERT}{}{STREAM_UPSERT}",
         values_clause(chunk.len(), 2)
     );
-    with_statement(conn, &sql, chunk.len(), |stmt| {
+    with_statement(conn, &sql, |stmt| {
         let mut rows = stmt.query(params_from_iter(values)).map_err(lite_err)?;
         let mut streams = HashMap::with_capacity(chunk.len());
         while let Some(r) = rows.next().map_err(lite_err)? {
@@ -388,7 +378,7 @@ fn take_stream_seqs(
 }
 
 fn insert_index(conn: &Connection, rows: &[IndexRow<'_>]) -> StoreResult<()> {
-    for part in rows.chunks(INDEX_CHUNK) {
+    for part in shaped_chunks(rows, INDEX_CHUNK) {
         let values = part
             .iter()
             .flat_map(|r| [r.stream, r.seq, r.payload])
