@@ -211,7 +211,6 @@ pub(super) fn bind_numbered(stmt: &mut Statement<'_>, args: &[Arg<'_>]) -> rusql
     Ok(())
 }
 
-/// `(?, ?, ...), (...)`: `rows` rows of `columns` placeholders.
 /// Splits `rows` into parts whose lengths are powers of two, at most
 /// `max` each, largest first. A multi-row statement then comes in a few
 /// shapes (one per power of two up to `max`), each prepared once and kept
@@ -235,6 +234,7 @@ fn power_of_two_at_most(n: usize) -> usize {
     1 << (usize::BITS - 1 - n.leading_zeros())
 }
 
+/// `(?, ?, ...), (...)`: `rows` rows of `columns` placeholders.
 pub(super) fn values_clause(rows: usize, columns: usize) -> String {
     let row = format!("({})", vec!["?"; columns].join(", "));
     let mut out = String::with_capacity(6 + rows * (row.len() + 2));
