@@ -1,9 +1,12 @@
 //! The physical ceiling of the fan-out workload on this machine: the same
 //! socket library and frame sizes, but no auth, no persistence and no
 //! JSON-RPC routing. A frame from one socket is copied to every other.
+//! Sent as fast as the socket takes them, or on the hub run's schedule
+//! (`--fanout-rate`), so that latency below saturation has a floor to be
+//! read against: what this machine's sockets and scheduler cost alone.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::routing::get;
@@ -43,7 +46,8 @@ async fn serve_socket(socket: WebSocket, peers: Peers) {
     writer.abort();
 }
 
-pub async fn fanout(n: usize, deliveries: usize) -> anyhow::Result<Entry> {
+/// `rate`: messages a second on a schedule; 0: as fast as possible.
+pub async fn fanout(n: usize, deliveries: usize, rate: u64) -> anyhow::Result<Entry> {
     let peers: Peers = Arc::new(DashMap::new());
     let registered = peers.clone();
     let app = axum::Router::new().route(
@@ -71,7 +75,7 @@ pub async fn fanout(n: usize, deliveries: usize) -> anyhow::Result<Entry> {
         tokio_tungstenite::connect_async_with_config(&url, None, true).await?;
     // Sockets join the broadcast set after their upgrade; wait for all.
     while registered.len() < n + 1 {
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let mut handles = Vec::new();
     for ws in receivers {
@@ -79,7 +83,11 @@ pub async fn fanout(n: usize, deliveries: usize) -> anyhow::Result<Entry> {
     }
     let cpu0 = super::stats::own_cpu_seconds();
     let started = Instant::now();
-    for _ in 0..messages {
+    for i in 0..messages {
+        if rate > 0 {
+            let at = started + Duration::from_secs_f64(i as f64 / rate as f64);
+            tokio::time::sleep_until(at.into()).await;
+        }
         let text = format!("{} {}", stamp(), padding());
         sender
             .send(tokio_tungstenite::tungstenite::Message::Text(text.into()))
@@ -88,6 +96,9 @@ pub async fn fanout(n: usize, deliveries: usize) -> anyhow::Result<Entry> {
     let mut entry = Entry::new("ceiling")
         .param("n", n)
         .param("messages", messages);
+    if rate > 0 {
+        entry = entry.param("offered_messages_per_second", rate);
+    }
     summarize(&mut entry, handles, started, messages * n).await?;
     entry.result("cpu_seconds", super::stats::own_cpu_seconds() - cpu0);
     server.abort();

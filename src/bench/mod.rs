@@ -191,10 +191,15 @@ async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     let mut report = Report::new(args);
     if args.wants("fanout") {
         for &n in &args.fanout_sizes {
-            let ceiling = ceiling::fanout(n, args.fanout_deliveries).await?;
-            report.push(ceiling.clone());
+            // Databases first: a throwaway PostgreSQL starts before the
+            // ceiling, which on a schedule can run for minutes.
+            let mut urls = Vec::new();
             for backend in args.backends() {
-                let url = args.database_url(backend).await?;
+                urls.push((backend, args.database_url(backend).await?));
+            }
+            let ceiling = ceiling::fanout(n, args.fanout_deliveries, args.fanout_rate).await?;
+            report.push(ceiling.clone());
+            for (backend, url) in urls {
                 let sync = match args.sqlite_synchronous.as_str() {
                     "normal" => crate::config::SqliteSynchronous::Normal,
                     "full" => crate::config::SqliteSynchronous::Full,
@@ -213,6 +218,9 @@ async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
                 };
                 let mut hub = scenarios::fanout(n, run).await?;
                 hub.ratio("deliveries_per_second", &ceiling, "hub_over_ceiling");
+                if args.fanout_rate > 0 {
+                    hub.latency_over(&ceiling);
+                }
                 report.push(hub);
             }
         }

@@ -34,6 +34,20 @@ impl Entry {
         self.results.get(k).and_then(Value::as_f64)
     }
 
+    /// At an offered rate: the ceiling's latency on the same schedule, and
+    /// what this run adds to it at p50 and p99, so that the hub's share is
+    /// read apart from what the machine's sockets and scheduler cost.
+    pub fn latency_over(&mut self, ceiling: &Entry) {
+        for p in ["p50", "p99"] {
+            let k = format!("latency_{p}_ms");
+            if let (Some(a), Some(b)) = (self.number(&k), ceiling.number(&k)) {
+                self.result(&format!("ceiling_latency_{p}_ms"), b);
+                let added = ((a - b) * 1000.0).round() / 1000.0;
+                self.result(&format!("latency_{p}_added_ms"), added);
+            }
+        }
+    }
+
     /// Records `self[k] / other[k]` as `name`.
     pub fn ratio(&mut self, k: &str, other: &Entry, name: &str) {
         if let (Some(a), Some(b)) = (self.number(k), other.number(k)) {

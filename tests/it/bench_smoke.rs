@@ -46,6 +46,8 @@ async fn bench_smoke_run_reports_every_scenario() {
             f["params"]["n"].as_u64().unwrap() * f["params"]["messages"].as_u64().unwrap()
         );
         assert_eq!(f["params"]["inflight"], 16, "the default in-flight sends");
+        // A saturated run has no schedule to read its latency against.
+        assert!(f["results"].get("latency_p99_added_ms").is_none(), "{f}");
         assert!(f["results"]["db_bytes_per_delivery"].as_f64().unwrap() > 0.0);
         let wal = f["results"].get("wal_bytes_per_delivery");
         match f["params"]["backend"].as_str().unwrap() {
@@ -122,6 +124,26 @@ async fn fanout_at_an_offered_rate_delivers_every_message() {
         f["params"]["n"].as_u64().unwrap() * f["params"]["messages"].as_u64().unwrap()
     );
     assert!(f["results"]["latency_p99_ms"].as_f64().unwrap() > 0.0);
+    // The ceiling ran on the same schedule, and the run reads against it.
+    let ceiling: Vec<&serde_json::Value> = report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["scenario"] == "ceiling")
+        .collect();
+    assert_eq!(ceiling.len(), 1);
+    assert_eq!(ceiling[0]["params"]["offered_messages_per_second"], 400);
+    for p in ["p50", "p99"] {
+        let hub = f["results"][format!("latency_{p}_ms")].as_f64().unwrap();
+        let floor = ceiling[0]["results"][format!("latency_{p}_ms")]
+            .as_f64()
+            .unwrap();
+        assert_eq!(f["results"][format!("ceiling_latency_{p}_ms")], floor);
+        let added = f["results"][format!("latency_{p}_added_ms")]
+            .as_f64()
+            .unwrap();
+        assert!((added - (hub - floor)).abs() < 0.002, "{f}");
+    }
 }
 
 /// The processes whose command line names `needle` (from /proc).
@@ -146,9 +168,9 @@ fn processes_naming(needle: &str) -> Vec<u32> {
 async fn an_interrupted_bench_stops_its_postgres() {
     let mut bench = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .args(["bench", "--scenario", "fanout", "--backend", "postgres"])
-        // A tiny ceiling, then a hub run paced to last minutes: PostgreSQL
-        // starts at once and is still serving when the signal comes, however
-        // loaded the machine (a large ceiling first made the wait a race).
+        // Runs paced to last minutes (the ceiling too): PostgreSQL starts
+        // first, at once, and is still serving when the signal comes,
+        // however loaded the machine.
         .args(["--fanout-sizes", "3", "--fanout-deliveries", "3000"])
         .args(["--fanout-rate", "5"])
         .stdout(std::process::Stdio::null())
