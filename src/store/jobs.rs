@@ -253,9 +253,11 @@ pub(super) async fn delete_job(ex: &mut dyn Executor, job: Option<Uuid>) -> Stor
     Ok(())
 }
 
-/// Deletes finished jobs, many a statement.
+/// Deletes finished jobs, many a statement, in a few shapes of `IN` list
+/// (`shaped_chunks`), so a verdict group's deletes do not crowd the
+/// connection's statement cache with a new text for every length.
 pub(super) async fn delete_jobs(ex: &mut dyn Executor, jobs: &[Uuid]) -> StoreResult<()> {
-    for chunk in jobs.chunks(500) {
+    for chunk in super::sql::shaped_chunks(jobs, 512) {
         let args: Vec<Arg> = chunk.iter().map(|id| Arg::Id(*id)).collect();
         ex.execute(
             &format!(

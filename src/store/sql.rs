@@ -316,6 +316,29 @@ pub fn parsed<T>(
     parse(&value).ok_or_else(|| StoreError::Corrupt(format!("bad {what} {value:?}")))
 }
 
+/// Splits `rows` into parts whose lengths are powers of two, at most
+/// `max` each, largest first. A multi-row statement then comes in a few
+/// shapes (one per power of two up to `max`), each prepared once and kept
+/// in the connection's cache: parts of any length made a fan-out's large
+/// statements a new text, prepared anew, for every group.
+pub fn shaped_chunks<T>(rows: &[T], max: usize) -> impl Iterator<Item = &[T]> {
+    let cap = power_of_two_at_most(max.max(1));
+    let mut rest = rows;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (part, tail) = rest.split_at(power_of_two_at_most(rest.len()).min(cap));
+        rest = tail;
+        Some(part)
+    })
+}
+
+/// The largest power of two not above `n` (`n` > 0).
+fn power_of_two_at_most(n: usize) -> usize {
+    1 << (usize::BITS - 1 - n.leading_zeros())
+}
+
 /// `$first, $first+1, ...`: `n` numbered placeholders.
 pub fn placeholders(first: usize, n: usize) -> String {
     (first..first + n)
@@ -395,4 +418,37 @@ pub async fn count_statements<T>(work: impl std::future::Future<Output = T>) -> 
             (out, STATEMENTS.with(|n| n.get()))
         })
         .await
+}
+
+#[cfg(test)]
+mod shaped_chunks_tests {
+    use super::shaped_chunks;
+
+    #[test]
+    fn parts_are_powers_of_two_up_to_the_cap_in_order_and_cover_every_row() {
+        for (len, max) in [
+            (0, 512),
+            (1, 512),
+            (7, 512),
+            (100, 400),
+            (800, 1000),
+            (1001, 500),
+        ] {
+            let rows: Vec<usize> = (0..len).collect();
+            let parts: Vec<&[usize]> = shaped_chunks(&rows, max).collect();
+            let cap = if max >= 512 { 512 } else { 256 };
+            for p in &parts {
+                assert!(
+                    p.len().is_power_of_two() && p.len() <= cap,
+                    "{len} {max}: {}",
+                    p.len()
+                );
+            }
+            assert!(parts.windows(2).all(|w| w[0].len() >= w[1].len()));
+            assert_eq!(parts.concat(), rows, "{len} {max}");
+        }
+        let rows = vec![0u8; 800];
+        let lens: Vec<usize> = shaped_chunks(&rows, 1000).map(<[u8]>::len).collect();
+        assert_eq!(lens, vec![512, 256, 32]);
+    }
 }

@@ -18,7 +18,7 @@ use super::events::{
     STREAM_CHUNK, STREAM_INSERT, STREAM_UPSERT,
 };
 use super::uuid;
-use super::writer::{bind_numbered, lite_err, shaped_chunks, value, values_clause, Writer};
+use super::writer::{bind_numbered, lite_err, value, values_clause, Writer};
 use crate::domain::event::{NewEvent, StoredEvent};
 use crate::domain::Millis;
 use crate::store::events::append::{
@@ -32,6 +32,7 @@ use crate::store::group_sends::{
 use crate::store::jobs::{job_args, WAKE_INSERT};
 use crate::store::messages::{recipient_count, InsertedMessage, NewMessage};
 use crate::store::recipients::{listed_by, rosters_needed, Roster, ROSTER_COUNT, ROSTER_MEMBER};
+use crate::store::sql::shaped_chunks;
 use crate::store::sql::Arg;
 use crate::store::{NewJob, StoreError, StoreResult};
 
