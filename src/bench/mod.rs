@@ -151,9 +151,11 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Report> {
     raise_fd_limit();
     // The throwaway PostgreSQL must not outlive the bench, whether it
     // ends, fails or is interrupted (a timeout's SIGTERM, Ctrl-C).
+    let interrupted = interrupted()?;
     let outcome = tokio::select! {
+        biased;
+        signal = interrupted => Err(anyhow::anyhow!("interrupted by {signal}")),
         measured = measure(&args) => measured,
-        signal = interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
     };
     throwaway_pg::stop();
     let report = outcome?;
@@ -174,17 +176,21 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn interrupted() -> &'static str {
+/// Resolves on SIGINT or SIGTERM. The handlers are installed when this is
+/// called, not when the future is first polled: the measure beside it can
+/// block its thread at once (a throwaway PostgreSQL's `initdb`), and a
+/// signal before the handlers would kill the bench with the server left
+/// running.
+fn interrupted() -> anyhow::Result<impl std::future::Future<Output = &'static str>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return "SIGINT";
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => "SIGINT",
-        _ = term.recv() => "SIGTERM",
-    }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        }
+    })
 }
 
 async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
